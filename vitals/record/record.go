@@ -1,0 +1,121 @@
+package record
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Version is the schema version carried in every line as "v". Fields are
+// only ever added within a version.
+const Version = 1
+
+// Triggers say why a line was written.
+const (
+	TriggerStart    = "start"
+	TriggerInterval = "interval"
+	TriggerOOM      = "oom" // the OOM counters changed
+	TriggerFinal    = "final"
+)
+
+// Line is one reading of the pod's memory cgroup.
+type Line struct {
+	V       int       `json:"v"`
+	Time    time.Time `json:"ts"`
+	Trigger string    `json:"trigger"`
+	// Cgroup is "v1" or "v2".
+	Cgroup string `json:"cgroup"`
+	Pod    Memory `json:"pod"`
+	// Containers are the pod's container cgroups, by container id.
+	Containers map[string]Memory `json:"containers,omitempty"`
+	// Missing names the files that could not be read for this line.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// Memory is one cgroup's memory reading. Absent fields were not readable.
+type Memory struct {
+	Current *uint64 `json:"current,omitempty"`
+	Peak    *uint64 `json:"peak,omitempty"`
+	// PeakObserved: the kernel has no memory.peak, so Peak is the highest
+	// current seen by the sidecar, which can miss a short spike.
+	PeakObserved bool `json:"peak_observed,omitempty"`
+	// Limit is absent when the cgroup has no limit ("max").
+	Limit    *uint64   `json:"limit,omitempty"`
+	Events   *Events   `json:"events,omitempty"`
+	Failcnt  *uint64   `json:"failcnt,omitempty"`   // v1 only
+	UnderOOM *bool     `json:"under_oom,omitempty"` // v1 only
+	Pressure *Pressure `json:"pressure,omitempty"`  // v2 memory.pressure
+}
+
+// Events are the memory.events counters (on v1, oom_kill from
+// memory.oom_control; the others stay zero).
+type Events struct {
+	Low          uint64 `json:"low"`
+	High         uint64 `json:"high"`
+	Max          uint64 `json:"max"`
+	OOM          uint64 `json:"oom"`
+	OOMKill      uint64 `json:"oom_kill"`
+	OOMGroupKill uint64 `json:"oom_group_kill"`
+}
+
+// Pressure is memory PSI: averages in percent, totals in microseconds.
+type Pressure struct {
+	SomeAvg10 float64 `json:"some_avg10"`
+	SomeAvg60 float64 `json:"some_avg60"`
+	SomeTotal uint64  `json:"some_total"`
+	FullAvg10 float64 `json:"full_avg10"`
+	FullAvg60 float64 `json:"full_avg60"`
+	FullTotal uint64  `json:"full_total"`
+}
+
+// MaxFinalBytes is what the kubelet keeps of a termination message.
+const MaxFinalBytes = 4096
+
+// Final is the compact pod-level reading the sidecar leaves in its
+// termination message, well under MaxFinalBytes.
+type Final struct {
+	V       int       `json:"v"`
+	Time    time.Time `json:"ts"`
+	Cgroup  string    `json:"cg"`
+	OOM     uint64    `json:"oom"`
+	OOMKill uint64    `json:"oom_kill"`
+	Peak    *uint64   `json:"peak,omitempty"`
+	// PeakObserved as in Memory.
+	PeakObserved bool     `json:"peak_observed,omitempty"`
+	Limit        *uint64  `json:"limit,omitempty"`
+	Current      *uint64  `json:"current,omitempty"`
+	Missing      []string `json:"missing,omitempty"`
+}
+
+// Final makes the compact final reading of a line.
+func (l Line) Final() Final {
+	f := Final{
+		V: Version, Time: l.Time, Cgroup: l.Cgroup,
+		Peak: l.Pod.Peak, PeakObserved: l.Pod.PeakObserved,
+		Limit: l.Pod.Limit, Current: l.Pod.Current, Missing: l.Missing,
+	}
+	if e := l.Pod.Events; e != nil {
+		f.OOM, f.OOMKill = e.OOM, e.OOMKill
+	}
+	return f
+}
+
+// ErrNoFinal means the message holds no final reading (the sidecar did not
+// leave one, or the message is someone else's).
+var ErrNoFinal = errors.New("no vitals final reading")
+
+// ParseFinal reads a termination message written by the sidecar.
+func ParseFinal(msg string) (Final, error) {
+	if msg == "" {
+		return Final{}, ErrNoFinal
+	}
+	var f Final
+	if err := json.Unmarshal([]byte(msg), &f); err != nil {
+		return Final{}, fmt.Errorf("%w: %w", ErrNoFinal, err)
+	}
+	if f.V < 1 || f.V > Version {
+		return Final{}, fmt.Errorf("%w: schema version %d, want 1..%d", ErrNoFinal, f.V, Version)
+	}
+	return f, nil
+}

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// Load reads a YAML or JSON config file over Default. A preset listed in
+// the file replaces the default preset of that name whole; presets not
+// listed keep their defaults. Unknown fields are an error, so a typo is not
+// silently ignored. The result is validated.
+func Load(path string) (Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(raw)
+}
+
+// Parse is Load on bytes.
+func Parse(raw []byte) (Config, error) {
+	cfg := Default()
+	defaults := cfg.Presets
+	cfg.Presets = nil
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		return Config{}, fmt.Errorf("parsing config: %w", err)
+	}
+	cfg.Presets = mergePresets(defaults, cfg.Presets)
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// mergePresets replaces defaults by name and keeps runnerpod.Order, so
+// matching stays most-specific-first whatever order the file lists.
+func mergePresets(defaults, given []runnerpod.Preset) []runnerpod.Preset {
+	out := slices.Clone(defaults)
+	for _, g := range given {
+		if i := slices.IndexFunc(out, func(p runnerpod.Preset) bool { return p.Name == g.Name }); i >= 0 {
+			out[i] = g
+		} else {
+			out = append(out, g) // unknown: Validate reports it
+		}
+	}
+	slices.SortStableFunc(out, func(a, b runnerpod.Preset) int {
+		return slices.Index(runnerpod.Order, a.Name) - slices.Index(runnerpod.Order, b.Name)
+	})
+	return out
+}
+
+// Validate reports every problem in the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	seen := map[runnerpod.PresetName]bool{}
+	enabled := 0
+	for _, p := range c.Presets {
+		if !p.Name.Known() {
+			errs = append(errs, fmt.Errorf("presets: unknown preset %q (known: %v)", p.Name, runnerpod.Order))
+			continue
+		}
+		if seen[p.Name] {
+			errs = append(errs, fmt.Errorf("presets: %q listed twice", p.Name))
+		}
+		seen[p.Name] = true
+		if !p.Enabled {
+			continue
+		}
+		enabled++
+		if len(p.RunnerContainers) == 0 {
+			errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: must name at least one container", p.Name))
+		}
+		for _, n := range p.RunnerContainers {
+			for _, msg := range validation.IsDNS1123Label(n) {
+				errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: %q: %s", p.Name, n, msg))
+			}
+		}
+		for _, e := range p.DiagnosticEnv {
+			for _, msg := range validation.IsEnvVarName(e.Name) {
+				errs = append(errs, fmt.Errorf("presets[%s].diagnosticEnv: %q: %s", p.Name, e.Name, msg))
+			}
+			if e.ValueFrom != nil {
+				errs = append(errs, fmt.Errorf("presets[%s].diagnosticEnv: %q: only literal values are supported", p.Name, e.Name))
+			}
+		}
+	}
+	if enabled == 0 {
+		errs = append(errs, errors.New("presets: no preset is enabled"))
+	}
+	for _, u := range slices.Concat(c.Guard.ExemptPrincipals, c.Guard.OwnerPrincipals) {
+		if u == "" {
+			errs = append(errs, errors.New("guard: principals must not be empty strings"))
+		}
+	}
+	for k := range c.Inject.PodAnnotations {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, fmt.Errorf("inject.podAnnotations: %q: %s", k, msg))
+		}
+	}
+	if v := c.Inject.Vitals; v.Enabled {
+		if v.Image == "" {
+			errs = append(errs, errors.New("inject.vitals.image: required when the sidecar is enabled"))
+		}
+		if v.Interval.Duration < 100*time.Millisecond {
+			errs = append(errs, fmt.Errorf("inject.vitals.interval: %s is below the 100ms floor", v.Interval.Duration))
+		}
+		if v.CgroupHostPath == "" || v.CgroupHostPath[0] != '/' {
+			errs = append(errs, fmt.Errorf("inject.vitals.cgroupHostPath: %q must be an absolute path", v.CgroupHostPath))
+		}
+		if v.MountPath == "" || v.MountPath[0] != '/' {
+			errs = append(errs, fmt.Errorf("inject.vitals.mountPath: %q must be an absolute path", v.MountPath))
+		}
+	}
+	return errors.Join(errs...)
+}

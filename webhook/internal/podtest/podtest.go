@@ -1,0 +1,177 @@
+// Package podtest builds runner pods of each fleet's shape for tests, in the
+// wrapper style of kueue's testing builders. Never imported by production
+// code.
+package podtest
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// Wrapper wraps a Pod under construction.
+type Wrapper struct{ corev1.Pod }
+
+// Start is the fixed time runner containers start at unless told otherwise.
+var Start = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+func container(name string) corev1.Container {
+	return corev1.Container{Name: name, Image: "example.com/" + name + ":1", TerminationMessagePath: corev1.TerminationMessagePathDefault, TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent}
+}
+
+// Plain is a pod with one container "app": not a runner pod.
+func Plain(ns, name string) *Wrapper {
+	w := &Wrapper{corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{container("app")}, RestartPolicy: corev1.RestartPolicyNever},
+	}}
+	return w
+}
+
+// Runner is a generic pool's runner pod: one container "runner".
+func Runner(ns, name string) *Wrapper {
+	w := Plain(ns, name)
+	w.Spec.Containers = []corev1.Container{container("runner")}
+	return w
+}
+
+// ARCScaleSet is an ARC scale-set runner pod owned by EphemeralRunner er,
+// with the dind native sidecar and init-dind-externals ARC 1.29+ adds.
+func ARCScaleSet(ns, name string) *Wrapper {
+	w := Runner(ns, name)
+	w.Labels = map[string]string{"actions-ephemeral-runner": "True"}
+	w.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner", Name: name,
+		UID: types.UID("er-" + name), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
+	dind := container("dind")
+	dind.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	w.Spec.InitContainers = []corev1.Container{container("init-dind-externals"), dind}
+	return w
+}
+
+// ARCWorkflow is the "-workflow" job pod of ARC's kubernetes container mode.
+func ARCWorkflow(ns, runnerPod string) *Wrapper {
+	w := Plain(ns, runnerPod+"-workflow")
+	w.Labels = map[string]string{"runner-pod": runnerPod}
+	w.Spec.Containers = []corev1.Container{container("job")}
+	return w
+}
+
+// ARCLegacy is a legacy (summerwind) ARC runner pod with its docker sidecar.
+func ARCLegacy(ns, name string) *Wrapper {
+	w := Plain(ns, name)
+	w.Spec.Containers = []corev1.Container{container("runner"), container("docker")}
+	w.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "actions.summerwind.dev/v1alpha1", Kind: "Runner", Name: name,
+		UID: types.UID("runner-" + name), Controller: ptr.To(true),
+	}}
+	return w
+}
+
+// GitLab is a GitLab Runner executor build pod.
+func GitLab(ns, name string) *Wrapper {
+	w := Plain(ns, name)
+	w.Spec.InitContainers = []corev1.Container{container("init-permissions")}
+	w.Spec.Containers = []corev1.Container{container("build"), container("helper"), container("svc-0")}
+	return w
+}
+
+// Obj returns the built pod.
+func (w *Wrapper) Obj() *corev1.Pod { return &w.Pod }
+
+// Annotate sets an annotation.
+func (w *Wrapper) Annotate(k, v string) *Wrapper {
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	w.Annotations[k] = v
+	return w
+}
+
+// Label sets a label.
+func (w *Wrapper) Label(k, v string) *Wrapper {
+	if w.Labels == nil {
+		w.Labels = map[string]string{}
+	}
+	w.Labels[k] = v
+	return w
+}
+
+// Node places the pod on a node.
+func (w *Wrapper) Node(n string) *Wrapper { w.Spec.NodeName = n; return w }
+
+// Terminating sets a deletionTimestamp.
+func (w *Wrapper) Terminating(at time.Time) *Wrapper {
+	w.DeletionTimestamp = &metav1.Time{Time: at}
+	return w
+}
+
+// Phase sets the pod phase.
+func (w *Wrapper) Phase(p corev1.PodPhase) *Wrapper { w.Status.Phase = p; return w }
+
+// Reason sets the pod's status reason (Evicted, NodeLost).
+func (w *Wrapper) Reason(r string) *Wrapper { w.Status.Reason = r; return w }
+
+// status returns the status entry of container name, adding it if absent.
+func (w *Wrapper) status(name string) *corev1.ContainerStatus {
+	for i := range w.Status.ContainerStatuses {
+		if w.Status.ContainerStatuses[i].Name == name {
+			return &w.Status.ContainerStatuses[i]
+		}
+	}
+	w.Status.ContainerStatuses = append(w.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, Image: "example.com/" + name + ":1", ContainerID: "containerd://" + name + "-1"})
+	return &w.Status.ContainerStatuses[len(w.Status.ContainerStatuses)-1]
+}
+
+// Running marks container name running since Start, and the pod Running.
+func (w *Wrapper) Running(name string) *Wrapper { return w.RunningSince(name, Start) }
+
+// RunningSince marks container name running since t, and the pod Running.
+func (w *Wrapper) RunningSince(name string, t time.Time) *Wrapper {
+	w.Status.Phase = corev1.PodRunning
+	s := w.status(name)
+	s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Time{Time: t}}}
+	s.Ready, s.Started = true, ptr.To(true)
+	return w
+}
+
+// Terminated marks container name terminated with exit code and reason,
+// having run from Start for ten minutes.
+func (w *Wrapper) Terminated(name string, exit int32, reason string) *Wrapper {
+	s := w.status(name)
+	s.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: exit, Reason: reason, ContainerID: s.ContainerID,
+		StartedAt: metav1.Time{Time: Start}, FinishedAt: metav1.Time{Time: Start.Add(10 * time.Minute)},
+	}}
+	s.Ready, s.Started = false, ptr.To(false)
+	return w
+}
+
+// Restarting marks container name waiting after a termination (CrashLoop).
+func (w *Wrapper) Restarting(name string, exit int32, reason string) *Wrapper {
+	w.Terminated(name, exit, reason)
+	s := w.status(name)
+	s.LastTerminationState, s.State = s.State, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	s.RestartCount++
+	return w
+}
+
+// Waiting marks container name waiting (never ran) with reason.
+func (w *Wrapper) Waiting(name, reason string) *Wrapper {
+	w.status(name).State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
+	return w
+}
+
+// SidecarTerminated adds a terminated init (sidecar) container name that
+// left msg as its termination message.
+func (w *Wrapper) SidecarTerminated(name, msg string) *Wrapper {
+	w.Status.InitContainerStatuses = append(w.Status.InitContainerStatuses, corev1.ContainerStatus{
+		Name: name, ContainerID: "containerd://" + name + "-1",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: msg}},
+	})
+	return w
+}

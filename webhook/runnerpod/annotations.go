@@ -1,0 +1,53 @@
+package runnerpod
+
+// Keys runnerguard reads or writes on pods and namespaces. One prefix,
+// runnerguard.io/, for everything of ours.
+const (
+	// AllowDelete is the override a deliberate drain sets before deleting or
+	// evicting a busy runner pod. Its value is the reason, which is required
+	// (an empty value does not override) and is logged with the requester.
+	AllowDelete = "runnerguard.io/allow-delete"
+
+	// Inject set to "false" on a pod skips all instrumentation. Any other
+	// value, or none, lets the injector work. Parsed with strconv.ParseBool.
+	Inject = "runnerguard.io/inject"
+
+	// CreatedBy is written by the injector at CREATE with the requester's
+	// username, always overwriting what the pod came with, so that a DELETE
+	// by the same principal can be recognised as the job's owner ending its
+	// job (presets whose owner ends the job by deleting the pod).
+	CreatedBy = "runnerguard.io/created-by"
+
+	// PresetAnnotation is written by the injector with the name of the preset that
+	// matched, for operators and for the death record.
+	PresetAnnotation = "runnerguard.io/preset"
+
+	// EnabledNamespaceLabel opts a namespace in: runnerguard.io/enabled=true.
+	EnabledNamespaceLabel = "runnerguard.io/enabled"
+)
+
+// Keys written by the fleets themselves, read as their idle signals.
+const (
+	// ARCScaleSetLabel is set to "True" by ARC's scale-set controller on every
+	// ephemeral runner pod (actions.github.com resource builder).
+	ARCScaleSetLabel = "actions-ephemeral-runner"
+	// ARCWorkflowPodLabel names the runner pod on the "-workflow" job pod that
+	// ARC's container mode "kubernetes" hooks create.
+	ARCWorkflowPodLabel = "runner-pod"
+	// ARCLegacyUnregistered is set by legacy ARC once the runner has been
+	// unregistered from GitHub: it can take no job, so it is idle.
+	ARCLegacyUnregistered = "actions-runner/unregistration-complete-timestamp"
+	// ARCLegacyGroup is the API group of legacy ARC's Runner objects.
+	ARCLegacyGroup = "actions.summerwind.dev"
+	// ARCScaleSetGroup and EphemeralRunnerKind identify the owner of a
+	// scale-set runner pod, whose status carries the assigned job.
+	ARCScaleSetGroup    = "actions.github.com"
+	EphemeralRunnerKind = "EphemeralRunner"
+)
+
+// Autoscaler annotations the injector adds so a node is not consolidated
+// under a live job.
+const (
+	KarpenterDoNotDisrupt      = "karpenter.sh/do-not-disrupt"
+	ClusterAutoscalerSafeEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+)

@@ -1,0 +1,146 @@
+package runnerpod
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// PresetName names a fleet whose runner pods runnerguard knows. The name
+// fixes how the pod is recognised, how a busy runner is told from an idle one
+// and whether the job's owner ends the job by deleting the pod: those are
+// facts of the fleet's own code, not settings. Container names and the
+// diagnostic environment are settings.
+type PresetName string
+
+// The presets, one per known fleet.
+const (
+	// ARCScaleSet: GitHub ARC scale-set runner pods, owned by an
+	// EphemeralRunner whose status carries the assigned job.
+	ARCScaleSet PresetName = "arc-scale-set"
+	// ARCWorkflow: the "<runner-pod>-workflow" job pod of ARC's container
+	// mode "kubernetes"; the runner deletes it when the job ends.
+	ARCWorkflow PresetName = "arc-workflow"
+	// ARCLegacy: legacy (summerwind) ARC runner pods.
+	ARCLegacy PresetName = "arc-legacy"
+	// GitLab: GitLab Runner's Kubernetes executor build pod, one per job;
+	// the runner manager deletes it when the job ends.
+	GitLab PresetName = "gitlab"
+	// Generic: a home-grown pool whose runner starts only with a job.
+	Generic PresetName = "generic"
+)
+
+// Order is the order in which presets are tried, most specific first, so a
+// pod that fits a fleet's own marks is never taken for a generic runner.
+var Order = []PresetName{ARCWorkflow, GitLab, ARCScaleSet, ARCLegacy, Generic}
+
+// Known reports whether n is one of the presets above.
+func (n PresetName) Known() bool { return slices.Contains(Order, n) }
+
+// OwnerEndsJob reports whether the fleet ends a job by deleting its pod, so
+// a DELETE by the pod's creator is the job's owner at work.
+func (n PresetName) OwnerEndsJob() bool { return n == ARCWorkflow || n == GitLab }
+
+// Preset is one fleet's configuration.
+type Preset struct {
+	Name PresetName `json:"name"`
+	// Enabled presets are matched; a disabled one is skipped.
+	Enabled bool `json:"enabled"`
+	// RunnerContainers are the names of the containers that run the runner
+	// (or, for job pods, the job).
+	RunnerContainers []string `json:"runnerContainers"`
+	// DiagnosticEnv is added to the runner containers where the pod author
+	// has not set the same name.
+	DiagnosticEnv []corev1.EnvVar `json:"diagnosticEnv,omitempty"`
+}
+
+// DefaultPresets returns every preset, enabled, in Order.
+func DefaultPresets() []Preset {
+	return []Preset{
+		{Name: ARCWorkflow, Enabled: true, RunnerContainers: []string{"job"}},
+		{Name: GitLab, Enabled: true, RunnerContainers: []string{"build"}},
+		{Name: ARCScaleSet, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
+		{Name: ARCLegacy, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
+		{Name: Generic, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
+	}
+}
+
+// githubRunnerEnv makes the GitHub runner copy its _diag log to stdout, so
+// the log pipeline keeps it after the pod is gone.
+func githubRunnerEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{{Name: "ACTIONS_RUNNER_PRINT_LOG_TO_STDOUT", Value: "1"}}
+}
+
+// Runner is a matched runner pod: its preset and its runner containers.
+type Runner struct {
+	Preset Preset
+	// Containers are the pod's runner containers, in the pod's order.
+	Containers []string
+}
+
+// Match returns the first enabled preset, in the order given, that the pod
+// fits, with the pod's runner containers. A pod with no container of a
+// preset's RunnerContainers never fits it.
+func Match(pod *corev1.Pod, presets []Preset) (Runner, bool) {
+	for _, p := range presets {
+		if !p.Enabled {
+			continue
+		}
+		var names []string
+		for _, c := range pod.Spec.Containers {
+			if slices.Contains(p.RunnerContainers, c.Name) {
+				names = append(names, c.Name)
+			}
+		}
+		if len(names) > 0 && fits(pod, p.Name) {
+			return Runner{Preset: p, Containers: names}, true
+		}
+	}
+	return Runner{}, false
+}
+
+// fits reports whether the pod carries the marks of the fleet.
+func fits(pod *corev1.Pod, n PresetName) bool {
+	switch n {
+	case ARCWorkflow:
+		_, ok := pod.Labels[ARCWorkflowPodLabel]
+		return ok
+	case GitLab:
+		return hasContainer(pod, "helper")
+	case ARCScaleSet:
+		_, ok := pod.Labels[ARCScaleSetLabel]
+		return ok || EphemeralRunnerOwner(pod) != ""
+	case ARCLegacy:
+		if _, ok := pod.Annotations[ARCLegacyUnregistered]; ok || hasContainer(pod, "docker") {
+			return true
+		}
+		for _, o := range pod.OwnerReferences {
+			if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && gv.Group == ARCLegacyGroup {
+				return true
+			}
+		}
+		return false
+	case Generic:
+		return true
+	}
+	return false
+}
+
+func hasContainer(pod *corev1.Pod, name string) bool {
+	return slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+}
+
+// EphemeralRunnerOwner returns the name of the EphemeralRunner that controls
+// the pod, or "" when none does.
+func EphemeralRunnerOwner(pod *corev1.Pod) string {
+	for _, o := range pod.OwnerReferences {
+		if o.Controller == nil || !*o.Controller || o.Kind != EphemeralRunnerKind {
+			continue
+		}
+		if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && gv.Group == ARCScaleSetGroup {
+			return o.Name
+		}
+	}
+	return ""
+}
