@@ -1,0 +1,65 @@
+package cgroup
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// woken reports whether ch receives within d.
+func woken(ch <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func TestWatch(t *testing.T) {
+	v2Pod := "kubepods/burstable/pod" + podUID
+	v1Pod := "memory/kubepods/burstable/pod" + podUID
+	cases := []struct {
+		name   string
+		tree   string
+		file   string // rewritten with content while watched
+		change string
+		wake   bool
+	}{
+		{name: "v2 wakes at once when memory.events counts another OOM kill", tree: "v2-cgroupfs",
+			file: v2Pod + "/memory.events", change: "low 0\nhigh 0\nmax 36\noom 2\noom_kill 2\noom_group_kill 0\n", wake: true},
+		{name: "v2 stays asleep when memory.events counts only reclaim at the limit", tree: "v2-cgroupfs",
+			file: v2Pod + "/memory.events", change: "low 0\nhigh 0\nmax 99\noom 1\noom_kill 1\noom_group_kill 0\n"},
+		{name: "v1 wakes at the next poll when a container counts an OOM kill", tree: "v1-cgroupfs",
+			file: v1Pod + "/" + ctr2 + "/memory.oom_control", change: "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", wake: true},
+		{name: "v1 stays asleep when only under_oom changes", tree: "v1-cgroupfs",
+			file: v1Pod + "/" + ctr2 + "/memory.oom_control", change: "oom_kill_disable 0\nunder_oom 1\noom_kill 0\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := copyTree(t, tc.tree)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := NewPod(Options{Root: root, PodUID: podUID, Poll: 5 * time.Millisecond})
+			ch := p.Watch(ctx)
+			assert.False(t, woken(ch, 50*time.Millisecond), "no watch before the cgroup is found")
+			p.Read()
+			require.True(t, woken(ch, 5*time.Second), "a watch wakes once when it begins")
+			// Let the watch arm before the change.
+			time.Sleep(50 * time.Millisecond)
+
+			require.NoError(t, os.WriteFile(filepath.Join(root, tc.file), []byte(tc.change), 0o644))
+			start := time.Now()
+			got := woken(ch, 500*time.Millisecond)
+			assert.Equal(t, tc.wake, got)
+			if got {
+				t.Logf("woken %v after the change", time.Since(start))
+			}
+		})
+	}
+}

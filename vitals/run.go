@@ -1,0 +1,130 @@
+package vitals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/runnerguard/runnerguard/vitals/cgroup"
+	"github.com/runnerguard/runnerguard/vitals/record"
+)
+
+// Options configure Run.
+type Options struct {
+	// Interval between readings; an OOM kill is reported at once.
+	Interval time.Duration
+	// OutDir, when set, gets memory.events, memory.peak and vitals.json
+	// after each line (the emptyDir the runner container reads).
+	OutDir string
+	// TerminationPath, when set, gets the final reading on return.
+	TerminationPath string
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	Log   *slog.Logger
+}
+
+// Run streams readings of r to w as JSON lines until ctx ends, then takes a
+// final reading, writes it to the termination message and returns. Errors
+// writing lines or shared files are logged once and the loop goes on: the
+// sidecar must outlive trouble; only a failed termination message is an error.
+func Run(ctx context.Context, r cgroup.Reader, w io.Writer, o Options) error {
+	if o.Interval <= 0 {
+		return fmt.Errorf("interval must be positive, got %v", o.Interval)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &sampler{r: r, w: w, o: o, logged: map[string]bool{}}
+	s.emit(record.TriggerStart, false)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	wake := r.Watch(watchCtx)
+	t := o.Clock.NewTicker(o.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return s.final()
+		case <-t.C():
+			s.emit(record.TriggerInterval, false)
+		case <-wake:
+			s.emit(record.TriggerOOM, true)
+		}
+	}
+}
+
+type sampler struct {
+	r      cgroup.Reader
+	w      io.Writer
+	o      Options
+	known  *record.Events // the last OOM counters read
+	logged map[string]bool
+}
+
+// emit takes a reading and writes it. A reading whose OOM counters changed
+// is an "oom" line whatever woke the loop; onlyOOM drops readings where
+// they did not (a watch wake-up the interval line already reported).
+func (s *sampler) emit(trigger string, onlyOOM bool) record.Line {
+	l := s.r.Read()
+	l.V, l.Time = record.Version, s.o.Clock.Now().UTC().Truncate(time.Millisecond)
+	changed := false
+	if e := l.Pod.Events; e != nil {
+		k := s.known
+		changed = k != nil && (e.OOM != k.OOM || e.OOMKill != k.OOMKill || e.OOMGroupKill != k.OOMGroupKill)
+		s.known = e
+	}
+	if onlyOOM && !changed {
+		return l
+	}
+	if changed && trigger == record.TriggerInterval {
+		trigger = record.TriggerOOM
+	}
+	l.Trigger = trigger
+	if err := record.WriteLine(s.w, l); err != nil {
+		s.warnOnce("cannot write vitals line", err)
+	}
+	if s.o.OutDir != "" {
+		if err := writeShared(s.o.OutDir, l); err != nil {
+			s.warnOnce("cannot write shared vitals files", err)
+		}
+	}
+	return l
+}
+
+// final writes the last line and the termination message.
+func (s *sampler) final() error {
+	l := s.emit(record.TriggerFinal, false)
+	if s.o.TerminationPath == "" {
+		return nil
+	}
+	b, err := record.EncodeFinal(l.Final())
+	if err == nil {
+		err = os.WriteFile(s.o.TerminationPath, b, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("write final reading to termination message: %w", err)
+	}
+	return nil
+}
+
+// warnOnce logs each distinct failure once, not once per sample.
+func (s *sampler) warnOnce(msg string, err error) {
+	key := msg + ": " + err.Error()
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		key = msg + ": " + pe.Op + " " + pe.Err.Error() // temp file names differ each time
+	}
+	if !s.logged[key] {
+		s.logged[key] = true
+		s.o.Log.Warn(msg+"; will keep trying", "err", err)
+	}
+}
