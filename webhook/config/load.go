@@ -33,6 +33,13 @@ func Parse(raw []byte) (Config, error) {
 	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
 		return Config{}, fmt.Errorf("parsing config: %w", err)
 	}
+	seen := map[runnerpod.PresetName]bool{}
+	for _, p := range cfg.Presets {
+		if seen[p.Name] {
+			return Config{}, fmt.Errorf("presets: %q listed twice", p.Name)
+		}
+		seen[p.Name] = true
+	}
 	cfg.Presets = mergePresets(defaults, cfg.Presets)
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

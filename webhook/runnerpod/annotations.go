@@ -51,3 +51,7 @@ const (
 	KarpenterDoNotDisrupt      = "karpenter.sh/do-not-disrupt"
 	ClusterAutoscalerSafeEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 )
+
+// VitalsContainer is the name of the vitals native sidecar the injector
+// adds; its termination message holds the final memory reading.
+const VitalsContainer = "runnerguard-vitals"

@@ -1,0 +1,76 @@
+package death
+
+import corev1 "k8s.io/api/core/v1"
+
+// Class is the kind of death, from product.md's table.
+type Class string
+
+// The classes of death.
+const (
+	CleanExit    Class = "clean-exit"    // exit 0: the runner quit on its own
+	CgroupOOM    Class = "cgroup-oom"    // reason OOMKilled, whatever the exit code
+	SigKill      Class = "sigkill"       // 137: SIGKILL from inside or the runtime
+	SigTerm      Class = "sigterm"       // 143 or signal 15: deletion or drain
+	ExternalKill Class = "external-kill" // a literal 9: the sandbox torn down from outside
+	Crash        Class = "crash"         // 139 segfault, 134 abort
+	ErrorExit    Class = "error-exit"    // the runner's own failure code
+	NodeEviction Class = "node-eviction" // pod reason Evicted: node pressure
+	NodeLost     Class = "node-lost"     // the node or its kubelet vanished
+	// DeletedRunning extends the table: the pod was removed at once (grace
+	// 0) while its runner still ran, so no terminated state may ever be
+	// reported for it.
+	DeletedRunning Class = "deleted-running"
+)
+
+// Pod status reasons set by the kubelet and the node lifecycle controller.
+const (
+	reasonEvicted                = "Evicted"
+	reasonNodeLost               = "NodeLost"
+	reasonOOMKilled              = "OOMKilled"
+	reasonContainerStatusUnknown = "ContainerStatusUnknown"
+)
+
+// Classify names the death of a runner container that ended with t, on pod.
+// Pod-level causes (eviction, a lost node) come first: they explain the
+// container's exit code, not the other way round.
+func Classify(pod *corev1.Pod, t *corev1.ContainerStateTerminated) Class {
+	switch {
+	case pod.Status.Reason == reasonEvicted:
+		return NodeEviction
+	case pod.Status.Reason == reasonNodeLost:
+		return NodeLost
+	case t == nil:
+		return DeletedRunning
+	case t.Reason == reasonOOMKilled:
+		// An OOM kill of a child can leave exit code 0 with OOMKilled.
+		return CgroupOOM
+	case t.Reason == reasonContainerStatusUnknown:
+		return NodeLost
+	case t.ExitCode == 0:
+		return CleanExit
+	case t.ExitCode == 137:
+		return SigKill
+	case t.ExitCode == 143 || Signal(t) == 15:
+		return SigTerm
+	case t.ExitCode == 9:
+		return ExternalKill
+	case t.ExitCode == 139 || t.ExitCode == 134:
+		return Crash
+	}
+	return ErrorExit
+}
+
+// Signal is the signal that ended the container: the runtime's report when
+// it gives one, else decoded from a shell-style exit code above 128.
+func Signal(t *corev1.ContainerStateTerminated) int32 {
+	if t == nil {
+		return 0
+	}
+	if t.Signal != 0 {
+		return t.Signal
+	}
+	if t.ExitCode > 128 && t.ExitCode < 128+65 {
+		return t.ExitCode - 128
+	}
+	return 0
+}

@@ -1,0 +1,183 @@
+package guard
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// Operation is what the request would do to the pod.
+type Operation string
+
+// The guarded operations.
+const (
+	Delete   Operation = "delete"
+	Eviction Operation = "eviction"
+)
+
+// JobSignal is what the fleet's own record says of the runner's job, for
+// presets that keep one (ARC scale sets: the EphemeralRunner's status).
+type JobSignal int
+
+// Job signals.
+const (
+	// JobNotRead: the preset keeps no such record or it was not needed.
+	JobNotRead JobSignal = iota
+	// JobAssigned: a job is assigned: busy.
+	JobAssigned
+	// JobNone: no job is assigned: idle.
+	JobNone
+	// JobUnreadable: the record could not be read: treated as busy.
+	JobUnreadable
+)
+
+// Facts are everything the decision depends on.
+type Facts struct {
+	Pod       *corev1.Pod
+	Operation Operation
+	// Requester is the username of the request's userInfo.
+	Requester string
+	Job       JobSignal
+	Now       time.Time
+}
+
+// Rule names the row of the decision table that decided.
+type Rule string
+
+// The rows of product.md's decision table, in order.
+const (
+	RuleNotRunnerPod     Rule = "not-runner-pod"
+	RuleTerminating      Rule = "terminating"
+	RulePodFinished      Rule = "pod-finished"
+	RuleNotStarted       Rule = "not-started"
+	RuleRunnerTerminated Rule = "runner-terminated"
+	RuleIdle             Rule = "idle"
+	RuleJobOwner         Rule = "job-owner"
+	RuleExempt           Rule = "exempt-principal"
+	RuleOverride         Rule = "override"
+	RuleBusy             Rule = "busy"
+)
+
+// Decision is the guard's answer and what it knew.
+type Decision struct {
+	Allowed bool
+	Rule    Rule
+	// Message explains the decision; for a denial it is the text the
+	// human running kubectl reads.
+	Message string
+	Runner  runnerpod.Runner
+	Status  runnerpod.Status
+	// RecordDeath: the runner has ended; write its death record.
+	RecordDeath bool
+	// Override is the reason given in the override annotation (rule 9).
+	Override string
+}
+
+// Decide applies the decision table: the first rule that applies decides.
+func Decide(f Facts, cfg config.Config) Decision {
+	pod := f.Pod
+	runner, ok := runnerpod.Match(pod, cfg.Presets)
+	if !ok {
+		return Decision{Allowed: true, Rule: RuleNotRunnerPod, Message: "not a runner pod"}
+	}
+	d := Decision{Runner: runner, Status: runnerpod.RunnerStatus(pod, runner.Containers)}
+	allow := func(r Rule, msg string) Decision {
+		d.Allowed, d.Rule, d.Message = true, r, msg
+		return d
+	}
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return allow(RuleTerminating, "the pod is already terminating")
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		d.RecordDeath = true
+		return allow(RulePodFinished, "the pod has finished ("+string(pod.Status.Phase)+")")
+	case d.Status.State == runnerpod.NotStarted:
+		return allow(RuleNotStarted, "the runner has not started")
+	case d.Status.State == runnerpod.Terminated:
+		d.RecordDeath = true
+		return allow(RuleRunnerTerminated, "the runner has ended")
+	}
+	if idle, why := isIdle(pod, runner.Preset.Name, f.Job); idle {
+		return allow(RuleIdle, why)
+	}
+	if runner.Preset.Name.OwnerEndsJob() && isOwner(pod, f.Requester, cfg) {
+		return allow(RuleJobOwner, "the requester owns the job and is ending it")
+	}
+	if slices.Contains(cfg.Guard.ExemptPrincipals, f.Requester) {
+		return allow(RuleExempt, "the requester is exempt")
+	}
+	reason := strings.TrimSpace(pod.Annotations[runnerpod.AllowDelete])
+	if reason != "" {
+		d.Override = reason
+		return allow(RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
+	}
+	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
+	return d
+}
+
+// NeedsJobSignal reports whether Decide would read f.Job, so the handler
+// looks the fleet's record up only then.
+func NeedsJobSignal(pod *corev1.Pod, cfg config.Config) bool {
+	runner, ok := runnerpod.Match(pod, cfg.Presets)
+	return ok && runner.Preset.Name == runnerpod.ARCScaleSet && pod.DeletionTimestamp == nil &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
+		runnerpod.EphemeralRunnerOwner(pod) != "" &&
+		runnerpod.RunnerStatus(pod, runner.Containers).State == runnerpod.Running
+}
+
+// isIdle is rule 6: the fleet's own signal that the runner has no job.
+func isIdle(pod *corev1.Pod, preset runnerpod.PresetName, job JobSignal) (bool, string) {
+	switch preset {
+	case runnerpod.ARCScaleSet:
+		if job == JobNone {
+			return true, "the EphemeralRunner has no job assigned"
+		}
+	case runnerpod.ARCLegacy:
+		if ts, ok := pod.Annotations[runnerpod.ARCLegacyUnregistered]; ok {
+			return true, "the runner was unregistered at " + ts
+		}
+	}
+	return false, ""
+}
+
+// isOwner is rule 7: the recorded creator, or a configured owner principal.
+func isOwner(pod *corev1.Pod, requester string, cfg config.Config) bool {
+	if requester == "" {
+		return false
+	}
+	return pod.Annotations[runnerpod.CreatedBy] == requester || slices.Contains(cfg.Guard.OwnerPrincipals, requester)
+}
+
+// busyMessage says what is running, for how long, and how to override.
+func busyMessage(f Facts, d Decision) string {
+	pod := f.Pod
+	var b strings.Builder
+	fmt.Fprintf(&b, "runnerguard: runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
+	if run := d.Status.Container.State.Running; run != nil && !run.StartedAt.IsZero() {
+		fmt.Fprintf(&b, " has been running for %s", f.Now.Sub(run.StartedAt.Time).Truncate(time.Second))
+	} else {
+		b.WriteString(" is running")
+	}
+	switch f.Job {
+	case JobAssigned:
+		b.WriteString(" with a job assigned")
+	case JobUnreadable:
+		b.WriteString(" and its EphemeralRunner could not be read, so it is taken to be busy")
+	default:
+		b.WriteString(" and is taken to be busy with a job")
+	}
+	if f.Operation == Eviction {
+		b.WriteString("; the eviction will succeed once the job ends")
+	}
+	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
+		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)
+	}
+	fmt.Fprintf(&b, "; to delete it anyway, first run: kubectl annotate pod -n %s %s %s=\"<reason>\"", pod.Namespace, pod.Name, runnerpod.AllowDelete)
+	return b.String()
+}

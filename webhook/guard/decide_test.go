@@ -1,0 +1,160 @@
+package guard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/internal/podtest"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+const reaper = "system:serviceaccount:ci:reaper"
+
+func TestDecide(t *testing.T) {
+	now := podtest.Start.Add(41*time.Minute + 12*time.Second)
+	cfg := config.Default()
+	cfg.Guard.OwnerPrincipals = []string{"system:serviceaccount:gitlab:manager"}
+	cases := []struct {
+		name      string
+		pod       *corev1.Pod
+		op        Operation
+		requester string
+		job       JobSignal
+		cfg       *config.Config
+		rule      Rule
+		allowed   bool
+		record    bool
+		msg       []string
+	}{
+		{name: "a pod without a runner container is not judged",
+			pod: podtest.Plain("ci", "web").Running("app").Obj(), rule: RuleNotRunnerPod, allowed: true},
+		{name: "a runner container name of a disabled preset is not a runner pod",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), cfg: disabled(runnerpod.Generic), rule: RuleNotRunnerPod, allowed: true},
+		{name: "a pod already terminating is allowed (kubelet's final delete)",
+			pod: podtest.Runner("ci", "r").Running("runner").Terminating(now).Obj(), rule: RuleTerminating, allowed: true},
+		{name: "a succeeded pod is allowed and its death recorded",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj(), rule: RulePodFinished, allowed: true, record: true},
+		{name: "a failed pod is allowed and its death recorded",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").Phase(corev1.PodFailed).Obj(), rule: RulePodFinished, allowed: true, record: true},
+		{name: "a runner with no status yet is allowed (the wedge case)",
+			pod: podtest.Runner("ci", "r").Obj(), rule: RuleNotStarted, allowed: true},
+		{name: "a runner waiting behind its image pull is allowed",
+			pod: podtest.Runner("ci", "r").Waiting("runner", "ImagePullBackOff").Obj(), rule: RuleNotStarted, allowed: true},
+		{name: "a pod whose only running container is not the runner is not started",
+			pod: podtest.GitLab("ci", "g").Running("helper").Obj(), rule: RuleNotStarted, allowed: true},
+		{name: "a terminated runner is allowed and its death recorded",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error").Obj(), rule: RuleRunnerTerminated, allowed: true, record: true},
+		{name: "a runner waiting to restart after a crash counts as terminated",
+			pod: podtest.Runner("ci", "r").Restarting("runner", 139, "Error").Obj(), rule: RuleRunnerTerminated, allowed: true, record: true},
+		{name: "an ARC runner whose EphemeralRunner has no job is idle",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: JobNone, rule: RuleIdle, allowed: true},
+		{name: "an ARC runner with a job assigned is busy",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: JobAssigned, rule: RuleBusy, msg: []string{"with a job assigned"}},
+		{name: "an ARC runner whose EphemeralRunner cannot be read is busy",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: JobUnreadable, rule: RuleBusy, msg: []string{"could not be read"}},
+		{name: "a busy ARC runner is protected even from ARC's own controller",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: "system:serviceaccount:arc-systems:arc-gha-rs-controller", job: JobAssigned, rule: RuleBusy},
+		{name: "a legacy ARC runner that was unregistered is idle",
+			pod: podtest.ARCLegacy("ci", "r").Running("runner").Annotate(runnerpod.ARCLegacyUnregistered, "2026-11-01T12:00:00Z").Obj(), rule: RuleIdle, allowed: true},
+		{name: "a registered legacy ARC runner is busy",
+			pod: podtest.ARCLegacy("ci", "r").Running("runner").Obj(), rule: RuleBusy},
+		{name: "GitLab's manager deleting the build pod it created ends its job",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:runner").Obj(), requester: "system:serviceaccount:gitlab:runner", rule: RuleJobOwner, allowed: true},
+		{name: "a configured owner principal ends a job of a pod created while the injector was down",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), requester: "system:serviceaccount:gitlab:manager", rule: RuleJobOwner, allowed: true},
+		{name: "ARC's runner deleting its workflow pod ends its job",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", rule: RuleJobOwner, allowed: true},
+		{name: "someone other than the creator deleting a GitLab build pod is refused",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:runner").Obj(), requester: reaper, rule: RuleBusy},
+		{name: "the creator of a generic runner is not its job's owner",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.CreatedBy, reaper).Obj(), requester: reaper, rule: RuleBusy},
+		{name: "an empty requester never matches an empty created-by",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "").Obj(), requester: "", rule: RuleBusy},
+		{name: "the namespace controller is exempt",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: config.NamespaceController, rule: RuleExempt, allowed: true},
+		{name: "the pod garbage collector is exempt",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: config.PodGC, rule: RuleExempt, allowed: true},
+		{name: "taint-based eviction is exempt",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: config.TaintEviction, op: Eviction, rule: RuleExempt, allowed: true},
+		{name: "the override annotation with a reason releases a busy runner",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain for kernel upgrade").Obj(), requester: reaper, rule: RuleOverride, allowed: true, msg: []string{"drain for kernel upgrade"}},
+		{name: "an override annotation without a reason does not override",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "  ").Obj(), requester: reaper, rule: RuleBusy, msg: []string{"set but empty"}},
+		{name: "a busy runner is refused with what runs, for how long and how to override",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: reaper, rule: RuleBusy,
+			msg: []string{`runner container "runner" of pod ci/r (generic)`, "running for 41m12s", `kubectl annotate pod -n ci r runnerguard.io/allow-delete="<reason>"`}},
+		{name: "an eviction of a busy runner says it will succeed after the job",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Eviction, requester: reaper, rule: RuleBusy, msg: []string{"eviction will succeed once the job ends"}},
+		{name: "one running runner of two makes the pod busy",
+			pod: twoRunners().Terminated("runner", 0, "Completed").Running("runner-2").Obj(), requester: reaper, cfg: twoRunnerCfg(), rule: RuleBusy, msg: []string{`"runner-2"`}},
+		{name: "a pod with init containers only is not a runner pod",
+			pod: initOnly(), rule: RuleNotRunnerPod, allowed: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			if tc.cfg != nil {
+				c = *tc.cfg
+			}
+			op := tc.op
+			if op == "" {
+				op = Delete
+			}
+			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, Job: tc.job, Now: now}, c)
+			assert.Equal(t, tc.rule, d.Rule, d.Message)
+			assert.Equal(t, tc.allowed, d.Allowed)
+			assert.Equal(t, tc.record, d.RecordDeath)
+			for _, m := range tc.msg {
+				assert.Contains(t, d.Message, m)
+			}
+		})
+	}
+}
+
+func disabled(n runnerpod.PresetName) *config.Config {
+	c := config.Default()
+	for i := range c.Presets {
+		if c.Presets[i].Name == n {
+			c.Presets[i].Enabled = false
+		}
+	}
+	return &c
+}
+
+func twoRunnerCfg() *config.Config {
+	c := config.Default()
+	for i := range c.Presets {
+		if c.Presets[i].Name == runnerpod.Generic {
+			c.Presets[i].RunnerContainers = []string{"runner", "runner-2"}
+		}
+	}
+	return &c
+}
+
+func twoRunners() *podtest.Wrapper {
+	w := podtest.Runner("ci", "r2")
+	w.Spec.Containers = append(w.Spec.Containers, corev1.Container{Name: "runner-2", Image: "x"})
+	return w
+}
+
+func initOnly() *corev1.Pod {
+	w := podtest.Plain("ci", "i")
+	w.Spec.InitContainers = []corev1.Container{{Name: "runner", Image: "x"}}
+	w.Spec.Containers = nil
+	return w.Obj()
+}
+
+func TestNeedsJobSignal(t *testing.T) {
+	cfg := config.Default()
+	assert.True(t, NeedsJobSignal(podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), cfg), "a running ARC runner needs its EphemeralRunner read")
+	assert.False(t, NeedsJobSignal(podtest.ARCScaleSet("ci", "r").Terminated("runner", 0, "Completed").Obj(), cfg), "an ended runner needs no lookup")
+	assert.False(t, NeedsJobSignal(podtest.ARCScaleSet("ci", "r").Running("runner").Terminating(podtest.Start).Obj(), cfg), "a terminating pod needs no lookup")
+	assert.False(t, NeedsJobSignal(podtest.Runner("ci", "r").Running("runner").Obj(), cfg), "a generic runner has no EphemeralRunner")
+	noOwner := podtest.ARCScaleSet("ci", "r").Running("runner")
+	noOwner.OwnerReferences = nil
+	assert.False(t, NeedsJobSignal(noOwner.Obj(), cfg), "without an owner there is nothing to read")
+}

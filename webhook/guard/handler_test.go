@@ -1,0 +1,210 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/internal/podtest"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+func raw(t testing.TB, obj any) runtime.RawExtension {
+	t.Helper()
+	b, err := json.Marshal(obj)
+	require.NoError(t, err)
+	return runtime.RawExtension{Raw: b}
+}
+
+func deleteReq(t testing.TB, pod *corev1.Pod, user string, dryRun bool, grace *int64) admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Delete, Namespace: pod.Namespace, Name: pod.Name,
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		UserInfo:  authenticationv1.UserInfo{Username: user}, DryRun: &dryRun,
+		OldObject: raw(t, pod), Options: raw(t, metav1.DeleteOptions{GracePeriodSeconds: grace}),
+	}}
+}
+
+func evictionReq(t testing.TB, ns, name, user string, opts *metav1.DeleteOptions) admission.Request {
+	ev := policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, DeleteOptions: opts}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: ns, Name: name, SubResource: "eviction",
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		UserInfo: authenticationv1.UserInfo{Username: user}, DryRun: ptr.To(false), Object: raw(t, ev),
+	}}
+}
+
+func ephemeralRunner(name string, status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetAPIVersion("actions.github.com/v1alpha1")
+	u.SetKind("EphemeralRunner")
+	u.SetNamespace("ci")
+	u.SetName(name)
+	return u
+}
+
+func newTestHandler(objs ...client.Object) (*Handler, *events.FakeRecorder) {
+	rec := events.NewFakeRecorder(10)
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
+	h := NewHandler(config.Default(), c, rec)
+	h.Now = func() time.Time { return podtest.Start.Add(5 * time.Minute) }
+	return h, rec
+}
+
+func drain(rec *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func TestHandleDelete(t *testing.T) {
+	busy := podtest.Runner("ci", "busy").Running("runner").Obj()
+	cases := []struct {
+		name    string
+		req     admission.Request
+		allowed bool
+		code    int32
+		msg     string
+		warning string
+		events  []string
+	}{
+		{name: "a busy runner's delete is refused with 403 and a Warning Event naming the requester",
+			req: deleteReq(t, busy, reaper, false, nil), code: http.StatusForbidden, msg: "running for 5m0s",
+			events: []string{"Warning DeleteRefused refused delete by " + reaper}},
+		{name: "a force delete of a busy runner is refused too",
+			req: deleteReq(t, busy, reaper, false, ptr.To(int64(0))), code: http.StatusForbidden, msg: "running for 5m0s",
+			events: []string{"Warning DeleteRefused"}},
+		{name: "a dry-run delete gets the same answer and no Event",
+			req: deleteReq(t, busy, reaper, true, nil), code: http.StatusForbidden, msg: "running for 5m0s"},
+		{name: "an override is allowed with a warning and a Normal Event",
+			req: deleteReq(t, podtest.Runner("ci", "o").Running("runner").Annotate(runnerpod.AllowDelete, "node upgrade").Obj(), "alice", false, nil),
+			allowed: true, code: http.StatusOK, warning: "node upgrade", events: []string{"Normal DeleteOverridden delete by alice allowed by runnerguard.io/allow-delete: node upgrade"}},
+		{name: "a dry-run override warns but emits no Event",
+			req:     deleteReq(t, podtest.Runner("ci", "o").Running("runner").Annotate(runnerpod.AllowDelete, "x").Obj(), "alice", true, nil),
+			allowed: true, code: http.StatusOK, warning: "x"},
+		{name: "a plain pod is allowed", req: deleteReq(t, podtest.Plain("ci", "web").Obj(), reaper, false, nil), allowed: true, code: http.StatusOK},
+		{name: "a deletecollection review (no request name) reads the pod from oldObject",
+			req: func() admission.Request { r := deleteReq(t, busy, reaper, false, nil); r.Name = ""; return r }(), code: http.StatusForbidden, msg: "ci/busy",
+			events: []string{"Warning DeleteRefused"}},
+		{name: "a DELETE without oldObject is a bad request",
+			req: func() admission.Request { r := deleteReq(t, busy, reaper, false, nil); r.OldObject = runtime.RawExtension{}; return r }(), code: http.StatusBadRequest, msg: "without oldObject"},
+		{name: "an oldObject that is not a pod is a bad request",
+			req: func() admission.Request {
+				r := deleteReq(t, busy, reaper, false, nil)
+				r.OldObject = runtime.RawExtension{Raw: []byte(`{"spec":{"containers":"nope"}}`)}
+				return r
+			}(), code: http.StatusBadRequest, msg: "decoding oldObject"},
+		{name: "an operation the guard does not judge is allowed",
+			req: func() admission.Request { r := deleteReq(t, busy, reaper, false, nil); r.Operation = admissionv1.Update; return r }(), allowed: true, code: http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, rec := newTestHandler()
+			resp := h.Handle(context.Background(), tc.req)
+			assert.Equal(t, tc.allowed, resp.Allowed)
+			assert.Equal(t, tc.code, resp.Result.Code)
+			assert.Contains(t, resp.Result.Message, tc.msg)
+			if tc.warning != "" {
+				require.Len(t, resp.Warnings, 1)
+				assert.Contains(t, resp.Warnings[0], tc.warning)
+			} else {
+				assert.Empty(t, resp.Warnings)
+			}
+			got := drain(rec)
+			require.Len(t, got, len(tc.events), "events: %v", got)
+			for i, e := range tc.events {
+				assert.Contains(t, got[i], e)
+			}
+		})
+	}
+}
+
+func TestHandleEviction(t *testing.T) {
+	cases := []struct {
+		name    string
+		objs    []client.Object
+		req     admission.Request
+		allowed bool
+		code    int32
+		msg     string
+		events  int
+	}{
+		{name: "a busy runner's eviction is answered 429 so drains retry",
+			objs: []client.Object{podtest.Runner("ci", "r").Running("runner").Obj()},
+			req:  evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "eviction will succeed once the job ends", events: 1},
+		{name: "a server-side dry-run drain (dryRun only in deleteOptions) gets 429 and no Event",
+			objs: []client.Object{podtest.Runner("ci", "r").Running("runner").Obj()},
+			req:  evictionReq(t, "ci", "r", reaper, &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), code: http.StatusTooManyRequests},
+		{name: "the eviction of a pod that is gone is allowed",
+			req: evictionReq(t, "ci", "gone", reaper, nil), allowed: true, code: http.StatusOK},
+		{name: "an idle ARC runner may be evicted",
+			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), ephemeralRunner("r", map[string]any{"phase": "Running"})},
+			req:  evictionReq(t, "ci", "r", reaper, nil), allowed: true, code: http.StatusOK},
+		{name: "an ARC runner with a jobRequestId is busy",
+			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), ephemeralRunner("r", map[string]any{"jobRequestId": int64(42)})},
+			req:  evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "with a job assigned", events: 1},
+		{name: "an ARC runner with a jobId is busy",
+			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), ephemeralRunner("r", map[string]any{"jobId": "abc"})},
+			req:  evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "with a job assigned", events: 1},
+		{name: "an ARC runner whose EphemeralRunner is missing is busy",
+			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj()},
+			req:  evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "could not be read", events: 1},
+		{name: "an eviction whose object is not an Eviction is a bad request",
+			req: func() admission.Request {
+				r := evictionReq(t, "ci", "r", reaper, nil)
+				r.Object = runtime.RawExtension{Raw: []byte(`[1,2]`)}
+				return r
+			}(), code: http.StatusBadRequest, msg: "decoding object as an Eviction"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, rec := newTestHandler(tc.objs...)
+			resp := h.Handle(context.Background(), tc.req)
+			assert.Equal(t, tc.allowed, resp.Allowed)
+			assert.Equal(t, tc.code, resp.Result.Code)
+			assert.Contains(t, resp.Result.Message, tc.msg)
+			if !tc.allowed && tc.code == http.StatusTooManyRequests {
+				assert.Equal(t, metav1.StatusReasonTooManyRequests, resp.Result.Reason)
+			}
+			assert.Len(t, drain(rec), tc.events)
+		})
+	}
+}
+
+func TestDeathIsRecordedOncePerContainerStart(t *testing.T) {
+	h, _ := newTestHandler()
+	pod := podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").Obj()
+	before := testutilCount(t, "cgroup-oom")
+	for range 3 {
+		resp := h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
+		require.True(t, resp.Allowed)
+	}
+	assert.Equal(t, before+1, testutilCount(t, "cgroup-oom"), "three reviews of one death: one record")
+	h.Handle(context.Background(), deleteReq(t, pod, reaper, true, nil))
+	assert.Equal(t, before+1, testutilCount(t, "cgroup-oom"), "a dry run records nothing")
+}

@@ -1,0 +1,40 @@
+package guard
+
+import (
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// response turns a decision into the review's answer. A refused eviction
+// answers 429 TooManyRequests: kubectl drain, Karpenter and the cluster
+// autoscaler retry on 429 until the job ends, and give up on anything else
+// (kubectl pkg/drain evictPods). A refused DELETE answers 403: a person or a
+// reaper must decide, not retry. The API server keeps the code the webhook
+// sets (apiserver webhook errors ToStatusErr).
+func response(op Operation, d Decision) admission.Response {
+	if d.Allowed {
+		r := admission.Allowed(d.Message)
+		if d.Rule == RuleOverride {
+			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
+		}
+		return r
+	}
+	code, reason := int32(http.StatusForbidden), metav1.StatusReasonForbidden
+	if op == Eviction {
+		code, reason = http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests
+	}
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{
+		Allowed: false,
+		Result:  &metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: d.Message},
+	}}
+}
+
+func decisionLabel(d Decision) string {
+	if d.Allowed {
+		return "allow"
+	}
+	return "deny"
+}
