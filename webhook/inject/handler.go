@@ -1,0 +1,97 @@
+package inject
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+)
+
+// Handler is the injector's admission handler. It implements
+// admission.Handler rather than controller-runtime's Defaulter, because a
+// Defaulter can neither return admission warnings nor allow a pod while
+// reporting a problem (its errors deny), and the injector must do both.
+type Handler struct {
+	Config config.Config
+	// Namespaces reads the pod's namespace for its Pod Security level. In
+	// the manager it is the cached client: namespaces are read on every
+	// runner pod CREATE and change rarely.
+	Namespaces client.Reader
+	Decoder    admission.Decoder
+}
+
+var _ admission.Handler = &Handler{}
+
+// NewHandler returns a Handler that decodes with scheme.
+func NewHandler(cfg config.Config, namespaces client.Reader, scheme *runtime.Scheme) *Handler {
+	return &Handler{Config: cfg, Namespaces: namespaces, Decoder: admission.NewDecoder(scheme)}
+}
+
+// Handle mutates one pod CREATE. It answers with an error only for a
+// request that carries no decodable pod, which the API server never sends;
+// everything else is allowed, with warnings for what was left undone.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	log := logf.FromContext(ctx)
+	if req.Operation != admissionv1.Create || req.SubResource != "" {
+		return admission.Allowed("runnerguard instruments only pod creation")
+	}
+	pod := &corev1.Pod{}
+	if err := h.Decoder.DecodeRaw(req.Object, pod); err != nil {
+		count(Error)
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod of the CREATE request: %w", err))
+	}
+	original := pod.DeepCopy()
+
+	facts := Facts{Requester: req.UserInfo.Username}
+	if h.Config.Inject.Vitals.Enabled {
+		facts.HostMountRefused = h.hostMountRefusal(ctx, req.Namespace)
+	}
+	out := Mutate(pod, facts, h.Config)
+
+	changed := !reflect.DeepEqual(original, pod)
+	if !changed && (out.Result == Injected || out.Result == NoSidecar) {
+		out.Result = Unchanged
+	}
+	count(out.Result)
+	for _, w := range out.Warnings {
+		log.Info("injection incomplete", "preset", out.Preset, "warning", w)
+	}
+	log.V(1).Info("pod create", "result", out.Result, "preset", out.Preset)
+
+	if !changed {
+		return admission.Allowed("").WithWarnings(out.Warnings...)
+	}
+	resp := patchResponse(req.Object.Raw, original, pod)
+	if !resp.Allowed {
+		// Failing to build the patch must not fail the pod: admit it as
+		// it came and say so.
+		log.Error(nil, "building the patch", "message", resp.Result.Message)
+		return admission.Allowed("").WithWarnings("runnerguard: the pod was not instrumented: " + resp.Result.Message)
+	}
+	return resp.WithWarnings(out.Warnings...)
+}
+
+// hostMountRefusal reads the namespace's labels. The namespace is read as
+// metadata only, so the manager's cache keeps namespaces' metadata and
+// nothing more. A namespace that cannot be read refuses the sidecar: if
+// its Pod Security level forbids hostPath, adding one would make the pod
+// fail admission, which is worse than a pod without vitals.
+func (h *Handler) hostMountRefusal(ctx context.Context, namespace string) string {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		logf.FromContext(ctx).Error(err, "reading the namespace's Pod Security level", "namespace", namespace)
+		return fmt.Sprintf("its namespace %q could not be read to check its Pod Security level: %v", namespace, err)
+	}
+	return HostMountRefusal(namespace, ns.Labels)
+}

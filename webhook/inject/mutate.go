@@ -1,0 +1,158 @@
+package inject
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// Result is what the injector did with a pod: the label of
+// runnerguard_inject_total.
+type Result string
+
+// The results. Mutate returns the first five; the handler adds the last two.
+const (
+	// Injected: a runner pod instrumented, vitals sidecar included.
+	Injected Result = "injected"
+	// NoSidecar: a runner pod instrumented without the vitals sidecar,
+	// because it is disabled or could not be added (see the warnings).
+	NoSidecar Result = "no-sidecar"
+	// OptedOut: the pod says runnerguard.io/inject: "false".
+	OptedOut Result = "opted-out"
+	// NotRunner: no enabled preset matches the pod.
+	NotRunner Result = "not-runner"
+	// Mirror: a kubelet's static pod, never touched.
+	Mirror Result = "mirror"
+	// Unchanged: a runner pod that already had everything (reinvocation,
+	// or a copy of an instrumented pod created again).
+	Unchanged Result = "unchanged"
+	// Error: a request whose pod could not be decoded.
+	Error Result = "error"
+)
+
+// Facts are what Mutate needs beyond the pod and the config: read by the
+// handler from the admission request and the pod's namespace.
+type Facts struct {
+	// Requester is the username of the CREATE's requester.
+	Requester string
+	// HostMountRefused, when not empty, says why the pod may not mount the
+	// node's cgroup filesystem; the vitals sidecar is then left out.
+	HostMountRefused string
+}
+
+// Outcome is Mutate's account of what it did.
+type Outcome struct {
+	Result Result
+	// Preset is the matched preset; empty when no preset matched.
+	Preset runnerpod.PresetName
+	// Warnings say what was left undone, and why, for the admission response
+	// and the log.
+	Warnings []string
+}
+
+// Pod Security admission's namespace label and the levels that forbid
+// hostPath volumes (k8s.io/pod-security-admission/api; two strings are not
+// worth the module).
+const (
+	psaEnforceLabel = "pod-security.kubernetes.io/enforce"
+	psaBaseline     = "baseline"
+	psaRestricted   = "restricted"
+)
+
+// HostMountRefusal says why a namespace with these labels would refuse a
+// pod with a hostPath volume, or returns "" when it would not. Only the
+// namespace's own enforce label is known here: a cluster-wide default level
+// set in the API server's admission configuration is not visible.
+func HostMountRefusal(namespace string, labels map[string]string) string {
+	switch level := labels[psaEnforceLabel]; level {
+	case psaBaseline, psaRestricted:
+		return fmt.Sprintf("namespace %q enforces Pod Security level %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads", namespace, level)
+	}
+	return ""
+}
+
+// Mutate instruments pod in place if it is a runner pod and reports what it
+// did. It is idempotent: a second call changes nothing. It never overwrites
+// what the pod author chose, except runnerguard.io/created-by, which a pod
+// must not be able to forge.
+func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
+	if _, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return Outcome{Result: Mirror}
+	}
+	runner, ok := runnerpod.Match(pod, cfg.Presets)
+	if !ok {
+		return Outcome{Result: NotRunner}
+	}
+	out := Outcome{Result: NoSidecar, Preset: runner.Preset.Name}
+	if v, ok := pod.Annotations[runnerpod.Inject]; ok {
+		inject, err := strconv.ParseBool(v)
+		switch {
+		case err != nil:
+			out.Warnings = append(out.Warnings, fmt.Sprintf("runnerguard: annotation %s=%q is not a boolean (true or false); the pod is instrumented", runnerpod.Inject, v))
+		case !inject:
+			out.Result = OptedOut
+			return out
+		}
+	}
+
+	annotate(pod, runner.Preset.Name, facts.Requester, cfg.Inject.PodAnnotations)
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if !slices.Contains(runner.Containers, c.Name) {
+			continue
+		}
+		addEnv(c, runner.Preset.DiagnosticEnv)
+		// The API server defaults the policy to File, so File is taken as
+		// "left to the default"; an author who chose FallbackToLogsOnError
+		// already has it. The path is kept either way.
+		if cfg.Inject.TerminationMessagePolicy && (c.TerminationMessagePolicy == "" || c.TerminationMessagePolicy == corev1.TerminationMessageReadFile) {
+			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		}
+	}
+
+	if !cfg.Inject.Vitals.Enabled {
+		return out
+	}
+	if reason := sidecarRefusal(pod, facts); reason != "" {
+		out.Warnings = append(out.Warnings, "runnerguard: vitals sidecar not injected: "+reason)
+		return out
+	}
+	out.Result = Injected
+	out.Warnings = append(out.Warnings, addVitals(pod, runner.Containers, cfg.Inject.Vitals)...)
+	return out
+}
+
+// annotate adds the configured pod annotations where absent and records the
+// preset and, for presets whose owner ends the job by deleting the pod, the
+// creator, overwriting any value the pod came with.
+func annotate(pod *corev1.Pod, preset runnerpod.PresetName, requester string, extra map[string]string) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	for k, v := range extra {
+		if _, ok := pod.Annotations[k]; !ok {
+			pod.Annotations[k] = v
+		}
+	}
+	pod.Annotations[runnerpod.PresetAnnotation] = string(preset)
+	if preset.OwnerEndsJob() {
+		pod.Annotations[runnerpod.CreatedBy] = requester
+	}
+}
+
+// addEnv appends the variables of env that c does not set itself. A
+// variable the author set through envFrom cannot be seen here and would be
+// overridden; presets keep their diagnostic env to runnerguard's own
+// purposes, so that is accepted.
+func addEnv(c *corev1.Container, env []corev1.EnvVar) {
+	for _, e := range env {
+		if !slices.ContainsFunc(c.Env, func(have corev1.EnvVar) bool { return have.Name == e.Name }) {
+			c.Env = append(c.Env, *e.DeepCopy())
+		}
+	}
+}

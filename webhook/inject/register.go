@@ -1,0 +1,25 @@
+package inject
+
+import (
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/registration"
+)
+
+// Register serves the injector at registration.InjectPath on mgr's webhook
+// server and registers its metrics. Namespaces are read through the
+// manager's cached client, as metadata only (the chart grants get, list and
+// watch on namespaces).
+func Register(mgr manager.Manager, cfg config.Config) error {
+	if err := RegisterMetrics(metrics.Registry); err != nil {
+		return fmt.Errorf("registering the injector's metrics: %w", err)
+	}
+	h := NewHandler(cfg, mgr.GetClient(), mgr.GetScheme())
+	mgr.GetWebhookServer().Register(registration.InjectPath, &admission.Webhook{Handler: h})
+	return nil
+}
