@@ -7,8 +7,8 @@ KUBE_VERSION := v1.37.2
 KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: test unit lint e2e-api kube-bin
-test: lint unit e2e-api
+.PHONY: test unit lint e2e-api kube-bin tools chart-test manifests image
+test: lint unit e2e-api chart-test
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -23,3 +23,28 @@ kube-bin:
 # The webhooks through a real kube-apiserver and etcd built from source.
 e2e-api: kube-bin
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -tags e2e -count=1 -timeout 20m ./e2e/api/...
+
+# Helm 4, Helm 3 (as helm3) and crane, built from the Go module proxy into
+# .cache/bin once.
+tools:
+	hack/tools.sh
+
+# The chart with both Helm versions: lint --strict, renders per option,
+# schema refusals, equality with webhook/registration, manifests in sync,
+# and every rendered object through a real kube-apiserver with
+# cert-manager's CRDs.
+chart-test: kube-bin
+	hack/tools.sh helm helm3
+	HELM=$(CACHE)/bin/helm HELM3=$(CACHE)/bin/helm3 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
+	  go test -count=1 -timeout 15m ./e2e/chart/...
+
+# manifests/runnerguard.yaml: the chart rendered with defaults, for users
+# who apply plain YAML. chart-test fails when it is stale.
+manifests:
+	hack/tools.sh helm
+	$(CACHE)/bin/helm template runnerguard charts/runnerguard --namespace runnerguard > manifests/runnerguard.yaml.tmp
+	mv manifests/runnerguard.yaml.tmp manifests/runnerguard.yaml
+
+# The image without a Docker engine: .cache/images/runnerguard.tar.
+image:
+	hack/image.sh

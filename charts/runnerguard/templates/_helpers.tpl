@@ -1,0 +1,114 @@
+{{/* The chart name, overridable. */}}
+{{- define "runnerguard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The prefix of every object name. */}}
+{{- define "runnerguard.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "runnerguard.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "runnerguard.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "runnerguard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "runnerguard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "runnerguard.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "runnerguard.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image of both the webhook and the vitals sidecar. */}}
+{{- define "runnerguard.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "runnerguard.servingCertName" -}}
+{{ include "runnerguard.fullname" . }}-serving-cert
+{{- end }}
+
+{{- define "runnerguard.tlsSecretName" -}}
+{{ include "runnerguard.fullname" . }}-tls
+{{- end }}
+
+{{/*
+The enabled presets' runner container names, first seen first, in the
+order the webhook matches presets (runnerpod.Order), as a CEL list literal:
+the same string registration.DeleteMatchConditions builds.
+*/}}
+{{- define "runnerguard.runnerContainersCEL" -}}
+{{- $seen := dict }}
+{{- $quoted := list }}
+{{- range $name := list "arc-workflow" "gitlab" "arc-scale-set" "arc-legacy" "generic" }}
+{{- $p := index $.Values.presets $name }}
+{{- if $p.enabled }}
+{{- range $p.runnerContainers }}
+{{- if not (hasKey $seen .) }}
+{{- $_ := set $seen . true }}
+{{- $quoted = append $quoted (printf "%q" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not $quoted }}
+{{- fail "presets: no preset is enabled; enable at least one (e.g. --set presets.generic.enabled=true)" }}
+{{- end }}
+{{- printf "[%s]" (join ", " $quoted) }}
+{{- end }}
+
+{{/* The exempt principals as a CEL list literal. */}}
+{{- define "runnerguard.exemptCEL" -}}
+{{- $quoted := list }}
+{{- range .Values.guard.exemptPrincipals }}
+{{- $quoted = append $quoted (printf "%q" .) }}
+{{- end }}
+{{- printf "[%s]" (join ", " $quoted) }}
+{{- end }}
+
+{{/*
+Where both webhooks act: the opt-in selector or the listed namespaces, and
+never the release namespace.
+*/}}
+{{- define "runnerguard.namespaceSelector" -}}
+{{- $exclude := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (list .Release.Namespace) }}
+{{- if .Values.namespaces }}
+{{- $in := dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" .Values.namespaces }}
+{{- toYaml (dict "matchExpressions" (list $in $exclude)) }}
+{{- else }}
+{{- $sel := deepCopy .Values.namespaceSelector }}
+{{- $_ := set $sel "matchExpressions" (append (default list $sel.matchExpressions) $exclude) }}
+{{- toYaml $sel }}
+{{- end }}
+{{- end }}
+
+{{/* How the API server reaches a webhook path: the Service, port 443. */}}
+{{- define "runnerguard.clientConfig" -}}
+service:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  path: {{ .path }}
+  port: 443
+{{- end }}

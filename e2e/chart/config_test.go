@@ -1,0 +1,85 @@
+package chart_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// The values become the server's config: the defaults are the built-in
+// defaults (so the two cannot drift apart unnoticed), and each value lands
+// where the server reads it.
+func TestConfigFromValues(t *testing.T) {
+	cases := []struct {
+		name   string
+		values string
+		want   func(c *config.Config, image string)
+	}{
+		{
+			name: "defaults are the built-in config, with the chart's own image for the sidecar",
+			want: func(c *config.Config, image string) { c.Inject.Vitals.Image = image },
+		},
+		{
+			name:   "the sidecar image follows the chart's image tag",
+			values: "image: {tag: 1.2.3}",
+			want: func(c *config.Config, _ string) {
+				c.Inject.Vitals.Image = "ghcr.io/runnerguard/runnerguard:1.2.3"
+			},
+		},
+		{
+			name:   "an explicit sidecar image wins",
+			values: "inject: {vitals: {image: registry.local/vitals:dev, imagePullPolicy: Always}}",
+			want: func(c *config.Config, _ string) {
+				c.Inject.Vitals.Image = "registry.local/vitals:dev"
+				c.Inject.Vitals.ImagePullPolicy = corev1.PullAlways
+			},
+		},
+		{
+			name: "preset settings replace that preset's defaults",
+			values: `presets:
+  gitlab: {runnerContainers: [build, step], diagnosticEnv: [{name: CI_DEBUG_SERVICES, value: "true"}]}
+  generic: {enabled: false}`,
+			want: func(c *config.Config, image string) {
+				c.Inject.Vitals.Image = image
+				for i, p := range c.Presets {
+					switch p.Name {
+					case runnerpod.GitLab:
+						c.Presets[i].RunnerContainers = []string{"build", "step"}
+						c.Presets[i].DiagnosticEnv = []corev1.EnvVar{{Name: "CI_DEBUG_SERVICES", Value: "true"}}
+					case runnerpod.Generic:
+						c.Presets[i].Enabled = false
+					}
+				}
+			},
+		},
+		{
+			name:   "principals, sidecar settings and annotations reach the config",
+			values: "guard: {exemptPrincipals: [system:serviceaccount:infra:reaper], ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}\ninject: {terminationMessagePolicy: false, podAnnotations: {example.com/team: ci}, vitals: {enabled: false, interval: 750ms, mountPath: /vitals, cgroupHostPath: /host/cgroup}}",
+			want: func(c *config.Config, image string) {
+				c.Guard.ExemptPrincipals = []string{"system:serviceaccount:infra:reaper"}
+				c.Guard.OwnerPrincipals = []string{"system:serviceaccount:ci:gitlab-runner"}
+				c.Inject.TerminationMessagePolicy = false
+				c.Inject.PodAnnotations["example.com/team"] = "ci"
+				c.Inject.Vitals.Enabled = false
+				c.Inject.Vitals.Image = image
+				c.Inject.Vitals.Interval.Duration = 750 * time.Millisecond
+				c.Inject.Vitals.MountPath = "/vitals"
+				c.Inject.Vitals.CgroupHostPath = "/host/cgroup"
+			},
+		},
+	}
+	for _, h := range helms(t) {
+		for _, tc := range cases {
+			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				want := config.Default()
+				tc.want(&want, chartImage(t))
+				assert.Equal(t, want, renderedConfig(t, h.render(t, tc.values)))
+			})
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package chart_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/registration"
+)
+
+// notRelease is the exclusion the chart adds to every namespace selector.
+var notRelease = metav1.LabelSelectorRequirement{
+	Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace},
+}
+
+// renderedConfig is the webhook's config file from the rendered ConfigMap,
+// read the way the server reads it.
+func renderedConfig(t *testing.T, objs objects) config.Config {
+	t.Helper()
+	var cm corev1.ConfigMap
+	objs.get(t, "ConfigMap", release, &cm)
+	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
+	require.NoError(t, err, "the rendered config does not load")
+	return cfg
+}
+
+// serviceClientConfig is how the API server reaches path through the
+// rendered Service's webhook port.
+func serviceClientConfig(t *testing.T, objs objects) func(string) admissionregistrationv1.WebhookClientConfig {
+	t.Helper()
+	var svc corev1.Service
+	objs.get(t, "Service", release, &svc)
+	var port int32
+	for _, p := range svc.Spec.Ports {
+		if p.Name == "webhook" {
+			port = p.Port
+		}
+	}
+	require.NotZero(t, port, "the Service has no webhook port")
+	return func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Name: svc.Name, Namespace: svc.Namespace, Path: ptr.To(path), Port: ptr.To(port),
+		}}
+	}
+}
+
+// The chart's webhook configurations must be exactly what the registration
+// package builds from the config the chart renders: the webhook names,
+// rules, matchConditions and policies are written in Go once.
+func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
+	fail, ignore := admissionregistrationv1.Fail, admissionregistrationv1.Ignore
+	optIn := &metav1.LabelSelector{
+		MatchLabels:      map[string]string{"runnerguard.io/enabled": "true"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{notRelease},
+	}
+	cases := []struct {
+		name             string
+		values           string
+		selector         *metav1.LabelSelector
+		delete, eviction admissionregistrationv1.FailurePolicyType
+		timeout          int32
+	}{
+		{
+			name:     "defaults select opted-in namespaces and fail closed",
+			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+		},
+		{
+			name:   "listed namespaces replace the opt-in label",
+			values: "namespaces: [ci, builds]",
+			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"ci", "builds"}},
+				notRelease,
+			}},
+			delete: fail, eviction: fail, timeout: 5,
+		},
+		{
+			name: "a custom selector keeps its expressions and still excludes the release namespace",
+			values: `namespaceSelector:
+  matchLabels: null
+  matchExpressions: [{key: team, operator: Exists}]`,
+			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "team", Operator: metav1.LabelSelectorOpExists}, notRelease,
+			}},
+			delete: fail, eviction: fail, timeout: 5,
+		},
+		{
+			name:     "failure policies and timeout come from values",
+			values:   "guard: {deleteFailurePolicy: Ignore, evictionFailurePolicy: Ignore}\nwebhook: {timeoutSeconds: 12}",
+			selector: optIn, delete: ignore, eviction: ignore, timeout: 12,
+		},
+		{
+			name:     "disabled presets leave their containers out of matchConditions",
+			values:   "presets: {gitlab: {enabled: false}, arc-workflow: {enabled: false}}",
+			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+		},
+		{
+			name:     "renamed runner containers reach matchConditions in preset order",
+			values:   "presets: {generic: {runnerContainers: [agent, runner]}, gitlab: {runnerContainers: [build, step]}}",
+			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+		},
+		{
+			name:     "without exempt principals the eviction webhook has no matchConditions",
+			values:   "guard: {exemptPrincipals: []}",
+			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+		},
+		{
+			name:     "principals with quotes and backslashes stay valid CEL strings",
+			values:   `guard: {exemptPrincipals: ["system:serviceaccount:kube-system:namespace-controller", "odd\"name\\x"]}`,
+			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+		},
+	}
+	for _, h := range helms(t) {
+		for _, tc := range cases {
+			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				objs := h.render(t, tc.values)
+				cfg := renderedConfig(t, objs)
+				opts := registration.Options{
+					Name:                  release,
+					ClientConfig:          serviceClientConfig(t, objs),
+					NamespaceSelector:     tc.selector,
+					DeleteFailurePolicy:   tc.delete,
+					EvictionFailurePolicy: tc.eviction,
+					TimeoutSeconds:        tc.timeout,
+				}
+
+				var validating admissionregistrationv1.ValidatingWebhookConfiguration
+				objs.get(t, "ValidatingWebhookConfiguration", release, &validating)
+				want := registration.Validating(cfg, opts)
+				assert.Equal(t, want.TypeMeta, validating.TypeMeta)
+				assert.Equal(t, want.Webhooks, validating.Webhooks)
+
+				var mutating admissionregistrationv1.MutatingWebhookConfiguration
+				objs.get(t, "MutatingWebhookConfiguration", release, &mutating)
+				wantM := registration.Mutating(cfg, opts)
+				assert.Equal(t, wantM.TypeMeta, mutating.TypeMeta)
+				assert.Equal(t, wantM.Webhooks, mutating.Webhooks)
+			})
+		}
+	}
+}
+
+// Renewing the serving certificate must never touch the webhook
+// configurations: cainjector copies the CA named by inject-ca-from, and the
+// serving Certificate covers the names the API server dials.
+func TestServingCertificateChain(t *testing.T) {
+	h := helm4(t)
+	cases := []struct {
+		name   string
+		values string
+		// issuer is the serving Certificate's issuerRef.
+		issuer map[string]any
+		// ownCA: the chart makes the self-signed Issuer, CA Certificate and
+		// CA Issuer.
+		ownCA bool
+	}{
+		{
+			name:   "by default the chart's own CA signs the serving certificate",
+			issuer: map[string]any{"group": "cert-manager.io", "kind": "Issuer", "name": "runnerguard-ca"},
+			ownCA:  true,
+		},
+		{
+			name:   "a named cluster issuer replaces the chart's CA",
+			values: "certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}",
+			issuer: map[string]any{"group": "cert-manager.io", "kind": "ClusterIssuer", "name": "corp-ca"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := h.render(t, tc.values)
+			var svc corev1.Service
+			objs.get(t, "Service", release, &svc)
+
+			injected := map[string]string{}
+			for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+				u := objs.find(kind, release)
+				require.NotNil(t, u, "no %s rendered", kind)
+				injected[kind] = u.GetAnnotations()["cert-manager.io/inject-ca-from"]
+			}
+			assert.Equal(t, injected["ValidatingWebhookConfiguration"], injected["MutatingWebhookConfiguration"])
+			certNS, certName, ok := strings.Cut(injected["ValidatingWebhookConfiguration"], "/")
+			require.True(t, ok, "inject-ca-from %q is not namespace/name", injected["ValidatingWebhookConfiguration"])
+			assert.Equal(t, svc.Namespace, certNS)
+
+			serving := objs.find("Certificate", certName)
+			require.NotNil(t, serving, "inject-ca-from names Certificate %q, which is not rendered", certName)
+			assert.Equal(t, svc.Namespace, serving.GetNamespace())
+			dnsNames, _, _ := unstructured.NestedStringSlice(serving.Object, "spec", "dnsNames")
+			assert.Equal(t, []string{svc.Name + "." + svc.Namespace + ".svc", svc.Name + "." + svc.Namespace + ".svc.cluster.local"}, dnsNames)
+			issuer, _, _ := unstructured.NestedMap(serving.Object, "spec", "issuerRef")
+			assert.Equal(t, tc.issuer, issuer)
+			secret, _, _ := unstructured.NestedString(serving.Object, "spec", "secretName")
+			assert.Equal(t, secret, mountedCertSecret(t, objs), "the Deployment must serve the serving Certificate's Secret")
+
+			var ca []string
+			for _, u := range objs {
+				if u.GetAPIVersion() == "cert-manager.io/v1" && u.GetName() != certName {
+					ca = append(ca, u.GetKind()+"/"+u.GetName())
+				}
+			}
+			if !tc.ownCA {
+				assert.Empty(t, ca)
+				return
+			}
+			assert.ElementsMatch(t, []string{"Issuer/runnerguard-selfsigned", "Certificate/runnerguard-ca", "Issuer/runnerguard-ca"}, ca)
+			caSecret, _, _ := unstructured.NestedString(objs.find("Issuer", "runnerguard-ca").Object, "spec", "ca", "secretName")
+			caCert := objs.find("Certificate", "runnerguard-ca").Object
+			caCertSecret, _, _ := unstructured.NestedString(caCert, "spec", "secretName")
+			assert.Equal(t, caCertSecret, caSecret, "the CA Issuer must sign with the CA Certificate's key")
+			isCA, _, _ := unstructured.NestedBool(caCert, "spec", "isCA")
+			assert.True(t, isCA)
+			caIssuer, _, _ := unstructured.NestedString(caCert, "spec", "issuerRef", "name")
+			_, selfSigned, _ := unstructured.NestedMap(objs.find("Issuer", caIssuer).Object, "spec", "selfSigned")
+			assert.True(t, selfSigned, "the CA Certificate must be signed by the self-signed Issuer")
+		})
+	}
+}

@@ -1,0 +1,231 @@
+package chart_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// flag returns the value of --name=value in args, or "".
+func flag(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func deployment(t *testing.T, objs objects) (appsv1.Deployment, corev1.Container) {
+	t.Helper()
+	var d appsv1.Deployment
+	objs.get(t, "Deployment", release, &d)
+	require.Len(t, d.Spec.Template.Spec.Containers, 1)
+	return d, d.Spec.Template.Spec.Containers[0]
+}
+
+// mountedCertSecret is the Secret mounted where the server's --cert-dir
+// points.
+func mountedCertSecret(t *testing.T, objs objects) string {
+	t.Helper()
+	d, c := deployment(t, objs)
+	dir := flag(c.Args, "cert-dir")
+	require.NotEmpty(t, dir, "the server has no --cert-dir")
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != dir {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				return v.Secret.SecretName
+			}
+		}
+	}
+	t.Fatalf("no Secret is mounted at --cert-dir %s", dir)
+	return ""
+}
+
+// chartImage is the image the chart runs by default: its appVersion.
+func chartImage(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(chartDir + "/Chart.yaml")
+	require.NoError(t, err)
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &chart))
+	return "ghcr.io/runnerguard/runnerguard:" + chart.AppVersion
+}
+
+// The defaults give a highly available webhook: two replicas spread softly
+// over nodes, a disruption budget, probes on the server's health port and
+// the binary's flags as its contract states them.
+func TestDefaultDeploymentIsHighlyAvailable(t *testing.T) {
+	for _, h := range helms(t) {
+		t.Run(h.name, func(t *testing.T) {
+			objs := h.render(t)
+			d, c := deployment(t, objs)
+
+			assert.Equal(t, int32(2), *d.Spec.Replicas)
+			assert.Equal(t, chartImage(t), c.Image)
+			assert.Equal(t, []string{
+				"serve",
+				"--config=/etc/runnerguard/config.yaml",
+				"--cert-dir=/var/run/secrets/runnerguard/tls",
+				"--port=9443",
+				"--metrics-bind-address=:8080",
+				"--health-probe-bind-address=:8081",
+			}, c.Args)
+			ports := map[string]int32{}
+			for _, p := range c.Ports {
+				ports[p.Name] = p.ContainerPort
+			}
+			assert.Equal(t, map[string]int32{"webhook": 9443, "metrics": 8080, "health": 8081}, ports)
+			require.NotNil(t, c.ReadinessProbe)
+			require.NotNil(t, c.LivenessProbe)
+			assert.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
+			assert.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+			assert.Equal(t, intstr.FromString("health"), c.ReadinessProbe.HTTPGet.Port)
+			assert.NotEmpty(t, c.Resources.Requests)
+
+			var svc corev1.Service
+			objs.get(t, "Service", release, &svc)
+			assert.Equal(t, d.Spec.Selector.MatchLabels, svc.Spec.Selector)
+			for _, p := range svc.Spec.Ports {
+				assert.Equal(t, intstr.FromString(p.Name), p.TargetPort, "Service port %s", p.Name)
+			}
+
+			spread := d.Spec.Template.Spec.TopologySpreadConstraints
+			require.Len(t, spread, 2)
+			assert.Equal(t, "kubernetes.io/hostname", spread[0].TopologyKey)
+			for _, s := range spread {
+				assert.Equal(t, corev1.ScheduleAnyway, s.WhenUnsatisfiable, "spreading must never block scheduling")
+				assert.Equal(t, d.Spec.Selector, s.LabelSelector)
+			}
+
+			var pdb policyv1.PodDisruptionBudget
+			objs.get(t, "PodDisruptionBudget", release, &pdb)
+			assert.Equal(t, intstr.FromInt32(1), *pdb.Spec.MaxUnavailable)
+			assert.Equal(t, d.Spec.Selector, pdb.Spec.Selector)
+			assert.Equal(t, d.Spec.Template.Spec.ServiceAccountName, release)
+		})
+	}
+}
+
+// A config change must roll the pods (the server reads its config once);
+// other changes must not.
+func TestConfigChecksumRollsPodsOnConfigChangeOnly(t *testing.T) {
+	h := helm4(t)
+	checksum := func(values string) string {
+		d, _ := deployment(t, h.render(t, values))
+		sum := d.Spec.Template.Annotations["checksum/config"]
+		require.Len(t, sum, 64)
+		return sum
+	}
+	base := checksum("")
+	assert.NotEqual(t, base, checksum("guard: {ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}"))
+	assert.NotEqual(t, base, checksum("inject: {vitals: {interval: 2s}}"))
+	assert.Equal(t, base, checksum("replicaCount: 3\nwebhook: {timeoutSeconds: 10}"))
+}
+
+// Each option renders what it promises and nothing else.
+func TestOptions(t *testing.T) {
+	cases := []struct {
+		name   string
+		values string
+		check  func(t *testing.T, objs objects)
+	}{
+		{
+			name:   "disabling the disruption budget removes it",
+			values: "podDisruptionBudget: {enabled: false}",
+			check: func(t *testing.T, objs objects) {
+				assert.Nil(t, objs.find("PodDisruptionBudget", release))
+			},
+		},
+		{
+			name:   "a ServiceMonitor scrapes the metrics port of the Service",
+			values: "metrics: {serviceMonitor: {enabled: true, interval: 30s, labels: {release: prom}}}",
+			check: func(t *testing.T, objs objects) {
+				sm := objs.find("ServiceMonitor", release)
+				require.NotNil(t, sm)
+				assert.Equal(t, "prom", sm.GetLabels()["release"])
+				assert.Equal(t, map[string]any{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"},
+					sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0])
+			},
+		},
+		{
+			name:   "disabled metrics turn the server's metrics off and render no ServiceMonitor",
+			values: "metrics: {enabled: false, serviceMonitor: {enabled: true}}",
+			check: func(t *testing.T, objs objects) {
+				_, c := deployment(t, objs)
+				assert.Equal(t, "0", flag(c.Args, "metrics-bind-address"))
+				assert.Nil(t, objs.find("ServiceMonitor", release))
+				var svc corev1.Service
+				objs.get(t, "Service", release, &svc)
+				require.Len(t, svc.Spec.Ports, 1)
+				assert.Equal(t, "webhook", svc.Spec.Ports[0].Name)
+			},
+		},
+		{
+			name: "own spread constraints replace the default ones",
+			values: `topologySpreadConstraints:
+  - {maxSkew: 2, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app.kubernetes.io/name: runnerguard}}}`,
+			check: func(t *testing.T, objs objects) {
+				d, _ := deployment(t, objs)
+				require.Len(t, d.Spec.Template.Spec.TopologySpreadConstraints, 1)
+				assert.Equal(t, int32(2), d.Spec.Template.Spec.TopologySpreadConstraints[0].MaxSkew)
+			},
+		},
+		{
+			name:   "an existing ServiceAccount is used and none is created",
+			values: "serviceAccount: {create: false, name: webhooks}",
+			check: func(t *testing.T, objs objects) {
+				d, _ := deployment(t, objs)
+				assert.Equal(t, "webhooks", d.Spec.Template.Spec.ServiceAccountName)
+				assert.Nil(t, objs.find("ServiceAccount", release))
+				var crb rbacv1.ClusterRoleBinding
+				objs.get(t, "ClusterRoleBinding", release, &crb)
+				assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "webhooks", Namespace: namespace}}, crb.Subjects)
+			},
+		},
+		{
+			name:   "an image digest pins both the server and the sidecar",
+			values: "image: {digest: sha256:" + strings.Repeat("ab", 32) + "}",
+			check: func(t *testing.T, objs objects) {
+				want := "ghcr.io/runnerguard/runnerguard@sha256:" + strings.Repeat("ab", 32)
+				_, c := deployment(t, objs)
+				assert.Equal(t, want, c.Image)
+				assert.Equal(t, want, renderedConfig(t, objs).Inject.Vitals.Image)
+			},
+		},
+	}
+	h := helm4(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, h.render(t, tc.values)) })
+	}
+}
+
+// A chart whose every preset is off would install a guard that guards
+// nothing and a server that refuses its config: refuse it at install.
+func TestNoEnabledPresetFailsTheInstall(t *testing.T) {
+	for _, h := range helms(t) {
+		t.Run(h.name, func(t *testing.T) {
+			off := "presets:\n"
+			for _, p := range []string{"arc-scale-set", "arc-workflow", "arc-legacy", "gitlab", "generic"} {
+				off += "  " + p + ": {enabled: false}\n"
+			}
+			_, err := h.template(t, off)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "presets: no preset is enabled")
+		})
+	}
+}

@@ -1,0 +1,81 @@
+package chart_test
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A mistake in the values must fail the install with a message that names
+// the value, not render a chart that quietly ignores it.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	cases := []struct {
+		name, values string
+		// message is what both Helm versions print, after the path.
+		path, message string
+	}{
+		{
+			name:   "a misspelt key is refused",
+			values: "guard: {deletFailurePolicy: Ignore}",
+			path:   "/guard", message: "additional properties 'deletFailurePolicy' not allowed",
+		},
+		{
+			name:   "a misspelt top-level key is refused",
+			values: "replicas: 3",
+			path:   "", message: "additional properties 'replicas' not allowed",
+		},
+		{
+			name:   "a string where a number belongs is refused",
+			values: "webhook: {timeoutSeconds: five}",
+			path:   "/webhook/timeoutSeconds", message: "got string, want integer",
+		},
+		{
+			name:   "a timeout the API server would refuse is refused",
+			values: "webhook: {timeoutSeconds: 60}",
+			path:   "/webhook/timeoutSeconds", message: "maximum: got 60, want 30",
+		},
+		{
+			name:   "a failure policy other than Fail or Ignore is refused",
+			values: "guard: {evictionFailurePolicy: Retry}",
+			path:   "/guard/evictionFailurePolicy", message: "value must be one of 'Fail', 'Ignore'",
+		},
+		{
+			name:   "an unknown preset is refused",
+			values: "presets: {jenkins: {enabled: true, runnerContainers: [agent]}}",
+			path:   "/presets", message: "additional properties 'jenkins' not allowed",
+		},
+		{
+			name:   "a runner container name that is not a DNS label is refused",
+			values: "presets: {generic: {runnerContainers: [Runner_1]}}",
+			path:   "/presets/generic/runnerContainers/0", message: "'Runner_1' does not match pattern",
+		},
+		{
+			name:   "a sampling interval without a unit is refused",
+			values: "inject: {vitals: {interval: \"5\"}}",
+			path:   "/inject/vitals/interval", message: "'5' does not match pattern",
+		},
+		{
+			name:   "a malformed resource quantity is refused",
+			values: "resources: {limits: {memory: 256MB}}",
+			path:   "/resources/limits/memory", message: "'256MB' does not match pattern",
+		},
+		{
+			name:   "an unknown pull policy is refused",
+			values: "image: {pullPolicy: Sometimes}",
+			path:   "/image/pullPolicy", message: "value must be one of 'Always', 'IfNotPresent', 'Never'",
+		},
+	}
+	for _, h := range helms(t) {
+		for _, tc := range cases {
+			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				_, err := h.template(t, tc.values)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "values don't meet the specifications of the schema")
+				// A oneOf failure lists its branches indented under it.
+				assert.Regexp(t, `(?m)^\s*- at '`+regexp.QuoteMeta(tc.path+"': "+tc.message), err.Error())
+			})
+		}
+	}
+}
