@@ -10,7 +10,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/vitals/record"
 	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/internal/podtest"
+	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/internal/podtest"
+	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 

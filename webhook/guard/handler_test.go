@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/internal/podtest"
+	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 

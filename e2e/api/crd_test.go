@@ -1,0 +1,37 @@
+//go:build e2e
+
+package api
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// ephemeralRunnerCRD is the shape of ARC's EphemeralRunner that the guard
+// reads: a namespaced actions.github.com/v1alpha1 object whose status
+// carries jobRequestId and jobId. The rest of ARC's schema is left open.
+func ephemeralRunnerCRD() *apiextensionsv1.CustomResourceDefinition {
+	open := &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "ephemeralrunners.actions.github.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "actions.github.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "ephemeralrunners", Singular: "ephemeralrunner", Kind: "EphemeralRunner", ListKind: "EphemeralRunnerList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": *open,
+						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true), Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"jobRequestId": {Type: "integer", Format: "int64"},
+							"jobId":        {Type: "string"},
+						}},
+					},
+				}},
+			}},
+		},
+	}
+}

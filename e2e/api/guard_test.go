@@ -1,0 +1,209 @@
+//go:build e2e
+
+package api
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/podtest"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+func busyRunner(ns, name string) *corev1.Pod {
+	return podtest.Runner(ns, name).RunningSince("runner", time.Now().Add(-3*time.Minute)).Obj()
+}
+
+func hasEvent(t *testing.T, pod *corev1.Pod, typ, reason, noteContains string) func() bool {
+	return func() bool {
+		return slices.ContainsFunc(podEvents(t, pod), func(e eventsv1.Event) bool {
+			return e.Type == typ && e.Reason == reason && strings.Contains(e.Note, noteContains)
+		})
+	}
+}
+
+func TestDeleteOfABusyRunnerIsRefusedOnceWithAWarningEvent(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "busy"))
+	var err error
+	n := calls(t, func() { err = deletePod(as(t, reaper), pod) })
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err), "403, got %v", err)
+	for _, want := range []string{`runner container "runner" of pod ` + ns + `/busy (generic)`, "has been running for 3m", `kubectl annotate pod -n ` + ns + ` busy runnerguard.io/allow-delete="<reason>"`} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.Equal(t, 1.0, n, "a refused delete is reviewed once")
+	assert.True(t, alive(t, pod))
+	eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "DeleteRefused", "refused delete by "+reaper), "a Warning Event names the requester")
+}
+
+func TestForceDeleteOfABusyRunnerIsRefused(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "busy"))
+	err := deletePod(as(t, reaper), pod, client.GracePeriodSeconds(0))
+	assert.True(t, apierrors.IsForbidden(err), "got %v", err)
+	assert.True(t, alive(t, pod))
+}
+
+func TestEvictionOfABusyRunnerIsAnswered429(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "busy"))
+	err := evict(as(t, reaper), pod, false)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsTooManyRequests(err), "429 so drains retry, got %v", err)
+	assert.Equal(t, int32(http.StatusTooManyRequests), statusCode(err))
+	assert.Contains(t, err.Error(), "the eviction will succeed once the job ends")
+	assert.True(t, alive(t, pod))
+	eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "EvictionRefused", "refused eviction by "+reaper), "a Warning Event names the evicter")
+}
+
+func TestEvictionOfAPodThatIsGoneIsNotFound(t *testing.T) {
+	ns := newNamespace(t, nil)
+	err := evict(as(t, reaper), podtest.Runner(ns, "gone").Obj(), false)
+	assert.True(t, apierrors.IsNotFound(err), "the guard allows, the API server answers 404; got %v", err)
+}
+
+func TestDryRunsGetTheSameAnswerAndNoEvents(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "busy"))
+	err := deletePod(as(t, reaper), pod, client.DryRunAll)
+	assert.True(t, apierrors.IsForbidden(err), "got %v", err)
+	err = evict(as(t, reaper), pod, true)
+	assert.True(t, apierrors.IsTooManyRequests(err), "a server-side dry-run drain gets 429 too; got %v", err)
+	time.Sleep(2 * time.Second) // Events are written asynchronously: give them time to show up
+	assert.Empty(t, podEvents(t, pod), "a dry run has no side effects")
+}
+
+func TestDeleteCollectionSparesOnlyTheBusyRunner(t *testing.T) {
+	ns := newNamespace(t, nil)
+	busy := create(t, nil, busyRunner(ns, "busy"))
+	plain := create(t, nil, podtest.Plain(ns, "web").Obj())
+	done := create(t, nil, podtest.Runner(ns, "done").Terminated("runner", 0, "Completed").Obj())
+	err := as(t, reaper).DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns))
+	require.Error(t, err, "the busy runner's refusal is reported")
+	assert.Contains(t, err.Error(), "runner container")
+	assert.True(t, alive(t, busy))
+	assert.False(t, alive(t, plain))
+	assert.False(t, alive(t, done))
+}
+
+func TestOverrideAllowsWithAWarningAndANormalEventInOneCall(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := busyRunner(ns, "drained")
+	pod.Annotations = map[string]string{runnerpod.AllowDelete: "node pool upgrade, ticket OPS-1"}
+	pod = create(t, nil, pod)
+	c, warnings := warningsAs(t, "alice@example.com")
+	var err error
+	n := calls(t, func() { err = deletePod(c, pod) })
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, n, "an allowed graceful delete calls the guard once: later reviews carry deletionTimestamp and matchConditions skip them")
+	require.Len(t, *warnings, 1)
+	assert.Contains(t, (*warnings)[0], "node pool upgrade, ticket OPS-1")
+	assert.False(t, alive(t, pod))
+	eventually(t, hasEvent(t, pod, corev1.EventTypeNormal, "DeleteOverridden", "delete by alice@example.com allowed by runnerguard.io/allow-delete: node pool upgrade"), "a Normal Event names who and why")
+}
+
+func TestAnEmptyOverrideIsRefused(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := busyRunner(ns, "empty")
+	pod.Annotations = map[string]string{runnerpod.AllowDelete: ""}
+	pod = create(t, nil, pod)
+	err := deletePod(as(t, reaper), pod)
+	assert.True(t, apierrors.IsForbidden(err))
+	assert.Contains(t, err.Error(), "set but empty: a reason is required")
+}
+
+func TestExemptPrincipalsAreNeverSentToTheGuard(t *testing.T) {
+	ns := newNamespace(t, nil)
+	for _, user := range []string{config.NamespaceController, config.PodGC} {
+		pod := create(t, nil, busyRunner(ns, "exempt-"+strings.Split(user, ":")[3]))
+		var err error
+		n := calls(t, func() { err = deletePod(as(t, user), pod) })
+		require.NoError(t, err, user)
+		assert.Equal(t, 0.0, n, "%s: matchConditions skip the webhook", user)
+		assert.False(t, alive(t, pod))
+	}
+	pod := create(t, nil, busyRunner(ns, "tainted"))
+	var err error
+	n := calls(t, func() { err = evict(as(t, config.TaintEviction), pod, false) })
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, n, "taint eviction is exempt at the API server too")
+}
+
+func TestOtherPodsAndRepeatDeletesNeverReachTheGuard(t *testing.T) {
+	ns := newNamespace(t, nil)
+	plain := create(t, nil, podtest.Plain(ns, "web").Running("app").Obj())
+	assert.Equal(t, 0.0, calls(t, func() { require.NoError(t, deletePod(as(t, reaper), plain)) }))
+	pod := busyRunner(ns, "twice")
+	pod.Annotations = map[string]string{runnerpod.AllowDelete: "test"}
+	pod = create(t, nil, pod)
+	require.NoError(t, deletePod(as(t, reaper), pod))
+	assert.Equal(t, 0.0, calls(t, func() { require.NoError(t, deletePod(as(t, reaper), pod)) }), "a terminating pod's delete is not reviewed")
+}
+
+func TestARunnerThatNeverStartedMayBeReaped(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, podtest.Runner(ns, "stuck").Waiting("runner", "ImagePullBackOff").Obj())
+	require.NoError(t, deletePod(as(t, reaper), pod))
+}
+
+func TestLegacyARCUnregisteredRunnerIsIdle(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := podtest.ARCLegacy(ns, "legacy").RunningSince("runner", time.Now()).Obj()
+	registered := create(t, nil, pod)
+	assert.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), registered)))
+	pod = podtest.ARCLegacy(ns, "legacy-idle").RunningSince("runner", time.Now()).Annotate(runnerpod.ARCLegacyUnregistered, time.Now().UTC().Format(time.RFC3339)).Obj()
+	require.NoError(t, deletePod(as(t, reaper), create(t, nil, pod)))
+}
+
+func TestGitLabOwnerPrincipalEndsItsJob(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, podtest.GitLab(ns, "build-1").RunningSince("build", time.Now()).Obj())
+	assert.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), pod)), "a stranger may not delete a running job")
+	require.NoError(t, deletePod(as(t, ownerPrincipal), pod), "the manager ends its job")
+}
+
+func TestARCScaleSetRunnerIsJudgedByItsEphemeralRunner(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ctx := context.Background()
+	er := &unstructured.Unstructured{}
+	er.SetAPIVersion("actions.github.com/v1alpha1")
+	er.SetKind("EphemeralRunner")
+	er.SetNamespace(ns)
+	er.SetName("arc-runner")
+	require.NoError(t, admin.Create(ctx, er))
+	pod := podtest.ARCScaleSet(ns, "arc-runner").RunningSince("runner", time.Now()).Obj()
+	pod.OwnerReferences[0].UID = er.GetUID()
+	pod = create(t, nil, pod)
+	arc := "system:serviceaccount:arc-systems:arc-gha-rs-controller"
+
+	require.NoError(t, unstructured.SetNestedField(er.Object, int64(4711), "status", "jobRequestId"))
+	require.NoError(t, admin.Status().Update(ctx, er))
+	assert.True(t, apierrors.IsTooManyRequests(evict(as(t, reaper), pod, false)), "a runner with a job is not evicted")
+	err := deletePod(as(t, arc), pod)
+	assert.True(t, apierrors.IsForbidden(err), "a busy runner is protected even from ARC")
+	assert.Contains(t, err.Error(), "with a job assigned")
+
+	unstructured.RemoveNestedField(er.Object, "status", "jobRequestId")
+	require.NoError(t, admin.Status().Update(ctx, er))
+	require.NoError(t, deletePod(as(t, arc), pod), "ARC removes an idle runner on scale-down")
+
+	orphan := podtest.ARCScaleSet(ns, "orphan").RunningSince("runner", time.Now()).Obj()
+	orphan = create(t, nil, orphan)
+	err = deletePod(as(t, reaper), orphan)
+	assert.True(t, apierrors.IsForbidden(err), "an EphemeralRunner that cannot be read means busy")
+	assert.Contains(t, err.Error(), "could not be read")
+}

@@ -1,0 +1,182 @@
+//go:build e2e
+
+package api
+
+import (
+	"context"
+
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// Principals the suite acts as.
+const (
+	reaper         = "system:serviceaccount:ci-infra:orphan-reaper"
+	ownerPrincipal = "system:serviceaccount:gitlab:gitlab-manager"
+)
+
+// as returns a client acting as user. The group system:masters lets any
+// test user act; the webhooks see the username.
+func as(t *testing.T, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	cfg.WarningHandler = rest.NoWarnings{}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	require.NoError(t, err)
+	return c
+}
+
+// warningsAs returns a client acting as user and the admission warnings it
+// receives.
+func warningsAs(t *testing.T, user string) (client.Client, *[]string) {
+	t.Helper()
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	got := &[]string{}
+	cfg.WarningHandler = warningCollector{got}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	require.NoError(t, err)
+	return c, got
+}
+
+type warningCollector struct{ out *[]string }
+
+func (w warningCollector) HandleWarningHeader(_ int, _ string, text string) {
+	*w.out = append(*w.out, text)
+}
+
+// newNamespace makes an opted-in namespace, removed after the test.
+func newNamespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   "e2e-" + strings.ToLower(rand.String(6)),
+		Labels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"},
+	}}
+	for k, v := range labels {
+		ns.Labels[k] = v
+	}
+	require.NoError(t, admin.Create(context.Background(), ns))
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// create creates pod (as admin unless c is given) and then writes status as
+// the kubelet would, through the status subresource.
+func create(t *testing.T, c client.Client, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	if c == nil {
+		c = admin
+	}
+	status := pod.Status
+	pod = pod.DeepCopy()
+	pod.UID, pod.Status, pod.ResourceVersion = "", corev1.PodStatus{}, ""
+	if pod.Spec.NodeName == "" {
+		// A pod bound to a node is deleted gracefully, as runner pods are;
+		// an unbound one would be removed at once.
+		pod.Spec.NodeName = "node-e2e"
+	}
+	require.NoError(t, c.Create(ctx, pod))
+	if status.Phase != "" || len(status.ContainerStatuses) > 0 {
+		pod.Status = status
+		require.NoError(t, admin.Status().Update(ctx, pod))
+	}
+	t.Cleanup(func() { forceRemove(pod) })
+	return pod
+}
+
+// forceRemove removes a pod for good as the exempt namespace controller
+// (grace 0, as the kubelet's final delete).
+func forceRemove(pod *corev1.Pod) {
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:namespace-controller", Groups: []string{"system:masters"}}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return
+	}
+	_ = c.Delete(context.Background(), pod, client.GracePeriodSeconds(0))
+}
+
+// deletePod deletes as c, returning the API error.
+func deletePod(c client.Client, pod *corev1.Pod, opts ...client.DeleteOption) error {
+	return c.Delete(context.Background(), pod, opts...)
+}
+
+// evict evicts the pod through the eviction subresource as c.
+func evict(c client.Client, pod *corev1.Pod, dryRun bool) error {
+	ev := &unstructured.Unstructured{}
+	ev.SetAPIVersion("policy/v1")
+	ev.SetKind("Eviction")
+	ev.SetName(pod.Name)
+	ev.SetNamespace(pod.Namespace)
+	if dryRun {
+		ev.Object["deleteOptions"] = map[string]any{"dryRun": []any{"All"}}
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+	return c.SubResource("eviction").Create(context.Background(), p, ev)
+}
+
+// exists reports whether the pod is still there and not terminating.
+func alive(t *testing.T, pod *corev1.Pod) bool {
+	t.Helper()
+	got := &corev1.Pod{}
+	err := admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return got.DeletionTimestamp == nil
+}
+
+// podEvents lists the events.k8s.io Events about a pod.
+func podEvents(t *testing.T, pod *corev1.Pod) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	require.NoError(t, admin.List(context.Background(), list, client.InNamespace(pod.Namespace)))
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == pod.Name && e.Regarding.Kind == "Pod" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// eventually waits for cond, as the recorder writes Events asynchronously.
+func eventually(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	require.Eventually(t, cond, 15*time.Second, 100*time.Millisecond, what)
+}
+
+// calls counts the reviews the guard answered while f ran.
+func calls(t *testing.T, f func()) float64 {
+	t.Helper()
+	before, err := server.webhookCalls("/validate-runner-pod")
+	require.NoError(t, err)
+	f()
+	after, err := server.webhookCalls("/validate-runner-pod")
+	require.NoError(t, err)
+	return after - before
+}
+
+func statusCode(err error) int32 {
+	if s, ok := err.(apierrors.APIStatus); ok {
+		return s.Status().Code
+	}
+	return 0
+}
