@@ -87,17 +87,23 @@ func TestDryRunsGetTheSameAnswerAndNoEvents(t *testing.T) {
 	assert.Empty(t, podEvents(t, pod), "a dry run has no side effects")
 }
 
-func TestDeleteCollectionSparesOnlyTheBusyRunner(t *testing.T) {
+// A deletecollection reviews each pod in name order and, with the API
+// server's default single worker, stops at the first refusal: the pods
+// before the busy runner go, the busy runner and those after it stay.
+func TestDeleteCollectionStopsAtTheBusyRunner(t *testing.T) {
 	ns := newNamespace(t, nil)
-	busy := create(t, nil, busyRunner(ns, "busy"))
-	plain := create(t, nil, podtest.Plain(ns, "web").Obj())
-	done := create(t, nil, podtest.Runner(ns, "done").Terminated("runner", 0, "Completed").Obj())
-	err := as(t, reaper).DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns))
+	done := create(t, nil, podtest.Runner(ns, "a-done").Terminated("runner", 0, "Completed").Obj())
+	plain := create(t, nil, podtest.Plain(ns, "b-web").Obj())
+	busy := create(t, nil, busyRunner(ns, "c-busy"))
+	var err error
+	n := calls(t, func() { err = as(t, reaper).DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns)) })
 	require.Error(t, err, "the busy runner's refusal is reported")
-	assert.Contains(t, err.Error(), "runner container")
-	assert.True(t, alive(t, busy))
-	assert.False(t, alive(t, plain))
+	assert.True(t, apierrors.IsForbidden(err))
+	assert.Contains(t, err.Error(), `runner container "runner" of pod `+ns+"/c-busy")
+	assert.Equal(t, 2.0, n, "one review per runner pod; the plain pod is filtered at the API server")
 	assert.False(t, alive(t, done))
+	assert.False(t, alive(t, plain))
+	assert.True(t, alive(t, busy))
 }
 
 func TestOverrideAllowsWithAWarningAndANormalEventInOneCall(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -119,19 +119,15 @@ func deletePod(c client.Client, pod *corev1.Pod, opts ...client.DeleteOption) er
 
 // evict evicts the pod through the eviction subresource as c.
 func evict(c client.Client, pod *corev1.Pod, dryRun bool) error {
-	ev := &unstructured.Unstructured{}
-	ev.SetAPIVersion("policy/v1")
-	ev.SetKind("Eviction")
-	ev.SetName(pod.Name)
-	ev.SetNamespace(pod.Namespace)
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 	if dryRun {
-		ev.Object["deleteOptions"] = map[string]any{"dryRun": []any{"All"}}
+		ev.DeleteOptions = &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
 	}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 	return c.SubResource("eviction").Create(context.Background(), p, ev)
 }
 
-// exists reports whether the pod is still there and not terminating.
+// alive reports whether the pod is still there and not terminating.
 func alive(t *testing.T, pod *corev1.Pod) bool {
 	t.Helper()
 	got := &corev1.Pod{}
