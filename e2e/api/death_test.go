@@ -24,8 +24,8 @@ func recordsFor(t *testing.T, uid string) []map[string]any {
 	require.NoError(t, err)
 	var out []map[string]any
 	for _, l := range lines {
-		if l["uid"] == uid {
-			out = append(out, l)
+		if r, ok := l["record"].(map[string]any); ok && r["uid"] == uid {
+			out = append(out, r)
 		}
 	}
 	return out

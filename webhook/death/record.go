@@ -95,34 +95,6 @@ func FinalVitals(pod *corev1.Pod) (record.Final, bool) {
 	return record.Final{}, false
 }
 
-// KeysAndValues renders the record for a structured log line.
-func (r Record) KeysAndValues() []any {
-	kv := []any{"namespace", r.Namespace, "pod", r.Pod, "uid", r.UID, "node", r.Node,
-		"preset", r.Preset, "container", r.Container, "containerID", r.ContainerID, "class", string(r.Class)}
-	if r.ExitCode != nil {
-		kv = append(kv, "exitCode", *r.ExitCode, "signal", r.Signal, "reason", r.Reason)
-	}
-	if r.StartedAt != nil {
-		kv = append(kv, "startedAt", r.StartedAt.UTC().Format(time.RFC3339))
-	}
-	if r.FinishedAt != nil {
-		kv = append(kv, "finishedAt", r.FinishedAt.UTC().Format(time.RFC3339))
-	}
-	if r.Restarts > 0 {
-		kv = append(kv, "restarts", r.Restarts)
-	}
-	if r.DeletedBy != "" {
-		kv = append(kv, "deletedBy", r.DeletedBy)
-	}
-	if r.Vitals != nil {
-		kv = append(kv, "vitals", r.Vitals)
-	}
-	if r.OOMConfirmed != nil {
-		kv = append(kv, "oomConfirmed", *r.OOMConfirmed)
-	}
-	return kv
-}
-
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
