@@ -19,6 +19,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/guard"
+	"github.com/runnerguard/runnerguard/webhook/inject"
 )
 
 const usage = `usage: runnerguard serve [flags]
@@ -78,7 +79,9 @@ func serve(args []string) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	guard.Register(mgr, cfg)
-	// inject.Register(mgr, cfg) goes here.
+	if err := inject.Register(mgr, cfg); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
