@@ -7,8 +7,8 @@ KUBE_VERSION := v1.37.2
 KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: test unit lint e2e-api kube-bin tools chart-test manifests image
-test: lint unit e2e-api chart-test
+.PHONY: test unit lint e2e-api kube-bin tools chart-test manifests image vitals-v1 vitals-v2
+test: lint unit e2e-api chart-test vitals-v1 vitals-v2
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -48,3 +48,17 @@ manifests:
 # The image without a Docker engine: .cache/images/runnerguard.tar.
 image:
 	hack/image.sh
+
+# The vitals sidecar on this machine's cgroup v1 memory hierarchy (as root;
+# skipped where there is none): the built binary on a pod-shaped cgroup
+# whose container dd the kernel OOM-kills; then the readers' cost per
+# sample on the testdata trees and on a real v1 cgroup.
+vitals-v1:
+	go test -tags cgroupv1 -count=1 -v -run TestOOMKillV1 ./cmd/vitals/
+	go test -tags cgroupv1 -count=1 -run '^$$' -bench . -benchtime 2000x ./vitals/cgroup/
+
+# The vitals sidecar on a real cgroup v2 kernel: hack/qemu-v2.sh installs
+# qemu-system-x86 and busybox-static, caches a Debian cloud kernel under
+# .cache/qemu/ and boots it with the static sidecar in the initramfs.
+vitals-v2:
+	go test -tags qemu -count=1 -v -timeout 10m -run TestOOMKillV2 ./cmd/vitals/

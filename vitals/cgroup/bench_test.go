@@ -23,10 +23,11 @@ func BenchmarkV1Counts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	counts := v1Counts(g)
+	c := newV1Counter(g, &ledger{})
+	defer c.close()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := counts(); err != nil {
+		if _, err := c.counts(); err != nil {
 			b.Fatal(err)
 		}
 	}

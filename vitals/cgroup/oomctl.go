@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"strconv"
@@ -24,11 +23,14 @@ type oomControl struct {
 // Unknown keys are skipped, so a kernel that adds one still parses.
 func parseOOMControl(b []byte) (oomControl, error) {
 	var c oomControl
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), " ")
+	for line := range bytes.Lines(b) {
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if len(line) == 0 {
+			continue
+		}
+		key, val, ok := strings.Cut(string(line), " ")
 		if !ok {
-			return oomControl{}, fmt.Errorf("memory.oom_control: malformed line %q", sc.Text())
+			return oomControl{}, fmt.Errorf("memory.oom_control: malformed line %q", line)
 		}
 		n, err := strconv.ParseUint(val, 10, 64)
 		if err != nil {
@@ -42,9 +44,6 @@ func parseOOMControl(b []byte) (oomControl, error) {
 		case "oom_kill":
 			c.Kill, c.HasKill = n, true
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return oomControl{}, fmt.Errorf("memory.oom_control: %w", err)
 	}
 	return c, nil
 }

@@ -45,7 +45,7 @@ type Pod struct {
 	group     atomic.Pointer[Group]
 	found     chan struct{}
 	foundOnce sync.Once
-	peaks     map[string]uint64
+	state     readState
 	logged    map[string]bool
 }
 
@@ -59,7 +59,8 @@ func NewPod(o Options) *Pod {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Pod{opts: o, found: make(chan struct{}), peaks: map[string]uint64{}, logged: map[string]bool{}}
+	return &Pod{opts: o, found: make(chan struct{}),
+		state: readState{peaks: map[string]uint64{}, kills: &ledger{}}, logged: map[string]bool{}}
 }
 
 // Read implements Reader.
@@ -78,7 +79,7 @@ func (p *Pod) Read() record.Line {
 		p.foundOnce.Do(func() { close(p.found) })
 		p.opts.Log.Info("pod cgroup found", "cgroup", g.Version, "dir", g.Dir())
 	}
-	l := g.read(p.peaks)
+	l := g.read(p.state)
 	var fresh []string
 	for _, f := range l.Missing {
 		if p.once("missing: " + f) {
@@ -113,7 +114,9 @@ func (p *Pod) Watch(ctx context.Context) <-chan struct{} {
 		}
 		g := *p.group.Load()
 		if g.Version == V1 {
-			poll(ctx, p.opts.Poll, v1Counts(g), ch)
+			c := newV1Counter(g, p.state.kills)
+			defer c.close()
+			poll(ctx, p.opts.Poll, c.counts, ch)
 			return
 		}
 		counts := v2Counts(g)

@@ -105,20 +105,29 @@ func readV1(root, rel string) (record.Memory, []string) {
 	return mem, nil
 }
 
-// read reads the pod cgroup and each container cgroup in it. peaks keeps,
-// by container id ("" for the pod), the highest memory.current seen, which
-// stands in for memory.peak on kernels without it.
-func (g Group) read(peaks map[string]uint64) record.Line {
+// readState is what readings remember.
+type readState struct {
+	// peaks keeps, by container id ("" for the pod), the highest
+	// memory.current seen, which stands in for memory.peak on kernels
+	// without it.
+	peaks map[string]uint64
+	// kills remembers v1 container OOM kills.
+	kills *ledger
+}
+
+// read reads the pod cgroup and each container cgroup in it.
+func (g Group) read(st readState) record.Line {
 	readOne := readV2
 	if g.Version == V1 {
 		readOne = func(_, rel string) (record.Memory, []string) { return readV1(g.Root, rel) }
 	}
 	l := record.Line{Cgroup: g.Version}
 	l.Pod, l.Missing = readOne(g.Hierarchy(), g.Rel)
-	observePeak(&l.Pod, l.Missing, peaks, "")
+	observePeak(&l.Pod, l.Missing, st.peaks, "")
+	v1Kills := st.kills.total()
 	for _, c := range containers(g.Dir()) {
 		mem, missing := readOne(g.Hierarchy(), path.Join(g.Rel, c.name))
-		observePeak(&mem, missing, peaks, c.id)
+		observePeak(&mem, missing, st.peaks, c.id)
 		for _, f := range missing {
 			l.Missing = append(l.Missing, short(c.id)+"/"+f)
 		}
@@ -126,13 +135,19 @@ func (g Group) read(peaks map[string]uint64) record.Line {
 			l.Containers = map[string]record.Memory{}
 		}
 		l.Containers[c.id] = mem
-		// v1 counts an OOM kill only in the victim's own cgroup (v2's
-		// memory.events counts it in every ancestor): add the containers'
-		// kills so the pod reading means the same on both.
-		if g.Version == V1 && l.Pod.Events != nil && mem.Events != nil {
-			l.Pod.Events.OOMKill += mem.Events.OOMKill
-			*l.Pod.UnderOOM = *l.Pod.UnderOOM || *mem.UnderOOM
+		if g.Version == V1 && mem.Events != nil {
+			v1Kills = st.kills.note(c.name, mem.Events.OOMKill)
+			if l.Pod.UnderOOM != nil {
+				*l.Pod.UnderOOM = *l.Pod.UnderOOM || *mem.UnderOOM
+			}
 		}
+	}
+	// v1 counts an OOM kill only in the victim's own cgroup (v2's
+	// memory.events counts it in every ancestor): add the containers'
+	// kills, including those of containers gone since, so the pod reading
+	// means the same on both.
+	if g.Version == V1 && l.Pod.Events != nil {
+		l.Pod.Events.OOMKill += v1Kills
 	}
 	return l
 }

@@ -81,6 +81,20 @@ func TestPodRead(t *testing.T) {
 				}},
 		},
 		{
+			name:  "a v1 container's OOM kill stays counted after the runtime removes its cgroup",
+			tree:  "v1-cgroupfs",
+			reads: 2,
+			edit: func(t *testing.T, root string) {
+				require.NoError(t, os.RemoveAll(filepath.Join(root, "memory/kubepods/burstable/pod"+podUID, ctr1)))
+			},
+			want: record.Line{Cgroup: V1,
+				Pod: record.Memory{Current: u64(225280), Peak: u64(67108864), Limit: u64(67108864), Failcnt: u64(129),
+					UnderOOM: flag(false), Events: &record.Events{OOMKill: 1}},
+				Containers: map[string]record.Memory{
+					ctr2: {Current: u64(12288), Peak: u64(1204224), Failcnt: u64(0), UnderOOM: flag(false), Events: &record.Events{}},
+				}},
+		},
+		{
 			name: "a v1 pod whose memory.oom_control is gone reads as missing while its containers read",
 			tree: "v1-cgroupfs",
 			edit: func(t *testing.T, root string) {

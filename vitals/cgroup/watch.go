@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -35,33 +34,6 @@ func v2Counts(g Group) func() (oomCounts, error) {
 		}
 		e := st.MemoryEvents
 		return oomCounts{oom: e.Oom, kill: e.OomKill, groupKill: e.OomGroupKill}, nil
-	}
-}
-
-// v1Counts sums oom_kill over the pod's and its containers' memory.oom_control:
-// one small read per cgroup.
-func v1Counts(g Group) func() (oomCounts, error) {
-	return func() (oomCounts, error) {
-		var c oomCounts
-		dirs := []string{g.Dir()}
-		for _, ch := range containers(g.Dir()) {
-			dirs = append(dirs, filepath.Join(g.Dir(), ch.name))
-		}
-		for i, d := range dirs {
-			b, err := os.ReadFile(filepath.Join(d, "memory.oom_control"))
-			if err != nil && i > 0 {
-				continue // a container cgroup removed since the listing
-			}
-			if err != nil {
-				return oomCounts{}, err
-			}
-			oc, err := parseOOMControl(b)
-			if err != nil {
-				return oomCounts{}, err
-			}
-			c.kill += oc.Kill
-		}
-		return c, nil
 	}
 }
 

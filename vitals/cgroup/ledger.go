@@ -1,0 +1,40 @@
+package cgroup
+
+import "sync"
+
+// ledger remembers the highest OOM kill count seen in each container
+// cgroup of a v1 pod. v1 counts a kill only in the victim's own cgroup,
+// and the runtime removes a container's cgroup when the container ends
+// (an OOM-killed runner's, for one), taking the count with it; the pod's
+// total must not drop back. Shared by Read and the OOM poll.
+type ledger struct {
+	mu   sync.Mutex
+	seen map[string]uint64
+}
+
+// note records the count read in a container cgroup and returns the total
+// over every container cgroup seen so far.
+func (l *ledger) note(container string, kills uint64) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]uint64{}
+	}
+	l.seen[container] = max(l.seen[container], kills)
+	return l.totalLocked()
+}
+
+// total is the sum over every container cgroup seen so far.
+func (l *ledger) total() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.totalLocked()
+}
+
+func (l *ledger) totalLocked() uint64 {
+	var n uint64
+	for _, k := range l.seen {
+		n += k
+	}
+	return n
+}
