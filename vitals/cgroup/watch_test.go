@@ -39,7 +39,6 @@ func TestWatch(t *testing.T) {
 			file: v1Pod + "/" + ctr2 + "/memory.oom_control", change: "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", wake: true},
 		{name: "v1 stays asleep when only under_oom changes", tree: "v1-cgroupfs",
 			file: v1Pod + "/" + ctr2 + "/memory.oom_control", change: "oom_kill_disable 0\nunder_oom 1\noom_kill 0\n"},
-
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
