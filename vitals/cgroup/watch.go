@@ -37,6 +37,12 @@ func v2Counts(g Group) func() (oomCounts, error) {
 	}
 }
 
+// minGap spaces the reads of a watched file: memory.events also changes at
+// each "max" and "high" event, which a pod reclaiming at its limit makes
+// thousands of times a second. Events in the gap coalesce in the inotify
+// queue, so this caps the reads at 100/s and delays no OOM line by more.
+const minGap = 10 * time.Millisecond
+
 // watchFile signals on ch whenever counts changes after file is modified,
 // until ctx ends. inotify needs no write access to the cgroup mount (v1's
 // eventfd registration does, and the sidecar's mount is read-only).
@@ -59,6 +65,7 @@ func watchFile(ctx context.Context, file string, counts func() (oomCounts, error
 	last, _ := counts()
 	signal(ch) // the loop compares with its last line: catches a change before the watch began
 	buf := make([]byte, 64*unix.SizeofInotifyEvent)
+	var read time.Time
 	for {
 		if _, err := f.Read(buf); err != nil {
 			if ctx.Err() != nil {
@@ -66,6 +73,8 @@ func watchFile(ctx context.Context, file string, counts func() (oomCounts, error
 			}
 			return err
 		}
+		time.Sleep(minGap - time.Since(read))
+		read = time.Now()
 		if c, err := counts(); err == nil && c != last {
 			last = c
 			signal(ch)

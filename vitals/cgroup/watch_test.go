@@ -1,7 +1,9 @@
 package cgroup
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,4 +64,42 @@ func TestWatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestWatchFileUnderPressure(t *testing.T) {
+	t.Run("a storm of memory.events changes is read at most every 10 ms and its OOM kill still wakes", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "memory.events")
+		require.NoError(t, os.WriteFile(file, []byte("max 0\n"), 0o644))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		reads := make(chan oomCounts, 10000)
+		counts := func() (oomCounts, error) {
+			b, err := os.ReadFile(file)
+			c := oomCounts{}
+			if bytes.HasPrefix(b, []byte("oom_kill 1")) {
+				c.kill = 1
+			}
+			reads <- c
+			return c, err
+		}
+		ch := make(chan struct{}, 1)
+		go func() { _ = watchFile(ctx, file, counts, ch) }()
+		require.True(t, woken(ch, 5*time.Second), "a watch wakes once when it begins")
+		time.Sleep(20 * time.Millisecond)
+		<-reads
+
+		start := time.Now()
+		f, err := os.OpenFile(file, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		for i := 0; time.Since(start) < 200*time.Millisecond; i++ {
+			_, err := f.WriteAt(fmt.Appendf(nil, "max %09d\n", i), 0)
+			require.NoError(t, err)
+		}
+		_, err = f.WriteAt([]byte("oom_kill 1   \n"), 0)
+		require.NoError(t, err)
+		require.True(t, woken(ch, time.Second), "the kill at the end of the storm wakes the loop")
+		elapsed := time.Since(start)
+		assert.LessOrEqual(t, len(reads), int(elapsed/(10*time.Millisecond))+2, "reads in %v", elapsed)
+	})
 }
