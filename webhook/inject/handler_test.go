@@ -1,0 +1,270 @@
+package inject
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+)
+
+// handler returns a Handler whose namespaces are ci (no Pod Security
+// label) and restricted (enforce: restricted).
+func handler(t testing.TB) *Handler {
+	t.Helper()
+	ns := func(name string, labels map[string]string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	c := fake.NewClientBuilder().WithObjects(
+		ns("ci", map[string]string{"runnerguard.io/enabled": "true"}),
+		ns("restricted", map[string]string{"runnerguard.io/enabled": "true", psaEnforceLabel: psaRestricted}),
+	).Build()
+	return NewHandler(config.Default(), c, clientgoscheme.Scheme)
+}
+
+// create is the review of a pod CREATE with raw as the object.
+func create(namespace string, raw []byte) admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       "review-1",
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Namespace: namespace, Operation: admissionv1.Create,
+		UserInfo: authenticationv1.UserInfo{Username: goldenRequester},
+		Object:   runtime.RawExtension{Raw: raw},
+	}}
+}
+
+// rawInput is testdata/<name>.pod.yaml as JSON, as written (not through
+// the Pod type).
+func rawInput(t *testing.T, name string) []byte {
+	t.Helper()
+	y, err := os.ReadFile(filepath.Join("testdata", name+".pod.yaml"))
+	require.NoError(t, err)
+	raw, err := yaml.YAMLToJSON(y)
+	require.NoError(t, err)
+	return raw
+}
+
+// patched applies the response's patches to raw.
+func patched(t *testing.T, raw []byte, resp admission.Response) []byte {
+	t.Helper()
+	if len(resp.Patches) == 0 {
+		assert.Nil(t, resp.PatchType)
+		return raw
+	}
+	ops, err := json.Marshal(resp.Patches)
+	require.NoError(t, err)
+	p, err := jsonpatch.DecodePatch(ops)
+	require.NoError(t, err)
+	out, err := p.Apply(raw)
+	require.NoError(t, err)
+	return out
+}
+
+// decodePod decodes raw as the handler does: case-sensitively, as the API
+// server's JSON.
+func decodePod(t *testing.T, raw []byte) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{}
+	require.NoError(t, admission.NewDecoder(clientgoscheme.Scheme).DecodeRaw(runtime.RawExtension{Raw: raw}, pod))
+	return pod
+}
+
+// assertNoRemovals checks that no patch operation removes anything, except
+// inside init containers: the patch library diffs arrays by index, so
+// putting the sidecar first rewrites each init container into the next
+// one, and the fields one had that the next lacks are removed there.
+func assertNoRemovals(t *testing.T, resp admission.Response) {
+	t.Helper()
+	for _, op := range resp.Patches {
+		if op.Operation == "remove" {
+			assert.True(t, strings.HasPrefix(op.Path, "/spec/initContainers/"), "patch removes %s", op.Path)
+		}
+	}
+}
+
+func TestHandlerPatchesEveryGoldenInputIntoItsGolden(t *testing.T) {
+	h := handler(t)
+	for _, name := range goldenInputs(t) {
+		t.Run(name, func(t *testing.T) {
+			raw := rawInput(t, name)
+			ns := decodePod(t, raw).Namespace
+			resp := h.Handle(context.Background(), create(ns, raw))
+			require.True(t, resp.Allowed)
+			assertNoRemovals(t, resp)
+
+			golden, err := os.ReadFile(filepath.Join("testdata", name+".golden.yaml"))
+			require.NoError(t, err)
+			var want Golden
+			require.NoError(t, yaml.Unmarshal(golden, &want))
+			assert.Equal(t, &want.Pod, decodePod(t, patched(t, raw, resp)))
+			assert.Equal(t, want.Warnings, resp.Warnings)
+		})
+	}
+}
+
+func TestHandlerReturnsNoPatchForItsOwnResult(t *testing.T) {
+	h := handler(t)
+	raw := rawInput(t, "arc-scale-set")
+	first := h.Handle(context.Background(), create("ci", raw))
+	require.NotEmpty(t, first.Patches)
+	again := patched(t, raw, first)
+
+	before := testutil.ToFloat64(injections.WithLabelValues(string(Unchanged)))
+	second := h.Handle(context.Background(), create("ci", again))
+	assert.True(t, second.Allowed)
+	assert.Empty(t, second.Patches)
+	assert.Nil(t, second.PatchType)
+	assert.Equal(t, before+1, testutil.ToFloat64(injections.WithLabelValues(string(Unchanged))))
+}
+
+func TestHandlerKeepsFieldsItsPodTypeDoesNotKnow(t *testing.T) {
+	// ARC's dind (third init container once the sidecar is first) and the
+	// pod spec carry fields from a newer API than this build knows.
+	var pod map[string]any
+	require.NoError(t, json.Unmarshal(rawInput(t, "arc-scale-set"), &pod))
+	spec := pod["spec"].(map[string]any)
+	spec["futureSpecField"] = "kept"
+	dind := spec["initContainers"].([]any)[1].(map[string]any)
+	require.Equal(t, "dind", dind["name"])
+	dind["futureContainerField"] = map[string]any{"mode": "kept"}
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+
+	resp := handler(t).Handle(context.Background(), create("ci", raw))
+	require.True(t, resp.Allowed)
+
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(patched(t, raw, resp), &got))
+	gotSpec := got["spec"].(map[string]any)
+	assert.Equal(t, "kept", gotSpec["futureSpecField"])
+	inits := gotSpec["initContainers"].([]any)
+	require.Len(t, inits, 3)
+	for i, name := range []string{ContainerName, "init-dind-externals", "dind"} {
+		c := inits[i].(map[string]any)
+		assert.Equal(t, name, c["name"])
+		if name == "dind" {
+			assert.Equal(t, map[string]any{"mode": "kept"}, c["futureContainerField"])
+		} else {
+			assert.NotContains(t, c, "futureContainerField")
+		}
+	}
+}
+
+func TestHandlerPatchesOddPodsExactly(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(spec map[string]any)
+	}{{
+		// The API server accepts repeated env names (the last wins).
+		name: "env names that repeat",
+		edit: func(spec map[string]any) {
+			runner := spec["containers"].([]any)[0].(map[string]any)
+			runner["env"] = []any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "A", "value": "2"}}
+		},
+	}, {
+		// A volume without its merge key defeats the strategic merge, so
+		// the handler falls back to controller-runtime's plain diff.
+		name: "a volume without a name",
+		edit: func(spec map[string]any) {
+			spec["volumes"] = []any{map[string]any{"emptyDir": map[string]any{}}}
+		},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var pod map[string]any
+			require.NoError(t, json.Unmarshal(rawInput(t, "generic"), &pod))
+			tc.edit(pod["spec"].(map[string]any))
+			raw, err := json.Marshal(pod)
+			require.NoError(t, err)
+
+			resp := handler(t).Handle(context.Background(), create("ci", raw))
+			require.True(t, resp.Allowed)
+
+			want := decodePod(t, raw)
+			Mutate(want, Facts{Requester: goldenRequester}, config.Default())
+			assert.Equal(t, want, decodePod(t, patched(t, raw, resp)))
+		})
+	}
+}
+
+func TestHandlerWithoutItsNamespaceLeavesTheSidecarOut(t *testing.T) {
+	raw := rawInput(t, "generic")
+	resp := handler(t).Handle(context.Background(), create("gone", raw))
+	require.True(t, resp.Allowed)
+	require.Len(t, resp.Warnings, 1)
+	assert.Contains(t, resp.Warnings[0], `vitals sidecar not injected: its namespace "gone" could not be read`)
+	got := decodePod(t, patched(t, raw, resp))
+	assert.Len(t, got.Spec.InitContainers, 1, "only the pod's own poller")
+	assert.Equal(t, corev1.TerminationMessageFallbackToLogsOnError, got.Spec.Containers[0].TerminationMessagePolicy)
+}
+
+func TestHandlerRequests(t *testing.T) {
+	generic := func(t *testing.T) []byte { return rawInput(t, "generic") }
+	cases := []struct {
+		name    string
+		req     func(t *testing.T) admission.Request
+		allowed bool
+		code    int32
+		message string
+	}{{
+		name: "a delete is allowed untouched",
+		req: func(t *testing.T) admission.Request {
+			r := create("ci", nil)
+			r.Operation, r.OldObject = admissionv1.Delete, runtime.RawExtension{Raw: generic(t)}
+			return r
+		},
+		allowed: true, code: http.StatusOK,
+	}, {
+		name: "a create of a subresource is allowed untouched",
+		req: func(t *testing.T) admission.Request {
+			r := create("ci", []byte(`{"apiVersion":"policy/v1","kind":"Eviction"}`))
+			r.SubResource = "eviction"
+			return r
+		},
+		allowed: true, code: http.StatusOK,
+	}, {
+		name:    "a create without an object is a bad request",
+		req:     func(*testing.T) admission.Request { return create("ci", nil) },
+		code:    http.StatusBadRequest,
+		message: "decoding the pod of the CREATE request",
+	}, {
+		name:    "a create with broken JSON is a bad request",
+		req:     func(*testing.T) admission.Request { return create("ci", []byte(`{"kind":"Pod","spec":{`)) },
+		code:    http.StatusBadRequest,
+		message: "decoding the pod of the CREATE request",
+	}, {
+		name:    "a create whose object is not an object is a bad request",
+		req:     func(*testing.T) admission.Request { return create("ci", []byte(`["runner"]`)) },
+		code:    http.StatusBadRequest,
+		message: "decoding the pod of the CREATE request",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := handler(t).Handle(context.Background(), tc.req(t))
+			assert.Equal(t, tc.allowed, resp.Allowed)
+			assert.Empty(t, resp.Patches)
+			require.NotNil(t, resp.Result)
+			assert.Equal(t, tc.code, resp.Result.Code)
+			assert.Contains(t, resp.Result.Message, tc.message)
+		})
+	}
+}

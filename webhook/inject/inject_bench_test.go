@@ -1,0 +1,171 @@
+package inject
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+)
+
+// benchInputs are golden inputs: pods as the API server sends them at
+// CREATE, and what the injector does with each.
+var benchInputs = []struct{ file, what string }{
+	{"generic", "generic runner injected"},
+	{"arc-scale-set", "ARC scale-set runner injected"},
+	{"already-injected", "instrumented pod unchanged"},
+	{"not-runner", "plain pod untouched"},
+}
+
+func benchRaw(b *testing.B, file string) []byte {
+	b.Helper()
+	y, err := os.ReadFile(filepath.Join("testdata", file+".pod.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
+func BenchmarkMutate(b *testing.B) {
+	cfg := config.Default()
+	facts := Facts{Requester: "system:serviceaccount:ci:pool"}
+	for _, in := range benchInputs {
+		b.Run(in.what, func(b *testing.B) {
+			var pod corev1.Pod
+			if err := json.Unmarshal(benchRaw(b, in.file), &pod); err != nil {
+				b.Fatal(err)
+			}
+			// Mutate changes its pod, so each call gets a fresh copy,
+			// made off the clock in batches.
+			const batch = 512
+			pods := make([]*corev1.Pod, batch)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%batch == 0 {
+					b.StopTimer()
+					for j := range pods {
+						pods[j] = pod.DeepCopy()
+					}
+					b.StartTimer()
+				}
+				Mutate(pods[i%batch], facts, cfg)
+			}
+		})
+	}
+}
+
+// benchNamespaces reads namespaces as the manager's cache does: a deep copy
+// of the stored metadata, no API call.
+type benchNamespaces struct{ ns *metav1.PartialObjectMetadata }
+
+func (r benchNamespaces) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	r.ns.DeepCopyInto(obj.(*metav1.PartialObjectMetadata))
+	return nil
+}
+
+func (r benchNamespaces) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return nil
+}
+
+// benchCreateReview is the AdmissionReview the API server posts for a pod
+// CREATE with raw as the object.
+func benchCreateReview(b *testing.B, raw []byte) []byte {
+	b.Helper()
+	podGVK := metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	podGVR := metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
+	dryRun := false
+	opts, err := json.Marshal(metav1.CreateOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "CreateOptions"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:  "7d3c1f0e-54b6-4f0e-8c38-2f5b0a1e9d21",
+			Kind: podGVK, Resource: podGVR, RequestKind: &podGVK, RequestResource: &podGVR,
+			Namespace: "ci", Operation: admissionv1.Create,
+			UserInfo: authenticationv1.UserInfo{
+				Username: "system:serviceaccount:ci:pool", UID: "5f1c0e6a-0d47-4c55-9a55-0c1c6f0d2b11",
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"},
+			},
+			Object: runtime.RawExtension{Raw: raw}, Options: runtime.RawExtension{Raw: opts}, DryRun: &dryRun,
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkServeHTTP is one CREATE review end to end as the webhook server
+// runs it: controller-runtime's admission.Webhook decodes the JSON body, the
+// handler decodes the pod, reads its namespace, mutates and diffs it into a
+// JSON patch, and the response is encoded. Logging goes through the
+// production logger (zap, JSON, info level) into io.Discard.
+func BenchmarkServeHTTP(b *testing.B) {
+	log := zap.New(zap.WriteTo(io.Discard))
+	ns := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{
+		"runnerguard.io/enabled": "true", "kubernetes.io/metadata.name": "ci",
+	}}}
+	for _, in := range benchInputs {
+		b.Run(in.what, func(b *testing.B) {
+			h := NewHandler(config.Default(), benchNamespaces{ns}, clientgoscheme.Scheme)
+			wh := &admission.Webhook{Handler: h, LogConstructor: func(_ logr.Logger, req *admission.Request) logr.Logger {
+				return admission.DefaultLogConstructor(log, req)
+			}}
+			raw := benchRaw(b, in.file)
+			body := benchCreateReview(b, raw)
+			serve := func() *httptest.ResponseRecorder {
+				r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/mutate-runner-pod", bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				wh.ServeHTTP(w, r)
+				return w
+			}
+			// One review outside the loop checks that the answer is the
+			// injector's: allowed, patched exactly when Mutate would.
+			var got admissionv1.AdmissionReview
+			if err := json.Unmarshal(serve().Body.Bytes(), &got); err != nil || got.Response == nil || !got.Response.Allowed {
+				b.Fatalf("not allowed or no review in the answer: %v %+v", err, got.Response)
+			}
+			var pod corev1.Pod
+			if err := json.Unmarshal(raw, &pod); err != nil {
+				b.Fatal(err)
+			}
+			before := pod.DeepCopy()
+			Mutate(&pod, Facts{Requester: "system:serviceaccount:ci:pool"}, config.Default())
+			if patched, changes := len(got.Response.Patch) > 0, !reflect.DeepEqual(before, &pod); patched != changes {
+				b.Fatalf("patch %s, but Mutate changes the pod: %v", got.Response.Patch, changes)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				serve()
+			}
+		})
+	}
+}
