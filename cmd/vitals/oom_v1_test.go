@@ -89,7 +89,7 @@ func TestOOMKillV1(t *testing.T) {
 	require.Equal(t, record.TriggerStart, first.line.Trigger)
 
 	// The reference time of the kill: a 1 ms poll of the victim's counter,
-	// independent of the sidecar's own 100 ms poll.
+	// independent of the sidecar's own 250 ms poll.
 	killedAt := make(chan time.Time, 1)
 	go func() {
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
@@ -138,7 +138,7 @@ func TestOOMKillV1(t *testing.T) {
 	assert.Less(t, status.VmRSS, uint64(32<<20))
 	cpu0 := cpuTime(t, sidecar.Process.Pid)
 	time.Sleep(4 * time.Second)
-	t.Logf("sidecar CPU while idle (100 ms OOM poll, 2 s interval): %.3f ms/s",
+	t.Logf("sidecar CPU while idle (250 ms OOM poll, 2 s interval): %.3f ms/s",
 		float64(cpuTime(t, sidecar.Process.Pid)-cpu0)/1e6/4)
 
 	start := time.Now()

@@ -53,20 +53,16 @@ func BenchmarkRealV1Read(b *testing.B) {
 	if l := p.Read(); len(l.Missing) > 0 {
 		b.Fatalf("missing %v", l.Missing)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		p.Read()
-	}
+	loopCPU(b, func() { p.Read() })
 }
 
 // BenchmarkRealV1Counts: one OOM poll (three memory.oom_control reads).
 func BenchmarkRealV1Counts(b *testing.B) {
 	c := newV1Counter(realV1Pod(b), &ledger{})
 	defer c.close()
-	b.ReportAllocs()
-	for b.Loop() {
+	loopCPU(b, func() {
 		if _, err := c.counts(); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // v1Refresh: the poll lists the pod's container cgroups every this many
-// polls (once a second at the default 100 ms).
-const v1Refresh = 10
+// polls (once a second at the default 250 ms).
+const v1Refresh = 4
 
 // v1Counter reads the OOM kills of a v1 pod for the poll: pod and
 // container memory.oom_control files stay open and are re-read with pread
