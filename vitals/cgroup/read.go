@@ -28,14 +28,6 @@ var (
 // counter's maximum in bytes, 9223372036854771712 with 4 KiB pages).
 const v1Unlimited = 1 << 62
 
-// v1Memory reads v1 memory values without the swap and kernel-memory files,
-// which kernels deprecate and pods do not limit.
-var v1Memory = func(root string) interface {
-	Stat(string, *v1stats.Metrics) error
-} {
-	return cgroup1.NewMemory(root, cgroup1.IgnoreModules("memsw", "kmem", "kmem.tcp"))
-}
-
 // readV2 reads the cgroup at rel (starting with "/") in the v2 hierarchy.
 func readV2(hier, rel string) (record.Memory, []string) {
 	missing := unreadable(filepath.Join(hier, rel), v2Files)
@@ -85,7 +77,10 @@ func readV2(hier, rel string) (record.Memory, []string) {
 // readV1 reads the cgroup at rel in the v1 memory hierarchy under root.
 func readV1(root, rel string) (record.Memory, []string) {
 	var st v1stats.Metrics
-	if err := v1Memory(root).Stat(rel, &st); err != nil {
+	// Without the swap and kernel-memory files, which kernels deprecate
+	// and pods do not limit.
+	mc := cgroup1.NewMemory(root, cgroup1.IgnoreModules("memsw", "kmem", "kmem.tcp"))
+	if err := mc.Stat(rel, &st); err != nil {
 		// containerd/cgroups stops at the first file it cannot read.
 		missing := unreadable(filepath.Join(root, "memory", rel), v1Files)
 		if len(missing) == 0 {
