@@ -30,6 +30,10 @@ type Record struct {
 	// DeletedBy is the requester of the DELETE that the record was made
 	// at, or that caused the death.
 	DeletedBy string `json:"deletedBy,omitempty"`
+	// Deleted: the runner ended because its pod was being deleted. With
+	// no DeletedBy, the delete was not reviewed by the guard (an exempt
+	// principal, or the guard was down).
+	Deleted bool `json:"deleted,omitempty"`
 	// Vitals is the sidecar's final reading, when it left one.
 	Vitals *record.Final `json:"vitals,omitempty"`
 	// OOMConfirmed says what the vitals say of an OOM-shaped death
@@ -38,8 +42,19 @@ type Record struct {
 	OOMConfirmed *bool `json:"oomConfirmed,omitempty"`
 }
 
-// Key identifies a death: one record per pod UID and container start.
-func (r Record) Key() string { return r.UID + "/" + r.ContainerID }
+// Key identifies a death: one record per pod UID and container start. A
+// container that never got an ID (it failed to be created) is told apart by
+// its name and end time.
+func (r Record) Key() string {
+	if r.ContainerID != "" {
+		return r.UID + "/" + r.ContainerID
+	}
+	end := ""
+	if r.FinishedAt != nil {
+		end = r.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	return r.UID + "/" + r.Container + "@" + end
+}
 
 // New builds the record of runner's death on pod from st, the runner's
 // status (whose Terminated is nil when the runner was still running).

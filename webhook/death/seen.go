@@ -1,23 +1,32 @@
-package guard
+package death
 
 import "sync"
 
-// seenSet is a bounded set of keys that forgets the oldest first: enough to
+// SeenSet is a bounded set of keys that forgets the oldest first: enough to
 // keep the several reviews of one delete from writing a record twice,
 // without growing with the cluster's history.
-type seenSet struct {
+type SeenSet struct {
 	mu    sync.Mutex
 	max   int
 	keys  map[string]struct{}
 	order []string
 }
 
-func newSeenSet(max int) *seenSet {
-	return &seenSet{max: max, keys: make(map[string]struct{}, max)}
+// NewSeenSet returns an empty set that holds at most max keys.
+func NewSeenSet(max int) *SeenSet {
+	return &SeenSet{max: max, keys: make(map[string]struct{}, max)}
 }
 
-// add reports whether key was new, and remembers it.
-func (s *seenSet) add(key string) bool {
+// Has reports whether key is remembered.
+func (s *SeenSet) Has(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.keys[key]
+	return ok
+}
+
+// Add reports whether key was new, and remembers it.
+func (s *SeenSet) Add(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.keys[key]; ok {

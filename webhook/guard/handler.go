@@ -35,17 +35,16 @@ type Handler struct {
 	// signal, uncached: both are rare, and a stale pod would misjudge.
 	Reader   client.Reader
 	Recorder events.EventRecorder
-	Now      func() time.Time
-	// deaths remembers the records written, so repeated reviews of one
-	// death never log it twice.
-	deaths *seenSet
+	// Deaths writes death records and deletion notes.
+	Deaths *death.Recorder
+	Now    func() time.Time
 }
 
 var _ admission.Handler = &Handler{}
 
-// NewHandler returns a Handler with its clock and record memory set.
-func NewHandler(cfg config.Config, r client.Reader, rec events.EventRecorder) *Handler {
-	return &Handler{Config: cfg, Reader: r, Recorder: rec, Now: time.Now, deaths: newSeenSet(4096)}
+// NewHandler returns a Handler reading the clock.
+func NewHandler(cfg config.Config, r client.Reader, rec events.EventRecorder, deaths *death.Recorder) *Handler {
+	return &Handler{Config: cfg, Reader: r, Recorder: rec, Deaths: deaths, Now: time.Now}
 }
 
 // Handle judges one review.
@@ -183,15 +182,22 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, dryRun b
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DeleteOverridden", string(f.Operation),
 			"%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)
 	}
-	if d.RecordDeath {
-		h.recordDeath(ctx, death.New(pod, d.Runner, d.Status, f.Requester))
-	} else if d.Allowed && d.Status.State == runnerpod.Running {
-		// The runner dies of this deletion; the kubelet's report of how
-		// follows, unless the pod is removed at once.
-		log.Info("deletion of a running runner allowed", "gracePeriodSeconds", grace)
-		if grace == 0 {
-			h.recordDeath(ctx, death.New(pod, d.Runner, runnerpod.Status{State: runnerpod.Running, Container: d.Status.Container}, f.Requester))
-		}
+	running := d.Allowed && d.Status.State == runnerpod.Running
+	switch {
+	case d.RecordDeath || (running && grace == 0):
+		// An ended runner's record, or that of a runner removed at once,
+		// whose terminated state may never be reported: written now with
+		// what is known.
+		h.async(ctx, func(ctx context.Context) error {
+			_, err := h.Deaths.Record(ctx, pod, death.New(pod, d.Runner, d.Status, f.Requester))
+			return err
+		})
+	case running:
+		// The runner dies of this deletion; the watcher records how when
+		// the kubelet reports it, naming the deleter noted here.
+		h.async(ctx, func(ctx context.Context) error {
+			return h.Deaths.MarkDeleted(ctx, pod, f.Requester, string(d.Rule))
+		})
 	}
 }
 
@@ -202,13 +208,15 @@ func refusedReason(op Operation) string {
 	return "DeleteRefused"
 }
 
-// recordDeath logs the death record once per pod UID and container start.
-func (h *Handler) recordDeath(ctx context.Context, r death.Record) {
-	if !h.deaths.add(r.Key()) {
-		return
-	}
-	deaths.WithLabelValues(string(r.Class)).Inc()
-	// One key holding the whole record: its JSON is the record's schema,
-	// and its fields cannot collide with the request's own log keys.
-	logf.FromContext(ctx).WithName("death").Info("runner death record", "record", r)
+// async runs a write off the review's path, so a DELETE is never slowed by
+// the Event the guard writes about it.
+func (h *Handler) async(ctx context.Context, write func(context.Context) error) {
+	log := logf.FromContext(ctx)
+	go func() {
+		ctx, cancel := context.WithTimeout(logf.IntoContext(context.Background(), log), 10*time.Second)
+		defer cancel()
+		if err := write(ctx); err != nil {
+			log.Error(err, "writing the death record")
+		}
+	}()
 }

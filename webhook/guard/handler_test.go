@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
@@ -37,8 +39,8 @@ func raw(t testing.TB, obj any) runtime.RawExtension {
 func deleteReq(t testing.TB, pod *corev1.Pod, user string, dryRun bool, grace *int64) admission.Request {
 	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		Operation: admissionv1.Delete, Namespace: pod.Namespace, Name: pod.Name,
-		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-		UserInfo:  authenticationv1.UserInfo{Username: user}, DryRun: &dryRun,
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		UserInfo: authenticationv1.UserInfo{Username: user}, DryRun: &dryRun,
 		OldObject: raw(t, pod), Options: raw(t, metav1.DeleteOptions{GracePeriodSeconds: grace}),
 	}}
 }
@@ -65,7 +67,7 @@ func ephemeralRunner(name string, status map[string]any) *unstructured.Unstructu
 func newTestHandler(objs ...client.Object) (*Handler, *events.FakeRecorder) {
 	rec := events.NewFakeRecorder(10)
 	c := fake.NewClientBuilder().WithObjects(objs...).Build()
-	h := NewHandler(config.Default(), c, rec)
+	h := NewHandler(config.Default(), c, rec, death.NewRecorder(c, "test"))
 	h.Now = func() time.Time { return podtest.Start.Add(5 * time.Minute) }
 	return h, rec
 }
@@ -102,7 +104,7 @@ func TestHandleDelete(t *testing.T) {
 		{name: "a dry-run delete gets the same answer and no Event",
 			req: deleteReq(t, busy, reaper, true, nil), code: http.StatusForbidden, msg: "running for 5m0s"},
 		{name: "an override is allowed with a warning and a Normal Event",
-			req: deleteReq(t, podtest.Runner("ci", "o").Running("runner").Annotate(runnerpod.AllowDelete, "node upgrade").Obj(), "alice", false, nil),
+			req:     deleteReq(t, podtest.Runner("ci", "o").Running("runner").Annotate(runnerpod.AllowDelete, "node upgrade").Obj(), "alice", false, nil),
 			allowed: true, code: http.StatusOK, warning: "node upgrade", events: []string{"Normal DeleteOverridden delete by alice allowed by runnerguard.io/allow-delete: node upgrade"}},
 		{name: "a dry-run override warns but emits no Event",
 			req:     deleteReq(t, podtest.Runner("ci", "o").Running("runner").Annotate(runnerpod.AllowDelete, "x").Obj(), "alice", true, nil),
@@ -112,7 +114,11 @@ func TestHandleDelete(t *testing.T) {
 			req: func() admission.Request { r := deleteReq(t, busy, reaper, false, nil); r.Name = ""; return r }(), code: http.StatusForbidden, msg: "ci/busy",
 			events: []string{"Warning DeleteRefused"}},
 		{name: "a DELETE without oldObject is a bad request",
-			req: func() admission.Request { r := deleteReq(t, busy, reaper, false, nil); r.OldObject = runtime.RawExtension{}; return r }(), code: http.StatusBadRequest, msg: "without oldObject"},
+			req: func() admission.Request {
+				r := deleteReq(t, busy, reaper, false, nil)
+				r.OldObject = runtime.RawExtension{}
+				return r
+			}(), code: http.StatusBadRequest, msg: "without oldObject"},
 		{name: "an oldObject that is not a pod is a bad request",
 			req: func() admission.Request {
 				r := deleteReq(t, busy, reaper, false, nil)
@@ -120,7 +126,11 @@ func TestHandleDelete(t *testing.T) {
 				return r
 			}(), code: http.StatusBadRequest, msg: "decoding oldObject"},
 		{name: "an operation the guard does not judge is allowed",
-			req: func() admission.Request { r := deleteReq(t, busy, reaper, false, nil); r.Operation = admissionv1.Update; return r }(), allowed: true, code: http.StatusOK},
+			req: func() admission.Request {
+				r := deleteReq(t, busy, reaper, false, nil)
+				r.Operation = admissionv1.Update
+				return r
+			}(), allowed: true, code: http.StatusOK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,15 +206,59 @@ func TestHandleEviction(t *testing.T) {
 	}
 }
 
+func deathEvents(t *testing.T, c client.Client, reason string) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	require.NoError(t, c.List(context.Background(), list))
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func TestDeathIsRecordedOncePerContainerStart(t *testing.T) {
 	h, _ := newTestHandler()
+	c := h.Deaths.Client
 	pod := podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").Obj()
-	before := testutilCount(t, "cgroup-oom")
+	dry := deleteReq(t, pod, reaper, true, nil)
+	require.True(t, h.Handle(context.Background(), dry).Allowed)
+	time.Sleep(100 * time.Millisecond)
+	assert.Empty(t, deathEvents(t, c, death.ReasonDied), "a dry run records nothing")
 	for range 3 {
-		resp := h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
-		require.True(t, resp.Allowed)
+		require.True(t, h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil)).Allowed)
 	}
-	assert.Equal(t, before+1, testutilCount(t, "cgroup-oom"), "three reviews of one death: one record")
-	h.Handle(context.Background(), deleteReq(t, pod, reaper, true, nil))
-	assert.Equal(t, before+1, testutilCount(t, "cgroup-oom"), "a dry run records nothing")
+	require.Eventually(t, func() bool { return len(deathEvents(t, c, death.ReasonDied)) == 1 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	evs := deathEvents(t, c, death.ReasonDied)
+	require.Len(t, evs, 1, "three reviews of one death: one record")
+	assert.Equal(t, corev1.EventTypeWarning, evs[0].Type)
+	assert.Equal(t, `runner "runner" died: cgroup-oom; exit 137 (signal 9), reason OOMKilled; deleted by `+reaper, evs[0].Note)
+	rec, err := death.Parse(evs[0].Annotations[death.RecordAnnotation])
+	require.NoError(t, err)
+	assert.Equal(t, death.CgroupOOM, rec.Class)
+}
+
+func TestAnAllowedDeleteOfARunningRunnerNotesTheDeleter(t *testing.T) {
+	h, _ := newTestHandler()
+	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
+	require.Eventually(t, func() bool {
+		by, err := h.Deaths.DeletedBy(context.Background(), pod)
+		return err == nil && by == "alice"
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.Empty(t, deathEvents(t, h.Deaths.Client, death.ReasonDied), "the runner's end is recorded when the kubelet reports it")
+}
+
+func TestAForceDeleteOfARunningRunnerIsRecordedAtOnce(t *testing.T) {
+	h, _ := newTestHandler()
+	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "stuck node").Obj()
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, ptr.To(int64(0)))).Allowed)
+	require.Eventually(t, func() bool { return len(deathEvents(t, h.Deaths.Client, death.ReasonDied)) == 1 }, 5*time.Second, 10*time.Millisecond)
+	rec, err := death.Parse(deathEvents(t, h.Deaths.Client, death.ReasonDied)[0].Annotations[death.RecordAnnotation])
+	require.NoError(t, err)
+	assert.Equal(t, death.DeletedRunning, rec.Class)
+	assert.Equal(t, "alice", rec.DeletedBy)
 }

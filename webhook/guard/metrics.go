@@ -9,16 +9,12 @@ var (
 		Name: "runnerguard_guard_decisions_total",
 		Help: "Guard decisions on pod deletes and evictions, by operation, decision and the rule that decided.",
 	}, []string{"operation", "decision", "rule"})
-	deaths = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "runnerguard_runner_deaths_total",
-		Help: "Runner death records written, by class of death.",
-	}, []string{"class"})
 )
 
 // RegisterMetrics registers the guard's counters on reg (main passes
 // controller-runtime's metrics.Registry).
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{decisions, deaths} {
+	for _, c := range []prometheus.Collector{decisions} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

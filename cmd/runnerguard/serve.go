@@ -1,0 +1,124 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/webhook/guard"
+	"github.com/runnerguard/runnerguard/webhook/inject"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+	"github.com/runnerguard/runnerguard/webhook/watch"
+)
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configPath := fs.String("config", "", "config file (YAML); built-in defaults when empty")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; in-cluster config when empty")
+	certDir := fs.String("cert-dir", "", "directory holding tls.crt and tls.key, reloaded when they change")
+	port := fs.Int("port", 9443, "webhook server port")
+	metricsAddr := fs.String("metrics-bind-address", ":8080", "metrics endpoint address (0 disables)")
+	probeAddr := fs.String("health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
+	watchPods := fs.Bool("watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
+	leaderElect := fs.Bool("leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
+	leNamespace := fs.String("leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease")
+	nsSelector := fs.String("namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers (the webhooks' namespaceSelector)")
+	stuckAfter := fs.Duration("stuck-after", 10*time.Minute, "report a runner that has not started after this long")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	cfg := config.Default()
+	if *configPath != "" {
+		var err error
+		if cfg, err = config.Load(*configPath); err != nil {
+			return err
+		}
+	}
+	restCfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress:  *probeAddr,
+		LeaderElection:          *leaderElect,
+		LeaderElectionID:        "runnerguard-watcher",
+		LeaderElectionNamespace: *leNamespace,
+		// The watcher's pod cache keeps stripped pods only.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: watch.StripPod}}},
+		// controller-runtime's server watches the cert dir (certwatcher),
+		// so a renewed serving certificate is picked up without a restart.
+		WebhookServer: webhook.NewServer(webhook.Options{Port: *port, CertDir: *certDir}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	for _, register := range []func() error{
+		func() error { return guard.RegisterMetrics(metrics.Registry) },
+		func() error { return death.RegisterMetrics(metrics.Registry) },
+		func() error { return watch.RegisterMetrics(metrics.Registry) },
+	} {
+		if err := register(); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+	}
+	deaths := death.NewRecorder(mgr.GetClient(), instanceName())
+	guard.Register(mgr, cfg, deaths)
+	if err := inject.Register(mgr, cfg); err != nil {
+		return err
+	}
+	if *watchPods {
+		sel, err := labels.Parse(*nsSelector)
+		if err != nil {
+			return fmt.Errorf("--namespace-selector: %w", err)
+		}
+		w := &watch.Watcher{Client: mgr.GetClient(), Config: cfg, Deaths: deaths, Namespaces: sel, StuckAfter: *stuckAfter, Now: time.Now}
+		if err := w.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the pod watcher: %w", err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// instanceName names this replica in the Events it writes.
+func instanceName() string {
+	if n := os.Getenv("POD_NAME"); n != "" {
+		return n
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return ctrl.GetConfig()
+}

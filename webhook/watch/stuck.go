@@ -1,0 +1,84 @@
+package watch
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+var stuckGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "runnerguard_runner_pods_stuck",
+	Help: "Runner pods whose runner container has waited longer than the threshold to start, by namespace and waiting reason.",
+}, []string{"namespace", "reason"})
+
+// RegisterMetrics registers the watcher's gauge on reg.
+func RegisterMetrics(reg prometheus.Registerer) error { return reg.Register(stuckGauge) }
+
+// Waiting reports why a runner that never ran has not started: its waiting
+// reason, or the scheduler's when it has no status yet. ok is false once it
+// has run or runs.
+func Waiting(pod *corev1.Pod, runner runnerpod.Runner) (container, reason, message string, ok bool) {
+	if runnerpod.RunnerStatus(pod, runner.Containers).State != runnerpod.NotStarted {
+		return "", "", "", false
+	}
+	container = runner.Containers[0]
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Waiting != nil {
+			return container, cs.State.Waiting.Reason, cs.State.Waiting.Message, true
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return container, c.Reason, c.Message, true
+		}
+	}
+	return container, "Pending", "", true
+}
+
+// checkStuck warns once about a runner that has waited past StuckAfter, and
+// comes back when it would cross the threshold.
+func (w *Watcher) checkStuck(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) (ctrl.Result, error) {
+	container, reason, message, waiting := Waiting(pod, runner)
+	if !waiting || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		w.setStuck(pod.UID, pod.Namespace, "", pod.Name)
+		return ctrl.Result{}, nil
+	}
+	waited := w.Now().Sub(pod.CreationTimestamp.Time)
+	if waited < w.StuckAfter {
+		return ctrl.Result{RequeueAfter: w.StuckAfter - waited}, nil
+	}
+	if err := w.Deaths.Stuck(ctx, pod, container, reason, message, waited); err != nil {
+		return ctrl.Result{}, err
+	}
+	w.setStuck(pod.UID, pod.Namespace, reason, pod.Name)
+	// Come back now and then: the reason may change (ErrImagePull to
+	// ImagePullBackOff) and the gauge should follow it.
+	return ctrl.Result{RequeueAfter: w.StuckAfter}, nil
+}
+
+// setStuck records (reason != "") or forgets a stuck runner and refreshes
+// the gauge. A pod that is gone is forgotten by name, its UID unknown.
+func (w *Watcher) setStuck(uid types.UID, namespace, reason, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if uid == "" {
+		for u, s := range w.stuck {
+			if s.namespace == namespace && s.name == name {
+				delete(w.stuck, u)
+			}
+		}
+	} else if reason == "" {
+		delete(w.stuck, uid)
+	} else {
+		w.stuck[uid] = stuckRunner{namespace: namespace, reason: reason, name: name}
+	}
+	stuckGauge.Reset()
+	for _, s := range w.stuck {
+		stuckGauge.WithLabelValues(s.namespace, s.reason).Inc()
+	}
+}
