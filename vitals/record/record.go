@@ -49,7 +49,10 @@ type Memory struct {
 }
 
 // Events are the memory.events counters (on v1, oom_kill from
-// memory.oom_control; the others stay zero).
+// memory.oom_control; the others stay zero). A pod's counters include its
+// containers' on both versions: v2 counts hierarchically, and on v1, which
+// counts a kill only in the victim's cgroup, the pod's oom_kill is its own
+// plus the highest seen in each container cgroup, removed ones included.
 type Events struct {
 	Low          uint64 `json:"low"`
 	High         uint64 `json:"high"`
