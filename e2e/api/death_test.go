@@ -20,7 +20,7 @@ const deathMsg = "runner death record"
 
 func recordsFor(t *testing.T, uid string) []map[string]any {
 	t.Helper()
-	lines, err := server.logLines(deathMsg)
+	lines, err := server.LogLines(deathMsg)
 	require.NoError(t, err)
 	var out []map[string]any
 	for _, l := range lines {

@@ -162,10 +162,10 @@ func eventually(t *testing.T, cond func() bool, what string) {
 // calls counts the reviews the guard answered while f ran.
 func calls(t *testing.T, f func()) float64 {
 	t.Helper()
-	before, err := server.webhookCalls("/validate-runner-pod")
+	before, err := server.WebhookCalls("/validate-runner-pod")
 	require.NoError(t, err)
 	f()
-	after, err := server.webhookCalls("/validate-runner-pod")
+	after, err := server.WebhookCalls("/validate-runner-pod")
 	require.NoError(t, err)
 	return after - before
 }

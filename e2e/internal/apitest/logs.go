@@ -1,0 +1,59 @@
+package apitest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// WebhookCalls is the number of reviews the server has answered on path,
+// from controller-runtime's own request counter.
+func (s *Server) WebhookCalls(path string) (float64, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", s.metricsPort))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, m := range families["controller_runtime_webhook_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "webhook" && l.GetValue() == path {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total, nil
+}
+
+// LogLines returns the server's JSON log lines whose msg is msg.
+func (s *Server) LogLines(msg string) ([]map[string]any, error) {
+	raw, err := os.ReadFile(s.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.Contains(line, []byte(msg)) {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,242 @@
+package apitest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/registration"
+)
+
+// ServerUser is the webhook's identity; it holds only the RBAC that
+// grantServerRBAC gives, the least the webhooks need.
+const ServerUser = "system:serviceaccount:runnerguard:runnerguard"
+
+// ServerOptions say how to run the binary.
+type ServerOptions struct {
+	// WorkDir holds the binary, its config and kubeconfig.
+	WorkDir string
+	// Config is written to WorkDir/config.yaml and passed with --config.
+	Config config.Config
+	// LogName is the file under e2e/.artifacts that keeps the server's log.
+	LogName string
+	// Args are extra flags for `runnerguard serve`, e.g. a log level.
+	Args []string
+}
+
+// Server is the real runnerguard binary, run as a process.
+type Server struct {
+	bin, kubeconfig, configPath, certDir string
+	args                                 []string
+	// Port is the webhook server's HTTPS port on 127.0.0.1.
+	Port                   int
+	metricsPort, probePort int
+	// CAData is the CA that signed the serving certificate.
+	CAData []byte
+	// LogPath is the file the server logs to.
+	LogPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	logs *os.File
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RepoRoot is the module's root: the nearest parent of the working
+// directory that holds go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// StartServer builds the binary, gives its identity the chart's RBAC,
+// and runs it against c with envtest's serving certificate.
+func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	wio := c.Env.WebhookInstallOptions
+	s := &Server{
+		bin: filepath.Join(o.WorkDir, "runnerguard"), configPath: filepath.Join(o.WorkDir, "config.yaml"),
+		certDir: wio.LocalServingCertDir, Port: wio.LocalServingPort, CAData: wio.LocalServingCAData, args: o.Args,
+	}
+	raw, err := yaml.Marshal(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(s.configPath, raw, 0o600); err != nil {
+		return nil, err
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", s.bin, "./cmd/runnerguard")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("building runnerguard: %w", err)
+	}
+	if err := grantServerRBAC(ctx, c.Client); err != nil {
+		return nil, err
+	}
+	user, err := c.Env.AddUser(envtest.User{Name: ServerUser}, nil)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	s.kubeconfig = filepath.Join(o.WorkDir, "kubeconfig")
+	if err := os.WriteFile(s.kubeconfig, kc, 0o600); err != nil {
+		return nil, err
+	}
+	artifacts := filepath.Join(root, "e2e", ".artifacts")
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		return nil, err
+	}
+	s.LogPath = filepath.Join(artifacts, o.LogName)
+	if s.logs, err = os.Create(s.LogPath); err != nil {
+		return nil, err
+	}
+	for _, p := range []*int{&s.metricsPort, &s.probePort} {
+		if *p, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	return s, s.Start(ctx)
+}
+
+// Start runs the binary and waits until it is ready.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	args := append([]string{"serve", "--config=" + s.configPath, "--kubeconfig=" + s.kubeconfig,
+		"--cert-dir=" + s.certDir, fmt.Sprintf("--port=%d", s.Port),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.metricsPort),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.probePort)}, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting runnerguard: %w", err)
+	}
+	s.cmd = cmd
+	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", s.probePort)
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := http.Get(ready)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// Stop ends the binary (SIGTERM, as the kubelet would).
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Pid is the running binary's process id, or 0.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// URL is the HTTPS address of path on the server.
+func (s *Server) URL(path string) string {
+	return fmt.Sprintf("https://127.0.0.1:%d%s", s.Port, path)
+}
+
+// Options are the registration options pointing the API server at s.
+func (s *Server) Options() registration.Options {
+	return registration.Options{
+		Name: "runnerguard",
+		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
+			url := s.URL(path)
+			return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: s.CAData}
+		},
+		DeleteFailurePolicy:   admissionregistrationv1.Fail,
+		EvictionFailurePolicy: admissionregistrationv1.Fail,
+		TimeoutSeconds:        5,
+	}
+}
+
+// Register installs both webhook configurations as the chart ships them.
+func (s *Server) Register(ctx context.Context, c client.Client, cfg config.Config) error {
+	if err := c.Create(ctx, registration.Validating(cfg, s.Options())); err != nil {
+		return fmt.Errorf("registering the guard: %w", err)
+	}
+	if err := c.Create(ctx, registration.Mutating(cfg, s.Options())); err != nil {
+		return fmt.Errorf("registering the injector: %w", err)
+	}
+	return nil
+}
+
+// grantServerRBAC gives the server's identity what the chart's ClusterRole
+// gives it.
+func grantServerRBAC(ctx context.Context, c client.Client) error {
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "runnerguard"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ServerUser}},
+	}
+	if err := c.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := c.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
