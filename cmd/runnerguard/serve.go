@@ -82,7 +82,7 @@ func serve(args []string) error {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
-	deaths := death.NewRecorder(mgr.GetClient(), instanceName())
+	deaths := death.NewRecorder(mgr.GetClient(), mgr.GetAPIReader(), instanceName())
 	guard.Register(mgr, cfg, deaths)
 	if err := inject.Register(mgr, cfg); err != nil {
 		return err

@@ -19,6 +19,9 @@ import (
 // whole record), and a counter. The webhook and the pod watcher share it.
 type Recorder struct {
 	Client client.Client
+	// Reader reads the deletion notes uncached: a cached read would make
+	// the process watch every Event in the cluster.
+	Reader client.Reader
 	// Controller and Instance fill the Event's reportingController and
 	// reportingInstance.
 	Controller, Instance string
@@ -28,8 +31,8 @@ type Recorder struct {
 
 // NewRecorder returns a Recorder remembering the last few thousand deaths,
 // which spares the API server a create per resync.
-func NewRecorder(c client.Client, instance string) *Recorder {
-	return &Recorder{Client: c, Controller: "runnerguard.io/runnerguard", Instance: instance, Now: time.Now, seen: NewSeenSet(4096)}
+func NewRecorder(c client.Client, r client.Reader, instance string) *Recorder {
+	return &Recorder{Client: c, Reader: r, Controller: "runnerguard.io/runnerguard", Instance: instance, Now: time.Now, seen: NewSeenSet(4096)}
 }
 
 var deaths = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -82,7 +85,7 @@ func (rc *Recorder) MarkDeleted(ctx context.Context, pod *corev1.Pod, requester,
 // delete was not reviewed: an exempt principal, or the guard was down).
 func (rc *Recorder) DeletedBy(ctx context.Context, pod *corev1.Pod) (string, error) {
 	ev := &eventsv1.Event{}
-	err := rc.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: EventName(pod.Name, "deleted", string(pod.UID))}, ev)
+	err := rc.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: EventName(pod.Name, "deleted", string(pod.UID))}, ev)
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}

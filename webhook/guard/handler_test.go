@@ -67,7 +67,7 @@ func ephemeralRunner(name string, status map[string]any) *unstructured.Unstructu
 func newTestHandler(objs ...client.Object) (*Handler, *events.FakeRecorder) {
 	rec := events.NewFakeRecorder(10)
 	c := fake.NewClientBuilder().WithObjects(objs...).Build()
-	h := NewHandler(config.Default(), c, rec, death.NewRecorder(c, "test"))
+	h := NewHandler(config.Default(), c, rec, death.NewRecorder(c, c, "test"))
 	h.Now = func() time.Time { return podtest.Start.Add(5 * time.Minute) }
 	return h, rec
 }

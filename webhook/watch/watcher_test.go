@@ -30,7 +30,7 @@ func newWatcher(t *testing.T, objs ...client.Object) *Watcher {
 	other := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}
 	c := fake.NewClientBuilder().WithObjects(append(objs, ns, other)...).Build()
 	return &Watcher{
-		Client: c, Config: config.Default(), Deaths: death.NewRecorder(c, "test"),
+		Client: c, Config: config.Default(), Deaths: death.NewRecorder(c, c, "test"),
 		Namespaces: labels.SelectorFromSet(labels.Set{runnerpod.EnabledNamespaceLabel: "true"}),
 		StuckAfter: 10 * time.Minute, Now: func() time.Time { return podtest.Start.Add(time.Hour) },
 		stuck: map[types.UID]stuckRunner{},
@@ -74,7 +74,7 @@ func TestADeathIsRecordedOnceAcrossResyncs(t *testing.T) {
 	assert.Equal(t, `runner "runner" died: clean-exit; exit 0, reason Completed`, evs[0].Note)
 
 	restarted := newWatcher(t, pod)
-	restarted.Client, restarted.Deaths = w.Client, death.NewRecorder(w.Client, "other-replica")
+	restarted.Client, restarted.Deaths = w.Client, death.NewRecorder(w.Client, w.Client, "other-replica")
 	reconcile(t, restarted, pod)
 	assert.Len(t, events(t, w, death.ReasonDied), 1, "another replica, or a restart, finds the death on record")
 }
