@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,6 +135,16 @@ func TestHandlerReturnsNoPatchForItsOwnResult(t *testing.T) {
 	assert.Empty(t, second.Patches)
 	assert.Nil(t, second.PatchType)
 	assert.Equal(t, before+1, testutil.ToFloat64(injections.WithLabelValues(string(Unchanged))))
+}
+
+func TestMetricsRegisterOnTheGivenRegistry(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, RegisterMetrics(reg))
+	count(NotRunner)
+	n, err := testutil.GatherAndCount(reg, "runnerguard_inject_total")
+	require.NoError(t, err)
+	assert.Positive(t, n)
+	assert.Error(t, RegisterMetrics(reg), "a second registration is refused, not doubled")
 }
 
 func TestHandlerKeepsFieldsItsPodTypeDoesNotKnow(t *testing.T) {

@@ -16,9 +16,10 @@ import (
 const (
 	// ContainerName is the vitals sidecar's container name.
 	ContainerName = "runnerguard-vitals"
-	// CgroupVolume is the hostPath volume of the node's cgroup filesystem,
-	// mounted read-only at CgroupMountPath in the sidecar.
-	CgroupVolume    = "runnerguard-cgroup"
+	// CgroupVolume is the hostPath volume of the node's cgroup filesystem.
+	CgroupVolume = "runnerguard-cgroup"
+	// CgroupMountPath is where the sidecar finds it, read-only; its
+	// --cgroup-root flag says the same.
 	CgroupMountPath = "/host/cgroup"
 	// VitalsVolume is the emptyDir the sidecar writes its files to and the
 	// runner containers read at config.Vitals.MountPath.
