@@ -64,6 +64,8 @@ func serve(args []string) error {
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "runnerguard-watcher",
 		LeaderElectionNamespace: *leNamespace,
+		// Hand the watcher over at once on a rollout, not after the lease expires.
+		LeaderElectionReleaseOnCancel: true,
 		// The watcher's pod cache keeps stripped pods only.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: watch.StripPod}}},
 		// controller-runtime's server watches the cert dir (certwatcher),

@@ -25,7 +25,10 @@ var (
 	admin    client.Client
 	cs       *kubernetes.Clientset
 	server   *apitest.Server
-	suiteCfg config.Config
+	replica  *apitest.Server
+	// adminKubeconfig is a kubeconfig file for the admin, for the CLI.
+	adminKubeconfig string
+	suiteCfg        config.Config
 )
 
 func TestMain(m *testing.M) {
@@ -56,12 +59,22 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(workDir)
 	server, err = apitest.StartServer(ctx, cluster, apitest.ServerOptions{
-		WorkDir: workDir, Config: suiteCfg, LogName: "runnerguard-api.log", Args: []string{"--zap-log-level=2"},
+		WorkDir: workDir, Config: suiteCfg, LogName: "runnerguard-api.log",
+		Args: []string{"--zap-log-level=2", "--leader-elect", "--leader-election-namespace=" + apitest.ReleaseNamespace, "--stuck-after=3s"},
 	})
 	if err != nil {
 		return 1, err
 	}
 	defer server.Stop()
+	// A second replica, as the chart runs two: the webhooks serve on both,
+	// the pod watcher on the elected one.
+	if replica, err = server.Replica(ctx, "runnerguard-api-replica.log"); err != nil {
+		return 1, err
+	}
+	defer replica.Stop()
+	if err := writeAdminKubeconfig(cluster, workDir); err != nil {
+		return 1, err
+	}
 	if err := server.Register(ctx, admin, suiteCfg); err != nil {
 		return 1, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -219,24 +220,59 @@ func (s *Server) Register(ctx context.Context, c client.Client, cfg config.Confi
 	return nil
 }
 
+// ReleaseNamespace is where the replicas' leader election Lease lives, as
+// in the chart's release namespace.
+const ReleaseNamespace = "runnerguard"
+
 // grantServerRBAC gives the server's identity what the chart's ClusterRole
-// gives it.
+// and leader-election Role give it.
 func grantServerRBAC(ctx context.Context, c client.Client) error {
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "create", "patch"}},
 		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get"}},
 	}}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ServerUser}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "runnerguard"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ServerUser}},
+		Subjects: subjects,
 	}
-	if err := c.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}
+	le := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard-leader-election", Namespace: ReleaseNamespace}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}}
+	leBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard-leader-election", Namespace: ReleaseNamespace},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "runnerguard-leader-election"},
+		Subjects: subjects,
 	}
-	if err := c.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	for _, o := range []client.Object{role, binding, ns, le, leBinding} {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
 	}
 	return nil
 }
+
+// Replica starts another process of the same binary, config and identity
+// (a second replica of the Deployment) on ports of its own, logging to
+// logName.
+func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
+	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: s.configPath, certDir: s.certDir, args: s.args, CAData: s.CAData}
+	var err error
+	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort} {
+		if *p, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	r.LogPath = filepath.Join(filepath.Dir(s.LogPath), logName)
+	if r.logs, err = os.Create(r.LogPath); err != nil {
+		return nil, err
+	}
+	return r, r.Start(ctx)
+}
+
+// Binary is the path of the built runnerguard binary, for its other
+// commands (runnerguard why).
+func (s *Server) Binary() string { return s.bin }
