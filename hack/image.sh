@@ -49,9 +49,15 @@ done
 [ -n "$port" ] || { cat "$work/registry.log" >&2; exit 1; }
 local_ref="127.0.0.1:$port/runnerguard/runnerguard:$version"
 
-"$crane" append --oci-empty-base --platform linux/amd64 -f "$work/layer.tar" -t "$local_ref" > /dev/null
+# crane logs every blob it moves: show its output only when it fails.
+quiet() {
+  local log
+  log=$("$@" 2>&1) || { echo "$log" >&2; return 1; }
+}
+
+quiet "$crane" append --oci-empty-base --platform linux/amd64 -f "$work/layer.tar" -t "$local_ref"
 mkdir -p "$(dirname "$out")"
-"$crane" mutate "$local_ref" --set-platform linux/amd64 --entrypoint /runnerguard --user 65532:65532 \
+quiet "$crane" mutate "$local_ref" --set-platform linux/amd64 --entrypoint /runnerguard --user 65532:65532 \
   --label "org.opencontainers.image.source=https://github.com/runnerguard/runnerguard" \
   --label "org.opencontainers.image.version=$version" \
   -t "$ref" -o "$out.tmp"
@@ -59,12 +65,15 @@ mv "$out.tmp" "$out"
 
 # Check what was written, read back through the registry.
 check_ref="127.0.0.1:$port/check:$version"
-"$crane" push "$out" "$check_ref" > /dev/null
+quiet "$crane" push "$out" "$check_ref"
 config=$("$crane" config "$check_ref")
 for want in '"Entrypoint":["/runnerguard"]' '"User":"65532:65532"' '"architecture":"amd64"' '"os":"linux"'; do
   [[ $config == *"$want"* ]] || { echo "hack/image.sh: image config lacks $want: $config" >&2; exit 1; }
 done
-files=$("$crane" export "$check_ref" - | tar -t | sort | tr '\n' ' ')
-[ "$files" = "etc/ etc/group etc/passwd runnerguard tmp/ vitals " ] ||
+listing=$("$crane" export "$check_ref" - | tar -tv)
+files=$(awk '{print $NF}' <<< "$listing" | sed 's#/$##' | sort | tr '\n' ' ')
+[ "$files" = "etc etc/group etc/passwd runnerguard tmp vitals " ] ||
   { echo "hack/image.sh: unexpected files in the image: $files" >&2; exit 1; }
+grep -q '^drwxrwxrwt .* tmp/\{0,1\}$' <<< "$listing" ||
+  { echo "hack/image.sh: /tmp is not world-writable with the sticky bit: $listing" >&2; exit 1; }
 echo "$ref -> $out ($(du -h "$out" | cut -f1), digest $("$crane" digest "$check_ref"))"

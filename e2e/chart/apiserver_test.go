@@ -97,7 +97,8 @@ func TestAPIServerAcceptsTheChart(t *testing.T) {
 certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}
 metrics: {serviceMonitor: {enabled: true, interval: 30s, scrapeTimeout: 10s}}
 guard: {deleteFailurePolicy: Ignore, ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}
-presets: {gitlab: {runnerContainers: [build, step]}}`},
+presets: {gitlab: {runnerContainers: [build, step]}}
+watcher: {enabled: false}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -76,6 +76,7 @@ func TestConfigFromValues(t *testing.T) {
 	for _, h := range helms(t) {
 		for _, tc := range cases {
 			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				want := config.Default()
 				tc.want(&want, chartImage(t))
 				assert.Equal(t, want, renderedConfig(t, h.render(t, tc.values)))

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
@@ -120,6 +121,7 @@ func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
 	for _, h := range helms(t) {
 		for _, tc := range cases {
 			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				objs := h.render(t, tc.values)
 				cfg := renderedConfig(t, objs)
 				opts := registration.Options{
@@ -142,6 +144,14 @@ func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
 				wantM := registration.Mutating(cfg, opts)
 				assert.Equal(t, wantM.TypeMeta, mutating.TypeMeta)
 				assert.Equal(t, wantM.Webhooks, mutating.Webhooks)
+
+				// The pod watcher must cover the same namespaces.
+				_, c := deployment(t, objs)
+				watched, err := labels.Parse(flag(c.Args, "namespace-selector"))
+				require.NoError(t, err)
+				selected, err := metav1.LabelSelectorAsSelector(tc.selector)
+				require.NoError(t, err)
+				assert.Equal(t, selected.String(), watched.String())
 			})
 		}
 	}
@@ -174,6 +184,7 @@ func TestServingCertificateChain(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			objs := h.render(t, tc.values)
 			var svc corev1.Service
 			objs.get(t, "Service", release, &svc)

@@ -18,11 +18,12 @@ func TestLintStrict(t *testing.T) {
 		{name: "listed namespaces, an existing issuer and a ServiceMonitor", values: `namespaces: [ci]
 certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}
 metrics: {serviceMonitor: {enabled: true, interval: 1m}}`},
-		{name: "single replica without a budget or metrics", values: "replicaCount: 1\npodDisruptionBudget: {enabled: false}\nmetrics: {enabled: false}\nserviceAccount: {create: false}"},
+		{name: "single replica without a budget or metrics", values: "replicaCount: 1\npodDisruptionBudget: {enabled: false}\nmetrics: {enabled: false}\nserviceAccount: {create: false}\nwatcher: {enabled: false}"},
 	}
 	for _, h := range helms(t) {
 		for _, tc := range cases {
 			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				args := []string{"lint", "--strict", chartDir}
 				if tc.values != "" {
 					f := filepath.Join(valuesDir(t), "values.yaml")

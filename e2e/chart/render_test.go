@@ -72,6 +72,7 @@ func chartImage(t *testing.T) string {
 func TestDefaultDeploymentIsHighlyAvailable(t *testing.T) {
 	for _, h := range helms(t) {
 		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
 			objs := h.render(t)
 			d, c := deployment(t, objs)
 
@@ -84,7 +85,17 @@ func TestDefaultDeploymentIsHighlyAvailable(t *testing.T) {
 				"--port=9443",
 				"--metrics-bind-address=:8080",
 				"--health-probe-bind-address=:8081",
+				"--zap-log-level=info",
+				"--leader-elect",
+				"--namespace-selector=runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (runnerguard)",
+				"--stuck-after=10m",
 			}, c.Args)
+			for _, e := range c.Env {
+				if e.Name == "POD_NAMESPACE" {
+					// The leader election Lease lives in the release namespace.
+					assert.Equal(t, "metadata.namespace", e.ValueFrom.FieldRef.FieldPath)
+				}
+			}
 			ports := map[string]int32{}
 			for _, p := range c.Ports {
 				ports[p.Name] = p.ContainerPort
@@ -186,6 +197,28 @@ func TestOptions(t *testing.T) {
 			},
 		},
 		{
+			name:   "without the pod watcher there is no leader election and no pod watch",
+			values: "watcher: {enabled: false}",
+			check: func(t *testing.T, objs objects) {
+				_, c := deployment(t, objs)
+				assert.Equal(t, "false", flag(c.Args, "watch"))
+				assert.NotContains(t, c.Args, "--leader-elect")
+				assert.Nil(t, objs.find("Role", release+"-leader-election"))
+				assert.Nil(t, objs.find("RoleBinding", release+"-leader-election"))
+				var role rbacv1.ClusterRole
+				objs.get(t, "ClusterRole", release, &role)
+				assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}})
+			},
+		},
+		{
+			name:   "the log level reaches the server",
+			values: "logLevel: debug",
+			check: func(t *testing.T, objs objects) {
+				_, c := deployment(t, objs)
+				assert.Equal(t, "debug", flag(c.Args, "zap-log-level"))
+			},
+		},
+		{
 			name:   "an existing ServiceAccount is used and none is created",
 			values: "serviceAccount: {create: false, name: webhooks}",
 			check: func(t *testing.T, objs objects) {
@@ -210,7 +243,10 @@ func TestOptions(t *testing.T) {
 	}
 	h := helm4(t)
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { tc.check(t, h.render(t, tc.values)) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.check(t, h.render(t, tc.values))
+		})
 	}
 }
 
@@ -219,6 +255,7 @@ func TestOptions(t *testing.T) {
 func TestNoEnabledPresetFailsTheInstall(t *testing.T) {
 	for _, h := range helms(t) {
 		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
 			off := "presets:\n"
 			for _, p := range []string{"arc-scale-set", "arc-workflow", "arc-legacy", "gitlab", "generic"} {
 				off += "  " + p + ": {enabled: false}\n"

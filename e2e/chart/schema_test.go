@@ -62,6 +62,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			path:   "/resources/limits/memory", message: "'256MB' does not match pattern",
 		},
 		{
+			name:   "an unknown log level is refused",
+			values: "logLevel: verbose",
+			path:   "/logLevel", message: "'verbose' does not match pattern",
+		},
+		{
 			name:   "an unknown pull policy is refused",
 			values: "image: {pullPolicy: Sometimes}",
 			path:   "/image/pullPolicy", message: "value must be one of 'Always', 'IfNotPresent', 'Never'",
@@ -70,6 +75,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 	for _, h := range helms(t) {
 		for _, tc := range cases {
 			t.Run(h.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				_, err := h.template(t, tc.values)
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), "values don't meet the specifications of the schema")

@@ -112,3 +112,27 @@ service:
   path: {{ .path }}
   port: 443
 {{- end }}
+
+{{/*
+The same namespace selector as a label selector string, for the pod
+watcher's --namespace-selector.
+*/}}
+{{- define "runnerguard.namespaceSelectorFlag" -}}
+{{- $sel := fromYaml (include "runnerguard.namespaceSelector" .) }}
+{{- $parts := list }}
+{{- range $k, $v := $sel.matchLabels }}
+{{- $parts = append $parts (printf "%s=%s" $k $v) }}
+{{- end }}
+{{- range $sel.matchExpressions }}
+{{- if eq .operator "In" }}
+{{- $parts = append $parts (printf "%s in (%s)" .key (join "," .values)) }}
+{{- else if eq .operator "NotIn" }}
+{{- $parts = append $parts (printf "%s notin (%s)" .key (join "," .values)) }}
+{{- else if eq .operator "Exists" }}
+{{- $parts = append $parts .key }}
+{{- else }}
+{{- $parts = append $parts (printf "!%s" .key) }}
+{{- end }}
+{{- end }}
+{{- join "," $parts }}
+{{- end }}
