@@ -54,6 +54,20 @@ inject: {vitals: {enabled: true, image: x, interval: 2s, cgroupHostPath: /sys/fs
 			assert.Equal(t, []string{"a"}, c.Guard.ExemptPrincipals)
 			assert.Equal(t, []string{"b"}, c.Guard.OwnerPrincipals)
 		}},
+		{name: "a map the file sets replaces the default whole", yaml: `
+inject:
+  podAnnotations: {}
+  vitals: {enabled: true, image: x, interval: 5s, cgroupHostPath: /sys/fs/cgroup, mountPath: /v, resources: {requests: {memory: 8Mi}}}
+`, check: func(t *testing.T, c Config) {
+			assert.Empty(t, c.Inject.PodAnnotations, "the autoscaler annotations can be turned off")
+			assert.Empty(t, c.Inject.Vitals.Resources.Limits, "a default limit can be dropped")
+			assert.Equal(t, "8Mi", c.Inject.Vitals.Resources.Requests.Memory().String())
+		}},
+		{name: "maps the file leaves out keep their defaults", yaml: "inject: {terminationMessagePolicy: false}",
+			check: func(t *testing.T, c Config) {
+				assert.Equal(t, Default().Inject.PodAnnotations, c.Inject.PodAnnotations)
+				assert.Equal(t, Default().Inject.Vitals.Resources, c.Inject.Vitals.Resources)
+			}},
 		{name: "a typo'd key is an error", yaml: "gaurd: {}", wantErr: []string{`unknown field "gaurd"`}},
 		{name: "an unknown preset is an error", yaml: "presets: [{name: jenkins, enabled: true, runnerContainers: [x]}]", wantErr: []string{`unknown preset "jenkins"`}},
 		{name: "a preset listed twice is an error", yaml: "presets: [{name: generic, enabled: true, runnerContainers: [x]}, {name: generic, enabled: true, runnerContainers: [y]}]", wantErr: []string{`"generic" listed twice`}},

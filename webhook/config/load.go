@@ -1,12 +1,14 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
@@ -30,6 +32,26 @@ func Parse(raw []byte) (Config, error) {
 	cfg := Default()
 	defaults := cfg.Presets
 	cfg.Presets = nil
+	// Decoding over the defaults merges maps key by key, so a file could
+	// never remove a default annotation or resource limit: a map the file
+	// sets replaces the default whole.
+	var given struct {
+		Inject struct {
+			PodAnnotations *json.RawMessage `json:"podAnnotations"`
+			Vitals         struct {
+				Resources *json.RawMessage `json:"resources"`
+			} `json:"vitals"`
+		} `json:"inject"`
+	}
+	if err := yaml.Unmarshal(raw, &given); err != nil {
+		return Config{}, fmt.Errorf("parsing config: %w", err)
+	}
+	if given.Inject.PodAnnotations != nil {
+		cfg.Inject.PodAnnotations = nil
+	}
+	if given.Inject.Vitals.Resources != nil {
+		cfg.Inject.Vitals.Resources = corev1.ResourceRequirements{}
+	}
 	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
 		return Config{}, fmt.Errorf("parsing config: %w", err)
 	}
