@@ -1,0 +1,123 @@
+//go:build load
+
+package load
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/podtest"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// node is where the run's pods are bound: a bound pod is deleted
+// gracefully (deletionTimestamp first), as runner pods are.
+const node = "node-load"
+
+// envInt reads a positive integer from the environment, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// newRunner is a generic pool's runner pod as its controller creates it.
+func newRunner(ns, name string) *corev1.Pod {
+	pod := podtest.Runner(ns, name).Obj()
+	pod.UID = ""
+	return pod
+}
+
+// subjectFrom is a pod shaped like instrumented (as the injector left it)
+// with its runner terminated, bound to node: the guard allows its delete.
+// It opts out of injection so that every namespace holds the same pod.
+func subjectFrom(instrumented *corev1.Pod, ns, name string) (*corev1.Pod, corev1.PodStatus) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Labels: instrumented.Labels, Annotations: map[string]string{}}}
+	for k, v := range instrumented.Annotations {
+		pod.Annotations[k] = v
+	}
+	pod.Annotations[runnerpod.Inject] = "false"
+	pod.Spec = *instrumented.Spec.DeepCopy()
+	pod.Spec.NodeName = node
+	w := podtest.Wrapper{Pod: *pod.DeepCopy()}
+	w.Running("runner").Terminated("runner", 0, "Completed")
+	return pod, w.Status
+}
+
+// createWithStatus creates pod and writes status as the kubelet would.
+func createWithStatus(ctx context.Context, t *testing.T, pod *corev1.Pod, status corev1.PodStatus) *corev1.Pod {
+	t.Helper()
+	got, err := fast.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	got.Status = status
+	got, err = fast.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return got
+}
+
+// timed runs f and returns how long it took.
+func timed(f func() error) (time.Duration, error) {
+	start := time.Now()
+	err := f()
+	return time.Since(start), err
+}
+
+// webhookCalls counts the reviews the server answered on path while f ran. The
+// counter is read a moment after f, as controller-runtime counts a review
+// once its answer is written.
+func webhookCalls(t *testing.T, path string, f func()) float64 {
+	t.Helper()
+	before, err := server.WebhookCalls(path)
+	require.NoError(t, err)
+	f()
+	time.Sleep(200 * time.Millisecond)
+	after, err := server.WebhookCalls(path)
+	require.NoError(t, err)
+	return after - before
+}
+
+// as is a client acting as user (in system:masters, so RBAC never
+// refuses it: the webhooks see the username).
+func as(t *testing.T, user string) *kubernetes.Clientset {
+	t.Helper()
+	rc := rest.CopyConfig(cluster.Config)
+	rc.QPS = -1
+	rc.ContentType, rc.AcceptContentTypes = "application/json", "application/json"
+	rc.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	c, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	return c
+}
+
+// kubelet is the node's kubelet, whose final delete (grace 0, UID
+// precondition) removes a terminating pod once its containers stopped.
+const kubelet = "system:node:" + node
+
+// finalDelete is the kubelet's removal of a terminating pod.
+func finalDelete(ctx context.Context, c *kubernetes.Clientset, pod *corev1.Pod) error {
+	return c.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &pod.UID},
+	})
+}
+
+// removeAll removes every pod of ns at once, as the namespace controller,
+// an exempt principal.
+func removeAll(t *testing.T, ns string) {
+	t.Helper()
+	err := as(t, config.NamespaceController).CoreV1().Pods(ns).DeleteCollection(context.Background(),
+		metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+	require.NoError(t, err, fmt.Sprintf("removing the pods of %s", ns))
+}

@@ -1,0 +1,140 @@
+//go:build load
+
+package load
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what the run measured, printed as one table at its end.
+type Report struct {
+	LoadBefore, LoadAfter string
+	Rounds                int
+	Latencies             []Latency
+	Saturations           []Saturation
+}
+
+// Latency is one setup's timed operations through the API server.
+type Latency struct {
+	Op, Setup string
+	Samples   []time.Duration
+	// Calls is the webhook's reviews per operation, -1 when it has none.
+	Calls float64
+	// Baseline marks the setup the others of Op are compared with.
+	Baseline bool
+}
+
+// Saturation is one step of the webhook server alone.
+type Saturation struct {
+	What              string
+	Workers, Requests int
+	Errors            int
+	Elapsed           time.Duration
+	Latency           []time.Duration
+	CPUPerReview      time.Duration
+}
+
+// AddLatency records the samples of op under setup.
+func (r *Report) AddLatency(op, setup string, samples []time.Duration, calls float64, baseline bool) {
+	r.Latencies = append(r.Latencies, Latency{Op: op, Setup: setup, Samples: samples, Calls: calls, Baseline: baseline})
+}
+
+// percentile is the nearest-rank percentile p (0..1) of d.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// loadAvg is the machine's load average, as uptime prints it.
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(raw))
+	return strings.Join(f[:3], " ")
+}
+
+// Print writes the table.
+func (r *Report) Print(out io.Writer) {
+	fmt.Fprintf(out, "\n==== runnerguard: what it costs (make bench, %s) ====\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(out, "machine: %d CPUs, %s; load average (1, 5, 15 min) %s at start, %s at end\n",
+		runtime.NumCPU(), runtime.GOARCH, r.LoadBefore, r.LoadAfter)
+	printMicro(out)
+	r.printLatency(out)
+	r.printSaturation(out)
+	printVitals(out)
+}
+
+func (r *Report) printLatency(out io.Writer) {
+	if len(r.Latencies) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n-- Through kube-apiserver v1.37.2 (envtest, the real binary): %d sequential requests per row, setups interleaved round by round --\n", r.Rounds)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\tadmission\tp50\tp99\tp50 added\tp50 ratio\twebhook calls/op\t")
+	base := map[string]time.Duration{}
+	for _, l := range r.Latencies {
+		if l.Baseline {
+			base[l.Op] = percentile(l.Samples, 0.5)
+		}
+	}
+	var guard, vap time.Duration
+	for _, l := range r.Latencies {
+		p50 := percentile(l.Samples, 0.5)
+		calls := "-"
+		if l.Calls >= 0 {
+			calls = fmt.Sprintf("%.2f", l.Calls)
+		}
+		added, ratio := "-", "-"
+		if b := base[l.Op]; b > 0 && !l.Baseline {
+			added = fmt.Sprintf("%+.2f ms", float64(p50-b)/float64(time.Millisecond))
+			ratio = fmt.Sprintf("%.2fx", float64(p50)/float64(b))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Op, l.Setup, ms(p50), ms(percentile(l.Samples, 0.99)), added, ratio, calls)
+		switch {
+		case l.Op != "pod DELETE":
+		case l.Setup == "runnerguard guard":
+			guard = p50
+		case l.Setup == "ValidatingAdmissionPolicy":
+			vap = p50
+		}
+	}
+	_ = tw.Flush()
+	if guard > 0 && vap > 0 {
+		fmt.Fprintf(out, "pod DELETE: guard p50 / ValidatingAdmissionPolicy p50 = %.2fx\n", float64(guard)/float64(vap))
+	}
+}
+
+func (r *Report) printSaturation(out io.Writer) {
+	if len(r.Saturations) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n-- Webhook server alone: AdmissionReviews over HTTPS/2 on loopback, %d requests or %s per step; the client shares the CPUs --\n", stepRequests, stepDuration)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "review\tclients\treviews/s\tp50\tp99\terrors\tserver CPU/review\t")
+	for _, s := range r.Saturations {
+		cpu := "-"
+		if s.CPUPerReview > 0 {
+			cpu = fmt.Sprintf("%.0f µs", float64(s.CPUPerReview)/float64(time.Microsecond))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%d\t%s\t\n", s.What, s.Workers, float64(s.Requests)/s.Elapsed.Seconds(),
+			ms(percentile(s.Latency, 0.5)), ms(percentile(s.Latency, 0.99)), s.Errors, cpu)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,213 @@
+//go:build load
+
+package load
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/runnerguard/runnerguard/webhook/registration"
+)
+
+// Bounds of each saturation step: LOAD_STEP_MS (default 3000) and
+// stepRequests, whichever comes first.
+const stepRequests = 20000
+
+var stepDuration = time.Duration(envInt("LOAD_STEP_MS", 3000)) * time.Millisecond
+
+// TestWebhookServerAloneUnderConcurrentReviews posts AdmissionReviews to
+// the binary's HTTPS endpoint directly, with the CA envtest generated, at
+// rising concurrency: the reviews are the API server's own objects (a pod
+// as stored, a pod as defaulted at CREATE), so decoding costs what it
+// costs in a cluster.
+func TestWebhookServerAloneUnderConcurrentReviews(t *testing.T) {
+	ctx := context.Background()
+	pods := fast.CoreV1()
+
+	// The guard's review: DELETE of an instrumented pod whose runner has
+	// ended, as stored (managedFields included). Its death record is
+	// written once; the later reviews of the same pod skip it. The API
+	// server encodes the same Go types with encoding/json, so marshalling
+	// the typed object gives the bytes it would send.
+	created, err := pods.Pods(nsGuard).Create(ctx, newRunner(nsGuard, "sat"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	subject, status := subjectFrom(created, nsGuard, "sat-done")
+	stored := createWithStatus(ctx, t, subject, status)
+	guardBody := review(t, admissionv1.Delete, nsGuard, stored.Name, nil, podJSON(t, stored))
+
+	// The injector's review: CREATE of a runner pod as the API server
+	// passes it to admission: defaulted, managedFields set, no uid or
+	// creationTimestamp yet. A server-side dry run gives that object.
+	defaulted, err := pods.Pods(nsNone).Create(ctx, newRunner(nsNone, "sat-new"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+	defaulted.Namespace, defaulted.UID, defaulted.CreationTimestamp = nsGuard, "", metav1.Time{}
+	injectBody := review(t, admissionv1.Create, nsGuard, "", podJSON(t, defaulted), nil)
+
+	client := tlsClient(t)
+	for _, c := range []struct {
+		path, what string
+		body       []byte
+		patched    bool
+	}{
+		{registration.GuardPath, "guard: allowed DELETE review", guardBody, false},
+		{registration.InjectPath, "inject: CREATE review, patched", injectBody, true},
+	} {
+		url := server.URL(c.path)
+		// One review first: the answer is the webhook's, not an error.
+		got := post(t, client, url, c.body)
+		require.True(t, got.Response.Allowed, "%s: %+v", c.what, got.Response.Result)
+		require.Equal(t, c.patched, len(got.Response.Patch) > 0, "%s: patch %s", c.what, got.Response.Patch)
+		for _, workers := range []int{1, 4, 16, 64} {
+			s := saturate(client, url, c.body, workers)
+			s.What = c.what
+			report.Saturations = append(report.Saturations, s)
+		}
+	}
+	removeAll(t, nsGuard)
+	removeAll(t, nsNone)
+}
+
+func podJSON(t *testing.T, pod *corev1.Pod) []byte {
+	t.Helper()
+	pod = pod.DeepCopy()
+	pod.APIVersion, pod.Kind = "v1", "Pod"
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+	return raw
+}
+
+// review is an AdmissionReview as the API server posts it.
+func review(t *testing.T, op admissionv1.Operation, ns, name string, object, oldObject []byte) []byte {
+	t.Helper()
+	gvk := metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	gvr := metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
+	optsKind := "DeleteOptions"
+	if op == admissionv1.Create {
+		optsKind = "CreateOptions"
+	}
+	dryRun := false
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:  "2b1c6c1e-7f55-4d4b-a1f3-0d7c9a7e5b10",
+			Kind: gvk, Resource: gvr, RequestKind: &gvk, RequestResource: &gvr,
+			Name: name, Namespace: ns, Operation: op,
+			UserInfo: authenticationv1.UserInfo{Username: "system:serviceaccount:ci:pool", UID: "c0a8f0a2-1d9b-4c57-b0a5-54a1f2e3d4c5",
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"}},
+			Object: runtime.RawExtension{Raw: object}, OldObject: runtime.RawExtension{Raw: oldObject},
+			Options: runtime.RawExtension{Raw: []byte(`{"kind":"` + optsKind + `","apiVersion":"meta.k8s.io/v1"}`)},
+			DryRun:  &dryRun,
+		},
+	})
+	require.NoError(t, err)
+	return body
+}
+
+// tlsClient trusts the CA that signed the server's certificate and speaks
+// HTTP/2, as the API server's webhook client does.
+func tlsClient(t *testing.T) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(server.CAData))
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 64,
+	}}
+}
+
+func post(t *testing.T, c *http.Client, url string, body []byte) admissionv1.AdmissionReview {
+	t.Helper()
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var got admissionv1.AdmissionReview
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+	require.NotNil(t, got.Response)
+	return got
+}
+
+// saturate posts body with workers concurrent clients until stepRequests
+// were sent or stepDuration passed. An error is a failed request, a status
+// other than 200, or an answer that does not allow.
+func saturate(c *http.Client, url string, body []byte, workers int) Saturation {
+	var sent, errs atomic.Int64
+	lat := make([][]time.Duration, workers)
+	cpu0 := serverCPU()
+	start := time.Now()
+	deadline := start.Add(stepDuration)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for sent.Add(1) <= stepRequests && time.Now().Before(deadline) {
+				t0 := time.Now()
+				ok := postOnce(c, url, body)
+				lat[w] = append(lat[w], time.Since(t0))
+				if !ok {
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	s := Saturation{Workers: workers, Requests: len(all), Errors: int(errs.Load()), Elapsed: elapsed, Latency: all}
+	if cpu := serverCPU() - cpu0; len(all) > 0 && cpu > 0 {
+		s.CPUPerReview = cpu / time.Duration(len(all))
+	}
+	return s
+}
+
+func postOnce(c *http.Client, url string, body []byte) bool {
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return err == nil && resp.StatusCode == http.StatusOK && bytes.Contains(out, []byte(`"allowed":true`))
+}
+
+// serverCPU is the CPU time the runnerguard process has used (user and
+// system), from /proc; 0 where it cannot be read.
+func serverCPU() time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", server.Pid()))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are the 12th and 13th, in clock ticks of 1/100 s (USER_HZ).
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
