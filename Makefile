@@ -62,3 +62,26 @@ vitals-v1:
 # .cache/qemu/ and boots it with the static sidecar in the initramfs.
 vitals-v2:
 	go test -tags qemu -count=1 -v -timeout 10m -run TestOOMKillV2 ./cmd/vitals/
+
+# What runnerguard costs, in one table at the end (.cache/bench/report.txt):
+# the handler benchmarks; pod CREATE and DELETE latency through the real
+# kube-apiserver with and without the webhooks, against the guard's rule as
+# a ValidatingAdmissionPolicy, with the webhook calls per operation; the
+# webhook server alone under concurrent reviews over TLS; the vitals
+# sidecar's figures from vitals-v1. A few minutes; not part of test.
+# LOAD_ROUNDS (default 300) sets the timed requests per setup.
+.PHONY: bench
+bench: kube-bin
+	@mkdir -p $(CACHE)/bench
+	set -o pipefail; go test -run '^$$' -bench . -benchmem -count 5 -benchtime 2000x ./webhook/guard/ ./webhook/inject/ | tee $(CACHE)/bench/handler.txt
+	-$(MAKE) --no-print-directory vitals-v1 > $(CACHE)/bench/vitals-v1.txt 2>&1
+	go test -c -tags load -o $(CACHE)/bench/load.test ./e2e/load/
+	set -o pipefail; cd e2e/load && LOAD_MICRO=$(CACHE)/bench/handler.txt LOAD_VITALS=$(CACHE)/bench/vitals-v1.txt \
+	  KUBEBUILDER_ASSETS=$(KUBE_BIN) $(CACHE)/bench/load.test -test.count=1 -test.timeout=20m \
+	  2> $(CACHE)/bench/load.log | tee $(CACHE)/bench/report.txt || { tail -20 $(CACHE)/bench/load.log; exit 1; }
+
+# A short run of the load harness (3 rounds, 100 ms steps) so it keeps
+# working; its figures mean nothing. Part of test.
+.PHONY: bench-smoke
+bench-smoke: kube-bin
+	LOAD_ROUNDS=3 LOAD_STEP_MS=100 KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -tags load -count=1 -timeout 5m ./e2e/load/
