@@ -279,3 +279,19 @@ func TestHandlerRequests(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkHandle is the cost of one CREATE review of an ARC scale-set pod
+// (decode, mutate, merge into the raw pod, diff), without HTTP.
+func BenchmarkHandle(b *testing.B) {
+	h := handler(b)
+	y, err := os.ReadFile(filepath.Join("testdata", "arc-scale-set.pod.yaml"))
+	require.NoError(b, err)
+	raw, err := yaml.YAMLToJSON(y)
+	require.NoError(b, err)
+	req := create("ci", raw)
+	for b.Loop() {
+		if resp := h.Handle(context.Background(), req); len(resp.Patches) == 0 {
+			b.Fatal("no patch")
+		}
+	}
+}
