@@ -79,8 +79,11 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	defer os.RemoveAll(workDir)
-	// The server logs at its default level (info), as the chart runs it.
-	server, err = apitest.StartServer(ctx, cluster, apitest.ServerOptions{WorkDir: workDir, Config: cfg, LogName: "runnerguard-load.log"})
+	// The server logs at its default level (info) and loads its kubeconfig
+	// as it loads its in-cluster config, as the chart runs it.
+	server, err = apitest.StartServer(ctx, cluster, apitest.ServerOptions{
+		WorkDir: workDir, Config: cfg, LogName: "runnerguard-load.log", KubeconfigFromEnv: true,
+	})
 	if err != nil {
 		return 1, err
 	}

@@ -41,12 +41,18 @@ type ServerOptions struct {
 	LogName string
 	// Args are extra flags for `runnerguard serve`, e.g. a log level.
 	Args []string
+	// KubeconfigFromEnv passes the kubeconfig in KUBECONFIG instead of
+	// --kubeconfig: the binary then loads it through ctrl.GetConfig, the
+	// path of its in-cluster config, which turns client-side rate
+	// limiting off (--kubeconfig keeps client-go's 5 requests per second).
+	KubeconfigFromEnv bool
 }
 
 // Server is the real runnerguard binary, run as a process.
 type Server struct {
 	bin, kubeconfig, configPath, certDir string
 	args                                 []string
+	kubeconfigFromEnv                    bool
 	// Port is the webhook server's HTTPS port on 127.0.0.1.
 	Port                   int
 	metricsPort, probePort int
@@ -99,6 +105,7 @@ func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, err
 	s := &Server{
 		bin: filepath.Join(o.WorkDir, "runnerguard"), configPath: filepath.Join(o.WorkDir, "config.yaml"),
 		certDir: wio.LocalServingCertDir, Port: wio.LocalServingPort, CAData: wio.LocalServingCAData, args: o.Args,
+		kubeconfigFromEnv: o.KubeconfigFromEnv,
 	}
 	raw, err := yaml.Marshal(o.Config)
 	if err != nil {
@@ -147,11 +154,16 @@ func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, err
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	args := append([]string{"serve", "--config=" + s.configPath, "--kubeconfig=" + s.kubeconfig,
-		"--cert-dir=" + s.certDir, fmt.Sprintf("--port=%d", s.Port),
+	args := []string{"serve", "--config=" + s.configPath, "--cert-dir=" + s.certDir, fmt.Sprintf("--port=%d", s.Port),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.metricsPort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.probePort)}, s.args...)
-	cmd := exec.Command(s.bin, args...)
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.probePort)}
+	if !s.kubeconfigFromEnv {
+		args = append(args, "--kubeconfig="+s.kubeconfig)
+	}
+	cmd := exec.Command(s.bin, append(args, s.args...)...)
+	if s.kubeconfigFromEnv {
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig)
+	}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting runnerguard: %w", err)
@@ -259,7 +271,8 @@ func grantServerRBAC(ctx context.Context, c client.Client) error {
 // (a second replica of the Deployment) on ports of its own, logging to
 // logName.
 func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
-	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: s.configPath, certDir: s.certDir, args: s.args, CAData: s.CAData}
+	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: s.configPath, certDir: s.certDir, args: s.args, CAData: s.CAData,
+		kubeconfigFromEnv: s.kubeconfigFromEnv}
 	var err error
 	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort} {
 		if *p, err = freePort(); err != nil {

@@ -39,7 +39,8 @@ var stepDuration = time.Duration(envInt("LOAD_STEP_MS", 3000)) * time.Millisecon
 // the binary's HTTPS endpoint directly, with the CA envtest generated, at
 // rising concurrency: the reviews are the API server's own objects (a pod
 // as stored, a pod as defaulted at CREATE), so decoding costs what it
-// costs in a cluster.
+// costs in a cluster. It runs first (files run in name order), before the
+// latency test leaves death Events queued in the server's rate limiter.
 func TestWebhookServerAloneUnderConcurrentReviews(t *testing.T) {
 	ctx := context.Background()
 	pods := fast.CoreV1()
