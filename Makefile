@@ -8,7 +8,7 @@ KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
 .PHONY: test unit lint e2e-api kube-bin tools chart-test manifests image vitals-v1 vitals-v2
-test: lint unit e2e-api chart-test vitals-v1 vitals-v2
+test: lint unit e2e-api bench-smoke chart-test vitals-v1 vitals-v2
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -81,7 +81,7 @@ bench: kube-bin
 	  2> $(CACHE)/bench/load.log | tee $(CACHE)/bench/report.txt || { tail -20 $(CACHE)/bench/load.log; exit 1; }
 
 # A short run of the load harness (3 rounds, 100 ms steps) so it keeps
-# working; its figures mean nothing. Part of test.
+# working; its figures mean nothing. Part of test (about 30 s).
 .PHONY: bench-smoke
 bench-smoke: kube-bin
 	LOAD_ROUNDS=3 LOAD_STEP_MS=100 KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -tags load -count=1 -timeout 5m ./e2e/load/
