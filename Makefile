@@ -7,7 +7,7 @@ KUBE_VERSION := v1.37.2
 KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: test unit lint e2e-api kube-bin tools chart-test manifests image vitals-v1 vitals-v2
+.PHONY: test unit lint e2e-api kube-bin tools chart-test manifests image vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
 test: lint unit e2e-api bench-smoke chart-test vitals-v1 vitals-v2
 
 lint:
@@ -62,6 +62,35 @@ vitals-v1:
 # .cache/qemu/ and boots it with the static sidecar in the initramfs.
 vitals-v2:
 	go test -tags qemu -count=1 -v -timeout 10m -run TestOOMKillV2 ./cmd/vitals/
+
+# A one-node cluster on this machine (root): etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and a kubelet built from source,
+# containerd, runc and the CNI bridge from Debian, cert-manager's real
+# controllers (e2e/certmanager). State under .cache/cluster; the first run
+# builds for about half an hour, a warm one starts in well under a minute.
+node-deps:
+	hack/node-deps.sh
+
+cluster-up: node-deps
+	go run ./e2e/cluster up
+
+# The chart, installed with Helm into the running cluster; cert-manager
+# issues its certificates.
+cluster-install: node-deps
+	go run ./e2e/cluster install
+
+cluster-down:
+	go run ./e2e/cluster down
+
+# The node scenarios: real runner stand-ins under the real kubelet, the
+# webhook as pods behind its Service. Brings the cluster up and tears it
+# down (KEEP_CLUSTER=1 keeps it).
+e2e-node: node-deps
+	hack/node-e2e.sh
+
+# The newcomer's tour: cluster up, chart in, a short story, teardown.
+demo: node-deps
+	hack/demo.sh
 
 # What runnerguard costs, in one table at the end (.cache/bench/report.txt):
 # the handler benchmarks; pod CREATE and DELETE latency through the real

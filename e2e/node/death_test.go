@@ -1,0 +1,130 @@
+//go:build node
+
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/vitals/record"
+	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// Each runner dies its own way in a real container; the kubelet reports
+// how, the vitals sidecar what the memory cgroup saw, and the guard writes
+// the death record when the dead runner's pod is deleted.
+func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		exitCode int32
+		reason   string
+		class    death.Class
+		oom      bool
+		// runnerReadsOOM: the runner lives on after the OOM kill and
+		// prints the shared memory.events, as a job's last step could.
+		runnerReadsOOM bool
+	}{
+		{name: "a runner that finishes its job cleanly is a clean exit",
+			args: []string{"job", "2"}, exitCode: 0, reason: "Completed", class: death.CleanExit},
+		{name: "a runner that allocates past its memory limit is OOM-killed and recorded as cgroup-oom",
+			args: []string{"oom", "200M"}, exitCode: 137, reason: "OOMKilled", class: death.CgroupOOM, oom: true},
+		{name: "a runner whose step is OOM-killed while the runner exits 0 is still a cgroup-oom",
+			args: []string{"child-oom", "200M"}, exitCode: 0, reason: "OOMKilled", class: death.CgroupOOM, oom: true, runnerReadsOOM: true},
+		{name: "a runner that exits 9 was killed from outside",
+			args: []string{"job", "1", "9"}, exitCode: 9, reason: "Error", class: death.ExternalKill},
+		{name: "a runner that segfaults is a crash",
+			args: []string{"segfault"}, exitCode: 139, reason: "Error", class: death.Crash},
+	}
+	ns := newNamespace(t)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pod := start(t, runnerPod(ns, "runner-"+string(rune('a'+i)), "64Mi", tc.args...))
+			pod = waitPod(t, pod, "the runner's end and the sidecar's final reading", 90*time.Second, finished)
+			term := containerStatus(pod, "runner").State.Terminated
+			assert.Equal(t, tc.exitCode, term.ExitCode, "the kubelet's exit code")
+			assert.Equal(t, tc.reason, term.Reason, "the kubelet's reason")
+			final, err := record.ParseFinal(containerStatus(pod, runnerpod.VitalsContainer).State.Terminated.Message)
+			require.NoError(t, err, "the sidecar's termination message is its final reading")
+			if tc.oom {
+				assert.Positive(t, final.OOMKill, "the final reading counts the kernel's OOM kill")
+				assert.True(t, streamSawOOMKill(t, pod), "a vitals line on the sidecar's stdout counts the OOM kill")
+				assert.Regexp(t, `oom_kill [1-9]`, sharedFile(t, pod, "memory.events"), "the shared memory.events on the node")
+			}
+			if tc.runnerReadsOOM {
+				assert.Regexp(t, `vitals: .*oom_kill [1-9]`, logs(t, pod, "runner"), "the runner read the OOM kill in its shared files")
+			}
+
+			// The fleet removes the dead runner's pod; the guard allows it
+			// and writes the record.
+			require.NoError(t, as(t, reaper).Delete(context.Background(), pod))
+			var recs []death.Record
+			require.Eventually(t, func() bool {
+				recs = deathRecords(t, string(pod.UID))
+				return len(recs) > 0
+			}, 30*time.Second, 500*time.Millisecond, "a death record in the runnerguard pods' logs")
+			time.Sleep(time.Second)
+			recs = deathRecords(t, string(pod.UID))
+			require.Len(t, recs, 1, "one death, one record")
+			r := recs[0]
+			b, _ := json.Marshal(r)
+			t.Logf("death record: %s", b)
+			assert.Equal(t, tc.class, r.Class)
+			require.NotNil(t, r.ExitCode)
+			assert.Equal(t, tc.exitCode, *r.ExitCode)
+			assert.Equal(t, tc.reason, r.Reason)
+			assert.Equal(t, nodeName, r.Node)
+			assert.Equal(t, "runner", r.Container)
+			require.NotNil(t, r.Vitals, "the sidecar's final reading is joined to the record")
+			if tc.oom {
+				require.NotNil(t, r.OOMConfirmed)
+				assert.True(t, *r.OOMConfirmed, "the vitals confirm the OOM class")
+			}
+		})
+	}
+}
+
+// streamSawOOMKill reports whether a vitals line on the sidecar's stdout
+// counts an OOM kill, in the pod's cgroup or one of its containers'.
+func streamSawOOMKill(t *testing.T, pod *corev1.Pod) bool {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(logs(t, pod, runnerpod.VitalsContainer)))
+	for sc.Scan() {
+		var l record.Line
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		if e := l.Pod.Events; e != nil && e.OOMKill > 0 {
+			return true
+		}
+		for _, c := range l.Containers {
+			if c.Events != nil && c.Events.OOMKill > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sharedFile reads a file the sidecar shares with the runner, from the
+// pod's emptyDir on the node.
+func sharedFile(t *testing.T, pod *corev1.Pod, name string) string {
+	t.Helper()
+	dir := filepath.Join(filepath.Dir(kubeconfigPath), "kubelet", "pods", string(pod.UID),
+		"volumes", "kubernetes.io~empty-dir", runnerpod.VitalsContainer)
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	require.NoError(t, err)
+	return string(b)
+}

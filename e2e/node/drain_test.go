@@ -1,0 +1,79 @@
+//go:build node
+
+package node
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// drain runs kubectl drain on the node for the runner pods of ns. The
+// webhook's own pods run on this one node too and would have nowhere to
+// go, so the drain is limited to the suite's runners by --pod-selector;
+// the node is cordoned all the same, and uncordoned after the test.
+func drain(t *testing.T, ns string, timeout time.Duration) (string, time.Duration, error) {
+	t.Helper()
+	t.Cleanup(func() {
+		out, err := exec.Command(kubectlBin, "--kubeconfig="+kubeconfigPath, "uncordon", nodeName).CombinedOutput()
+		if err != nil {
+			t.Errorf("uncordon: %v: %s", err, out)
+		}
+	})
+	start := time.Now()
+	out, err := exec.Command(kubectlBin, "--kubeconfig="+kubeconfigPath, "drain", nodeName,
+		"--pod-selector="+runnerLabel+"="+ns, "--ignore-daemonsets", "--delete-emptydir-data",
+		"--timeout="+timeout.String()).CombinedOutput()
+	t.Logf("kubectl drain (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
+	return string(out), time.Since(start), err
+}
+
+func gone(t *testing.T, pod *corev1.Pod) bool {
+	err := admin.Get(context.Background(), client.ObjectKeyFromObject(pod), &corev1.Pod{})
+	return apierrors.IsNotFound(err)
+}
+
+func TestDrainWaitsForABusyRunnerAndCompletesWhenItsJobEnds(t *testing.T) {
+	ns := newNamespace(t)
+	const job = 15 * time.Second
+	pod := start(t, runnerPod(ns, "busy", "64Mi", "job", "15"))
+	began := pod.CreationTimestamp.Time
+
+	out, took, err := drain(t, ns, 2*time.Minute)
+	require.NoError(t, err, "the drain completes")
+	assert.Contains(t, out, "will retry after 5s", "kubectl drain was answered 429 and retried")
+	assert.GreaterOrEqual(t, time.Since(began), job, "the drain waited for the job")
+	assert.Less(t, took, job+30*time.Second, "and completed soon after it ended")
+	require.Eventually(t, func() bool { return gone(t, pod) }, 30*time.Second, 250*time.Millisecond)
+
+	var recs []death.Record
+	require.Eventually(t, func() bool {
+		recs = deathRecords(t, string(pod.UID))
+		return len(recs) > 0
+	}, 30*time.Second, 500*time.Millisecond, "the evicted pod's death record")
+	assert.Equal(t, death.CleanExit, recs[0].Class, "the runner ended its job before its pod was evicted")
+}
+
+func TestDrainWithTheOverrideAnnotationEvictsABusyRunnerAtOnce(t *testing.T) {
+	ns := newNamespace(t)
+	pod := start(t, runnerPod(ns, "busy", "64Mi", "job", "300"))
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod.Annotations = map[string]string{runnerpod.AllowDelete: "node maintenance"}
+	require.NoError(t, admin.Patch(context.Background(), pod, patch))
+
+	out, took, err := drain(t, ns, time.Minute)
+	require.NoError(t, err, "the drain completes")
+	assert.NotContains(t, out, "will retry", "no eviction was refused")
+	assert.Less(t, took, 20*time.Second, "the drain went through at once")
+	require.Eventually(t, func() bool { return gone(t, pod) }, 30*time.Second, 250*time.Millisecond)
+}
