@@ -24,6 +24,12 @@ const (
 	// VitalsVolume is the emptyDir the sidecar writes its files to and the
 	// runner containers read at config.Vitals.MountPath.
 	VitalsVolume = "runnerguard-vitals"
+	// SharedMountPath is where the sidecar itself mounts VitalsVolume. It is
+	// not config.Vitals.MountPath: the sidecar runs the runnerguard image,
+	// whose root holds the files /runnerguard and /vitals, and the runtime
+	// cannot mount a volume below a file (the default /runnerguard/vitals
+	// failed on a real node with "not a directory").
+	SharedMountPath = "/run/runnerguard/vitals"
 	// UID is the user (and group) the sidecar runs as: distroless "nonroot".
 	UID int64 = 65532
 )
@@ -42,7 +48,7 @@ func Sidecar(v config.Vitals) corev1.Container {
 		Args: []string{
 			"--cgroup-root=" + CgroupMountPath,
 			"--interval=" + v.Interval.Duration.String(),
-			"--out-dir=" + v.MountPath,
+			"--out-dir=" + SharedMountPath,
 		},
 		// The pod UID finds the pod's cgroup; at CREATE the pod has no UID
 		// yet, so it can only come from the downward API at run time.
@@ -63,7 +69,7 @@ func Sidecar(v config.Vitals) corev1.Container {
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: CgroupVolume, MountPath: CgroupMountPath, ReadOnly: true},
-			{Name: VitalsVolume, MountPath: v.MountPath},
+			{Name: VitalsVolume, MountPath: SharedMountPath},
 		},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
