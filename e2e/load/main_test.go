@@ -106,6 +106,7 @@ func run(m *testing.M) (int, error) {
 		nsGuard:   {runnerpod.EnabledNamespaceLabel: "true"},
 		nsNoMatch: {noMatchLabel: "true"},
 		nsVAP:     {vapLabel: "true"},
+		nsCapture: nil,
 	} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 		if err := cluster.Client.Create(ctx, ns); err != nil {

@@ -20,6 +20,8 @@ type Report struct {
 	Rounds                int
 	Latencies             []Latency
 	Saturations           []Saturation
+	// Notes are facts the run observed, printed under the table.
+	Notes []string
 }
 
 // Latency is one setup's timed operations through the API server.
@@ -79,6 +81,9 @@ func (r *Report) Print(out io.Writer) {
 	r.printLatency(out)
 	r.printSaturation(out)
 	printVitals(out)
+	for _, n := range r.Notes {
+		fmt.Fprintln(out, "note:", n)
+	}
 }
 
 func (r *Report) printLatency(out io.Writer) {
