@@ -66,6 +66,9 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return ctrl.Result{}, nil
 	}
 	for _, r := range death.Deaths(pod, runner) {
+		if wait := w.awaitVitals(pod, r); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		if death.CausedByDeletion(pod, r) {
 			r.Deleted = true
 			by, err := w.Deaths.DeletedBy(ctx, pod)
@@ -79,6 +82,30 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		}
 	}
 	return w.checkStuck(ctx, pod, runner)
+}
+
+// VitalsWait bounds how long a death waits for the vitals sidecar's final
+// reading. On a real node the kubelet reports the runner's end first and
+// only then stops the sidecar, which leaves its final reading as it exits:
+// a record made at the first report would never carry the vitals.
+const VitalsWait = 15 * time.Second
+
+// awaitVitals returns how long to wait before recording r: while the pod's
+// vitals sidecar still runs after the runner ended, up to VitalsWait past
+// the end. The sidecar's termination is a pod update that brings the pod
+// back sooner.
+func (w *Watcher) awaitVitals(pod *corev1.Pod, r death.Record) time.Duration {
+	if r.Vitals != nil || r.FinishedAt == nil {
+		return 0
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.Name == runnerpod.VitalsContainer && cs.State.Running != nil {
+			if left := r.FinishedAt.Add(VitalsWait).Sub(w.Now()); left > 0 {
+				return min(left, time.Second)
+			}
+		}
+	}
+	return 0
 }
 
 func (w *Watcher) optedIn(ctx context.Context, name string) (bool, error) {

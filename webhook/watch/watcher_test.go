@@ -188,3 +188,37 @@ func TestARunnerNotYetPastTheThresholdIsCheckedAgainLater(t *testing.T) {
 	assert.Equal(t, 5*time.Minute, res.RequeueAfter)
 	assert.Empty(t, events(t, w, death.ReasonStuck))
 }
+
+func TestADeathWaitsForTheVitalsSidecarsFinalReading(t *testing.T) {
+	final := `{"v":1,"ts":"2026-11-01T12:10:01Z","cg":"v1","oom":0,"oom_kill":1,"peak":67108864,"limit":67108864}`
+	pod := podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").Obj()
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: runnerpod.VitalsContainer,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	w := newWatcher(t, pod)
+	ended := podtest.Start.Add(10 * time.Minute)
+	w.Now = func() time.Time { return ended.Add(2 * time.Second) }
+
+	res := reconcile(t, w, pod)
+	assert.Positive(t, res.RequeueAfter, "the sidecar still runs: come back")
+	assert.Empty(t, events(t, w, death.ReasonDied), "no record without the final reading yet")
+
+	pod.Status.InitContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: final}}
+	update(t, w, pod)
+	reconcile(t, w, pod)
+	evs := events(t, w, death.ReasonDied)
+	require.Len(t, evs, 1)
+	r, err := death.Parse(evs[0].Annotations[death.RecordAnnotation])
+	require.NoError(t, err)
+	require.NotNil(t, r.Vitals, "the record carries the final reading")
+	assert.Equal(t, uint64(1), r.Vitals.OOMKill)
+}
+
+func TestADeathIsRecordedWithoutVitalsOnceTheSidecarIsLate(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Obj()
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: runnerpod.VitalsContainer,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	w := newWatcher(t, pod)
+	w.Now = func() time.Time { return podtest.Start.Add(10*time.Minute + VitalsWait) }
+	assert.Zero(t, reconcile(t, w, pod).RequeueAfter)
+	assert.Len(t, events(t, w, death.ReasonDied), 1)
+}
