@@ -87,71 +87,85 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}) / countWindow
-	report.AddLatency("pod CREATE", "no webhook", creates[nsNone], -1, true)
-	report.AddLatency("pod CREATE", "runnerguard inject", creates[nsGuard], injectCalls, false)
+	report.AddLatency("pod CREATE", "no webhook", creates[nsNone], -1, "")
+	report.AddLatency("pod CREATE", "runnerguard inject", creates[nsGuard], injectCalls, "no webhook")
 	for _, ns := range createIn {
 		removeAll(t, ns)
 	}
 
-	// DELETE of a runner pod the guard allows: identical instrumented
-	// pods whose runner has ended, bound to a node, in every setup. The
-	// client's delete sets deletionTimestamp; the kubelet's final delete
-	// removes the pod once its containers stopped.
-	deleteIn := []string{nsNone, nsGuard, nsNoMatch, nsVAP}
+	// DELETE of runner pods the guard allows, bound to a node: identical
+	// instrumented pods in every setup, whose runner has ended (the guard
+	// writes a death Event) or never started (the guard writes nothing).
+	// The client's delete sets deletionTimestamp; the kubelet's final
+	// delete removes the pod once its containers stopped.
+	const ended, notStarted = "runner ended", "runner not started"
+	setups := []struct {
+		name, ns, kind, base string
+	}{
+		{"no webhook", nsNone, ended, ""},
+		{"runnerguard guard", nsGuard, ended, "no webhook"},
+		{"guard without matchConditions", nsNoMatch, ended, "no webhook"},
+		{"ValidatingAdmissionPolicy", nsVAP, ended, "no webhook"},
+		{"no webhook, " + notStarted, nsNone, notStarted, ""},
+		{"runnerguard guard, " + notStarted, nsGuard, notStarted, "no webhook, " + notStarted},
+	}
 	total := warmup + rounds + countWindow
-	subjects := map[string][]*corev1.Pod{}
-	for _, ns := range deleteIn {
+	subjects := make([][]*corev1.Pod, len(setups))
+	for s, setup := range setups {
 		for i := range total {
-			pod, status := subjectFrom(instrumented, ns, fmt.Sprintf("d%d", i))
-			subjects[ns] = append(subjects[ns], createWithStatus(ctx, t, pod, status))
+			pod, status := subjectFrom(instrumented, setup.ns, fmt.Sprintf("ended-%d", i))
+			if setup.kind == notStarted {
+				pod.Name, status = fmt.Sprintf("unstarted-%d", i), corev1.PodStatus{Phase: corev1.PodPending}
+			}
+			subjects[s] = append(subjects[s], createWithStatus(ctx, t, pod, status))
 		}
 	}
 	kl := as(t, kubelet)
-	deletes, finals := map[string][]time.Duration{}, map[string][]time.Duration{}
+	deletes, finals := make([][]time.Duration, len(setups)), make([][]time.Duration, len(setups))
 	for _, step := range []struct {
-		times map[string][]time.Duration
+		times [][]time.Duration
 		do    func(*corev1.Pod) error
 	}{
 		{deletes, func(p *corev1.Pod) error { return pods.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}) }},
 		{finals, func(p *corev1.Pod) error { return finalDelete(ctx, kl, p) }},
 	} {
 		for r := -warmup; r < rounds; r++ {
-			for i := range deleteIn {
-				ns := deleteIn[(r+warmup+i)%len(deleteIn)]
-				d, err := timed(func() error { return step.do(subjects[ns][r+warmup]) })
-				require.NoError(t, err, "delete in %s", ns)
+			for i := range setups {
+				s := (r + warmup + i) % len(setups)
+				d, err := timed(func() error { return step.do(subjects[s][r+warmup]) })
+				require.NoError(t, err, "delete in %s", setups[s].name)
 				if r >= 0 {
-					step.times[ns] = append(step.times[ns], d)
+					step.times[s] = append(step.times[s], d)
 				}
 			}
 		}
 	}
 	// Reviews per pod, counted one setup at a time.
-	calls, finalCalls := map[string]float64{}, map[string]float64{}
-	for _, ns := range []string{nsGuard, nsNoMatch} {
-		window := subjects[ns][warmup+rounds:]
-		calls[ns] = webhookCalls(t, registration.GuardPath, func() {
+	calls, finalCalls := make([]float64, len(setups)), make([]float64, len(setups))
+	for s := range setups {
+		calls[s], finalCalls[s] = -1, -1
+		if setups[s].ns != nsGuard && setups[s].ns != nsNoMatch {
+			continue
+		}
+		window := subjects[s][warmup+rounds:]
+		calls[s] = webhookCalls(t, registration.GuardPath, func() {
 			for _, p := range window {
-				require.NoError(t, pods.Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}))
+				require.NoError(t, pods.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}))
 			}
 		}) / countWindow
-		finalCalls[ns] = webhookCalls(t, registration.GuardPath, func() {
+		finalCalls[s] = webhookCalls(t, registration.GuardPath, func() {
 			for _, p := range window {
 				require.NoError(t, finalDelete(ctx, kl, p))
 			}
 		}) / countWindow
 	}
-	for _, op := range []struct {
-		name  string
-		times map[string][]time.Duration
-		calls map[string]float64
-	}{{"pod DELETE", deletes, calls}, {"final DELETE (kubelet)", finals, finalCalls}} {
-		report.AddLatency(op.name, "no webhook", op.times[nsNone], -1, true)
-		report.AddLatency(op.name, "runnerguard guard", op.times[nsGuard], op.calls[nsGuard], false)
-		report.AddLatency(op.name, "guard without matchConditions", op.times[nsNoMatch], op.calls[nsNoMatch], false)
-		report.AddLatency(op.name, "ValidatingAdmissionPolicy", op.times[nsVAP], -1, false)
+	for s, setup := range setups {
+		report.AddLatency("pod DELETE", setup.name, deletes[s], calls[s], setup.base)
 	}
-	for _, ns := range deleteIn {
+	for s, setup := range setups {
+		report.AddLatency("final DELETE (kubelet)", setup.name, finals[s], finalCalls[s], setup.base)
+	}
+	for _, ns := range []string{nsNone, nsGuard, nsNoMatch, nsVAP} {
 		removeAll(t, ns)
 	}
 }

@@ -30,8 +30,9 @@ type Latency struct {
 	Samples   []time.Duration
 	// Calls is the webhook's reviews per operation, -1 when it has none.
 	Calls float64
-	// Baseline marks the setup the others of Op are compared with.
-	Baseline bool
+	// Base is the setup of the same Op this one is compared with; empty
+	// for a baseline.
+	Base string
 }
 
 // Saturation is one step of the webhook server alone.
@@ -44,9 +45,10 @@ type Saturation struct {
 	CPUPerReview      time.Duration
 }
 
-// AddLatency records the samples of op under setup.
-func (r *Report) AddLatency(op, setup string, samples []time.Duration, calls float64, baseline bool) {
-	r.Latencies = append(r.Latencies, Latency{Op: op, Setup: setup, Samples: samples, Calls: calls, Baseline: baseline})
+// AddLatency records the samples of op under setup, compared with the
+// setup base of the same op ("" for a baseline).
+func (r *Report) AddLatency(op, setup string, samples []time.Duration, calls float64, base string) {
+	r.Latencies = append(r.Latencies, Latency{Op: op, Setup: setup, Samples: samples, Calls: calls, Base: base})
 }
 
 // percentile is the nearest-rank percentile p (0..1) of d.
@@ -93,11 +95,9 @@ func (r *Report) printLatency(out io.Writer) {
 	fmt.Fprintf(out, "\n-- Through kube-apiserver v1.37.2 (envtest, the real binary): %d sequential requests per row, setups interleaved round by round --\n", r.Rounds)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operation\tadmission\tp50\tp99\tp50 added\tp50 ratio\twebhook calls/op\t")
-	base := map[string]time.Duration{}
+	p50s := map[[2]string]time.Duration{}
 	for _, l := range r.Latencies {
-		if l.Baseline {
-			base[l.Op] = percentile(l.Samples, 0.5)
-		}
+		p50s[[2]string{l.Op, l.Setup}] = percentile(l.Samples, 0.5)
 	}
 	var guard, vap time.Duration
 	for _, l := range r.Latencies {
@@ -107,7 +107,7 @@ func (r *Report) printLatency(out io.Writer) {
 			calls = fmt.Sprintf("%.2f", l.Calls)
 		}
 		added, ratio := "-", "-"
-		if b := base[l.Op]; b > 0 && !l.Baseline {
+		if b := p50s[[2]string{l.Op, l.Base}]; b > 0 && l.Base != "" {
 			added = fmt.Sprintf("%+.2f ms", float64(p50-b)/float64(time.Millisecond))
 			ratio = fmt.Sprintf("%.2fx", float64(p50)/float64(b))
 		}
