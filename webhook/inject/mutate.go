@@ -96,6 +96,12 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("runnerguard: annotation %s=%q is not a boolean (true or false); the pod is instrumented", runnerpod.Inject, v))
 		case !inject:
 			out.Result = OptedOut
+			// created-by is the guard's evidence, not instrumentation: it is
+			// recorded even on an opted-out pod, so the job's owner can still
+			// end its job and the pod cannot forge an owner.
+			if runner.Preset.Name.OwnerEndsJob() {
+				pod.Annotations[runnerpod.CreatedBy] = facts.Requester
+			}
 			return out
 		}
 	}

@@ -83,6 +83,12 @@ func TestMutate(t *testing.T) {
 		want: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Obj(),
 		out:  Outcome{Result: OptedOut, Preset: runnerpod.Generic},
 	}, {
+		name: "an opted-out GitLab pod still gets its creator recorded, overwriting a forged one",
+		cfg:  def, facts: Facts{Requester: requester},
+		pod:  podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, "forged").Obj(),
+		want: podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, requester).Obj(),
+		out:  Outcome{Result: OptedOut, Preset: runnerpod.GitLab},
+	}, {
 		name: "an unparsable opt-out is instrumented with a warning naming the annotation",
 		cfg:  noVitals, facts: Facts{Requester: requester},
 		pod: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "off").Obj(),
