@@ -85,7 +85,7 @@ func serve(args []string) error {
 		}
 	}
 	deaths := death.NewRecorder(mgr.GetClient(), mgr.GetAPIReader(), instanceName())
-	guard.Register(mgr, cfg, deaths)
+	guard.Register(mgr, cfg, deaths, *watchPods)
 	if err := inject.Register(mgr, cfg); err != nil {
 		return err
 	}

@@ -70,10 +70,12 @@ func (r Record) Note() string {
 		parts = append(parts, mem)
 	}
 	switch {
-	case r.DeletedBy != "":
-		parts = append(parts, "deleted by "+r.DeletedBy)
+	case r.Deleted && r.DeletedBy != "":
+		parts = append(parts, "ended by its pod's deletion by "+r.DeletedBy)
 	case r.Deleted:
 		parts = append(parts, "ended by its pod's deletion (not reviewed: an exempt principal, or the guard was down)")
+	case r.DeletedBy != "":
+		parts = append(parts, "pod deleted afterwards by "+r.DeletedBy)
 	}
 	note := strings.Join(parts, "; ")
 	if len(note) > maxNote {

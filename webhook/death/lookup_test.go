@@ -30,7 +30,7 @@ func TestLookupOfAPodThatIsGoneReadsItsEvent(t *testing.T) {
 	assert.Equal(t, "reaper", rep.Records[0].DeletedBy)
 	text := rep.Text()
 	assert.Contains(t, text, `runner "runner" died: cgroup-oom`)
-	assert.Contains(t, text, "pod deleted by reaper")
+	assert.Contains(t, text, "pod deleted afterwards by reaper")
 }
 
 func TestLookupOfALivePodMergesItsStatusWithItsEvent(t *testing.T) {

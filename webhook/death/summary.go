@@ -71,10 +71,12 @@ func (r Record) Summary() string {
 		}
 	}
 	switch {
-	case r.DeletedBy != "":
-		fmt.Fprintf(&b, "  pod deleted by %s\n", r.DeletedBy)
+	case r.Deleted && r.DeletedBy != "":
+		fmt.Fprintf(&b, "  ended by its pod's deletion, requested by %s\n", r.DeletedBy)
 	case r.Deleted:
 		b.WriteString("  ended by its pod's deletion; the delete was not reviewed (an exempt principal, or the guard was down)\n")
+	case r.DeletedBy != "":
+		fmt.Fprintf(&b, "  pod deleted afterwards by %s\n", r.DeletedBy)
 	}
 	return b.String()
 }

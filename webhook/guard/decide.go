@@ -95,7 +95,9 @@ func Decide(f Facts, cfg config.Config) Decision {
 	case pod.DeletionTimestamp != nil:
 		return allow(RuleTerminating, "the pod is already terminating")
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		d.RecordDeath = true
+		// A runner that never ran (its pod failed in an init container)
+		// had no death to record.
+		d.RecordDeath = d.Status.State == runnerpod.Terminated
 		return allow(RulePodFinished, "the pod has finished ("+string(pod.Status.Phase)+")")
 	case d.Status.State == runnerpod.NotStarted:
 		return allow(RuleNotStarted, "the runner has not started")

@@ -40,6 +40,8 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj(), rule: RulePodFinished, allowed: true, record: true},
 		{name: "a failed pod is allowed and its death recorded",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").Phase(corev1.PodFailed).Obj(), rule: RulePodFinished, allowed: true, record: true},
+		{name: "a failed pod whose runner never ran is allowed with no death to record",
+			pod: podtest.GitLab("ci", "g").Waiting("build", "PodInitializing").Phase(corev1.PodFailed).Obj(), rule: RulePodFinished, allowed: true},
 		{name: "a runner with no status yet is allowed (the wedge case)",
 			pod: podtest.Runner("ci", "r").Obj(), rule: RuleNotStarted, allowed: true},
 		{name: "a runner waiting behind its image pull is allowed",

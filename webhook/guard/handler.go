@@ -37,7 +37,10 @@ type Handler struct {
 	Recorder events.EventRecorder
 	// Deaths writes death records and deletion notes.
 	Deaths *death.Recorder
-	Now    func() time.Time
+	// DeferToWatcher: the pod watcher runs, so a death whose vitals are
+	// still to come is left to it.
+	DeferToWatcher bool
+	Now            func() time.Time
 }
 
 var _ admission.Handler = &Handler{}
@@ -49,7 +52,7 @@ func NewHandler(cfg config.Config, r client.Reader, rec events.EventRecorder, de
 
 // Handle judges one review.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	facts, dryRun, err := h.facts(ctx, req)
+	facts, rv, err := h.facts(ctx, req)
 	switch {
 	case errors.Is(err, errBadRequest):
 		return admission.Errored(http.StatusBadRequest, err)
@@ -57,66 +60,86 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("the pod is gone")
 	case errors.Is(err, errNotGuarded):
 		return admission.Allowed("runnerguard judges only pod deletes and evictions")
+	case errors.Is(err, errPodUnreadable):
+		// Answer 429 so a drain retries rather than gives up on a
+		// passing API error.
+		logf.FromContext(ctx).Error(err, "eviction refused for now")
+		return retryLater(err.Error())
 	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	d := Decide(facts, h.Config)
 	decisions.WithLabelValues(string(facts.Operation), decisionLabel(d), string(d.Rule)).Inc()
-	h.sideEffects(ctx, facts, d, dryRun, gracePeriod(req))
+	h.sideEffects(ctx, facts, d, rv)
 	return response(facts.Operation, d)
 }
 
+// review is what the request says beyond the pod: whether it is a dry run
+// and the grace period asked for (-1 when not given).
+type review struct {
+	dryRun bool
+	grace  int64
+}
+
 var (
-	errBadRequest  = errors.New("malformed admission review")
-	errPodGone     = errors.New("pod not found")
-	errNotGuarded  = errors.New("not a guarded operation")
-	evictionSubres = "eviction"
+	errBadRequest    = errors.New("malformed admission review")
+	errPodGone       = errors.New("pod not found")
+	errPodUnreadable = errors.New("cannot read the pod to judge its eviction")
+	errNotGuarded    = errors.New("not a guarded operation")
+	evictionSubres   = "eviction"
 )
 
 // facts decodes the review and gathers what Decide needs.
-func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, bool, error) {
+func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, review, error) {
 	f := Facts{Requester: req.UserInfo.Username, Now: h.Now()}
-	dryRun := req.DryRun != nil && *req.DryRun
+	rv := review{dryRun: req.DryRun != nil && *req.DryRun, grace: -1}
 	pod := &corev1.Pod{}
 	switch {
 	case req.Operation == admissionv1.Delete && req.SubResource == "":
 		f.Operation = Delete
 		if len(req.OldObject.Raw) == 0 {
-			return f, false, fmt.Errorf("%w: DELETE without oldObject", errBadRequest)
+			return f, rv, fmt.Errorf("%w: DELETE without oldObject", errBadRequest)
 		}
 		// A deletecollection review has no request name: the pod is in
 		// oldObject either way.
 		if err := json.Unmarshal(req.OldObject.Raw, pod); err != nil {
-			return f, false, fmt.Errorf("%w: decoding oldObject as a Pod: %w", errBadRequest, err)
+			return f, rv, fmt.Errorf("%w: decoding oldObject as a Pod: %w", errBadRequest, err)
+		}
+		var o metav1.DeleteOptions
+		if len(req.Options.Raw) > 0 && json.Unmarshal(req.Options.Raw, &o) == nil && o.GracePeriodSeconds != nil {
+			rv.grace = *o.GracePeriodSeconds
 		}
 	case req.Operation == admissionv1.Create && req.SubResource == evictionSubres:
 		f.Operation = Eviction
 		var ev policyv1.Eviction
 		if err := json.Unmarshal(req.Object.Raw, &ev); err != nil {
-			return f, false, fmt.Errorf("%w: decoding object as an Eviction: %w", errBadRequest, err)
+			return f, rv, fmt.Errorf("%w: decoding object as an Eviction: %w", errBadRequest, err)
 		}
 		// A server-side dry-run drain leaves request.dryRun false: the dry
 		// run is only in the Eviction's deleteOptions.
-		if o := ev.DeleteOptions; o != nil && slices.Contains(o.DryRun, metav1.DryRunAll) {
-			dryRun = true
+		if o := ev.DeleteOptions; o != nil {
+			rv.dryRun = rv.dryRun || slices.Contains(o.DryRun, metav1.DryRunAll)
+			if o.GracePeriodSeconds != nil {
+				rv.grace = *o.GracePeriodSeconds
+			}
 		}
 		if req.Name == "" || req.Namespace == "" {
-			return f, false, fmt.Errorf("%w: eviction without a pod name and namespace", errBadRequest)
+			return f, rv, fmt.Errorf("%w: eviction without a pod name and namespace", errBadRequest)
 		}
 		if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
 			if apierrors.IsNotFound(err) {
-				return f, dryRun, errPodGone
+				return f, rv, errPodGone
 			}
-			return f, dryRun, fmt.Errorf("reading pod %s/%s for its eviction: %w", req.Namespace, req.Name, err)
+			return f, rv, fmt.Errorf("%w %s/%s: %w", errPodUnreadable, req.Namespace, req.Name, err)
 		}
 	default:
-		return f, dryRun, errNotGuarded
+		return f, rv, errNotGuarded
 	}
 	f.Pod = pod
 	if NeedsJobSignal(pod, h.Config) {
 		f.Job = h.jobSignal(ctx, pod)
 	}
-	return f, dryRun, nil
+	return f, rv, nil
 }
 
 // jobSignal reads the EphemeralRunner that owns an ARC scale-set pod. ARC's
@@ -151,25 +174,22 @@ func nonZero(v any) bool {
 	return false
 }
 
-// gracePeriod is the DELETE's grace period, or -1 when not given.
-func gracePeriod(req admission.Request) int64 {
-	var o metav1.DeleteOptions
-	if len(req.Options.Raw) == 0 || json.Unmarshal(req.Options.Raw, &o) != nil || o.GracePeriodSeconds == nil {
-		return -1
-	}
-	return *o.GracePeriodSeconds
-}
-
 // sideEffects logs the decision, emits Events and writes death records.
 // A dry run gets the same answer and none of them.
-func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, dryRun bool, grace int64) {
-	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", dryRun)
-	if d.Rule == RuleNotRunnerPod || d.Rule == RuleTerminating {
+func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review) {
+	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", rv.dryRun)
+	switch d.Rule {
+	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
 		return
+	case RuleJobOwner, RuleExempt, RuleOverride, RuleBusy:
+		// The contract's "allow, and log" rows and every refusal: an
+		// operator sees them at the default level.
+		log.Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name, "overrideReason", d.Override)
+	default:
+		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
 	}
-	log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
-	if dryRun {
+	if rv.dryRun {
 		return
 	}
 	pod := f.Pod
@@ -178,18 +198,25 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, dryRun b
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
 			"refused %s by %s: runner %q is busy; set %s=\"<reason>\" to override", f.Operation, f.Requester, d.Status.Container.Name, runnerpod.AllowDelete)
 	case d.Rule == RuleOverride:
-		log.Info("busy runner released by override", "overrideReason", d.Override)
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DeleteOverridden", string(f.Operation),
 			"%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)
 	}
 	running := d.Allowed && d.Status.State == runnerpod.Running
 	switch {
-	case d.RecordDeath || (running && grace == 0):
+	case d.RecordDeath && h.DeferToWatcher && vitalsRunning(pod):
+		// The sidecar has not left its final reading yet: the watcher
+		// records the death once it has, naming the deleter noted here.
+		h.async(ctx, func(ctx context.Context) error {
+			return h.Deaths.MarkDeleted(ctx, pod, f.Requester, string(d.Rule))
+		})
+	case d.RecordDeath || (running && rv.grace == 0):
 		// An ended runner's record, or that of a runner removed at once,
 		// whose terminated state may never be reported: written now with
 		// what is known.
+		r := death.New(pod, d.Runner, d.Status, f.Requester)
+		r.Deleted = running
 		h.async(ctx, func(ctx context.Context) error {
-			_, err := h.Deaths.Record(ctx, pod, death.New(pod, d.Runner, d.Status, f.Requester))
+			_, err := h.Deaths.Record(ctx, pod, r)
 			return err
 		})
 	case running:
@@ -199,6 +226,14 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, dryRun b
 			return h.Deaths.MarkDeleted(ctx, pod, f.Requester, string(d.Rule))
 		})
 	}
+}
+
+// vitalsRunning reports whether the pod's vitals sidecar still runs, so its
+// final reading is yet to come.
+func vitalsRunning(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Status.InitContainerStatuses, func(cs corev1.ContainerStatus) bool {
+		return cs.Name == runnerpod.VitalsContainer && cs.State.Running != nil
+	})
 }
 
 func refusedReason(op Operation) string {

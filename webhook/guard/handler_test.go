@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
@@ -235,7 +237,7 @@ func TestDeathIsRecordedOncePerContainerStart(t *testing.T) {
 	evs := deathEvents(t, c, death.ReasonDied)
 	require.Len(t, evs, 1, "three reviews of one death: one record")
 	assert.Equal(t, corev1.EventTypeWarning, evs[0].Type)
-	assert.Equal(t, `runner "runner" died: cgroup-oom; exit 137 (signal 9), reason OOMKilled; deleted by `+reaper, evs[0].Note)
+	assert.Equal(t, `runner "runner" died: cgroup-oom; exit 137 (signal 9), reason OOMKilled; pod deleted afterwards by `+reaper, evs[0].Note)
 	rec, err := death.Parse(evs[0].Annotations[death.RecordAnnotation])
 	require.NoError(t, err)
 	assert.Equal(t, death.CgroupOOM, rec.Class)
@@ -261,4 +263,43 @@ func TestAForceDeleteOfARunningRunnerIsRecordedAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, death.DeletedRunning, rec.Class)
 	assert.Equal(t, "alice", rec.DeletedBy)
+}
+
+func TestAnOverriddenEvictionWithGraceZeroIsRecordedAtOnce(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "stuck node").Obj()
+	h, _ := newTestHandler(pod)
+	zero := int64(0)
+	require.True(t, h.Handle(context.Background(), evictionReq(t, "ci", "r", "alice", &metav1.DeleteOptions{GracePeriodSeconds: &zero})).Allowed)
+	require.Eventually(t, func() bool { return len(deathEvents(t, h.Deaths.Client, death.ReasonDied)) == 1 }, 5*time.Second, 10*time.Millisecond)
+	rec, err := death.Parse(deathEvents(t, h.Deaths.Client, death.ReasonDied)[0].Annotations[death.RecordAnnotation])
+	require.NoError(t, err)
+	assert.Equal(t, death.DeletedRunning, rec.Class)
+	assert.True(t, rec.Deleted)
+}
+
+func TestAnEvictionWhosePodCannotBeReadIsRetried(t *testing.T) {
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return apierrors.NewServiceUnavailable("etcd is busy")
+		},
+	}).Build()
+	h := NewHandler(config.Default(), c, events.NewFakeRecorder(1), death.NewRecorder(c, c, "test"))
+	resp := h.Handle(context.Background(), evictionReq(t, "ci", "r", reaper, nil))
+	assert.False(t, resp.Allowed)
+	assert.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code, "a drain retries on 429 and gives up on 500")
+	assert.Contains(t, resp.Result.Message, "etcd is busy")
+}
+
+func TestADeathWhoseVitalsAreStillComingIsLeftToTheWatcher(t *testing.T) {
+	h, _ := newTestHandler()
+	h.DeferToWatcher = true
+	w := podtest.Runner("ci", "r").Terminated("runner", 0, "Completed")
+	w.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: runnerpod.VitalsContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	pod := w.Obj()
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "arc-controller", false, nil)).Allowed)
+	require.Eventually(t, func() bool {
+		by, err := h.Deaths.DeletedBy(context.Background(), pod)
+		return err == nil && by == "arc-controller"
+	}, 5*time.Second, 10*time.Millisecond, "the deleter is noted for the watcher")
+	assert.Empty(t, deathEvents(t, h.Deaths.Client, death.ReasonDied), "the watcher writes the record with the final reading")
 }

@@ -22,13 +22,16 @@ func response(op Operation, d Decision) admission.Response {
 		}
 		return r
 	}
-	code, reason := int32(http.StatusForbidden), metav1.StatusReasonForbidden
 	if op == Eviction {
-		code, reason = http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests
+		return refuse(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, d.Message)
 	}
+	return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, d.Message)
+}
+
+func refuse(code int32, reason metav1.StatusReason, msg string) admission.Response {
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{
 		Allowed: false,
-		Result:  &metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: d.Message},
+		Result:  &metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg},
 	}}
 }
 
@@ -37,4 +40,9 @@ func decisionLabel(d Decision) string {
 		return "allow"
 	}
 	return "deny"
+}
+
+// retryLater refuses for now with 429, so the caller retries.
+func retryLater(msg string) admission.Response {
+	return refuse(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "runnerguard: "+msg+"; retry")
 }
