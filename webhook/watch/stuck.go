@@ -27,6 +27,11 @@ func Waiting(pod *corev1.Pod, runner runnerpod.Runner) (container, reason, messa
 		return "", "", "", false
 	}
 	container = runner.Containers[0]
+	if runner.Preset.Name == runnerpod.Generic && initRunning(pod) {
+		// A pool's runner is gated by a poller init container that waits
+		// for a job: an idle runner, not a stuck one.
+		return "", "", "", false
+	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == container && cs.State.Waiting != nil {
 			return container, cs.State.Waiting.Reason, cs.State.Waiting.Message, true
@@ -81,4 +86,19 @@ func (w *Watcher) setStuck(uid types.UID, namespace, reason, name string) {
 	for _, s := range w.stuck {
 		stuckGauge.WithLabelValues(s.namespace, s.reason).Inc()
 	}
+}
+
+// initRunning reports whether a regular init container (not a native
+// sidecar, which runs for the pod's life) is running.
+func initRunning(pod *corev1.Pod) bool {
+	sidecar := map[string]bool{}
+	for _, c := range pod.Spec.InitContainers {
+		sidecar[c.Name] = c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.State.Running != nil && !sidecar[cs.Name] {
+			return true
+		}
+	}
+	return false
 }

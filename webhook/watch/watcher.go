@@ -10,8 +10,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
@@ -33,6 +37,10 @@ type Watcher struct {
 
 	mu    sync.Mutex
 	stuck map[types.UID]stuckRunner
+	// final keeps the last state of pods the cache has dropped, so a death
+	// reported just before the pod went (the kubelet's final delete follows
+	// the runner's end within a second) is still recorded.
+	final sync.Map
 }
 
 type stuckRunner struct{ namespace, reason, name string }
@@ -45,18 +53,44 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		return ok && slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return slices.Contains(names, c.Name) })
 	})
 	w.stuck = map[types.UID]stuckRunner{}
-	return ctrl.NewControllerManagedBy(mgr).Named("runner-deaths").For(&corev1.Pod{}).WithEventFilter(hasRunner).Complete(w)
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+	}
+	h := handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			if pod, ok := e.Object.(*corev1.Pod); ok {
+				w.final.Store(client.ObjectKeyFromObject(pod), pod.DeepCopy())
+			}
+			enqueue(e.Object, q)
+		},
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("runner-deaths").
+		Watches(&corev1.Pod{}, h, builder.WithPredicates(hasRunner)).Complete(w)
 }
 
 // Reconcile records the pod's runner deaths not yet on record and checks
 // whether its runner is stuck.
 func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
+	gone := false
 	if err := w.Client.Get(ctx, req.NamespacedName, pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			w.setStuck(types.UID(""), req.Namespace, "", req.Name)
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		w.setStuck(types.UID(""), req.Namespace, "", req.Name)
+		last, ok := w.final.LoadAndDelete(req.NamespacedName)
+		if !ok {
+			return ctrl.Result{}, nil
+		}
+		pod, gone = last.(*corev1.Pod), true
+	} else {
+		w.final.Delete(req.NamespacedName)
 	}
 	if ok, err := w.optedIn(ctx, pod.Namespace); err != nil || !ok {
 		return ctrl.Result{}, err
@@ -65,21 +99,32 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	for _, r := range death.Deaths(pod, runner) {
-		if wait := w.awaitVitals(pod, r); wait > 0 {
+	deaths := death.Deaths(pod, runner)
+	if st := runnerpod.RunnerStatus(pod, runner.Containers); gone && st.State == runnerpod.Running {
+		// Removed while its runner ran (a force delete, pod GC of a lost
+		// node): no terminated state will ever be reported.
+		r := death.New(pod, runner, st, "")
+		r.Deleted = true
+		deaths = append(deaths, r)
+	}
+	for _, r := range deaths {
+		if wait := w.awaitVitals(pod, r); wait > 0 && !gone {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		if death.CausedByDeletion(pod, r) {
-			r.Deleted = true
+		if pod.DeletionTimestamp != nil || gone {
 			by, err := w.Deaths.DeletedBy(ctx, pod)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
 			r.DeletedBy = by
+			r.Deleted = r.Deleted || death.CausedByDeletion(pod, r)
 		}
 		if _, err := w.Deaths.Record(ctx, pod, r); err != nil {
 			return ctrl.Result{}, err
 		}
+	}
+	if gone {
+		return ctrl.Result{}, nil
 	}
 	return w.checkStuck(ctx, pod, runner)
 }

@@ -129,7 +129,7 @@ func TestADeathCausedByDeletionNamesTheDeleterTheGuardNoted(t *testing.T) {
 	reconcile(t, w, pod)
 	evs := events(t, w, death.ReasonDied)
 	require.Len(t, evs, 1)
-	assert.Equal(t, `runner "runner" died: sigterm; exit 143 (signal 15), reason Error; deleted by alice`, evs[0].Note)
+	assert.Equal(t, `runner "runner" died: sigterm; exit 143 (signal 15), reason Error; ended by its pod's deletion by alice`, evs[0].Note)
 }
 
 func TestADeathCausedByAnUnreviewedDeletionSaysSo(t *testing.T) {
@@ -148,7 +148,7 @@ func TestADeathBeforeTheDeletionIsNotBlamedOnIt(t *testing.T) {
 	reconcile(t, w, pod)
 	evs := events(t, w, death.ReasonDied)
 	require.Len(t, evs, 1)
-	assert.Equal(t, `runner "runner" died: error-exit; exit 1, reason Error`, evs[0].Note, "it had died before anyone deleted the pod")
+	assert.Equal(t, `runner "runner" died: error-exit; exit 1, reason Error; pod deleted afterwards by alice`, evs[0].Note, "it had died before anyone deleted the pod")
 }
 
 func TestPodsOutsideOptedInNamespacesAreIgnored(t *testing.T) {
@@ -221,4 +221,50 @@ func TestADeathIsRecordedWithoutVitalsOnceTheSidecarIsLate(t *testing.T) {
 	w.Now = func() time.Time { return podtest.Start.Add(10*time.Minute + VitalsWait) }
 	assert.Zero(t, reconcile(t, w, pod).RequeueAfter)
 	assert.Len(t, events(t, w, death.ReasonDied), 1)
+}
+
+// gone reconciles a pod the cache has dropped, whose last state the delete
+// event left.
+func gone(t *testing.T, w *Watcher, last *corev1.Pod) {
+	t.Helper()
+	w.final.Store(client.ObjectKeyFromObject(last), last)
+	reconcile(t, w, last)
+}
+
+func TestADeathReportedJustBeforeThePodWentIsStillRecorded(t *testing.T) {
+	w := newWatcher(t)
+	gone(t, w, podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Obj())
+	evs := events(t, w, death.ReasonDied)
+	require.Len(t, evs, 1)
+	assert.Equal(t, `runner "runner" died: clean-exit; exit 0, reason Completed`, evs[0].Note)
+}
+
+func TestAPodRemovedWhileItsRunnerRanIsRecordedAsSuch(t *testing.T) {
+	w := newWatcher(t)
+	// Pod GC removing the pods of a lost node: an exempt principal, never
+	// reviewed, and the kubelet never reports the end.
+	last := podtest.Runner("ci", "lost").Node("n-gone").Running("runner").Obj()
+	gone(t, w, last)
+	evs := events(t, w, death.ReasonDied)
+	require.Len(t, evs, 1)
+	assert.Equal(t, `runner "runner" died: deleted-running; ended by its pod's deletion (not reviewed: an exempt principal, or the guard was down)`, evs[0].Note)
+	gone(t, w, last)
+	assert.Len(t, events(t, w, death.ReasonDied), 1, "a repeat delete event records nothing new")
+}
+
+func TestAGonePodThatNeverRanLeavesNoRecord(t *testing.T) {
+	w := newWatcher(t)
+	gone(t, w, podtest.Runner("ci", "r").Waiting("runner", "ContainerCreating").Obj())
+	assert.Empty(t, events(t, w, death.ReasonDied))
+}
+
+func TestAnIdlePoolRunnerWaitingForItsPollerIsNotStuck(t *testing.T) {
+	w := podtest.Runner("ci", "idle").Waiting("runner", "PodInitializing")
+	w.Spec.InitContainers = []corev1.Container{{Name: "poller", Image: "x"}}
+	w.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "poller", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	pod := w.Obj()
+	pod.CreationTimestamp = metav1.NewTime(podtest.Start)
+	wt := newWatcher(t, pod)
+	assert.Equal(t, ctrl.Result{}, reconcile(t, wt, pod))
+	assert.Empty(t, events(t, wt, death.ReasonStuck), "a poller-gated runner starts only with a job")
 }
