@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,7 +124,7 @@ func post(t *testing.T, c *http.Client, url string, body []byte) admissionv1.Adm
 func saturate(c *http.Client, url string, body []byte, workers int) Saturation {
 	var sent, errs atomic.Int64
 	lat := make([][]time.Duration, workers)
-	cpu0 := serverCPU()
+	cpu0, client0 := serverCPU(), ownCPU()
 	start := time.Now()
 	deadline := start.Add(stepDuration)
 	var wg sync.WaitGroup
@@ -149,6 +150,9 @@ func saturate(c *http.Client, url string, body []byte, workers int) Saturation {
 	if cpu := serverCPU() - cpu0; len(all) > 0 && cpu > 0 {
 		s.CPUPerReview = cpu / time.Duration(len(all))
 	}
+	if len(all) > 0 {
+		s.ClientCPUPerReview = (ownCPU() - client0) / time.Duration(len(all))
+	}
 	return s
 }
 
@@ -160,6 +164,15 @@ func postOnce(c *http.Client, url string, body []byte) bool {
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	return err == nil && resp.StatusCode == http.StatusOK && bytes.Contains(out, []byte(`"allowed":true`))
+}
+
+// ownCPU is the CPU time this process, the client, has used.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // serverCPU is the CPU time the runnerguard process has used (user and

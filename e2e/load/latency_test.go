@@ -81,14 +81,14 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 			}
 		}
 	}
-	injectCalls := webhookCalls(t, registration.InjectPath, func() {
+	injectReviews := webhookReviews(t, registration.InjectPath, countWindow, func() {
 		for i := range countWindow {
 			_, err := pods.Pods(nsGuard).Create(ctx, newRunner(nsGuard, fmt.Sprintf("n%d", i)), metav1.CreateOptions{})
 			require.NoError(t, err)
 		}
-	}) / countWindow
-	report.AddLatency("pod CREATE", "no webhook", creates[nsNone], -1, "")
-	report.AddLatency("pod CREATE", "runnerguard inject", creates[nsGuard], injectCalls, "no webhook")
+	})
+	report.AddLatency("pod CREATE", "no webhook", creates[nsNone], nil, "")
+	report.AddLatency("pod CREATE", "runnerguard inject", creates[nsGuard], &injectReviews, "no webhook")
 	for _, ns := range createIn {
 		removeAll(t, ns)
 	}
@@ -141,23 +141,23 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 		}
 	}
 	// Reviews per pod, counted one setup at a time.
-	calls, finalCalls := make([]float64, len(setups)), make([]float64, len(setups))
+	calls, finalCalls := make([]*Reviews, len(setups)), make([]*Reviews, len(setups))
 	for s := range setups {
-		calls[s], finalCalls[s] = -1, -1
 		if setups[s].ns != nsGuard && setups[s].ns != nsNoMatch {
 			continue
 		}
 		window := subjects[s][warmup+rounds:]
-		calls[s] = webhookCalls(t, registration.GuardPath, func() {
+		c := webhookReviews(t, registration.GuardPath, countWindow, func() {
 			for _, p := range window {
 				require.NoError(t, pods.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}))
 			}
-		}) / countWindow
-		finalCalls[s] = webhookCalls(t, registration.GuardPath, func() {
+		})
+		f := webhookReviews(t, registration.GuardPath, countWindow, func() {
 			for _, p := range window {
 				require.NoError(t, finalDelete(ctx, kl, p))
 			}
-		}) / countWindow
+		})
+		calls[s], finalCalls[s] = &c, &f
 	}
 	for s, setup := range setups {
 		report.AddLatency("pod DELETE", setup.name, deletes[s], calls[s], setup.base)

@@ -75,18 +75,31 @@ func timed(f func() error) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-// webhookCalls counts the reviews the server answered on path while f ran. The
-// counter is read a moment after f, as controller-runtime counts a review
-// once its answer is written.
-func webhookCalls(t *testing.T, path string, f func()) float64 {
+// Reviews is what the server did on one path while some operations ran.
+type Reviews struct {
+	// PerOp is the reviews per operation.
+	PerOp float64
+	// Handling is the server's mean time per review, from receiving it to
+	// writing the answer (controller-runtime's latency histogram).
+	Handling time.Duration
+}
+
+// webhookReviews counts the reviews the server answered on path while ops
+// operations ran in f. The counters are read a moment after f, as
+// controller-runtime counts a review once its answer is written.
+func webhookReviews(t *testing.T, path string, ops int, f func()) Reviews {
 	t.Helper()
-	before, err := server.WebhookCalls(path)
+	calls0, secs0, err := server.WebhookStats(path)
 	require.NoError(t, err)
 	f()
 	time.Sleep(200 * time.Millisecond)
-	after, err := server.WebhookCalls(path)
+	calls, secs, err := server.WebhookStats(path)
 	require.NoError(t, err)
-	return after - before
+	r := Reviews{PerOp: (calls - calls0) / float64(ops)}
+	if calls > calls0 {
+		r.Handling = time.Duration((secs - secs0) / (calls - calls0) * float64(time.Second))
+	}
+	return r
 }
 
 // as is a client acting as user (in system:masters, so RBAC never

@@ -28,8 +28,9 @@ type Report struct {
 type Latency struct {
 	Op, Setup string
 	Samples   []time.Duration
-	// Calls is the webhook's reviews per operation, -1 when it has none.
-	Calls float64
+	// Reviews are the webhook's reviews of the operation; nil when no
+	// webhook of runnerguard's is involved.
+	Reviews *Reviews
 	// Base is the setup of the same Op this one is compared with; empty
 	// for a baseline.
 	Base string
@@ -42,13 +43,15 @@ type Saturation struct {
 	Errors            int
 	Elapsed           time.Duration
 	Latency           []time.Duration
-	CPUPerReview      time.Duration
+	// CPUPerReview is the server's CPU time per review, from /proc;
+	// ClientCPUPerReview the load generator's, sharing the same CPUs.
+	CPUPerReview, ClientCPUPerReview time.Duration
 }
 
 // AddLatency records the samples of op under setup, compared with the
 // setup base of the same op ("" for a baseline).
-func (r *Report) AddLatency(op, setup string, samples []time.Duration, calls float64, base string) {
-	r.Latencies = append(r.Latencies, Latency{Op: op, Setup: setup, Samples: samples, Calls: calls, Base: base})
+func (r *Report) AddLatency(op, setup string, samples []time.Duration, reviews *Reviews, base string) {
+	r.Latencies = append(r.Latencies, Latency{Op: op, Setup: setup, Samples: samples, Reviews: reviews, Base: base})
 }
 
 // percentile is the nearest-rank percentile p (0..1) of d.
@@ -94,7 +97,7 @@ func (r *Report) printLatency(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\n-- Through kube-apiserver v1.37.2 (envtest, the real binary): %d sequential requests per row, setups interleaved round by round --\n", r.Rounds)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\tadmission\tp50\tp99\tp50 added\tp50 ratio\twebhook calls/op\t")
+	fmt.Fprintln(tw, "operation\tadmission\tp50\tp99\tp50 added\tp50 ratio\twebhook calls/op\tserver time/review\t")
 	p50s := map[[2]string]time.Duration{}
 	for _, l := range r.Latencies {
 		p50s[[2]string{l.Op, l.Setup}] = percentile(l.Samples, 0.5)
@@ -102,16 +105,19 @@ func (r *Report) printLatency(out io.Writer) {
 	var guard, vap time.Duration
 	for _, l := range r.Latencies {
 		p50 := percentile(l.Samples, 0.5)
-		calls := "-"
-		if l.Calls >= 0 {
-			calls = fmt.Sprintf("%.2f", l.Calls)
+		calls, handling := "-", "-"
+		if l.Reviews != nil {
+			calls = fmt.Sprintf("%.2f", l.Reviews.PerOp)
+			if l.Reviews.PerOp > 0 {
+				handling = ms(l.Reviews.Handling)
+			}
 		}
 		added, ratio := "-", "-"
 		if b := p50s[[2]string{l.Op, l.Base}]; b > 0 && l.Base != "" {
 			added = fmt.Sprintf("%+.2f ms", float64(p50-b)/float64(time.Millisecond))
 			ratio = fmt.Sprintf("%.2fx", float64(p50)/float64(b))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Op, l.Setup, ms(p50), ms(percentile(l.Samples, 0.99)), added, ratio, calls)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Op, l.Setup, ms(p50), ms(percentile(l.Samples, 0.99)), added, ratio, calls, handling)
 		switch {
 		case l.Op != "pod DELETE":
 		case l.Setup == "runnerguard guard":
@@ -132,14 +138,16 @@ func (r *Report) printSaturation(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\n-- Webhook server alone: AdmissionReviews over HTTPS/2 on loopback, %d requests or %s per step; the client shares the CPUs --\n", stepRequests, stepDuration)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "review\tclients\treviews/s\tp50\tp99\terrors\tserver CPU/review\t")
+	fmt.Fprintln(tw, "review\tclients\treviews/s\tp50\tp99\terrors\tserver CPU/review\tclient CPU/review\tCPUs/server CPU\t")
+	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
 	for _, s := range r.Saturations {
-		cpu := "-"
+		cpu, capacity := "-", "-"
 		if s.CPUPerReview > 0 {
-			cpu = fmt.Sprintf("%.0f µs", float64(s.CPUPerReview)/float64(time.Microsecond))
+			cpu = us(s.CPUPerReview)
+			capacity = fmt.Sprintf("%.0f/s", float64(runtime.NumCPU())*float64(time.Second)/float64(s.CPUPerReview))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%d\t%s\t\n", s.What, s.Workers, float64(s.Requests)/s.Elapsed.Seconds(),
-			ms(percentile(s.Latency, 0.5)), ms(percentile(s.Latency, 0.99)), s.Errors, cpu)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t\n", s.What, s.Workers, float64(s.Requests)/s.Elapsed.Seconds(),
+			ms(percentile(s.Latency, 0.5)), ms(percentile(s.Latency, 0.99)), s.Errors, cpu, us(s.ClientCPUPerReview), capacity)
 	}
 	_ = tw.Flush()
 }

@@ -15,25 +15,39 @@ import (
 // WebhookCalls is the number of reviews the server has answered on path,
 // from controller-runtime's own request counter.
 func (s *Server) WebhookCalls(path string) (float64, error) {
+	calls, _, err := s.WebhookStats(path)
+	return calls, err
+}
+
+// WebhookStats is the number of reviews the server has answered on path
+// and the seconds it spent answering them, from controller-runtime's own
+// controller_runtime_webhook_requests_total and _latency_seconds.
+func (s *Server) WebhookStats(path string) (calls, seconds float64, err error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", s.metricsPort))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	total := 0.0
 	for _, m := range families["controller_runtime_webhook_requests_total"].GetMetric() {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "webhook" && l.GetValue() == path {
-				total += m.GetCounter().GetValue()
+				calls += m.GetCounter().GetValue()
 			}
 		}
 	}
-	return total, nil
+	for _, m := range families["controller_runtime_webhook_latency_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "webhook" && l.GetValue() == path {
+				seconds += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return calls, seconds, nil
 }
 
 // LogLines returns the server's JSON log lines whose msg is msg.
