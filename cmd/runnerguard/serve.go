@@ -119,8 +119,18 @@ func instanceName() string {
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
 	}
-	return ctrl.GetConfig()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// As ctrl.GetConfig does: no client-side rate limit (the API server's
+	// priority and fairness applies), or death Events and eviction lookups
+	// queue behind client-go's default 5 requests per second.
+	if cfg.QPS == 0 {
+		cfg.QPS = -1
+	}
+	return cfg, nil
 }
