@@ -41,7 +41,14 @@ type Watcher struct {
 	// reported just before the pod went (the kubelet's final delete follows
 	// the runner's end within a second) is still recorded.
 	final sync.Map
+	// retried marks the gone pods already given a second look for their
+	// deleter.
+	retried sync.Map
 }
+
+// deleterWait is how long a pod removed while its runner ran waits for the
+// guard's note of who deleted it.
+const deleterWait = 2 * time.Second
 
 type stuckRunner struct{ namespace, reason, name string }
 
@@ -118,6 +125,15 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 			}
 			r.DeletedBy = by
 			r.Deleted = r.Deleted || death.CausedByDeletion(pod, r)
+			if gone && r.Deleted && by == "" {
+				if _, again := w.retried.LoadOrStore(pod.UID, true); !again {
+					// The guard notes the deleter as the delete is admitted,
+					// racing the delete event here: look once more.
+					w.final.Store(req.NamespacedName, pod)
+					return ctrl.Result{RequeueAfter: deleterWait}, nil
+				}
+				w.retried.Delete(pod.UID)
+			}
 		}
 		if _, err := w.Deaths.Record(ctx, pod, r); err != nil {
 			return ctrl.Result{}, err

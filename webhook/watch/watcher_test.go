@@ -244,7 +244,10 @@ func TestAPodRemovedWhileItsRunnerRanIsRecordedAsSuch(t *testing.T) {
 	// Pod GC removing the pods of a lost node: an exempt principal, never
 	// reviewed, and the kubelet never reports the end.
 	last := podtest.Runner("ci", "lost").Node("n-gone").Running("runner").Obj()
-	gone(t, w, last)
+	w.final.Store(client.ObjectKeyFromObject(last), last)
+	assert.Equal(t, deleterWait, reconcile(t, w, last).RequeueAfter, "a second look for the guard's note of the deleter")
+	assert.Empty(t, events(t, w, death.ReasonDied))
+	reconcile(t, w, last)
 	evs := events(t, w, death.ReasonDied)
 	require.Len(t, evs, 1)
 	assert.Equal(t, `runner "runner" died: deleted-running; ended by its pod's deletion (not reviewed: an exempt principal, or the guard was down)`, evs[0].Note)
@@ -267,4 +270,16 @@ func TestAnIdlePoolRunnerWaitingForItsPollerIsNotStuck(t *testing.T) {
 	wt := newWatcher(t, pod)
 	assert.Equal(t, ctrl.Result{}, reconcile(t, wt, pod))
 	assert.Empty(t, events(t, wt, death.ReasonStuck), "a poller-gated runner starts only with a job")
+}
+
+func TestAForceDeletedRunnerNamesTheDeleterTheGuardNotedLate(t *testing.T) {
+	w := newWatcher(t)
+	last := podtest.Runner("ci", "forced").Running("runner").Obj()
+	w.final.Store(client.ObjectKeyFromObject(last), last)
+	reconcile(t, w, last)
+	require.NoError(t, w.Deaths.MarkDeleted(context.Background(), last, "alice", "override"))
+	reconcile(t, w, last)
+	evs := events(t, w, death.ReasonDied)
+	require.Len(t, evs, 1)
+	assert.Equal(t, `runner "runner" died: deleted-running; ended by its pod's deletion by alice`, evs[0].Note)
 }
