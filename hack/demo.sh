@@ -97,11 +97,12 @@ echo "$records" | sed 's/^/  /'
 bold "6. A deliberate drain: it waits for the busy runner (429, retried)..."
 runner runner-3 64Mi job 300
 kubectl wait -n demo --for=condition=Ready pod/runner-3 --timeout=60s > /dev/null
-# The webhook's own pods share this one node: drain the runners only.
-show ! kubectl drain "$node" --pod-selector=app=demo-runner --timeout=12s
+# The webhook's own pods share this one node: drain the runners only. The
+# demo's runner pods have no controller, hence --force (still evictions).
+show ! kubectl drain "$node" --pod-selector=app=demo-runner --force --timeout=12s
 bold "...until the operator sets the override: then it proceeds at once"
 show kubectl annotate pod -n demo runner-3 runnerguard.io/allow-delete="node maintenance"
-show kubectl drain "$node" --pod-selector=app=demo-runner --timeout=60s
+show kubectl drain "$node" --pod-selector=app=demo-runner --force --timeout=60s
 show kubectl get events -n demo --field-selector involvedObject.name=runner-3
 kubectl uncordon "$node" > /dev/null
 

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -29,9 +33,16 @@ func install(ctx context.Context, l layout, helm string, values []string) error 
 	if err := importImages(ctx, l, "runnerguard.tar", "runner.tar"); err != nil {
 		return err
 	}
+	sum, err := fileSum(filepath.Join(l.images, "runnerguard.tar"))
+	if err != nil {
+		return err
+	}
 	args := []string{"upgrade", "--install", releaseName, filepath.Join(l.repo, "charts", "runnerguard"),
 		"--kubeconfig=" + l.kubeconfig("admin"), "--namespace=" + releaseNamespace, "--create-namespace",
-		"--wait", "--timeout=5m", "--values=" + filepath.Join(l.repo, "e2e", "cluster", "values.yaml")}
+		"--wait", "--timeout=5m", "--values=" + filepath.Join(l.repo, "e2e", "cluster", "values.yaml"),
+		// A rebuilt image keeps its tag: the tarball's checksum in the pod
+		// template rolls the webhook pods onto it.
+		`--set-string=podAnnotations.e2e\.runnerguard\.io/image=` + sum}
 	for _, v := range values {
 		args = append(args, "--set="+v)
 	}
@@ -46,6 +57,20 @@ func install(ctx context.Context, l layout, helm string, values []string) error 
 		return err
 	}
 	return probeInjection(ctx, cs)
+}
+
+// fileSum is the first 16 hex digits of a file's SHA-256.
+func fileSum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // probeInjection creates a runner pod with server-side dry run in an

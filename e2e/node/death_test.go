@@ -6,8 +6,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,17 +29,23 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 		exitCode int32
 		reason   string
 		class    death.Class
-		oom      bool
-		// runnerReadsOOM: the runner lives on after the OOM kill and
-		// prints the shared memory.events, as a job's last step could.
-		runnerReadsOOM bool
+		// oom: the pod's memory peak passed the runner's 64Mi limit.
+		oom bool
+		// oomKillCounted: the vitals count the kernel's kill in their
+		// stream, their final reading and the shared files the runner
+		// reads, and the record's oomConfirmed says so.
+		oomKillCounted bool
 	}{
 		{name: "a runner that finishes its job cleanly is a clean exit",
 			args: []string{"job", "2"}, exitCode: 0, reason: "Completed", class: death.CleanExit},
+		// The kill of the runner itself is not asserted in the vitals: on
+		// cgroup v1 the kernel counts it only in the runner container's
+		// own cgroup, which the runtime removes within the sidecar's
+		// 250 ms poll more often than not (see the report of issue 10).
 		{name: "a runner that allocates past its memory limit is OOM-killed and recorded as cgroup-oom",
-			args: []string{"oom", "200M"}, exitCode: 137, reason: "OOMKilled", class: death.CgroupOOM, oom: true},
+			args: []string{"oom", "200M", "2"}, exitCode: 137, reason: "OOMKilled", class: death.CgroupOOM, oom: true},
 		{name: "a runner whose step is OOM-killed while the runner exits 0 is still a cgroup-oom",
-			args: []string{"child-oom", "200M"}, exitCode: 0, reason: "OOMKilled", class: death.CgroupOOM, oom: true, runnerReadsOOM: true},
+			args: []string{"child-oom", "200M"}, exitCode: 0, reason: "OOMKilled", class: death.CgroupOOM, oom: true, oomKillCounted: true},
 		{name: "a runner that exits 9 was killed from outside",
 			args: []string{"job", "1", "9"}, exitCode: 9, reason: "Error", class: death.ExternalKill},
 		{name: "a runner that segfaults is a crash",
@@ -59,11 +63,16 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 			final, err := record.ParseFinal(containerStatus(pod, runnerpod.VitalsContainer).State.Terminated.Message)
 			require.NoError(t, err, "the sidecar's termination message is its final reading")
 			if tc.oom {
+				require.NotNil(t, final.Peak)
+				assert.GreaterOrEqual(t, *final.Peak, uint64(64<<20), "the pod's memory peak passed the runner's limit")
+			}
+			if tc.oomKillCounted {
 				assert.Positive(t, final.OOMKill, "the final reading counts the kernel's OOM kill")
 				assert.True(t, streamSawOOMKill(t, pod), "a vitals line on the sidecar's stdout counts the OOM kill")
-				assert.Regexp(t, `oom_kill [1-9]`, sharedFile(t, pod, "memory.events"), "the shared memory.events on the node")
-			}
-			if tc.runnerReadsOOM {
+				// The runner lives on after its step's death and prints the
+				// shared memory.events, as a job's next step could. (The
+				// kubelet removes an ended pod's emptyDir: the files are
+				// evidence for a living runner only.)
 				assert.Regexp(t, `vitals: .*oom_kill [1-9]`, logs(t, pod, "runner"), "the runner read the OOM kill in its shared files")
 			}
 
@@ -88,7 +97,7 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 			assert.Equal(t, nodeName, r.Node)
 			assert.Equal(t, "runner", r.Container)
 			require.NotNil(t, r.Vitals, "the sidecar's final reading is joined to the record")
-			if tc.oom {
+			if tc.oomKillCounted {
 				require.NotNil(t, r.OOMConfirmed)
 				assert.True(t, *r.OOMConfirmed, "the vitals confirm the OOM class")
 			}
@@ -116,15 +125,4 @@ func streamSawOOMKill(t *testing.T, pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// sharedFile reads a file the sidecar shares with the runner, from the
-// pod's emptyDir on the node.
-func sharedFile(t *testing.T, pod *corev1.Pod, name string) string {
-	t.Helper()
-	dir := filepath.Join(filepath.Dir(kubeconfigPath), "kubelet", "pods", string(pod.UID),
-		"volumes", "kubernetes.io~empty-dir", runnerpod.VitalsContainer)
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	require.NoError(t, err)
-	return string(b)
 }

@@ -21,7 +21,9 @@ import (
 // drain runs kubectl drain on the node for the runner pods of ns. The
 // webhook's own pods run on this one node too and would have nowhere to
 // go, so the drain is limited to the suite's runners by --pod-selector;
-// the node is cordoned all the same, and uncordoned after the test.
+// the node is cordoned all the same, and uncordoned after the test. The
+// suite's runner pods have no controller, which kubectl drain accepts only
+// with --force (it still evicts them: --force is not --disable-eviction).
 func drain(t *testing.T, ns string, timeout time.Duration) (string, time.Duration, error) {
 	t.Helper()
 	t.Cleanup(func() {
@@ -32,7 +34,7 @@ func drain(t *testing.T, ns string, timeout time.Duration) (string, time.Duratio
 	})
 	start := time.Now()
 	out, err := exec.Command(kubectlBin, "--kubeconfig="+kubeconfigPath, "drain", nodeName,
-		"--pod-selector="+runnerLabel+"="+ns, "--ignore-daemonsets", "--delete-emptydir-data",
+		"--pod-selector="+runnerLabel+"="+ns, "--force", "--ignore-daemonsets", "--delete-emptydir-data",
 		"--timeout="+timeout.String()).CombinedOutput()
 	t.Logf("kubectl drain (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
 	return string(out), time.Since(start), err

@@ -81,11 +81,13 @@ func waitPod(t *testing.T, pod *corev1.Pod, what string, timeout time.Duration, 
 	return got
 }
 
-// finished is a pod whose runner ended and whose vitals sidecar has left
-// its final reading: the kubelet stops the sidecar after the runner.
+// finished is a pod whose runner ended, whose vitals sidecar has left its
+// final reading (the kubelet stops the sidecar after the runner) and whose
+// phase says so.
 func finished(p *corev1.Pod) bool {
 	r, v := containerStatus(p, "runner"), containerStatus(p, runnerpod.VitalsContainer)
-	return r != nil && r.State.Terminated != nil && v != nil && v.State.Terminated != nil
+	return r != nil && r.State.Terminated != nil && v != nil && v.State.Terminated != nil &&
+		(p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
 }
 
 func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {

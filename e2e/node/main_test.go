@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // The cluster e2e/cluster brings up, and what the chart installs into it.
@@ -46,6 +48,7 @@ func TestMain(m *testing.M) {
 }
 
 func setup() error {
+	log.SetLogger(logr.Discard())
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		return err

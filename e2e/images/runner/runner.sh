@@ -4,8 +4,9 @@
 # the kubelet, with the pod's real memory limit.
 #
 #   runner.sh job SECONDS [EXIT]  run a job for SECONDS, then exit EXIT (0)
-#   runner.sh oom SIZE            the runner itself allocates SIZE at once
-#                                 (dd bs=SIZE): the kernel OOM-kills it
+#   runner.sh oom SIZE [AFTER]    after a job step of AFTER seconds (0), the
+#                                 runner itself allocates SIZE at once (dd
+#                                 bs=SIZE): the kernel OOM-kills it
 #   runner.sh child-oom SIZE      a step of the job allocates SIZE and is
 #                                 OOM-killed; the runner reports success
 #   runner.sh segfault            the runner crashes with SIGSEGV (139)
@@ -30,6 +31,7 @@ case "$mode" in
     exit "$code"
     ;;
   oom)
+    sleep "${3:-0}" & wait $!
     say "allocating ${2:?size}"
     exec dd if=/dev/zero of=/dev/null bs="$2" count=1
     ;;
