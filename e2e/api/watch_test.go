@@ -122,7 +122,7 @@ func TestADeathCausedByAnOverrideDeleteNamesTheDeleter(t *testing.T) {
 	st.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(time.Now())
 	setStatus(t, pod, st)
 	eventually(t, func() bool { return len(diedEvents(t, pod)) == 1 }, "the death is recorded")
-	assert.Equal(t, `runner "runner" died: sigterm; exit 143 (signal 15), reason Error; deleted by carol@example.com`, diedEvents(t, pod)[0].Note)
+	assert.Equal(t, `runner "runner" died: sigterm; exit 143 (signal 15), reason Error; ended by its pod's deletion by carol@example.com`, diedEvents(t, pod)[0].Note)
 }
 
 func TestTheWatcherKeepsRecordingAfterTheLeaderGoes(t *testing.T) {
