@@ -59,6 +59,27 @@ show kubectl get certificates -n runnerguard
 bold "1. A runner picks up a job in a namespace that opted in"
 kubectl create namespace demo > /dev/null
 kubectl label namespace demo runnerguard.io/enabled=true > /dev/null
+# The fleet's cleanup worker: a ServiceAccount allowed to delete pods.
+kubectl apply -f - > /dev/null <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata: {name: ci-infra}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: orphan-reaper, namespace: ci-infra}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: orphan-reaper}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get, list, delete]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: orphan-reaper}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: orphan-reaper}
+subjects: [{kind: ServiceAccount, name: orphan-reaper, namespace: ci-infra}]
+YAML
 runner runner-1 64Mi job 25
 kubectl wait -n demo --for=condition=Ready pod/runner-1 --timeout=60s > /dev/null
 show kubectl get pod -n demo runner-1 -o 'jsonpath={"init containers (vitals sidecar): "}{.spec.initContainers[*].name}{"\nrunner env: "}{.spec.containers[0].env[*].name}{"\n"}'
@@ -72,11 +93,12 @@ bold "3. The job finishes undisturbed"
 kubectl wait -n demo --for=jsonpath='{.status.phase}'=Succeeded pod/runner-1 --timeout=90s > /dev/null
 show kubectl logs -n demo runner-1 -c runner
 
-bold "4. A runner allocates past its 64Mi limit"
-runner runner-2 64Mi oom 200M
-kubectl wait -n demo --for=jsonpath='{.status.phase}'=Failed pod/runner-2 --timeout=90s > /dev/null
+bold "4. A job step allocates past the runner's 64Mi limit: the kernel kills it, the runner exits 0"
+runner runner-2 64Mi child-oom 200M
+kubectl wait -n demo --for=jsonpath='{.status.phase}'=Succeeded pod/runner-2 --timeout=90s > /dev/null
+show kubectl logs -n demo runner-2 -c runner
 show kubectl get pod -n demo runner-2 -o 'jsonpath={range .status.containerStatuses[*]}{.name}: {.state.terminated.reason}, exit code {.state.terminated.exitCode}{"\n"}{end}'
-show kubectl logs -n demo runner-2 -c runnerguard-vitals --tail=2
+show kubectl logs -n demo runner-2 -c runnerguard-vitals --tail=1
 for _ in $(seq 40); do  # the kubelet stops the sidecar after the runner
   msg=$(kubectl get pod -n demo runner-2 -o 'jsonpath={.status.initContainerStatuses[0].state.terminated.message}')
   [ -z "$msg" ] || break
@@ -87,28 +109,30 @@ show kubectl get pod -n demo runner-2 -o 'jsonpath={"the sidecar'"'"'s final rea
 bold "5. The fleet removes the dead runner's pod; runnerguard writes its death record"
 show kubectl delete pod -n demo runner-2 --as="$reaper"
 for _ in $(seq 40); do
-  records=$(kubectl logs -n runnerguard -l app.kubernetes.io/name=runnerguard --tail=-1 | grep '"runner death record"' || true)
+  records=$(kubectl logs -n runnerguard -l app.kubernetes.io/name=runnerguard --tail=-1 | grep '"runner death record"' | grep '"pod":"runner-2"' || true)
   [ -z "$records" ] || break
   sleep 0.5
 done
-printf '\033[2m$ kubectl logs -n runnerguard -l app.kubernetes.io/name=runnerguard | grep "runner death record"\033[0m\n'
-echo "$records" | sed 's/^/  /'
+printf '\033[2m$ kubectl logs -n runnerguard -l app.kubernetes.io/name=runnerguard | grep "runner death record" | grep runner-2\033[0m\n'
+# Only the record, the log line's "record" key.
+echo "$records" | sed 's/.*"record":\(.*\)}$/  \1/'
 
 bold "6. A deliberate drain: it waits for the busy runner (429, retried)..."
 runner runner-3 64Mi job 300
 kubectl wait -n demo --for=condition=Ready pod/runner-3 --timeout=60s > /dev/null
 # The webhook's own pods share this one node: drain the runners only. The
-# demo's runner pods have no controller, hence --force (still evictions).
-show ! kubectl drain "$node" --pod-selector=app=demo-runner --force --timeout=12s
+# demo's runner pods have no controller, hence --force (still evictions);
+# the vitals sidecar's emptyDir is local storage, hence --delete-emptydir-data.
+show ! kubectl drain "$node" --pod-selector=app=demo-runner --force --delete-emptydir-data --timeout=12s
 bold "...until the operator sets the override: then it proceeds at once"
 show kubectl annotate pod -n demo runner-3 runnerguard.io/allow-delete="node maintenance"
-show kubectl drain "$node" --pod-selector=app=demo-runner --force --timeout=60s
+show kubectl drain "$node" --pod-selector=app=demo-runner --force --delete-emptydir-data --timeout=60s
 show kubectl get events -n demo --field-selector involvedObject.name=runner-3
 kubectl uncordon "$node" > /dev/null
 
 bold "Done. Where to look on your own cluster:"
 cat <<'TXT'
-  kubectl get events -A --field-selector type=Warning      refused deletes, who tried
+  kubectl get events -A --field-selector type=Warning      refused deletes and who tried; runner deaths
   kubectl logs -n runnerguard -l app.kubernetes.io/name=runnerguard | grep "runner death record"
   kubectl logs <runner-pod> -c runnerguard-vitals          the memory cgroup, one JSON line a tick
 TXT

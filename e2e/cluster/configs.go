@@ -123,10 +123,11 @@ localStorageCapacityIsolation: false
 podLogsDir: %s
 resolvConf: /etc/resolv.conf
 clusterDomain: cluster.local
+clusterDNS: [%s]
 serializeImagePulls: false
 syncFrequency: 10s
 fileCheckFrequency: 10s
-`, l.containerdSocket(), apiserverIP, kubeletPort, kubeletHealthz, l.pki("ca.crt"), l.path("pod-logs")), "\n")
+`, l.containerdSocket(), apiserverIP, kubeletPort, kubeletHealthz, l.pki("ca.crt"), l.path("pod-logs"), clusterDNS), "\n")
 }
 
 // kubeletRoot is the kubelet's --root-dir: pod volumes, plugins, its own

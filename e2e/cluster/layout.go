@@ -24,6 +24,10 @@ const (
 	etcdPeerPort   = 23800
 	kubeletPort    = 10250
 	kubeletHealthz = 10248
+	// clusterDNS is named in pods' resolv.conf and served by nobody: no
+	// pod here resolves names, and without it the kubelet puts a
+	// MissingClusterDNS Warning Event on every pod.
+	clusterDNS = "10.244.1.10"
 	// pauseImage is the pod sandbox image containerd is told to use; it
 	// is built locally (e2e/images/pause), as no registry is reachable.
 	pauseImage = "runnerguard.local/e2e/pause:1"
