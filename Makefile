@@ -8,7 +8,7 @@ KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
 .PHONY: test unit lint e2e-api kube-bin tools chart-test manifests image vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
-test: lint unit e2e-api bench-smoke chart-test vitals-v1 vitals-v2
+test: lint unit e2e-api bench-smoke chart-test vitals-v1 vitals-v2 e2e-node
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
