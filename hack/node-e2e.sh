@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 if [ "${KEEP_CLUSTER:-}" != 1 ]; then
-  trap 'go run ./e2e/cluster down' EXIT
+  trap 'go run ./e2e/cluster down; echo "component logs kept in .cache/cluster/logs" >&2' EXIT
 fi
 go run ./e2e/cluster up
 go run ./e2e/cluster install

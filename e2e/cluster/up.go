@@ -31,6 +31,11 @@ func up(ctx context.Context, l layout) error {
 	if err := down(ctx, l); err != nil {
 		return fmt.Errorf("clearing the previous cluster: %w", err)
 	}
+	// down keeps the last cluster's logs for a look after a failure; a new
+	// cluster starts new ones.
+	if err := os.RemoveAll(l.path("logs")); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
 		return err
 	}
