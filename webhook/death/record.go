@@ -38,7 +38,8 @@ type Record struct {
 	Vitals *record.Final `json:"vitals,omitempty"`
 	// OOMConfirmed says what the vitals say of an OOM-shaped death
 	// (cgroup-oom, sigkill): true when they counted an oom_kill, false when
-	// they counted none; nil without vitals or for other classes.
+	// they counted none on cgroup v2; nil without vitals, for other classes,
+	// and for no count on v1, where a kill can go uncounted.
 	OOMConfirmed *bool `json:"oomConfirmed,omitempty"`
 }
 
@@ -83,7 +84,10 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, deletedB
 	}
 	if f, ok := FinalVitals(pod); ok {
 		r.Vitals = &f
-		if r.Class == CgroupOOM || r.Class == SigKill {
+		// On cgroup v1 the kernel counts a kill only in the victim's own
+		// cgroup, which the runtime may remove before the sidecar reads it:
+		// there a zero count proves nothing. v2 counts at the pod level.
+		if (r.Class == CgroupOOM || r.Class == SigKill) && (f.OOMKill > 0 || f.Cgroup == "v2") {
 			confirmed := f.OOMKill > 0
 			r.OOMConfirmed = &confirmed
 		}

@@ -69,3 +69,10 @@ func TestRecordOfARestartInPlaceUsesTheLastTermination(t *testing.T) {
 	assert.Equal(t, int32(1), r.Restarts)
 	assert.Equal(t, int32(11), r.Signal)
 }
+
+func TestNoOOMCountOnCgroupV1ProvesNothing(t *testing.T) {
+	final := `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v1","oom":0,"oom_kill":0}`
+	r := newRecord(t, podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final), "")
+	assert.Equal(t, CgroupOOM, r.Class)
+	assert.Nil(t, r.OOMConfirmed, "v1 counts a kill only in the victim's cgroup, which may be gone before the sidecar read it")
+}
