@@ -20,13 +20,8 @@ for c in runnerguard vitals; do
   [ -d "$root/cmd/$c" ] || { echo "hack/image.sh: cmd/$c does not exist yet" >&2; exit 1; }
 done
 
-work=$(mktemp -d)
-registry_pid=
-cleanup() {
-  [ -z "$registry_pid" ] || kill "$registry_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=hack/registry.sh
+. "$root/hack/registry.sh"
 
 rootfs="$work/rootfs"
 mkdir -p "$rootfs/etc" "$rootfs/tmp"
@@ -38,15 +33,6 @@ echo 'nonroot:x:65532:' > "$rootfs/etc/group"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
   -C "$rootfs" -cf "$work/layer.tar" etc runnerguard tmp vitals
 
-"$crane" registry serve --address 127.0.0.1:0 2> "$work/registry.log" &
-registry_pid=$!
-port=
-for _ in $(seq 50); do
-  port=$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$work/registry.log")
-  [ -z "$port" ] || break
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$work/registry.log" >&2; exit 1; }
 local_ref="127.0.0.1:$port/runnerguard/runnerguard:$version"
 
 # crane logs every blob it moves: show its output only when it fails.
