@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -103,6 +107,24 @@ func serve(args []string) error {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	// The injector judges a pod by its namespace's Pod Security level, read
+	// from the cache: start that informer with the manager and report ready
+	// only once it has synced, so no first pod waits on it past its timeout.
+	nsMeta := &metav1.PartialObjectMetadata{}
+	nsMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if _, err := mgr.GetCache().GetInformer(context.Background(), nsMeta); err != nil {
+		return fmt.Errorf("starting the namespace informer: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("cache", func(r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("the namespace cache has not synced")
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting", "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)

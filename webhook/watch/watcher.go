@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -170,7 +171,9 @@ func (w *Watcher) awaitVitals(pod *corev1.Pod, r death.Record) time.Duration {
 }
 
 func (w *Watcher) optedIn(ctx context.Context, name string) (bool, error) {
-	ns := &corev1.Namespace{}
+	// Metadata only: the same namespace informer the injector reads.
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	if err := w.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
