@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
@@ -50,7 +51,7 @@ func Waiting(pod *corev1.Pod, runner runnerpod.Runner) (container, reason, messa
 func (w *Watcher) checkStuck(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) (ctrl.Result, error) {
 	container, reason, message, waiting := Waiting(pod, runner)
 	if !waiting || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		w.setStuck(pod.UID, pod.Namespace, "", pod.Name)
+		w.setStuck(client.ObjectKeyFromObject(pod), "")
 		return ctrl.Result{}, nil
 	}
 	waited := w.Now().Sub(pod.CreationTimestamp.Time)
@@ -60,31 +61,29 @@ func (w *Watcher) checkStuck(ctx context.Context, pod *corev1.Pod, runner runner
 	if err := w.Deaths.Stuck(ctx, pod, container, reason, message, waited); err != nil {
 		return ctrl.Result{}, err
 	}
-	w.setStuck(pod.UID, pod.Namespace, reason, pod.Name)
+	w.setStuck(client.ObjectKeyFromObject(pod), reason)
 	// Come back now and then: the reason may change (ErrImagePull to
 	// ImagePullBackOff) and the gauge should follow it.
 	return ctrl.Result{RequeueAfter: w.StuckAfter}, nil
 }
 
-// setStuck records (reason != "") or forgets a stuck runner and refreshes
-// the gauge. A pod that is gone is forgotten by name, its UID unknown.
-func (w *Watcher) setStuck(uid types.UID, namespace, reason, name string) {
+// setStuck records (reason != "") or forgets the stuck runner of pod, and
+// refreshes the gauge when that changes anything: most reconciles are of
+// runners that were never stuck.
+func (w *Watcher) setStuck(pod types.NamespacedName, reason string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if uid == "" {
-		for u, s := range w.stuck {
-			if s.namespace == namespace && s.name == name {
-				delete(w.stuck, u)
-			}
-		}
-	} else if reason == "" {
-		delete(w.stuck, uid)
+	if w.stuck[pod] == reason {
+		return
+	}
+	if reason == "" {
+		delete(w.stuck, pod)
 	} else {
-		w.stuck[uid] = stuckRunner{namespace: namespace, reason: reason, name: name}
+		w.stuck[pod] = reason
 	}
 	stuckGauge.Reset()
-	for _, s := range w.stuck {
-		stuckGauge.WithLabelValues(s.namespace, s.reason).Inc()
+	for p, r := range w.stuck {
+		stuckGauge.WithLabelValues(p.Namespace, r).Inc()
 	}
 }
 

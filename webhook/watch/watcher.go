@@ -36,8 +36,9 @@ type Watcher struct {
 	StuckAfter time.Duration
 	Now        func() time.Time
 
-	mu    sync.Mutex
-	stuck map[types.UID]stuckRunner
+	mu sync.Mutex
+	// stuck holds the waiting reason of each stuck runner's pod.
+	stuck map[types.NamespacedName]string
 	// final keeps the last state of pods the cache has dropped, so a death
 	// reported just before the pod went (the kubelet's final delete follows
 	// the runner's end within a second) is still recorded.
@@ -51,8 +52,6 @@ type Watcher struct {
 // guard's note of who deleted it.
 const deleterWait = 2 * time.Second
 
-type stuckRunner struct{ namespace, reason, name string }
-
 // SetupWithManager runs the watcher, leader-elected, on mgr's pod cache.
 func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	names := w.Config.RunnerContainerNames()
@@ -60,7 +59,7 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		pod, ok := o.(*corev1.Pod)
 		return ok && slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return slices.Contains(names, c.Name) })
 	})
-	w.stuck = map[types.UID]stuckRunner{}
+	w.stuck = map[types.NamespacedName]string{}
 	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 	}
@@ -91,7 +90,7 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
-		w.setStuck(types.UID(""), req.Namespace, "", req.Name)
+		w.setStuck(req.NamespacedName, "")
 		last, ok := w.final.LoadAndDelete(req.NamespacedName)
 		if !ok {
 			return ctrl.Result{}, nil

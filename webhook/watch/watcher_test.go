@@ -33,7 +33,7 @@ func newWatcher(t *testing.T, objs ...client.Object) *Watcher {
 		Client: c, Config: config.Default(), Deaths: death.NewRecorder(c, c, "test"),
 		Namespaces: labels.SelectorFromSet(labels.Set{runnerpod.EnabledNamespaceLabel: "true"}),
 		StuckAfter: 10 * time.Minute, Now: func() time.Time { return podtest.Start.Add(time.Hour) },
-		stuck: map[types.UID]stuckRunner{},
+		stuck: map[types.NamespacedName]string{},
 	}
 }
 
