@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,8 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/guard"
 	"github.com/runnerguard/runnerguard/webhook/inject"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
@@ -62,7 +64,14 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
@@ -81,15 +90,13 @@ func serve(args []string) error {
 	}
 	for _, register := range []func() error{
 		func() error { return guard.RegisterMetrics(metrics.Registry) },
-		func() error { return death.RegisterMetrics(metrics.Registry) },
 		func() error { return watch.RegisterMetrics(metrics.Registry) },
 	} {
 		if err := register(); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
-	deaths := death.NewRecorder(mgr.GetClient(), mgr.GetAPIReader(), instanceName())
-	guard.Register(mgr, cfg, deaths, *watchPods)
+	guard.Register(mgr, cfg, *watchPods)
 	if err := inject.Register(mgr, cfg); err != nil {
 		return err
 	}
@@ -98,9 +105,14 @@ func serve(args []string) error {
 		if err != nil {
 			return fmt.Errorf("--namespace-selector: %w", err)
 		}
-		w := &watch.Watcher{Client: mgr.GetClient(), Config: cfg, Deaths: deaths, Namespaces: sel, StuckAfter: *stuckAfter, Now: time.Now}
+		w := &watch.Watcher{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
+			Namespaces: sel, StuckAfter: *stuckAfter, Now: time.Now}
 		if err := w.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the pod watcher: %w", err)
+		}
+		c := &watch.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Policy: cfg.Records, Now: time.Now}
+		if err := mgr.Add(c); err != nil {
+			return fmt.Errorf("setting up retention: %w", err)
 		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -16,6 +16,23 @@ type Config struct {
 	Presets []runnerpod.Preset `json:"presets"`
 	Guard   Guard              `json:"guard"`
 	Inject  Inject             `json:"inject"`
+	Records Records            `json:"records"`
+}
+
+// Records configures how long the RunnerDeath records are kept; the pod
+// watcher's leader collects them.
+type Records struct {
+	// MaxAge: records of deaths an operator must look at are removed this
+	// long after they were written.
+	MaxAge metav1.Duration `json:"maxAge"`
+	// CleanMaxAge: records of clean exits and jobs ended by their owner are
+	// removed this long after they were written; 0: they are not written.
+	CleanMaxAge metav1.Duration `json:"cleanMaxAge"`
+	// MaxPerNamespace keeps at most this many records in a namespace, the
+	// oldest removed first; 0: no limit.
+	MaxPerNamespace int `json:"maxPerNamespace"`
+	// CollectInterval is how often the collector runs.
+	CollectInterval metav1.Duration `json:"collectInterval"`
 }
 
 // Guard configures the validating webhook.
@@ -94,6 +111,12 @@ func Default() Config {
 				CgroupHostPath: "/sys/fs/cgroup",
 				MountPath:      "/runnerguard/vitals",
 			},
+		},
+		Records: Records{
+			MaxAge:          metav1.Duration{Duration: 30 * 24 * time.Hour},
+			CleanMaxAge:     metav1.Duration{Duration: 24 * time.Hour},
+			MaxPerNamespace: 1000,
+			CollectInterval: metav1.Duration{Duration: 10 * time.Minute},
 		},
 	}
 }

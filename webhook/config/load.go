@@ -148,5 +148,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("inject.vitals.mountPath: %q must be an absolute path", v.MountPath))
 		}
 	}
+	if r := c.Records; r.MaxAge.Duration < time.Hour || r.CleanMaxAge.Duration < 0 || r.CleanMaxAge.Duration > r.MaxAge.Duration {
+		errs = append(errs, fmt.Errorf("records: maxAge %s must be at least 1h, and cleanMaxAge %s between 0 (not kept) and maxAge", r.MaxAge.Duration, r.CleanMaxAge.Duration))
+	}
+	if r := c.Records; r.MaxPerNamespace < 0 || r.CollectInterval.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("records: maxPerNamespace %d must be 0 (no limit) or more, and collectInterval %s at least 1s", r.MaxPerNamespace, r.CollectInterval.Duration))
+	}
 	return errors.Join(errs...)
 }

@@ -20,7 +20,19 @@ const (
 	// 0) while its runner still ran, so no terminated state may ever be
 	// reported for it.
 	DeletedRunning Class = "deleted-running"
+	// JobEnded: the job's owner (GitLab's runner manager, ARC's runner for
+	// its workflow pod) deleted the pod to end the job, and that delete is
+	// what stopped the container (a shell waiting on stdin, tail -f): the
+	// job's normal end, not a death. OOM evidence still wins over it.
+	JobEnded Class = "job-ended"
+	// JobTimeout: the pod's activeDeadlineSeconds ran out (GitLab sets it
+	// to the job's timeout): pod reason DeadlineExceeded.
+	JobTimeout Class = "job-timeout"
 )
+
+// Abnormal reports whether the class is a death an operator must look at:
+// every class but the runner's own clean exit and the job's normal end.
+func (c Class) Abnormal() bool { return c != CleanExit && c != JobEnded }
 
 // Pod status reasons set by the kubelet and the node lifecycle controller.
 const (
@@ -28,6 +40,7 @@ const (
 	reasonNodeLost               = "NodeLost"
 	reasonOOMKilled              = "OOMKilled"
 	reasonContainerStatusUnknown = "ContainerStatusUnknown"
+	reasonDeadlineExceeded       = "DeadlineExceeded"
 )
 
 // Classify names the death of a runner container that ended with t, on pod.
@@ -39,6 +52,8 @@ func Classify(pod *corev1.Pod, t *corev1.ContainerStateTerminated) Class {
 		return NodeEviction
 	case pod.Status.Reason == reasonNodeLost:
 		return NodeLost
+	case pod.Status.Reason == reasonDeadlineExceeded:
+		return JobTimeout
 	case t == nil:
 		return DeletedRunning
 	case t.Reason == reasonOOMKilled:
@@ -73,4 +88,28 @@ func Signal(t *corev1.ContainerStateTerminated) int32 {
 		return t.ExitCode - 128
 	}
 	return 0
+}
+
+// podReason is the pod's status reason when it is one Classify reads.
+func podReason(pod *corev1.Pod) string {
+	switch r := pod.Status.Reason; r {
+	case reasonEvicted, reasonNodeLost, reasonDeadlineExceeded:
+		return r
+	}
+	return ""
+}
+
+// EndedByOwner reclasses a death that the job's owner caused by deleting
+// the pod (the guard's rule job-owner) as the job's normal end, unless the
+// record holds evidence of an OOM kill (reason OOMKilled, or the vitals
+// counted one), which then classifies it.
+func EndedByOwner(r *Record) {
+	switch {
+	case Class(r.Class) == CgroupOOM:
+	case r.Vitals != nil && r.Vitals.OOMKill > 0:
+		r.Class = string(CgroupOOM)
+	default:
+		r.Class = string(JobEnded)
+	}
+	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 }

@@ -35,6 +35,7 @@ func TestClassify(t *testing.T) {
 		{name: "ContainerStatusUnknown is a lost node", exit: 137, reason: "ContainerStatusUnknown", want: NodeLost},
 		{name: "a NodeLost pod is a lost node", podReason: "NodeLost", exit: 0, reason: "Completed", want: NodeLost},
 		{name: "no terminated state yet means deleted while running", noState: true, want: DeletedRunning},
+		{name: "activeDeadlineSeconds ran out is a job timeout, not a signal", podReason: "DeadlineExceeded", exit: 137, reason: "Error", want: JobTimeout},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

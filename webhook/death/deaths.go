@@ -22,7 +22,7 @@ func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
 		}
 		for _, t := range []*corev1.ContainerStateTerminated{cs.LastTerminationState.Terminated, cs.State.Terminated} {
 			if t != nil {
-				out = append(out, New(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: cs, Terminated: t}, ""))
+				out = append(out, New(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: cs, Terminated: t}))
 			}
 		}
 	}
@@ -33,12 +33,19 @@ func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
 // deletion began: the deletion (SIGTERM, then SIGKILL) is what ended it.
 // The deletion began a grace period before the deletionTimestamp.
 func CausedByDeletion(pod *corev1.Pod, r Record) bool {
-	if pod.DeletionTimestamp == nil || r.FinishedAt == nil {
-		return false
+	began, ok := DeletionStart(pod)
+	return ok && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began)
+}
+
+// DeletionStart is when the pod's deletion was asked for: a grace period
+// before its deletionTimestamp.
+func DeletionStart(pod *corev1.Pod) (time.Time, bool) {
+	if pod.DeletionTimestamp == nil {
+		return time.Time{}, false
 	}
 	began := pod.DeletionTimestamp.Time
 	if g := pod.DeletionGracePeriodSeconds; g != nil {
 		began = began.Add(-time.Duration(*g) * time.Second)
 	}
-	return !r.FinishedAt.Before(began)
+	return began, true
 }

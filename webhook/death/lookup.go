@@ -7,10 +7,10 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
@@ -18,17 +18,18 @@ import (
 type Report struct {
 	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
-	// Exists is false when the pod is gone and only Events remain.
+	// Exists is false when the pod is gone and only its records remain.
 	Exists bool `json:"exists"`
 	// Runner is the runner's state when the pod exists.
 	Runner  string   `json:"runner,omitempty"`
 	Records []Record `json:"records"`
 }
 
-// Lookup gathers a pod's death records: from its status while it exists,
-// and from the RunnerDied Events runnerguard wrote, which outlive the pod
-// (until the API server's event TTL). Records of the same death are merged,
-// the Event's (which knows the deleter) winning.
+// Lookup gathers a pod's death records: the RunnerDeath objects the pod
+// watcher wrote, which only runnerguard can write and which outlive the pod
+// until retention removes them, and, while the pod exists, the deaths its
+// status shows that are not on record yet. Events are never read: anyone
+// who may create Events could have written one.
 func Lookup(ctx context.Context, c client.Reader, presets []runnerpod.Preset, namespace, name string) (Report, error) {
 	rep := Report{Namespace: namespace, Pod: name}
 	byKey := map[string]Record{}
@@ -49,26 +50,28 @@ func Lookup(ctx context.Context, c client.Reader, presets []runnerpod.Preset, na
 	case !apierrors.IsNotFound(err):
 		return rep, fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
 	}
-	events := &eventsv1.EventList{}
-	if err := c.List(ctx, events, client.InNamespace(namespace)); err != nil {
-		return rep, fmt.Errorf("listing Events in %s: %w", namespace, err)
+	list := &v1alpha1.RunnerDeathList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return rep, fmt.Errorf("listing RunnerDeaths in %s: %w", namespace, err)
 	}
-	for _, e := range events.Items {
-		if e.Reason != ReasonDied || e.Regarding.Kind != "Pod" || e.Regarding.Name != name {
-			continue
+	for i := range list.Items {
+		r := FromObject(&list.Items[i])
+		if r.Pod != name || (rep.Exists && r.UID != string(pod.UID)) {
+			continue // another pod, or an earlier pod of the same name
 		}
-		if rep.Exists && e.Regarding.UID != pod.UID {
-			continue // an earlier pod of the same name
-		}
-		if r, err := Parse(e.Annotations[RecordAnnotation]); err == nil {
-			byKey[r.Key()] = r
-		}
+		byKey[r.Key()] = r // the record, which knows the deleter, wins
 	}
 	for _, r := range byKey {
 		rep.Records = append(rep.Records, r)
 	}
-	slices.SortFunc(rep.Records, func(a, b Record) int { return cmp.Compare(finished(b), finished(a)) })
+	SortNewestFirst(rep.Records)
 	return rep, nil
+}
+
+// SortNewestFirst orders records by when the runner ended, unknown ends
+// (deleted while running) first.
+func SortNewestFirst(rs []Record) {
+	slices.SortFunc(rs, func(a, b Record) int { return cmp.Compare(finished(b), finished(a)) })
 }
 
 func finished(r Record) int64 {

@@ -4,43 +4,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 
 	"github.com/runnerguard/runnerguard/vitals/record"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
-// Record is one runner's death, as logged and (later) put in Events.
+// Record is one runner's death: the API's DeathRecord and the namespace
+// it happened in, which the RunnerDeath object keeps in its metadata.
 type Record struct {
-	Namespace   string `json:"namespace"`
-	Pod         string `json:"pod"`
-	UID         string `json:"uid"`
-	Node        string `json:"node,omitempty"`
-	Preset      string `json:"preset"`
-	Container   string `json:"container"`
-	ContainerID string `json:"containerID,omitempty"`
-	// ExitCode is nil when the runner had not ended when the record was
-	// made (DeletedRunning).
-	ExitCode   *int32     `json:"exitCode,omitempty"`
-	Signal     int32      `json:"signal,omitempty"`
-	Reason     string     `json:"reason,omitempty"`
-	Class      Class      `json:"class"`
-	StartedAt  *time.Time `json:"startedAt,omitempty"`
-	FinishedAt *time.Time `json:"finishedAt,omitempty"`
-	Restarts   int32      `json:"restarts,omitempty"`
-	// DeletedBy is the requester of the DELETE that the record was made
-	// at, or that caused the death.
-	DeletedBy string `json:"deletedBy,omitempty"`
-	// Deleted: the runner ended because its pod was being deleted. With
-	// no DeletedBy, the delete was not reviewed by the guard (an exempt
-	// principal, or the guard was down).
-	Deleted bool `json:"deleted,omitempty"`
-	// Vitals is the sidecar's final reading, when it left one.
-	Vitals *record.Final `json:"vitals,omitempty"`
-	// OOMConfirmed says what the vitals say of an OOM-shaped death
-	// (cgroup-oom, sigkill): true when they counted an oom_kill, false when
-	// they counted none on cgroup v2; nil without vitals, for other classes,
-	// and for no count on v1, where a kill can go uncounted.
-	OOMConfirmed *bool `json:"oomConfirmed,omitempty"`
+	Namespace            string `json:"namespace"`
+	v1alpha1.DeathRecord `json:",inline"`
 }
 
 // Key identifies a death: one record per pod UID and container start. A
@@ -59,11 +36,11 @@ func (r Record) Key() string {
 
 // New builds the record of runner's death on pod from st, the runner's
 // status (whose Terminated is nil when the runner was still running).
-func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, deletedBy string) Record {
-	r := Record{
-		Namespace: pod.Namespace, Pod: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName,
-		Preset: string(runner.Preset.Name), DeletedBy: deletedBy,
-	}
+func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
+	r := Record{Namespace: pod.Namespace, DeathRecord: v1alpha1.DeathRecord{
+		Pod: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName,
+		Preset: string(runner.Preset.Name), PodReason: podReason(pod),
+	}}
 	if len(runner.Containers) > 0 {
 		r.Container = runner.Containers[0]
 	}
@@ -74,7 +51,7 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, deletedB
 		}
 	}
 	t := st.Terminated
-	r.Class = Classify(pod, t)
+	r.Class = string(Classify(pod, t))
 	if t != nil {
 		r.ExitCode, r.Signal, r.Reason = &t.ExitCode, Signal(t), t.Reason
 		r.StartedAt, r.FinishedAt = timePtr(t.StartedAt.Time), timePtr(t.FinishedAt.Time)
@@ -83,16 +60,34 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, deletedB
 		}
 	}
 	if f, ok := FinalVitals(pod); ok {
-		r.Vitals = &f
-		// On cgroup v1 the kernel counts a kill only in the victim's own
-		// cgroup, which the runtime may remove before the sidecar reads it:
-		// there a zero count proves nothing. v2 counts at the pod level.
-		if (r.Class == CgroupOOM || r.Class == SigKill) && (f.OOMKill > 0 || f.Cgroup == "v2") {
-			confirmed := f.OOMKill > 0
-			r.OOMConfirmed = &confirmed
-		}
+		r.Vitals = vitals(f)
 	}
+	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 	return r
+}
+
+// oomConfirmed says what the vitals say of an OOM-shaped death. On cgroup
+// v1 the kernel counts a kill only in the victim's own cgroup, which the
+// runtime may remove before the sidecar reads it: there a zero count proves
+// nothing. v2 counts at the pod level.
+func oomConfirmed(c Class, v *v1alpha1.Vitals) *bool {
+	if v == nil || (c != CgroupOOM && c != SigKill) || (v.OOMKill == 0 && v.Cgroup != "v2") {
+		return nil
+	}
+	confirmed := v.OOMKill > 0
+	return &confirmed
+}
+
+// vitals is the API's form of the sidecar's final reading.
+func vitals(f record.Final) *v1alpha1.Vitals {
+	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, PeakObserved: f.PeakObserved, OOM: int64(f.OOM), OOMKill: int64(f.OOMKill)}
+	if f.Peak != nil {
+		v.Peak = ptr.To(int64(*f.Peak))
+	}
+	if f.Limit != nil {
+		v.Limit = ptr.To(int64(*f.Limit))
+	}
+	return v
 }
 
 // FinalVitals reads the final reading the vitals sidecar left in its
@@ -114,9 +109,9 @@ func FinalVitals(pod *corev1.Pod) (record.Final, bool) {
 	return record.Final{}, false
 }
 
-func timePtr(t time.Time) *time.Time {
+func timePtr(t time.Time) *metav1.Time {
 	if t.IsZero() {
 		return nil
 	}
-	return &t
+	return &metav1.Time{Time: t}
 }

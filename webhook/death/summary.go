@@ -19,6 +19,8 @@ var Meaning = map[Class]string{
 	NodeEviction:   "the kubelet evicted the pod under node pressure",
 	NodeLost:       "the node or its kubelet vanished",
 	DeletedRunning: "the pod was removed at once while its runner was still running",
+	JobEnded:       "the job's owner deleted the pod to end the job: its normal end, not a death",
+	JobTimeout:     "the pod's activeDeadlineSeconds ran out: the job hit its time limit",
 }
 
 // Summary renders a record for the operator's terminal.
@@ -29,7 +31,7 @@ func (r Record) Summary() string {
 		fmt.Fprintf(&b, ", node %s", r.Node)
 	}
 	fmt.Fprintf(&b, ", preset %s)\n", r.Preset)
-	fmt.Fprintf(&b, "runner %q died: %s\n  %s\n", r.Container, r.Class, Meaning[r.Class])
+	fmt.Fprintf(&b, "runner %q died: %s\n  %s\n", r.Container, r.Class, Meaning[Class(r.Class)])
 	if r.ExitCode != nil {
 		fmt.Fprintf(&b, "  exit code %d", *r.ExitCode)
 		if r.Signal != 0 {
@@ -38,10 +40,13 @@ func (r Record) Summary() string {
 		if r.Reason != "" {
 			fmt.Fprintf(&b, ", reason %s", r.Reason)
 		}
+		if r.PodReason != "" {
+			fmt.Fprintf(&b, ", pod reason %s", r.PodReason)
+		}
 		b.WriteString("\n")
 	}
 	if r.StartedAt != nil && r.FinishedAt != nil {
-		fmt.Fprintf(&b, "  ran %s to %s (%s)\n", r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339), r.FinishedAt.Sub(*r.StartedAt))
+		fmt.Fprintf(&b, "  ran %s to %s (%s)\n", r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339), r.FinishedAt.Sub(r.StartedAt.Time))
 	} else if r.StartedAt != nil {
 		fmt.Fprintf(&b, "  running since %s\n", r.StartedAt.UTC().Format(time.RFC3339))
 	}
@@ -71,8 +76,14 @@ func (r Record) Summary() string {
 		}
 	}
 	switch {
+	case Class(r.Class) == JobEnded:
+		fmt.Fprintf(&b, "  the job's owner, %s, ended the job by deleting its pod\n", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "":
-		fmt.Fprintf(&b, "  ended by its pod's deletion, requested by %s\n", r.DeletedBy)
+		fmt.Fprintf(&b, "  ended by its pod's deletion, requested by %s", r.DeletedBy)
+		if r.DeleteRule != "" {
+			fmt.Fprintf(&b, " (allowed: %s)", r.DeleteRule)
+		}
+		b.WriteString("\n")
 	case r.Deleted:
 		b.WriteString("  ended by its pod's deletion; the delete was not reviewed (an exempt principal, or the guard was down)\n")
 	case r.DeletedBy != "":
@@ -99,7 +110,7 @@ func (rep Report) Text() string {
 		fmt.Fprintf(&b, "pod %s/%s: %s; no death on record\n", rep.Namespace, rep.Pod, rep.Runner)
 	default:
 		fmt.Fprintf(&b, "pod %s/%s is gone and no runnerguard record of it remains.\n", rep.Namespace, rep.Pod)
-		b.WriteString("Events expire after the API server's --event-ttl (1h by default). Look next in:\n")
+		b.WriteString("Its RunnerDeath records may have passed the chart's retention, or the runner never ran. Look next in:\n")
 		b.WriteString("  - the runnerguard pods' logs: kubectl logs -n <runnerguard namespace> -l app.kubernetes.io/name=runnerguard | grep '\"pod\":\"" + rep.Pod + "\"'\n")
 		b.WriteString("  - your log pipeline, for the runner's own stdout (the GitHub runner's _diag log goes there with the diagnostic env)\n")
 		b.WriteString("  - the vitals sidecar's stdout (container runnerguard-vitals) in the same pipeline\n")

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
@@ -45,6 +46,9 @@ type Facts struct {
 	Requester string
 	Job       JobSignal
 	Now       time.Time
+	// confirmed: Pod was read from the API server, not taken from the
+	// review (an eviction's pod).
+	confirmed bool
 }
 
 // Rule names the row of the decision table that decided.
@@ -58,7 +62,7 @@ const (
 	RuleNotStarted       Rule = "not-started"
 	RuleRunnerTerminated Rule = "runner-terminated"
 	RuleIdle             Rule = "idle"
-	RuleJobOwner         Rule = "job-owner"
+	RuleJobOwner         Rule = death.RuleJobOwner
 	RuleExempt           Rule = "exempt-principal"
 	RuleOverride         Rule = "override"
 	RuleBusy             Rule = "busy"
@@ -73,8 +77,6 @@ type Decision struct {
 	Message string
 	Runner  runnerpod.Runner
 	Status  runnerpod.Status
-	// RecordDeath: the runner has ended; write its death record.
-	RecordDeath bool
 	// Override is the reason given in the override annotation (rule 9).
 	Override string
 }
@@ -95,14 +97,10 @@ func Decide(f Facts, cfg config.Config) Decision {
 	case pod.DeletionTimestamp != nil:
 		return allow(RuleTerminating, "the pod is already terminating")
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		// A runner that never ran (its pod failed in an init container)
-		// had no death to record.
-		d.RecordDeath = d.Status.State == runnerpod.Terminated
 		return allow(RulePodFinished, "the pod has finished ("+string(pod.Status.Phase)+")")
 	case d.Status.State == runnerpod.NotStarted:
 		return allow(RuleNotStarted, "the runner has not started")
 	case d.Status.State == runnerpod.Terminated:
-		d.RecordDeath = true
 		return allow(RuleRunnerTerminated, "the runner has ended")
 	}
 	if idle, why := isIdle(pod, runner.Preset.Name, f.Job); idle {

@@ -27,7 +27,6 @@ func TestDecide(t *testing.T) {
 		cfg       *config.Config
 		rule      Rule
 		allowed   bool
-		record    bool
 		msg       []string
 	}{
 		{name: "a pod without a runner container is not judged",
@@ -36,11 +35,11 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), cfg: disabled(runnerpod.Generic), rule: RuleNotRunnerPod, allowed: true},
 		{name: "a pod already terminating is allowed (kubelet's final delete)",
 			pod: podtest.Runner("ci", "r").Running("runner").Terminating(now).Obj(), rule: RuleTerminating, allowed: true},
-		{name: "a succeeded pod is allowed and its death recorded",
-			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj(), rule: RulePodFinished, allowed: true, record: true},
-		{name: "a failed pod is allowed and its death recorded",
-			pod: podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").Phase(corev1.PodFailed).Obj(), rule: RulePodFinished, allowed: true, record: true},
-		{name: "a failed pod whose runner never ran is allowed with no death to record",
+		{name: "a succeeded pod is allowed (the watcher records the death)",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj(), rule: RulePodFinished, allowed: true},
+		{name: "a failed pod is allowed (the watcher records the death)",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").Phase(corev1.PodFailed).Obj(), rule: RulePodFinished, allowed: true},
+		{name: "a failed pod whose runner never ran is allowed",
 			pod: podtest.GitLab("ci", "g").Waiting("build", "PodInitializing").Phase(corev1.PodFailed).Obj(), rule: RulePodFinished, allowed: true},
 		{name: "a runner with no status yet is allowed (the wedge case)",
 			pod: podtest.Runner("ci", "r").Obj(), rule: RuleNotStarted, allowed: true},
@@ -48,10 +47,10 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").Waiting("runner", "ImagePullBackOff").Obj(), rule: RuleNotStarted, allowed: true},
 		{name: "a pod whose only running container is not the runner is not started",
 			pod: podtest.GitLab("ci", "g").Running("helper").Obj(), rule: RuleNotStarted, allowed: true},
-		{name: "a terminated runner is allowed and its death recorded",
-			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error").Obj(), rule: RuleRunnerTerminated, allowed: true, record: true},
+		{name: "a terminated runner is allowed (the watcher records the death)",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error").Obj(), rule: RuleRunnerTerminated, allowed: true},
 		{name: "a runner waiting to restart after a crash counts as terminated",
-			pod: podtest.Runner("ci", "r").Restarting("runner", 139, "Error").Obj(), rule: RuleRunnerTerminated, allowed: true, record: true},
+			pod: podtest.Runner("ci", "r").Restarting("runner", 139, "Error").Obj(), rule: RuleRunnerTerminated, allowed: true},
 		{name: "an ARC runner whose EphemeralRunner has no job is idle",
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: JobNone, rule: RuleIdle, allowed: true},
 		{name: "an ARC runner with a job assigned is busy",
@@ -109,7 +108,6 @@ func TestDecide(t *testing.T) {
 			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, Job: tc.job, Now: now}, c)
 			assert.Equal(t, tc.rule, d.Rule, d.Message)
 			assert.Equal(t, tc.allowed, d.Allowed)
-			assert.Equal(t, tc.record, d.RecordDeath)
 			for _, m := range tc.msg {
 				assert.Contains(t, d.Message, m)
 			}

@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/inject"
 	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
@@ -126,7 +125,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 			fc := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 				Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error { return nil },
 			}).Build()
-			h := NewHandler(cfg, fc, &events.FakeRecorder{}, death.NewRecorder(fc, fc, "bench"))
+			h := NewHandler(cfg, fc, fc, &events.FakeRecorder{})
 			want := Decide(Facts{Pod: c.pod, Operation: Delete, Now: time.Now()}, cfg).Allowed
 			benchServe(b, &admission.Webhook{Handler: h, LogConstructor: logs}, benchDeleteReview(b, c.pod), want)
 		})

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
@@ -33,21 +32,19 @@ type Handler struct {
 	Config config.Config
 	// Reader reads pods for evictions and EphemeralRunners for ARC's job
 	// signal, uncached: both are rare, and a stale pod would misjudge.
-	Reader   client.Reader
+	Reader client.Reader
+	// Writer creates the deletion notes the pod watcher reads; nil
+	// without a watcher.
+	Writer   client.Writer
 	Recorder events.EventRecorder
-	// Deaths writes death records and deletion notes.
-	Deaths *death.Recorder
-	// DeferToWatcher: the pod watcher runs, so a death whose vitals are
-	// still to come is left to it.
-	DeferToWatcher bool
-	Now            func() time.Time
+	Now      func() time.Time
 }
 
 var _ admission.Handler = &Handler{}
 
 // NewHandler returns a Handler reading the clock.
-func NewHandler(cfg config.Config, r client.Reader, rec events.EventRecorder, deaths *death.Recorder) *Handler {
-	return &Handler{Config: cfg, Reader: r, Recorder: rec, Deaths: deaths, Now: time.Now}
+func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.EventRecorder) *Handler {
+	return &Handler{Config: cfg, Reader: r, Writer: w, Recorder: rec, Now: time.Now}
 }
 
 // Handle judges one review.
@@ -132,6 +129,8 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 			}
 			return f, rv, fmt.Errorf("%w %s/%s: %w", errPodUnreadable, req.Namespace, req.Name, err)
 		}
+		// Read from the API server just now: it exists with this UID.
+		f.confirmed = true
 	default:
 		return f, rv, errNotGuarded
 	}
@@ -174,8 +173,10 @@ func nonZero(v any) bool {
 	return false
 }
 
-// sideEffects logs the decision, emits Events and writes death records.
-// A dry run gets the same answer and none of them.
+// sideEffects logs the decision, emits Events and notes an admitted
+// deletion of a running runner for the pod watcher. A dry run gets the same
+// answer and none of them; so does a review whose pod does not exist with
+// the review's UID, which the API server did not send.
 func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review) {
 	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", rv.dryRun)
 	switch d.Rule {
@@ -189,7 +190,12 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	default:
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
 	}
-	if rv.dryRun {
+	running := d.Allowed && d.Status.State == runnerpod.Running
+	if rv.dryRun || (d.Allowed && d.Rule != RuleOverride && !running) {
+		return
+	}
+	if ok, err := h.confirm(ctx, f); !ok {
+		log.Info("no Event or note: the pod does not exist with the review's UID", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
 		return
 	}
 	pod := f.Pod
@@ -201,39 +207,12 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DeleteOverridden", string(f.Operation),
 			"%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)
 	}
-	running := d.Allowed && d.Status.State == runnerpod.Running
-	switch {
-	case d.RecordDeath && h.DeferToWatcher && vitalsRunning(pod):
-		// The sidecar has not left its final reading yet: the watcher
-		// records the death once it has, naming the deleter noted here.
-		h.async(ctx, func(ctx context.Context) error {
-			return h.Deaths.MarkDeleted(ctx, pod, f.Requester, string(d.Rule))
-		})
-	case d.RecordDeath || (running && rv.grace == 0):
-		// An ended runner's record, or that of a runner removed at once,
-		// whose terminated state may never be reported: written now with
-		// what is known.
-		r := death.New(pod, d.Runner, d.Status, f.Requester)
-		r.Deleted = running
-		h.async(ctx, func(ctx context.Context) error {
-			_, err := h.Deaths.Record(ctx, pod, r)
-			return err
-		})
-	case running:
-		// The runner dies of this deletion; the watcher records how when
-		// the kubelet reports it, naming the deleter noted here.
-		h.async(ctx, func(ctx context.Context) error {
-			return h.Deaths.MarkDeleted(ctx, pod, f.Requester, string(d.Rule))
-		})
+	if running && h.Writer != nil {
+		if err := h.note(ctx, f, d); err != nil {
+			// The delete goes on; its record will say the deleter is unknown.
+			log.Error(err, "noting the deletion for the death record")
+		}
 	}
-}
-
-// vitalsRunning reports whether the pod's vitals sidecar still runs, so its
-// final reading is yet to come.
-func vitalsRunning(pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Status.InitContainerStatuses, func(cs corev1.ContainerStatus) bool {
-		return cs.Name == runnerpod.VitalsContainer && cs.State.Running != nil
-	})
 }
 
 func refusedReason(op Operation) string {
@@ -241,17 +220,4 @@ func refusedReason(op Operation) string {
 		return "EvictionRefused"
 	}
 	return "DeleteRefused"
-}
-
-// async runs a write off the review's path, so a DELETE is never slowed by
-// the Event the guard writes about it.
-func (h *Handler) async(ctx context.Context, write func(context.Context) error) {
-	log := logf.FromContext(ctx)
-	go func() {
-		ctx, cancel := context.WithTimeout(logf.IntoContext(context.Background(), log), 10*time.Second)
-		defer cancel()
-		if err := write(ctx); err != nil {
-			log.Error(err, "writing the death record")
-		}
-	}()
 }

@@ -12,12 +12,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
@@ -68,8 +68,11 @@ func ephemeralRunner(name string, status map[string]any) *unstructured.Unstructu
 
 func newTestHandler(objs ...client.Object) (*Handler, *events.FakeRecorder) {
 	rec := events.NewFakeRecorder(10)
-	c := fake.NewClientBuilder().WithObjects(objs...).Build()
-	h := NewHandler(config.Default(), c, rec, death.NewRecorder(c, c, "test"))
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	h := NewHandler(config.Default(), c, c, rec)
 	h.Now = func() time.Time { return podtest.Start.Add(5 * time.Minute) }
 	return h, rec
 }
@@ -136,7 +139,12 @@ func TestHandleDelete(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h, rec := newTestHandler()
+			// The review's pod exists, as it does when the API server sends it.
+			var objs []client.Object
+			if pod := (&corev1.Pod{}); json.Unmarshal(tc.req.OldObject.Raw, pod) == nil && pod.Name != "" {
+				objs = append(objs, pod)
+			}
+			h, rec := newTestHandler(objs...)
 			resp := h.Handle(context.Background(), tc.req)
 			assert.Equal(t, tc.allowed, resp.Allowed)
 			assert.Equal(t, tc.code, resp.Result.Code)
@@ -208,73 +216,66 @@ func TestHandleEviction(t *testing.T) {
 	}
 }
 
-func deathEvents(t *testing.T, c client.Client, reason string) []eventsv1.Event {
+func deletionNote(t *testing.T, h *Handler, pod *corev1.Pod) *v1alpha1.DeletionNote {
 	t.Helper()
-	list := &eventsv1.EventList{}
-	require.NoError(t, c.List(context.Background(), list))
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Reason == reason {
-			out = append(out, e)
-		}
+	n := &v1alpha1.RunnerDeletion{}
+	err := h.Reader.Get(context.Background(), client.ObjectKey{Namespace: pod.Namespace, Name: string(pod.UID)}, n)
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
-	return out
-}
-
-func TestDeathIsRecordedOncePerContainerStart(t *testing.T) {
-	h, _ := newTestHandler()
-	c := h.Deaths.Client
-	pod := podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").Obj()
-	dry := deleteReq(t, pod, reaper, true, nil)
-	require.True(t, h.Handle(context.Background(), dry).Allowed)
-	time.Sleep(100 * time.Millisecond)
-	assert.Empty(t, deathEvents(t, c, death.ReasonDied), "a dry run records nothing")
-	for range 3 {
-		require.True(t, h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil)).Allowed)
-	}
-	require.Eventually(t, func() bool { return len(deathEvents(t, c, death.ReasonDied)) == 1 }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
-	evs := deathEvents(t, c, death.ReasonDied)
-	require.Len(t, evs, 1, "three reviews of one death: one record")
-	assert.Equal(t, corev1.EventTypeWarning, evs[0].Type)
-	assert.Equal(t, `runner "runner" died: cgroup-oom; exit 137 (signal 9), reason OOMKilled; pod deleted afterwards by `+reaper, evs[0].Note)
-	rec, err := death.Parse(evs[0].Annotations[death.RecordAnnotation])
 	require.NoError(t, err)
-	assert.Equal(t, death.CgroupOOM, rec.Class)
+	return &n.Deletion
 }
 
 func TestAnAllowedDeleteOfARunningRunnerNotesTheDeleter(t *testing.T) {
-	h, _ := newTestHandler()
 	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
-	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
-	require.Eventually(t, func() bool {
-		by, err := h.Deaths.DeletedBy(context.Background(), pod)
-		return err == nil && by == "alice"
-	}, 5*time.Second, 10*time.Millisecond)
-	assert.Empty(t, deathEvents(t, h.Deaths.Client, death.ReasonDied), "the runner's end is recorded when the kubelet reports it")
-}
-
-func TestAForceDeleteOfARunningRunnerIsRecordedAtOnce(t *testing.T) {
-	h, _ := newTestHandler()
-	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "stuck node").Obj()
-	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, ptr.To(int64(0)))).Allowed)
-	require.Eventually(t, func() bool { return len(deathEvents(t, h.Deaths.Client, death.ReasonDied)) == 1 }, 5*time.Second, 10*time.Millisecond)
-	rec, err := death.Parse(deathEvents(t, h.Deaths.Client, death.ReasonDied)[0].Annotations[death.RecordAnnotation])
-	require.NoError(t, err)
-	assert.Equal(t, death.DeletedRunning, rec.Class)
-	assert.Equal(t, "alice", rec.DeletedBy)
-}
-
-func TestAnOverriddenEvictionWithGraceZeroIsRecordedAtOnce(t *testing.T) {
-	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "stuck node").Obj()
 	h, _ := newTestHandler(pod)
-	zero := int64(0)
-	require.True(t, h.Handle(context.Background(), evictionReq(t, "ci", "r", "alice", &metav1.DeleteOptions{GracePeriodSeconds: &zero})).Allowed)
-	require.Eventually(t, func() bool { return len(deathEvents(t, h.Deaths.Client, death.ReasonDied)) == 1 }, 5*time.Second, 10*time.Millisecond)
-	rec, err := death.Parse(deathEvents(t, h.Deaths.Client, death.ReasonDied)[0].Annotations[death.RecordAnnotation])
-	require.NoError(t, err)
-	assert.Equal(t, death.DeletedRunning, rec.Class)
-	assert.True(t, rec.Deleted)
+	dry := deleteReq(t, pod, "alice", true, nil)
+	require.True(t, h.Handle(context.Background(), dry).Allowed)
+	assert.Nil(t, deletionNote(t, h, pod), "a dry run notes nothing")
+	for range 2 {
+		require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, ptr.To(int64(0)))).Allowed)
+	}
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n, "written before the answer, so before the pod goes")
+	assert.True(t, n.Time.Equal(podtest.Start.Add(5*time.Minute)), "noted at the review's time")
+	n.Time = metav1.Time{}
+	assert.Equal(t, v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: "alice", Operation: "delete", Rule: "override"}, *n)
+}
+
+func TestAnOverriddenEvictionIsNoted(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "node upgrade").Obj()
+	h, _ := newTestHandler(pod)
+	require.True(t, h.Handle(context.Background(), evictionReq(t, "ci", "r", "drainer", nil)).Allowed)
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n)
+	assert.Equal(t, "eviction", n.Operation)
+	assert.Equal(t, "drainer", n.Requester)
+}
+
+func TestADeleteOfAFinishedRunnerNotesNothing(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Obj()
+	h, rec := newTestHandler(pod)
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "arc-controller", false, nil)).Allowed)
+	assert.Nil(t, deletionNote(t, h, pod), "the watcher records the death; there is no deleter to name")
+	assert.Empty(t, drain(rec))
+}
+
+func TestAReviewTheAPIServerDidNotSendWritesNothing(t *testing.T) {
+	real := podtest.Runner("ci", "r").Running("runner").Obj()
+	forged := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "forged").Obj()
+	forged.UID = "not-the-pods-uid"
+	ghost := podtest.Runner("ci", "ghost").Running("runner").Obj()
+	h, rec := newTestHandler(real)
+	for _, req := range []admission.Request{
+		deleteReq(t, forged, "mallory", false, nil), // an allowed override of a pod with another UID
+		deleteReq(t, ghost, "mallory", false, nil),  // a refusal of a pod that does not exist
+	} {
+		h.Handle(context.Background(), req)
+	}
+	assert.Empty(t, drain(rec), "no Event on a pod named by a forged review")
+	assert.Nil(t, deletionNote(t, h, forged))
+	assert.Nil(t, deletionNote(t, h, real), "no note planted on the real pod either")
 }
 
 func TestAnEvictionWhosePodCannotBeReadIsRetried(t *testing.T) {
@@ -283,23 +284,10 @@ func TestAnEvictionWhosePodCannotBeReadIsRetried(t *testing.T) {
 			return apierrors.NewServiceUnavailable("etcd is busy")
 		},
 	}).Build()
-	h := NewHandler(config.Default(), c, events.NewFakeRecorder(1), death.NewRecorder(c, c, "test"))
+	h := NewHandler(config.Default(), c, c, events.NewFakeRecorder(1))
 	resp := h.Handle(context.Background(), evictionReq(t, "ci", "r", reaper, nil))
 	assert.False(t, resp.Allowed)
 	assert.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code, "a drain retries on 429 and gives up on 500")
 	assert.Contains(t, resp.Result.Message, "etcd is busy")
 }
 
-func TestADeathWhoseVitalsAreStillComingIsLeftToTheWatcher(t *testing.T) {
-	h, _ := newTestHandler()
-	h.DeferToWatcher = true
-	w := podtest.Runner("ci", "r").Terminated("runner", 0, "Completed")
-	w.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: runnerpod.VitalsContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
-	pod := w.Obj()
-	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "arc-controller", false, nil)).Allowed)
-	require.Eventually(t, func() bool {
-		by, err := h.Deaths.DeletedBy(context.Background(), pod)
-		return err == nil && by == "arc-controller"
-	}, 5*time.Second, 10*time.Millisecond, "the deleter is noted for the watcher")
-	assert.Empty(t, deathEvents(t, h.Deaths.Client, death.ReasonDied), "the watcher writes the record with the final reading")
-}

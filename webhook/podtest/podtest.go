@@ -175,3 +175,20 @@ func (w *Wrapper) SidecarTerminated(name, msg string) *Wrapper {
 	})
 	return w
 }
+
+// SidecarRunning adds a running init (sidecar) container name.
+func (w *Wrapper) SidecarRunning(name string) *Wrapper {
+	w.Status.InitContainerStatuses = append(w.Status.InitContainerStatuses, corev1.ContainerStatus{
+		Name: name, ContainerID: "containerd://" + name + "-1",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Time{Time: Start}}},
+	})
+	return w
+}
+
+// Deleted marks the pod's deletion asked for at t with grace seconds: its
+// deletionTimestamp is t plus the grace period.
+func (w *Wrapper) Deleted(at time.Time, grace int64) *Wrapper {
+	w.DeletionTimestamp = &metav1.Time{Time: at.Add(time.Duration(grace) * time.Second)}
+	w.DeletionGracePeriodSeconds = ptr.To(grace)
+	return w
+}

@@ -48,10 +48,13 @@ func StripPod(obj any) (any, error) {
 		out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, dropMessages(cs))
 	}
 	for _, cs := range s.InitContainerStatuses {
-		if cs.Name == runnerpod.VitalsContainer {
-			// The vitals' final reading is the one message the record joins.
-			out.Status.InitContainerStatuses = append(out.Status.InitContainerStatuses, cs)
+		if cs.Name != runnerpod.VitalsContainer {
+			// A running poller init container tells an idle pool runner
+			// from a stuck one.
+			cs = dropMessages(cs)
 		}
+		// The vitals' final reading is the one message the record joins.
+		out.Status.InitContainerStatuses = append(out.Status.InitContainerStatuses, cs)
 	}
 	return out, nil
 }

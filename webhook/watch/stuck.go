@@ -2,23 +2,19 @@ package watch
 
 import (
 	"context"
+	"fmt"
+	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/runnerguard/runnerguard/webhook/death"
 
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
-
-var stuckGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Name: "runnerguard_runner_pods_stuck",
-	Help: "Runner pods whose runner container has waited longer than the threshold to start, by namespace and waiting reason.",
-}, []string{"namespace", "reason"})
-
-// RegisterMetrics registers the watcher's gauge on reg.
-func RegisterMetrics(reg prometheus.Registerer) error { return reg.Register(stuckGauge) }
 
 // Waiting reports why a runner that never ran has not started: its waiting
 // reason, or the scheduler's when it has no status yet. ok is false once it
@@ -58,23 +54,41 @@ func (w *Watcher) checkStuck(ctx context.Context, pod *corev1.Pod, runner runner
 	if waited < w.StuckAfter {
 		return ctrl.Result{RequeueAfter: w.StuckAfter - waited}, nil
 	}
-	if err := w.Deaths.Stuck(ctx, pod, container, reason, message, waited); err != nil {
-		return ctrl.Result{}, err
+	if w.setStuck(client.ObjectKeyFromObject(pod), reason) {
+		// One Event per waiting reason, written with the reason read now:
+		// a runner that moves from PodInitializing to ErrImagePull gets a
+		// second report that says so.
+		note := fmt.Sprintf("runner %q has not started after %s: %s", container, waited.Truncate(time.Second), reason)
+		if message != "" {
+			note += ": " + message
+		}
+		w.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, death.ReasonStuck, "Wait", "%s", truncate(note, 1024))
+		logf.FromContext(ctx).Info("runner stuck", "container", container, "reason", reason, "waited", waited.Truncate(time.Second).String())
 	}
-	w.setStuck(client.ObjectKeyFromObject(pod), reason)
 	// Come back now and then: the reason may change (ErrImagePull to
-	// ImagePullBackOff) and the gauge should follow it.
+	// ImagePullBackOff), and every pod update brings the pod back sooner.
 	return ctrl.Result{RequeueAfter: w.StuckAfter}, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }
 
 // setStuck records (reason != "") or forgets the stuck runner of pod, and
 // refreshes the gauge when that changes anything: most reconciles are of
-// runners that were never stuck.
-func (w *Watcher) setStuck(pod types.NamespacedName, reason string) {
+// runners that were never stuck. It reports whether anything changed.
+func (w *Watcher) setStuck(pod types.NamespacedName, reason string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.setStuckLocked(pod, reason)
+}
+
+func (w *Watcher) setStuckLocked(pod types.NamespacedName, reason string) bool {
 	if w.stuck[pod] == reason {
-		return
+		return false
 	}
 	if reason == "" {
 		delete(w.stuck, pod)
@@ -85,6 +99,7 @@ func (w *Watcher) setStuck(pod types.NamespacedName, reason string) {
 	for p, r := range w.stuck {
 		stuckGauge.WithLabelValues(p.Namespace, r).Inc()
 	}
+	return true
 }
 
 // initRunning reports whether a regular init container (not a native

@@ -11,24 +11,32 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
-// Watcher records runner deaths as the kubelet reports them.
+// Watcher records runner deaths as the kubelet reports them: the one
+// writer of RunnerDeath objects.
 type Watcher struct {
+	// Client reads pods, namespaces and the guard's deletion notes from
+	// the cache, and writes RunnerDeaths.
 	Client client.Client
-	Config config.Config
-	Deaths *death.Recorder
+	// Recorder writes the Events that notify each death and stuck runner.
+	Recorder events.EventRecorder
+	Config   config.Config
 	// Namespaces selects the opted-in namespaces by their labels.
 	Namespaces labels.Selector
 	// StuckAfter is how long a runner may wait to start before it is
@@ -39,20 +47,21 @@ type Watcher struct {
 	mu sync.Mutex
 	// stuck holds the waiting reason of each stuck runner's pod.
 	stuck map[types.NamespacedName]string
-	// final keeps the last state of pods the cache has dropped, so a death
-	// reported just before the pod went (the kubelet's final delete follows
-	// the runner's end within a second) is still recorded.
-	final sync.Map
-	// retried marks the gone pods already given a second look for their
-	// deleter.
-	retried sync.Map
+	// gone keeps the last state of pods the cache has dropped, and when,
+	// until their deaths are planned: a death reported just before the
+	// kubelet's final delete, or a pod removed while its runner ran.
+	gone map[types.NamespacedName]gonePod
+	// seen spares the API server a create per resync of a recorded death.
+	seen *SeenSet
 }
 
-// deleterWait is how long a pod removed while its runner ran waits for the
-// guard's note of who deleted it.
-const deleterWait = 2 * time.Second
+type gonePod struct {
+	pod *corev1.Pod
+	at  time.Time
+}
 
-// SetupWithManager runs the watcher, leader-elected, on mgr's pod cache.
+// SetupWithManager runs the watcher, leader-elected, on mgr's caches of
+// runner pods and of the guard's deletion notes.
 func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	names := w.Config.RunnerContainerNames()
 	hasRunner := predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -60,10 +69,12 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		return ok && slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return slices.Contains(names, c.Name) })
 	})
 	w.stuck = map[types.NamespacedName]string{}
+	w.gone = map[types.NamespacedName]gonePod{}
+	w.seen = NewSeenSet(4096)
 	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 	}
-	h := handler.Funcs{
+	pods := handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			enqueue(e.Object, q)
 		},
@@ -72,101 +83,130 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			if pod, ok := e.Object.(*corev1.Pod); ok {
-				w.final.Store(client.ObjectKeyFromObject(pod), pod.DeepCopy())
+				w.mu.Lock()
+				w.gone[client.ObjectKeyFromObject(pod)] = gonePod{pod: pod.DeepCopy(), at: w.Now()}
+				w.mu.Unlock()
 			}
 			enqueue(e.Object, q)
 		},
 	}
+	// A note reaching the cache after its pod's update brings the pod back.
+	notes := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		n, ok := o.(*v1alpha1.RunnerDeletion)
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: n.Namespace, Name: n.Deletion.Pod}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("runner-deaths").
-		Watches(&corev1.Pod{}, h, builder.WithPredicates(hasRunner)).Complete(w)
+		Watches(&corev1.Pod{}, pods, builder.WithPredicates(hasRunner)).
+		Watches(&v1alpha1.RunnerDeletion{}, notes).
+		Complete(w)
 }
 
 // Reconcile records the pod's runner deaths not yet on record and checks
 // whether its runner is stuck.
 func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	pod := &corev1.Pod{}
-	gone := false
-	if err := w.Client.Get(ctx, req.NamespacedName, pod); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+	pod, goneAt, err := w.pod(ctx, req.NamespacedName)
+	if err != nil || pod == nil {
+		return ctrl.Result{}, err
+	}
+	gone := !goneAt.IsZero()
+	forget := func() {
+		if gone {
+			w.mu.Lock()
+			delete(w.gone, req.NamespacedName)
+			w.mu.Unlock()
 		}
-		w.setStuck(req.NamespacedName, "")
-		last, ok := w.final.LoadAndDelete(req.NamespacedName)
-		if !ok {
-			return ctrl.Result{}, nil
-		}
-		pod, gone = last.(*corev1.Pod), true
-	} else {
-		w.final.Delete(req.NamespacedName)
 	}
 	if ok, err := w.optedIn(ctx, pod.Namespace); err != nil || !ok {
+		forget()
 		return ctrl.Result{}, err
 	}
 	runner, ok := runnerpod.Match(pod, w.Config.Presets)
 	if !ok {
+		forget()
 		return ctrl.Result{}, nil
 	}
-	deaths := death.Deaths(pod, runner)
-	if st := runnerpod.RunnerStatus(pod, runner.Containers); gone && st.State == runnerpod.Running {
-		// Removed while its runner ran (a force delete, pod GC of a lost
-		// node): no terminated state will ever be reported.
-		r := death.New(pod, runner, st, "")
-		r.Deleted = true
-		deaths = append(deaths, r)
-	}
-	for _, r := range deaths {
-		if wait := w.awaitVitals(pod, r); wait > 0 && !gone {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-		if pod.DeletionTimestamp != nil || gone {
-			by, err := w.Deaths.DeletedBy(ctx, pod)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			r.DeletedBy = by
-			r.Deleted = r.Deleted || death.CausedByDeletion(pod, r)
-			if gone && r.Deleted && by == "" {
-				if _, again := w.retried.LoadOrStore(pod.UID, true); !again {
-					// The guard notes the deleter as the delete is admitted,
-					// racing the delete event here: look once more.
-					w.final.Store(req.NamespacedName, pod)
-					return ctrl.Result{RequeueAfter: deleterWait}, nil
-				}
-				w.retried.Delete(pod.UID)
-			}
-		}
-		if _, err := w.Deaths.Record(ctx, pod, r); err != nil {
+	o := death.Observation{Pod: pod, Runner: runner, GoneAt: goneAt, Now: w.Now(),
+		KeepSince: w.Now().Add(-w.Config.Records.MaxAge.Duration), KeepClean: w.Config.Records.CleanMaxAge.Duration > 0}
+	if pod.DeletionTimestamp != nil || gone {
+		if o.Note, err = w.note(ctx, pod); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
+	plan := death.Decide(o)
+	for _, r := range plan.Records {
+		if err := w.write(ctx, pod, r); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if plan.Retry > 0 {
+		return ctrl.Result{RequeueAfter: plan.Retry}, nil
+	}
 	if gone {
+		forget()
 		return ctrl.Result{}, nil
 	}
 	return w.checkStuck(ctx, pod, runner)
 }
 
-// VitalsWait bounds how long a death waits for the vitals sidecar's final
-// reading. On a real node the kubelet reports the runner's end first and
-// only then stops the sidecar, which leaves its final reading as it exits:
-// a record made at the first report would never carry the vitals.
-const VitalsWait = 15 * time.Second
+// pod reads the pod from the cache, or its last state once it is gone
+// (with when it went); nil when neither is known.
+func (w *Watcher) pod(ctx context.Context, key types.NamespacedName) (*corev1.Pod, time.Time, error) {
+	pod := &corev1.Pod{}
+	err := w.Client.Get(ctx, key, pod)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil:
+		delete(w.gone, key)
+		return pod, time.Time{}, nil
+	case !apierrors.IsNotFound(err):
+		return nil, time.Time{}, err
+	}
+	w.setStuckLocked(key, "")
+	if g, ok := w.gone[key]; ok {
+		return g.pod, g.at, nil
+	}
+	return nil, time.Time{}, nil
+}
 
-// awaitVitals returns how long to wait before recording r: while the pod's
-// vitals sidecar still runs after the runner ended, up to VitalsWait past
-// the end. The sidecar's termination is a pod update that brings the pod
-// back sooner.
-func (w *Watcher) awaitVitals(pod *corev1.Pod, r death.Record) time.Duration {
-	if r.Vitals != nil || r.FinishedAt == nil {
-		return 0
+// note reads the guard's note of the pod's deletion, named after its UID.
+func (w *Watcher) note(ctx context.Context, pod *corev1.Pod) (*v1alpha1.DeletionNote, error) {
+	n := &v1alpha1.RunnerDeletion{}
+	err := w.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: string(pod.UID)}, n)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
 	}
-	for _, cs := range pod.Status.InitContainerStatuses {
-		if cs.Name == runnerpod.VitalsContainer && cs.State.Running != nil {
-			if left := r.FinishedAt.Add(VitalsWait).Sub(w.Now()); left > 0 {
-				return min(left, time.Second)
-			}
-		}
+	if err != nil {
+		return nil, err
 	}
-	return 0
+	return &n.Deletion, nil
+}
+
+// write creates r's RunnerDeath unless the death is already on record (by
+// this process or any other: the name is the death's), then notifies it.
+func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) error {
+	key := r.Key()
+	if w.seen.Has(key) {
+		return nil
+	}
+	err := w.Client.Create(ctx, r.Object())
+	if apierrors.IsAlreadyExists(err) {
+		w.seen.Add(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.seen.Add(key)
+	countDeath(r)
+	w.Recorder.Eventf(pod, nil, r.EventType(), r.EventReason(), "Died", "%s", r.Note())
+	// One key holding the whole record: its JSON is the record's schema,
+	// and its fields cannot collide with the request's own log keys.
+	logf.FromContext(ctx).WithName("death").Info("runner death recorded", "record", r)
+	return nil
 }
 
 func (w *Watcher) optedIn(ctx context.Context, name string) (bool, error) {

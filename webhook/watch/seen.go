@@ -1,4 +1,4 @@
-package death
+package watch
 
 import "sync"
 

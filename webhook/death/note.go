@@ -1,0 +1,125 @@
+package death
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+)
+
+// Event reasons: the Events are notifications for kubectl describe and
+// event exporters; the RunnerDeath is the record.
+const (
+	ReasonDied     = "RunnerDied"
+	ReasonJobEnded = "RunnerJobEnded"
+	ReasonStuck    = "RunnerStuck"
+)
+
+// Labels on a RunnerDeath: the class lets retention list records as
+// metadata only; the pod UID finds a pod's records.
+const (
+	ClassLabel  = "runnerguard.io/class"
+	PodUIDLabel = "runnerguard.io/pod-uid"
+)
+
+// maxNote is the events.k8s.io limit on an Event's note.
+const maxNote = 1024
+
+// ObjectName is the name of the RunnerDeath of the death with key on pod. It
+// is a function of the death alone, so every replica, restart and leader
+// writes the same object: the API server's AlreadyExists is what keeps a
+// death recorded exactly once.
+func ObjectName(podName, key string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	if len(podName) > 200 {
+		podName = podName[:200]
+	}
+	return fmt.Sprintf("%s.%016x", podName, h.Sum64())
+}
+
+// Object is the RunnerDeath that keeps r.
+func (r Record) Object() *v1alpha1.RunnerDeath {
+	return &v1alpha1.RunnerDeath{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: r.Namespace, Name: ObjectName(r.Pod, r.Key()),
+			Labels: map[string]string{ClassLabel: r.Class, PodUIDLabel: r.UID},
+		},
+		Record: r.DeathRecord,
+	}
+}
+
+// FromObject reads the record a RunnerDeath keeps.
+func FromObject(o *v1alpha1.RunnerDeath) Record {
+	return Record{Namespace: o.Namespace, DeathRecord: o.Record}
+}
+
+// EventReason is the reason of the Event that notifies r.
+func (r Record) EventReason() string {
+	if Class(r.Class) == JobEnded {
+		return ReasonJobEnded
+	}
+	return ReasonDied
+}
+
+// EventType is Normal for a clean exit or a job's normal end and Warning
+// for every other death.
+func (r Record) EventType() string {
+	if !Class(r.Class).Abnormal() {
+		return corev1.EventTypeNormal
+	}
+	return corev1.EventTypeWarning
+}
+
+// Note is the Event's one-line summary: class, exit, reason, memory, deleter.
+func (r Record) Note() string {
+	parts := []string{fmt.Sprintf("runner %q died: %s", r.Container, r.Class)}
+	if Class(r.Class) == JobEnded {
+		parts[0] = fmt.Sprintf("runner %q: the job's owner ended the job (%s)", r.Container, r.Class)
+	}
+	if r.ExitCode != nil {
+		exit := fmt.Sprintf("exit %d", *r.ExitCode)
+		if r.Signal != 0 {
+			exit += fmt.Sprintf(" (signal %d)", r.Signal)
+		}
+		if r.Reason != "" {
+			exit += ", reason " + r.Reason
+		}
+		parts = append(parts, exit)
+	}
+	if v := r.Vitals; v != nil {
+		mem := fmt.Sprintf("oom %d, oom_kill %d", v.OOM, v.OOMKill)
+		if v.Peak != nil {
+			mem = "peak " + bytes(*v.Peak)
+			if v.Limit != nil {
+				mem += " of " + bytes(*v.Limit) + " limit"
+			}
+			mem += fmt.Sprintf(", oom %d, oom_kill %d", v.OOM, v.OOMKill)
+		}
+		parts = append(parts, mem)
+	}
+	switch {
+	case Class(r.Class) == JobEnded:
+		parts = append(parts, "ended by its owner "+r.DeletedBy)
+	case r.Deleted && r.DeletedBy != "":
+		parts = append(parts, "ended by its pod's deletion by "+r.DeletedBy)
+	case r.Deleted:
+		parts = append(parts, "ended by its pod's deletion (not reviewed: an exempt principal, or the guard was down)")
+	case r.DeletedBy != "":
+		parts = append(parts, "pod deleted afterwards by "+r.DeletedBy)
+	}
+	note := strings.Join(parts, "; ")
+	if len(note) > maxNote {
+		note = note[:maxNote-3] + "..."
+	}
+	return note
+}
+
+func bytes(n int64) string {
+	return resource.NewQuantity(n, resource.BinarySI).String()
+}

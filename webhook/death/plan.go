@@ -1,0 +1,161 @@
+package death
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// Observation is what the pod watcher knows of a runner pod at one moment.
+type Observation struct {
+	// Pod is the pod as the watcher's cache holds it, or its last state
+	// once it is gone.
+	Pod    *corev1.Pod
+	Runner runnerpod.Runner
+	// GoneAt is when the watcher saw the pod removed; zero while it exists.
+	GoneAt time.Time
+	// Note is the guard's note of an admitted deletion of this pod, if any.
+	Note *v1alpha1.DeletionNote
+	Now  time.Time
+	// KeepSince: deaths that ended before it are past retention and would
+	// be collected at once, so they are not recorded (a watcher restarted
+	// long after does not write them again).
+	KeepSince time.Time
+	// KeepClean: clean exits and jobs' normal ends are recorded at all.
+	KeepClean bool
+}
+
+// Timing of the waits a plan may ask for.
+const (
+	// VitalsWait bounds how long a death waits for the vitals sidecar's
+	// final reading. On a real node the kubelet reports the runner's end
+	// first and only then stops the sidecar, which leaves its reading as it
+	// exits: a record made at the first report would never carry it.
+	VitalsWait = 15 * time.Second
+	// NoteWait bounds how long a death caused by a deletion waits for the
+	// guard's note to reach the watcher's cache. The guard writes the note
+	// before it answers, so it exists before the deletion starts; only the
+	// watch that carries it can lag.
+	NoteWait = 5 * time.Second
+	// NoteSkew is how far apart the note's time and the deletion's start
+	// may be (clocks of the webhook's pods and the API server) for the note
+	// to count: a note of a deletion that did not follow names nobody.
+	NoteSkew = 10 * time.Second
+)
+
+// Plan is what to record now, and when to look again.
+type Plan struct {
+	Records []Record
+	// Retry > 0: come back then; some death waits for the vitals or the
+	// deleter's note (the pod's next update may bring it sooner).
+	Retry time.Duration
+}
+
+// Decide plans the records of the deaths o shows: each runner termination
+// in the pod's status (restarts in place included) and, for a pod removed
+// while its runner ran, a deleted-running record. A death waits briefly
+// for the sidecar's final reading and for the guard's note of the deleter;
+// it is recorded without them once the wait is over.
+func Decide(o Observation) Plan {
+	pod := o.Pod
+	gone := !o.GoneAt.IsZero()
+	deaths := Deaths(pod, o.Runner)
+	if st := runnerpod.RunnerStatus(pod, o.Runner.Containers); gone && st.State == runnerpod.Running {
+		// A force delete or pod GC of a lost node: no terminated state
+		// will ever be reported.
+		r := New(pod, o.Runner, st)
+		r.Deleted = true
+		deaths = append(deaths, r)
+	}
+	note := validNote(o)
+	var p Plan
+	wait := func(d time.Duration) {
+		if p.Retry == 0 || d < p.Retry {
+			p.Retry = d
+		}
+	}
+	for _, r := range deaths {
+		if r.FinishedAt != nil && r.FinishedAt.Time.Before(o.KeepSince) {
+			continue
+		}
+		if left := vitalsLeft(o, r); left > 0 {
+			wait(left)
+			continue
+		}
+		r.Deleted = r.Deleted || CausedByDeletion(pod, r)
+		deleting := pod.DeletionTimestamp != nil || gone
+		// Only a runner that a deletion ended waits for its deleter: the
+		// guard reviews deletes of running runners only, so a finished
+		// runner's cleanup leaves no note to wait for.
+		if r.Deleted && note == nil {
+			if left := noteLeft(o); left > 0 {
+				wait(left)
+				continue
+			}
+		}
+		if deleting && note != nil {
+			r.DeletedBy, r.DeleteRule = note.Requester, note.Rule
+			if r.Deleted && note.Rule == RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() {
+				EndedByOwner(&r)
+			}
+		}
+		if !o.KeepClean && !Class(r.Class).Abnormal() {
+			continue
+		}
+		p.Records = append(p.Records, r)
+	}
+	return p
+}
+
+// RuleJobOwner is the guard's rule name for the job's owner ending its job
+// (guard.RuleJobOwner), as the note carries it.
+const RuleJobOwner = "job-owner"
+
+// validNote is the note when it is of this pod and of the deletion that
+// followed it: within NoteSkew of the deletion's start (or of the pod's
+// removal, for a pod removed at once).
+func validNote(o Observation) *v1alpha1.DeletionNote {
+	n := o.Note
+	if n == nil || n.UID != string(o.Pod.UID) {
+		return nil
+	}
+	start, ok := DeletionStart(o.Pod)
+	switch {
+	case ok:
+	case !o.GoneAt.IsZero():
+		start = o.GoneAt
+	default:
+		return nil // no deletion followed (yet)
+	}
+	if d := n.Time.Sub(start); d > NoteSkew || d < -NoteSkew {
+		return nil
+	}
+	return n
+}
+
+// vitalsLeft is how long r still waits for the vitals' final reading: while
+// the sidecar runs after the runner ended, up to VitalsWait past the end.
+func vitalsLeft(o Observation, r Record) time.Duration {
+	if r.Vitals != nil || r.FinishedAt == nil || !o.GoneAt.IsZero() {
+		return 0
+	}
+	for _, cs := range o.Pod.Status.InitContainerStatuses {
+		if cs.Name == runnerpod.VitalsContainer && cs.State.Running != nil {
+			return r.FinishedAt.Add(VitalsWait).Sub(o.Now)
+		}
+	}
+	return 0
+}
+
+// noteLeft is how long a death caused by a deletion still waits for the
+// guard's note: up to NoteWait after the deletion started or the pod went.
+func noteLeft(o Observation) time.Duration {
+	seen := o.GoneAt
+	if start, ok := DeletionStart(o.Pod); ok && (seen.IsZero() || start.Before(seen)) {
+		seen = start
+	}
+	return seen.Add(NoteWait).Sub(o.Now)
+}
