@@ -238,7 +238,7 @@ func TestAnAllowedDeleteOfARunningRunnerNotesTheDeleter(t *testing.T) {
 	}
 	n := deletionNote(t, h, pod)
 	require.NotNil(t, n, "written before the answer, so before the pod goes")
-	assert.True(t, n.Time.Equal(podtest.Start.Add(5*time.Minute)), "noted at the review's time")
+	assert.True(t, n.Time.Time.Equal(podtest.Start.Add(5*time.Minute)), "noted at the review's time")
 	n.Time = metav1.Time{}
 	assert.Equal(t, v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: "alice", Operation: "delete", Rule: "override"}, *n)
 }
