@@ -3,6 +3,7 @@
 package api
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -12,26 +13,37 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
-const deathMsg = "runner death record"
-
-func recordsFor(t *testing.T, uid string) []map[string]any {
+// deathsOf reads the RunnerDeath records of pod.
+func deathsOf(t *testing.T, pod *corev1.Pod) []death.Record {
 	t.Helper()
-	lines, err := server.LogLines(deathMsg)
-	require.NoError(t, err)
-	var out []map[string]any
-	for _, l := range lines {
-		if r, ok := l["record"].(map[string]any); ok && r["uid"] == uid {
-			out = append(out, r)
-		}
+	list := &v1alpha1.RunnerDeathList{}
+	require.NoError(t, admin.List(context.Background(), list, client.InNamespace(pod.Namespace),
+		client.MatchingLabels{death.PodUIDLabel: string(pod.UID)}))
+	var out []death.Record
+	for i := range list.Items {
+		out = append(out, death.FromObject(&list.Items[i]))
 	}
 	return out
 }
 
-func TestDeleteOfAnOOMKilledRunnerWritesOneDeathRecord(t *testing.T) {
+// oneDeath waits for pod's one death record and returns it, after a few of
+// the watcher's chances to write a second.
+func oneDeath(t *testing.T, pod *corev1.Pod) death.Record {
+	t.Helper()
+	eventually(t, func() bool { return len(deathsOf(t, pod)) > 0 }, "a RunnerDeath for "+pod.Name)
+	settle()
+	recs := deathsOf(t, pod)
+	require.Len(t, recs, 1, "one death, one record")
+	return recs[0]
+}
+
+func TestAnOOMKilledRunnerDeletedByTheFleetHasOneRecord(t *testing.T) {
 	ns := newNamespace(t, nil)
 	final := `{"v":1,"ts":"2026-11-22T10:00:00Z","cg":"v1","oom":1,"oom_kill":1,"peak":67108864,"limit":67108864,"current":1216512}`
 	w := podtest.Runner(ns, "oom").Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final)
@@ -40,46 +52,53 @@ func TestDeleteOfAnOOMKilledRunnerWritesOneDeathRecord(t *testing.T) {
 	pod := create(t, nil, w.Obj())
 	require.NoError(t, deletePod(as(t, reaper), pod))
 	require.NoError(t, deletePod(as(t, reaper), pod), "a second delete of the terminating pod")
-
-	var recs []map[string]any
-	require.Eventually(t, func() bool { recs = recordsFor(t, string(pod.UID)); return len(recs) > 0 }, 10*time.Second, 100*time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
-	recs = recordsFor(t, string(pod.UID))
-	require.Len(t, recs, 1, "one death, one record")
-	r := recs[0]
-	t.Logf("death record: %v", r)
-	assert.Equal(t, "cgroup-oom", r["class"])
-	assert.Equal(t, 137.0, r["exitCode"])
-	assert.Equal(t, 9.0, r["signal"])
-	assert.Equal(t, "OOMKilled", r["reason"])
-	// The watcher may see the terminated runner before the delete comes:
-	// then its record, written first, carries no deleter, and the guard's
-	// is the one the API server refuses as a duplicate.
-	if by, ok := r["deletedBy"]; ok {
-		assert.Equal(t, reaper, by)
-	}
-	assert.Equal(t, "node-e2e", r["node"])
-	assert.Equal(t, true, r["oomConfirmed"])
-	assert.Equal(t, 1.0, r["vitals"].(map[string]any)["oom_kill"])
+	r := oneDeath(t, pod)
+	assert.Equal(t, string(death.CgroupOOM), r.Class)
+	require.NotNil(t, r.ExitCode)
+	assert.Equal(t, int32(137), *r.ExitCode)
+	assert.Equal(t, int32(9), r.Signal)
+	assert.Equal(t, "OOMKilled", r.Reason)
+	assert.Empty(t, r.DeletedBy, "the runner had died before the delete, which the guard never reviews")
+	assert.Equal(t, "node-e2e", r.Node)
+	assert.Equal(t, ptr.To(true), r.OOMConfirmed)
+	require.NotNil(t, r.Vitals)
+	assert.Equal(t, int64(1), r.Vitals.OOMKill)
 }
 
-func TestDeleteOfASucceededRunnerPodRecordsACleanExit(t *testing.T) {
+func TestASucceededRunnerPodHasACleanExitRecord(t *testing.T) {
 	ns := newNamespace(t, nil)
 	pod := create(t, nil, podtest.Runner(ns, "done").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj())
 	require.NoError(t, deletePod(as(t, reaper), pod))
-	require.Eventually(t, func() bool { return len(recordsFor(t, string(pod.UID))) == 1 }, 10*time.Second, 100*time.Millisecond)
-	assert.Equal(t, "clean-exit", recordsFor(t, string(pod.UID))[0]["class"])
+	assert.Equal(t, string(death.CleanExit), oneDeath(t, pod).Class)
 }
 
-func TestForceDeleteOfARunningRunnerRecordsThatItWasStillRunning(t *testing.T) {
+func TestAForceDeleteOfARunningRunnerIsRecordedAsDeletedRunningWithItsDeleter(t *testing.T) {
 	ns := newNamespace(t, nil)
 	pod := busyRunner(ns, "forced")
 	pod.Annotations = map[string]string{runnerpod.AllowDelete: "stuck node"}
 	pod = create(t, nil, pod)
 	require.NoError(t, deletePod(as(t, reaper), pod, client.GracePeriodSeconds(0)))
-	require.Eventually(t, func() bool { return len(recordsFor(t, string(pod.UID))) == 1 }, 10*time.Second, 100*time.Millisecond)
-	r := recordsFor(t, string(pod.UID))[0]
-	assert.Equal(t, "deleted-running", r["class"])
-	assert.Equal(t, reaper, r["deletedBy"])
-	assert.NotContains(t, r, "exitCode")
+	r := oneDeath(t, pod)
+	assert.Equal(t, string(death.DeletedRunning), r.Class)
+	assert.Equal(t, reaper, r.DeletedBy)
+	assert.Equal(t, "override", r.DeleteRule)
+	assert.Nil(t, r.ExitCode)
+}
+
+func TestGitLabsManagerEndingItsJobIsNotADeath(t *testing.T) {
+	ns := newNamespace(t, nil)
+	manager := as(t, ownerPrincipal)
+	w := podtest.GitLab(ns, "job-1").Running("build")
+	w.Status.ContainerStatuses[0].State.Running.StartedAt.Time = time.Now().Add(-time.Minute)
+	pod := create(t, manager, w.Obj())
+	require.NoError(t, deletePod(manager, pod), "the job's owner ends its job")
+	// The build shell ignores SIGTERM: the kubelet kills it after the grace.
+	st := podtest.GitLab(ns, "job-1").Terminated("build", 137, "Error").Obj().Status
+	st.ContainerStatuses[0].State.Terminated.StartedAt.Time = time.Now().Add(-time.Minute)
+	st.ContainerStatuses[0].State.Terminated.FinishedAt.Time = time.Now()
+	setStatus(t, pod, st)
+	r := oneDeath(t, pod)
+	assert.Equal(t, string(death.JobEnded), r.Class)
+	assert.Equal(t, ownerPrincipal, r.DeletedBy)
+	assert.Equal(t, "job-owner", r.DeleteRule)
 }

@@ -3,23 +3,32 @@
 package api
 
 import (
+	"bytes"
 	"context"
-
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/webhook/registration"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
@@ -175,4 +184,40 @@ func statusCode(err error) int32 {
 		return s.Status().Code
 	}
 	return 0
+}
+
+// deleteReview is an AdmissionReview of a DELETE of pod by user, as the API
+// server would send it, for posting to the webhook directly.
+func deleteReview(t *testing.T, pod *corev1.Pod, user string) *admissionv1.AdmissionReview {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+	return &admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: types.UID(rand.String(12)), Operation: admissionv1.Delete, Namespace: pod.Namespace, Name: pod.Name,
+			Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			UserInfo:  authenticationv1.UserInfo{Username: user},
+			OldObject: runtime.RawExtension{Raw: raw},
+		},
+	}
+}
+
+// postReview posts review to the guard as any client on the pod network
+// could, with no credentials, and returns its answer.
+func postReview(t *testing.T, review *admissionv1.AdmissionReview) *admissionv1.AdmissionResponse {
+	t.Helper()
+	body, err := json.Marshal(review)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(server.CAData))
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := hc.Post(server.URL(registration.GuardPath), "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out := &admissionv1.AdmissionReview{}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	require.NotNil(t, out.Response)
+	return out.Response
 }

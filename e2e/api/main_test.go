@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,6 +54,10 @@ func run(m *testing.M) (int, error) {
 
 	suiteCfg = config.Default()
 	suiteCfg.Guard.OwnerPrincipals = []string{ownerPrincipal}
+	// Retention that a test can see work: a few records a namespace,
+	// collected every second.
+	suiteCfg.Records.MaxPerNamespace = 3
+	suiteCfg.Records.CollectInterval = metav1.Duration{Duration: time.Second}
 	workDir, err := os.MkdirTemp("", "runnerguard-e2e-")
 	if err != nil {
 		return 1, err

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/podtest"
@@ -49,33 +51,6 @@ func setStatus(t *testing.T, pod *corev1.Pod, status corev1.PodStatus) {
 	require.NoError(t, admin.Status().Update(context.Background(), got))
 }
 
-func diedEvents(t *testing.T, pod *corev1.Pod) []eventsv1.Event {
-	t.Helper()
-	var out []eventsv1.Event
-	for _, e := range podEvents(t, pod) {
-		if e.Reason == death.ReasonDied && e.Regarding.UID == pod.UID {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// recordLines counts the death record log lines for the pod in both
-// replicas' logs.
-func recordLines(t *testing.T, pod *corev1.Pod) int {
-	t.Helper()
-	n := 0
-	for _, s := range []*apitest.Server{server, replica} {
-		lines, err := s.LogLines(deathMsg)
-		require.NoError(t, err)
-		n += len(slices.DeleteFunc(lines, func(l map[string]any) bool {
-			r, ok := l["record"].(map[string]any)
-			return !ok || r["uid"] != string(pod.UID)
-		}))
-	}
-	return n
-}
-
 // settle waits past a few of the watcher's chances to write twice.
 func settle() { time.Sleep(2 * time.Second) }
 
@@ -88,24 +63,29 @@ func TestTheWatcherRecordsEachDeathOnceAcrossTwoReplicas(t *testing.T) {
 	pod = create(t, nil, pod)
 	ended := podtest.Runner(ns, "dies").Terminated("runner", 1, "Error").Obj().Status
 	setStatus(t, pod, ended)
-	eventually(t, func() bool { return len(diedEvents(t, pod)) == 1 }, "the kubelet's report of the end is recorded")
-	settle()
+	r := oneDeath(t, pod)
 	setStatus(t, pod, ended) // a resync of the same status
 	settle()
-	require.Len(t, diedEvents(t, pod), 1, "one death, one Event, whichever replica leads")
-	assert.Equal(t, 1, recordLines(t, pod), "and one log line")
-	e := diedEvents(t, pod)[0]
-	assert.Equal(t, corev1.EventTypeWarning, e.Type)
-	assert.Equal(t, `runner "runner" died: error-exit; exit 1, reason Error`, e.Note)
+	require.Len(t, deathsOf(t, pod), 1, "one death, one record, whichever replica leads")
+	assert.Equal(t, string(death.ErrorExit), r.Class)
+	eventually(t, func() bool { return len(diedEvents(t, pod)) == 1 }, "and a Warning Event to notify it")
+	assert.Equal(t, `runner "runner" died: error-exit; exit 1, reason Error`, diedEvents(t, pod)[0].Note)
 
 	// It restarts in place and dies again: a new death.
 	again := podtest.Runner(ns, "dies").Restarting("runner", 1, "Error").Obj().Status
 	again.ContainerStatuses[0].LastTerminationState.Terminated.ContainerID = "containerd://runner-2"
 	again.ContainerStatuses[0].LastTerminationState.Terminated.ExitCode = 139
 	setStatus(t, pod, again)
-	eventually(t, func() bool { return len(diedEvents(t, pod)) == 2 }, "a restart in place is a second death")
+	eventually(t, func() bool { return len(deathsOf(t, pod)) == 2 }, "a restart in place is a second death")
 	settle()
-	assert.Len(t, diedEvents(t, pod), 2)
+	assert.Len(t, deathsOf(t, pod), 2)
+}
+
+func diedEvents(t *testing.T, pod *corev1.Pod) []eventsv1.Event {
+	t.Helper()
+	return slices.DeleteFunc(podEvents(t, pod), func(e eventsv1.Event) bool {
+		return e.Reason != death.ReasonDied || e.Regarding.UID != pod.UID
+	})
 }
 
 func TestADeathCausedByAnOverrideDeleteNamesTheDeleter(t *testing.T) {
@@ -115,32 +95,115 @@ func TestADeathCausedByAnOverrideDeleteNamesTheDeleter(t *testing.T) {
 	pod = create(t, nil, pod)
 	require.NoError(t, deletePod(as(t, "carol@example.com"), pod))
 	// The kubelet stops the runner with SIGTERM and reports it.
-	got := &corev1.Pod{}
-	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	st := podtest.Runner(ns, "overridden").Terminated("runner", 143, "Error").Obj().Status
 	st.ContainerStatuses[0].State.Terminated.StartedAt = metav1.NewTime(time.Now().Add(-3 * time.Minute))
 	st.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(time.Now())
 	setStatus(t, pod, st)
-	eventually(t, func() bool { return len(diedEvents(t, pod)) == 1 }, "the death is recorded")
-	assert.Equal(t, `runner "runner" died: sigterm; exit 143 (signal 15), reason Error; ended by its pod's deletion by carol@example.com`, diedEvents(t, pod)[0].Note)
+	r := oneDeath(t, pod)
+	assert.True(t, r.Deleted)
+	assert.Equal(t, "carol@example.com", r.DeletedBy)
+	assert.Contains(t, runWhy(t, "overridden", "-n", ns), "ended by its pod's deletion, requested by carol@example.com (allowed: override)")
 }
 
 func TestTheWatcherKeepsRecordingAfterTheLeaderGoes(t *testing.T) {
 	ns := newNamespace(t, nil)
 	first := create(t, nil, busyRunner(ns, "before"))
 	setStatus(t, first, podtest.Runner(ns, "before").Terminated("runner", 0, "Completed").Obj().Status)
-	eventually(t, func() bool { return len(diedEvents(t, first)) == 1 }, "recorded by the first leader")
-	// Stop whichever replica leads, and restart it: the other takes over,
-	// re-reads every pod, and must not record the first death again.
+	oneDeath(t, first)
+	restartReplicas(t)
+	second := create(t, nil, busyRunner(ns, "after"))
+	setStatus(t, second, podtest.Runner(ns, "after").Terminated("runner", 2, "Error").Obj().Status)
+	require.Eventually(t, func() bool { return len(deathsOf(t, second)) == 1 }, 40*time.Second, 200*time.Millisecond, "the new leader records")
+	settle()
+	assert.Len(t, deathsOf(t, first), 1, "a change of leader does not record a death twice")
+}
+
+// restartReplicas stops whichever replica leads, and restarts both: the
+// other takes over and re-reads every pod.
+func restartReplicas(t *testing.T) {
+	t.Helper()
 	for _, s := range []*apitest.Server{server, replica} {
 		s.Stop()
 		require.NoError(t, s.Start(context.Background()))
 	}
-	second := create(t, nil, busyRunner(ns, "after"))
-	setStatus(t, second, podtest.Runner(ns, "after").Terminated("runner", 2, "Error").Obj().Status)
-	require.Eventually(t, func() bool { return len(diedEvents(t, second)) == 1 }, 40*time.Second, 200*time.Millisecond, "the new leader records")
+}
+
+func TestRecordsOutliveTheirEventsAndAreNotWrittenAgain(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "lasting"))
+	setStatus(t, pod, podtest.Runner(ns, "lasting").Terminated("runner", 3, "Error").Obj().Status)
+	r := oneDeath(t, pod)
+	eventually(t, func() bool { return len(diedEvents(t, pod)) == 1 }, "notified")
+	require.Eventually(t, func() bool { return len(diedEvents(t, pod)) == 0 }, 3*apitest.EventTTL, 500*time.Millisecond,
+		"the API server expires the Event (--event-ttl)")
+	restartReplicas(t)
+	// The new leader lists every pod, this one (whose status still shows
+	// the death) among them, before it sees the next: once the next death
+	// is on record, this one has been looked at again.
+	next := create(t, nil, busyRunner(ns, "next"))
+	setStatus(t, next, podtest.Runner(ns, "next").Terminated("runner", 4, "Error").Obj().Status)
+	require.Eventually(t, func() bool { return len(deathsOf(t, next)) == 1 }, 40*time.Second, 200*time.Millisecond, "the new leader records")
 	settle()
-	assert.Len(t, diedEvents(t, first), 1, "a change of leader does not record a death twice")
+	recs := deathsOf(t, pod)
+	require.Len(t, recs, 1, "not recorded twice")
+	assert.Equal(t, r, recs[0])
+	assert.Empty(t, diedEvents(t, pod), "nor notified twice")
+	assert.Contains(t, runWhy(t, "lasting", "-n", ns), `runner "runner" died: error-exit`)
+}
+
+func TestForgedEventsAndReviewsChangeNothingWhyPrints(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "target"))
+	before := runWhy(t, "target", "-n", ns)
+	// Anyone with events create can write a RunnerDied Event...
+	forged := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target.forged"}, EventTime: metav1.NowMicro(),
+		Regarding:           corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "target", UID: pod.UID},
+		ReportingController: "runnerguard.io/runnerguard", ReportingInstance: "x", Action: "Died", Type: corev1.EventTypeNormal,
+		Reason: death.ReasonDied, Note: `runner "runner" died: clean-exit`}
+	require.NoError(t, admin.Create(context.Background(), forged))
+	// ...and anyone on the pod network can post a review: a delete by a
+	// made-up requester of a pod with a made-up UID.
+	fake := pod.DeepCopy()
+	fake.UID = "00000000-0000-0000-0000-000000000000"
+	fake.Annotations = map[string]string{runnerpod.AllowDelete: "forged"}
+	resp := postReview(t, deleteReview(t, fake, "mallory"))
+	assert.True(t, resp.Allowed, "the forged review's own pod would be allowed")
+	settle()
+	assert.Empty(t, deletionNotes(t, ns), "but nothing is noted for a pod that does not exist with that UID")
+	assert.Equal(t, before, runWhy(t, "target", "-n", ns), "why prints what it did before")
+	assert.NotContains(t, runWhy(t, "target", "-n", ns, "-o", "json"), "clean-exit")
+}
+
+func deletionNotes(t *testing.T, ns string) []v1alpha1.RunnerDeletion {
+	t.Helper()
+	list := &v1alpha1.RunnerDeletionList{}
+	require.NoError(t, admin.List(context.Background(), list, client.InNamespace(ns)))
+	return list.Items
+}
+
+func TestRetentionKeepsTheNewestRecordsOfANamespace(t *testing.T) {
+	ns := newNamespace(t, nil)
+	var pods []*corev1.Pod
+	for i := range 5 {
+		name := fmt.Sprintf("r-%d", i)
+		pod := create(t, nil, busyRunner(ns, name))
+		setStatus(t, pod, podtest.Runner(ns, name).Terminated("runner", 1, "Error").Obj().Status)
+		eventually(t, func() bool { return len(deathsOf(t, pod)) == 1 }, "recorded")
+		pods = append(pods, pod)
+	}
+	// The suite keeps suiteCfg.Records.MaxPerNamespace records a namespace.
+	require.Eventually(t, func() bool {
+		list := &v1alpha1.RunnerDeathList{}
+		require.NoError(t, admin.List(context.Background(), list, client.InNamespace(ns)))
+		return len(list.Items) == suiteCfg.Records.MaxPerNamespace
+	}, 30*time.Second, 200*time.Millisecond, "the leader collects the oldest")
+	for i, pod := range pods {
+		want := 0
+		if i >= len(pods)-suiteCfg.Records.MaxPerNamespace {
+			want = 1
+		}
+		assert.Len(t, deathsOf(t, pod), want, pod.Name)
+	}
 }
 
 func TestAStuckRunnerGetsOneWarning(t *testing.T) {
@@ -169,7 +232,7 @@ func TestWhyTellsHowAGonePodsRunnerDied(t *testing.T) {
 	final := `{"v":1,"ts":"2026-11-22T10:00:00Z","cg":"v2","oom":1,"oom_kill":1,"peak":268435456,"limit":268435456}`
 	w := podtest.Runner(ns, "oom-gone").Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final)
 	pod := create(t, nil, w.Obj())
-	eventually(t, func() bool { return len(diedEvents(t, pod)) == 1 }, "recorded")
+	oneDeath(t, pod)
 	forceRemove(pod)
 	require.Eventually(t, func() bool { return !alive(t, pod) }, 10*time.Second, 100*time.Millisecond)
 
@@ -182,7 +245,7 @@ func TestWhyTellsHowAGonePodsRunnerDied(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(runWhy(t, "-n", ns, "oom-gone", "-o", "json")), &rep))
 	assert.False(t, rep.Exists)
 	require.Len(t, rep.Records, 1)
-	assert.Equal(t, death.CgroupOOM, rep.Records[0].Class)
+	assert.Equal(t, string(death.CgroupOOM), rep.Records[0].Class)
 
 	assert.Contains(t, runWhy(t, "never-was", "-n", ns), "is gone and no runnerguard record of it remains")
 }

@@ -81,16 +81,16 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 			require.NoError(t, as(t, reaper).Delete(context.Background(), pod))
 			var recs []death.Record
 			require.Eventually(t, func() bool {
-				recs = deathRecords(t, string(pod.UID))
+				recs = deathRecords(t, pod)
 				return len(recs) > 0
-			}, 30*time.Second, 500*time.Millisecond, "a death record in the runnerguard pods' logs")
+			}, 30*time.Second, 500*time.Millisecond, "a RunnerDeath")
 			time.Sleep(time.Second)
-			recs = deathRecords(t, string(pod.UID))
+			recs = deathRecords(t, pod)
 			require.Len(t, recs, 1, "one death, one record")
 			r := recs[0]
 			b, _ := json.Marshal(r)
 			t.Logf("death record: %s", b)
-			assert.Equal(t, tc.class, r.Class)
+			assert.Equal(t, string(tc.class), r.Class)
 			require.NotNil(t, r.ExitCode)
 			assert.Equal(t, tc.exitCode, *r.ExitCode)
 			assert.Equal(t, tc.reason, r.Reason)

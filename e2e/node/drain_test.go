@@ -60,10 +60,10 @@ func TestDrainWaitsForABusyRunnerAndCompletesWhenItsJobEnds(t *testing.T) {
 
 	var recs []death.Record
 	require.Eventually(t, func() bool {
-		recs = deathRecords(t, string(pod.UID))
+		recs = deathRecords(t, pod)
 		return len(recs) > 0
 	}, 30*time.Second, 500*time.Millisecond, "the evicted pod's death record")
-	assert.Equal(t, death.CleanExit, recs[0].Class, "the runner ended its job before its pod was evicted")
+	assert.Equal(t, string(death.CleanExit), recs[0].Class, "the runner ended its job before its pod was evicted")
 }
 
 func TestDrainWithTheOverrideAnnotationEvictsABusyRunnerAtOnce(t *testing.T) {

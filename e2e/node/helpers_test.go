@@ -3,9 +3,7 @@
 package node
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
@@ -110,26 +109,15 @@ func logs(t *testing.T, pod *corev1.Pod, container string) string {
 	return string(b)
 }
 
-// deathRecords reads the death records of the pod with uid from the
-// runnerguard pods' logs.
-func deathRecords(t *testing.T, uid string) []death.Record {
+// deathRecords reads the RunnerDeath records of pod (by its UID).
+func deathRecords(t *testing.T, pod *corev1.Pod) []death.Record {
 	t.Helper()
-	pods := &corev1.PodList{}
-	require.NoError(t, admin.List(context.Background(), pods, client.InNamespace(releaseNamespace),
-		client.MatchingLabels{"app.kubernetes.io/instance": releaseName}))
+	list := &v1alpha1.RunnerDeathList{}
+	require.NoError(t, admin.List(context.Background(), list, client.InNamespace(pod.Namespace),
+		client.MatchingLabels{death.PodUIDLabel: string(pod.UID)}))
 	var out []death.Record
-	for i := range pods.Items {
-		sc := bufio.NewScanner(strings.NewReader(logs(t, &pods.Items[i], "runnerguard")))
-		sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-		for sc.Scan() {
-			var line struct {
-				Msg    string       `json:"msg"`
-				Record death.Record `json:"record"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "runner death record" && line.Record.UID == uid {
-				out = append(out, line.Record)
-			}
-		}
+	for i := range list.Items {
+		out = append(out, death.FromObject(&list.Items[i]))
 	}
 	return out
 }

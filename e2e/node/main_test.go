@@ -14,6 +14,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,6 +62,9 @@ func setup() error {
 	}
 	adminCfg.WarningHandler = rest.NoWarnings{}
 	if cs, err = kubernetes.NewForConfig(adminCfg); err != nil {
+		return err
+	}
+	if err = v1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return err
 	}
 	if admin, err = client.New(adminCfg, client.Options{Scheme: scheme.Scheme}); err != nil {

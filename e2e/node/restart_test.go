@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,22 +44,6 @@ func restartWebhook(t *testing.T) {
 	scaleWebhook(t, want) // and the old pods are gone
 }
 
-// deathEvents returns the death records the runnerguard pods wrote as
-// Events on pod: the log lines of a replaced webhook pod are gone with it.
-func deathEvents(t *testing.T, pod *corev1.Pod) []death.Record {
-	t.Helper()
-	var out []death.Record
-	for _, e := range podEvents(t, pod) {
-		if e.Reason != death.ReasonDied || e.Regarding.UID != pod.UID {
-			continue
-		}
-		r, err := death.Parse(e.Annotations[death.RecordAnnotation])
-		require.NoError(t, err)
-		out = append(out, r)
-	}
-	return out
-}
-
 func TestWebhookPodsRestartedWhileRunnersComeAndGoLoseNothing(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
@@ -68,6 +53,10 @@ func TestWebhookPodsRestartedWhileRunnersComeAndGoLoseNothing(t *testing.T) {
 		uninjected  []string
 		createFails []string
 	)
+	// Runner pods are created one after another until the rollout is over
+	// and a few more after it, however long the rollout takes here; each
+	// create notes whether the rollout was under way.
+	var rolling, during atomic.Int32
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -77,8 +66,12 @@ func TestWebhookPodsRestartedWhileRunnersComeAndGoLoseNothing(t *testing.T) {
 				return
 			case <-time.After(time.Second):
 			}
-			pod := runnerPod(ns, fmt.Sprintf("r-%02d", i), "64Mi", "job", "2")
+			pod := runnerPod(ns, fmt.Sprintf("r-%03d", i), "64Mi", "job", "2")
+			r := rolling.Load()
 			err := admin.Create(ctx, pod)
+			if r == 1 && rolling.Load() == 1 {
+				during.Add(1)
+			}
 			mu.Lock()
 			switch {
 			case err != nil:
@@ -92,18 +85,27 @@ func TestWebhookPodsRestartedWhileRunnersComeAndGoLoseNothing(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	time.Sleep(3 * time.Second)
+	waitCreated := func(n int) {
+		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(created)+len(createFails) >= n },
+			2*time.Minute, 100*time.Millisecond)
+	}
+	waitCreated(3)
 	began := time.Now()
+	rolling.Store(1)
 	restartWebhook(t)
+	rolling.Store(2)
 	t.Logf("webhook pods replaced in %s", time.Since(began).Round(100*time.Millisecond))
-	time.Sleep(3 * time.Second)
+	mu.Lock()
+	after := len(created) + len(createFails)
+	mu.Unlock()
+	waitCreated(after + 3)
 	close(stop)
 	<-done
 
-	t.Logf("%d runner pods created across the restart", len(created))
+	t.Logf("%d runner pods created across the restart, %d while it was under way", len(created), during.Load())
 	assert.Empty(t, createFails, "every runner pod was created")
 	assert.Empty(t, uninjected, "every runner pod got the vitals sidecar")
-	require.Greater(t, len(created), 10)
+	require.Positive(t, during.Load(), "pods were created while the webhook pods were being replaced")
 
 	for _, pod := range created {
 		pod = waitPod(t, pod, "the runner's end", 2*time.Minute, finished)
@@ -112,10 +114,10 @@ func TestWebhookPodsRestartedWhileRunnersComeAndGoLoseNothing(t *testing.T) {
 	for _, pod := range created {
 		var recs []death.Record
 		require.Eventually(t, func() bool {
-			recs = deathEvents(t, pod)
+			recs = deathRecords(t, pod)
 			return len(recs) > 0
 		}, 30*time.Second, 500*time.Millisecond, "the death of %s is on record", pod.Name)
 		assert.Len(t, recs, 1, "one death, one record: %s", pod.Name)
-		assert.Equal(t, death.CleanExit, recs[0].Class)
+		assert.Equal(t, string(death.CleanExit), recs[0].Class)
 	}
 }

@@ -290,4 +290,3 @@ func TestAnEvictionWhosePodCannotBeReadIsRetried(t *testing.T) {
 	assert.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code, "a drain retries on 429 and gives up on 500")
 	assert.Contains(t, resp.Result.Message, "etcd is busy")
 }
-

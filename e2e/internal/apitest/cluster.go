@@ -1,6 +1,9 @@
 package apitest
 
 import (
+	"path/filepath"
+	"time"
+
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 )
 
 // Cluster is a running kube-apiserver and etcd with an admin identity.
@@ -24,15 +29,31 @@ type Cluster struct {
 
 // StartCluster starts kube-apiserver and etcd from KUBEBUILDER_ASSETS with
 // crds installed.
+// EventTTL is the suite API server's --event-ttl.
+const EventTTL = 20 * time.Second
+
 func StartCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the suite through make, which builds kube-apiserver and etcd")
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDs: crds}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	// runnerguard's own CRDs, as the chart ships them; and its types in the
+	// clients' scheme.
+	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDs: crds,
+		CRDDirectoryPaths: []string{filepath.Join(root, "charts", "runnerguard", "templates", "crds")}, ErrorIfCRDPathMissing: true}
 	// 1.37 refuses a loopback advertise address in its endpoint reconciler;
 	// envtest passes one, so turn the reconciler off.
 	env.ControlPlane.GetAPIServer().Configure().Set("endpoint-reconciler-type", "none")
+	// Events expire within the suite, as they do after an hour in a real
+	// cluster: the death records must not depend on them.
+	env.ControlPlane.GetAPIServer().Configure().Set("event-ttl", EventTTL.String())
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)

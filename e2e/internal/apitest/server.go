@@ -242,7 +242,9 @@ func grantServerRBAC(ctx context.Context, c client.Client) error {
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "create", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeletions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
+		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths"}, Verbs: []string{"create", "get", "list", "delete"}},
 		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get"}},
 	}}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ServerUser}}
