@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -46,6 +47,7 @@ func serve(args []string) error {
 	leNamespace := fs.String("leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease")
 	nsSelector := fs.String("namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers (the webhooks' namespaceSelector)")
 	stuckAfter := fs.Duration("stuck-after", 10*time.Minute, "report a runner that has not started after this long")
+	labelEvery := fs.Duration("label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -79,8 +81,8 @@ func serve(args []string) error {
 		LeaderElectionNamespace: *leNamespace,
 		// Hand the watcher over at once on a rollout, not after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
-		// The watcher's pod cache keeps stripped pods only.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: watch.StripPod}}},
+		// The watcher's pod cache keeps stripped runner pods only.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: watch.RunnerPods(), Transform: watch.StripPod}}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
 		WebhookServer: webhook.NewServer(webhook.Options{Port: *port, CertDir: *certDir}),
@@ -111,8 +113,11 @@ func serve(args []string) error {
 			return fmt.Errorf("setting up the pod watcher: %w", err)
 		}
 		c := &watch.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Policy: cfg.Records, Now: time.Now}
-		if err := mgr.Add(c); err != nil {
-			return fmt.Errorf("setting up retention: %w", err)
+		l := &watch.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: *labelEvery}
+		for _, r := range []manager.Runnable{c, l} {
+			if err := mgr.Add(r); err != nil {
+				return fmt.Errorf("setting up the pod watcher: %w", err)
+			}
 		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -89,6 +89,12 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 		return Outcome{Result: NotRunner}
 	}
 	out := Outcome{Result: NoSidecar, Preset: runner.Preset.Name}
+	// The pod watcher's cache holds labelled pods only; an opted-out pod's
+	// death is on record too.
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[runnerpod.RunnerLabel] = "true"
 	if v, ok := pod.Annotations[runnerpod.Inject]; ok {
 		inject, err := strconv.ParseBool(v)
 		switch {

@@ -24,7 +24,7 @@ const (
 func marked(w *podtest.Wrapper, preset runnerpod.PresetName) *podtest.Wrapper {
 	return w.Annotate(runnerpod.KarpenterDoNotDisrupt, "true").
 		Annotate(runnerpod.ClusterAutoscalerSafeEvict, "false").
-		Annotate(runnerpod.PresetAnnotation, string(preset))
+		Annotate(runnerpod.PresetAnnotation, string(preset)).Label(runnerpod.RunnerLabel, "true")
 }
 
 // withVitals adds the sidecar, its volumes and the runners' mounts the way
@@ -77,16 +77,16 @@ func TestMutate(t *testing.T) {
 		want: podtest.Runner("ci", "p").Annotate(corev1.MirrorPodAnnotationKey, "x").Obj(),
 		out:  Outcome{Result: Mirror},
 	}, {
-		name: "a runner pod that opts out is left alone",
+		name: "a runner pod that opts out is left alone but for the watcher's label (its death is on record too)",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Obj(),
-		want: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Obj(),
+		want: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Label(runnerpod.RunnerLabel, "true").Obj(),
 		out:  Outcome{Result: OptedOut, Preset: runnerpod.Generic},
 	}, {
 		name: "an opted-out GitLab pod still gets its creator recorded, overwriting a forged one",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, "forged").Obj(),
-		want: podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, requester).Obj(),
+		want: podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, requester).Label(runnerpod.RunnerLabel, "true").Obj(),
 		out:  Outcome{Result: OptedOut, Preset: runnerpod.GitLab},
 	}, {
 		name: "an unparsable opt-out is instrumented with a warning naming the annotation",

@@ -24,6 +24,12 @@ const (
 
 	// EnabledNamespaceLabel opts a namespace in: runnerguard.io/enabled=true.
 	EnabledNamespaceLabel = "runnerguard.io/enabled"
+
+	// RunnerLabel marks a runner pod for the pod watcher, whose cache holds
+	// only pods that carry it: the injector sets it at CREATE, and the
+	// watcher's leader sets it on runner pods created without it (while the
+	// injector was down, or before runnerguard was installed).
+	RunnerLabel = "runnerguard.io/runner"
 )
 
 // Keys written by the fleets themselves, read as their idle signals.

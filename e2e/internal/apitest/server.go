@@ -240,7 +240,7 @@ const ReleaseNamespace = "runnerguard"
 // and leader-election Role give it.
 func grantServerRBAC(ctx context.Context, c client.Client) error {
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeletions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
