@@ -5,10 +5,13 @@ package node
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,17 +74,36 @@ func TestWhyTellsHowTheRunnerOfAGonePodDied(t *testing.T) {
 	require.NoError(t, admin.Delete(context.Background(), pod))
 	require.Eventually(t, func() bool { return gone(t, pod) }, 30*time.Second, 250*time.Millisecond)
 
-	bin := filepath.Join(t.TempDir(), "runnerguard")
+	out := runWhy(t, "why-me", "-n", ns)
+	t.Logf("runnerguard why why-me -n %s:\n%s", ns, out)
+	for _, want := range []string{`runner "runner" died: error-exit`, "exit code 2, reason Error", "memory (vitals' final reading): peak"} {
+		assert.Contains(t, out, want)
+	}
+}
+
+var whyBin = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "runnerguard-why-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "runnerguard")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/runnerguard")
 	build.Dir = filepath.Join("..", "..")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
-	var stdout, stderr bytes.Buffer
-	why := exec.Command(bin, "why", "why-me", "-n", ns, "--kubeconfig", kubeconfigPath)
-	why.Stdout, why.Stderr = &stdout, &stderr
-	require.NoError(t, why.Run(), stderr.String())
-	t.Logf("runnerguard why why-me -n %s:\n%s", ns, stdout.String())
-	for _, want := range []string{`runner "runner" died: error-exit`, "exit code 2, reason Error", "memory (vitals' final reading): peak"} {
-		assert.Contains(t, stdout.String(), want)
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w: %s", err, out)
 	}
+	return bin, nil
+})
+
+// runWhy runs runnerguard why as an operator would, with the admin's
+// kubeconfig.
+func runWhy(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := whyBin()
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"why", "--kubeconfig", kubeconfigPath}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	return stdout.String()
 }

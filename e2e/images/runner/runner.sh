@@ -10,6 +10,12 @@
 #   runner.sh child-oom SIZE      a step of the job allocates SIZE and is
 #                                 OOM-killed; the runner reports success
 #   runner.sh segfault            the runner crashes with SIGSEGV (139)
+#   runner.sh build [SIZE]        GitLab's build container: a shell that
+#                                 ignores SIGTERM and waits for the runner
+#                                 manager's next step, after an optional step
+#                                 that allocates SIZE and is OOM-killed; it
+#                                 ends only by SIGKILL (the pod's deletion or
+#                                 its activeDeadlineSeconds)
 set -u
 say() { echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) runner: $*"; }
 
@@ -44,6 +50,16 @@ case "$mode" in
     sleep 2
     [ -r /runnerguard/vitals/memory.events ] && say "vitals: $(tr '\n' ' ' < /runnerguard/vitals/memory.events)"
     exit 0
+    ;;
+  build)
+    trap '' TERM
+    if [ -n "${2:-}" ]; then
+      say "step allocates $2"
+      dd if=/dev/zero of=/dev/null bs="$2" count=1
+      say "step ended with $?"
+    fi
+    say "step done; waiting for the next, as a shell on its stdin"
+    while :; do sleep 3600 & wait $!; done
     ;;
   segfault)
     sleep 1
