@@ -4,12 +4,14 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -101,4 +103,31 @@ func TestGitLabsManagerEndingItsJobIsNotADeath(t *testing.T) {
 	assert.Equal(t, string(death.JobEnded), r.Class)
 	assert.Equal(t, ownerPrincipal, r.DeletedBy)
 	assert.Equal(t, "job-owner", r.DeleteRule)
+}
+
+// What a record costs in etcd: the object as the API server stores it (JSON,
+// managed fields included), for the README's retention figures.
+func TestTheRecordsFootprint(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := busyRunner(ns, "runner-7x2k9")
+	pod.Annotations = map[string]string{runnerpod.AllowDelete: "node rotation"}
+	pod = create(t, nil, pod)
+	require.NoError(t, deletePod(as(t, reaper), pod))
+	final := `{"v":1,"ts":"2026-11-22T10:00:00Z","cg":"v2","oom":3,"oom_kill":1,"peak":2147483648,"limit":2147483648,"current":1216512}`
+	st := podtest.Runner(ns, pod.Name).Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final).Obj().Status
+	st.ContainerStatuses[0].State.Terminated.StartedAt.Time = time.Now().Add(-time.Hour)
+	st.ContainerStatuses[0].State.Terminated.FinishedAt.Time = time.Now()
+	setStatus(t, pod, st)
+	r := oneDeath(t, pod)
+	require.Equal(t, reaper, r.DeletedBy)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RunnerDeath"))
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: r.Object().Name}, u))
+	b, err := json.Marshal(u.Object)
+	require.NoError(t, err)
+	perDay, abnormal := 10000, 500 // jobs a day, 5% of them abnormal deaths
+	kept := perDay*1 + abnormal*30 // clean kept 24h, abnormal 30 days
+	t.Logf("a RunnerDeath is stored as %d bytes of JSON; at the defaults, 10,000 jobs a day keep %d records, %.1f MiB",
+		len(b), kept, float64(kept*len(b))/(1<<20))
+	assert.Less(t, len(b), 4096, "a record stays small")
 }

@@ -100,7 +100,7 @@ func TestDeleteCollectionStopsAtTheBusyRunner(t *testing.T) {
 	require.Error(t, err, "the busy runner's refusal is reported")
 	assert.True(t, apierrors.IsForbidden(err))
 	assert.Contains(t, err.Error(), `runner container "runner" of pod `+ns+"/c-busy")
-	assert.Equal(t, 2.0, n, "one review per runner pod; the plain pod is filtered at the API server")
+	assert.Equal(t, 1.0, n, "one review, of the running runner; the plain pod and the finished runner are filtered at the API server")
 	assert.False(t, alive(t, done))
 	assert.False(t, alive(t, plain))
 	assert.True(t, alive(t, busy))
@@ -237,5 +237,20 @@ func TestTheCreatorOfAJobPodEndsItsJob(t *testing.T) {
 			assert.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), pod)), "the forged creator gains nothing")
 			require.NoError(t, deletePod(as(t, tc.creator), pod, client.GracePeriodSeconds(0)), "the job's owner ends it (ARC deletes with grace 0)")
 		})
+	}
+}
+
+// The fleet's cleanup of runners that are not running costs no webhook
+// call: the pod watcher, not the guard, records their deaths.
+func TestDeletesOfRunnersThatAreNotRunningNeverReachTheGuard(t *testing.T) {
+	ns := newNamespace(t, nil)
+	for _, pod := range []*corev1.Pod{
+		podtest.Runner(ns, "ended").Terminated("runner", 1, "Error").Obj(),
+		podtest.Runner(ns, "succeeded").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj(),
+		podtest.Runner(ns, "never-started").Waiting("runner", "ContainerCreating").Obj(),
+		podtest.Runner(ns, "no-status").Obj(),
+	} {
+		pod = create(t, nil, pod)
+		assert.Equal(t, 0.0, calls(t, func() { require.NoError(t, deletePod(as(t, reaper), pod)) }), pod.Name)
 	}
 }
