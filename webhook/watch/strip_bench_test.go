@@ -33,15 +33,34 @@ func fullRunnerPod(i int) *corev1.Pod {
 	return pod
 }
 
-// heapOf is the live heap a store of n pods holds, through transform.
+// appPod is an ordinary workload pod as the API server returns it: the
+// other pods of a cluster, which the watcher's cache used to hold too.
+func appPod(i int) *corev1.Pod {
+	w := podtest.Plain(fmt.Sprintf("team-%03d", i%300), fmt.Sprintf("web-7d9f8c6b5-%05d", i)).Node(fmt.Sprintf("node-%d", i%100)).Running("app")
+	pod := w.Obj()
+	pod.Labels = map[string]string{"app": "web", "pod-template-hash": "7d9f8c6b5"}
+	for j := range 10 {
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("APP_VAR_%d", j), Value: "some-value"})
+	}
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", FieldsV1: &metav1.FieldsV1{Raw: make([]byte, 2000)}}}
+	return pod
+}
+
+// heapOf is the live heap a store of n runner pods holds, through transform.
 func heapOf(b *testing.B, n int, transform func(any) (any, error)) uint64 {
+	b.Helper()
+	return heapOfPods(b, n, fullRunnerPod, transform)
+}
+
+// heapOfPods is the live heap a store of n pods made by pod holds.
+func heapOfPods(b *testing.B, n int, pod func(int) *corev1.Pod, transform func(any) (any, error)) uint64 {
 	b.Helper()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	for i := range n {
-		obj, err := transform(fullRunnerPod(i))
+		obj, err := transform(pod(i))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -73,6 +92,28 @@ func BenchmarkCacheMemory(b *testing.B) {
 			}
 			b.ReportMetric(float64(total)/float64(b.N)/(1<<20), "MiB/1000pods")
 			b.ReportMetric(float64(total)/float64(b.N)/pods, "B/pod")
+		})
+	}
+}
+
+// BenchmarkLeaderCache reports the leader's pod cache in a cluster of 1,000
+// runner pods among 20,000 other pods: now (runner pods only, by the runner
+// label) and before (every pod of the cluster, stripped).
+func BenchmarkLeaderCache(b *testing.B) {
+	const runners, others = 1000, 20000
+	for _, tc := range []struct {
+		name   string
+		others int
+	}{
+		{"runner-pods-only", 0},
+		{"every-pod-before", others},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var total uint64
+			for range b.N {
+				total += heapOf(b, runners, StripPod) + heapOfPods(b, tc.others, appPod, StripPod)
+			}
+			b.ReportMetric(float64(total)/float64(b.N)/(1<<20), "MiB")
 		})
 	}
 }
