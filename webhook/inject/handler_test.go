@@ -36,7 +36,7 @@ func handler(t testing.TB) *Handler {
 	}
 	c := fake.NewClientBuilder().WithObjects(
 		ns("ci", map[string]string{"runnerguard.io/enabled": "true"}),
-		ns("restricted", map[string]string{"runnerguard.io/enabled": "true", psaEnforceLabel: psaRestricted}),
+		ns("restricted", map[string]string{"runnerguard.io/enabled": "true", psaEnforceLabel: "restricted"}),
 	).Build()
 	return NewHandler(config.Default(), c, clientgoscheme.Scheme)
 }
