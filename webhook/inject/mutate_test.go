@@ -59,7 +59,7 @@ func TestMutate(t *testing.T) {
 	restricted := Facts{Requester: requester, HostMountRefused: HostMountRefusal("ci", map[string]string{psaEnforceLabel: "baseline"}, "")}
 	podRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	tightRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("128Mi")}
-	clashWarning := `runnerguard: vitals sidecar not injected: the pod brings its own container named "runnerguard-vitals"; the node's cgroup filesystem is mounted only into the sidecar runnerguard builds`
+	clashWarning := `runnerguard: vitals sidecar not injected: the pod has a container named "runnerguard-vitals" that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar`
 	// forged is the injector's sidecar with one change an author could make
 	// to get the host mount into a container of their own.
 	forged := func(change func(*corev1.Container)) *podtest.Wrapper {

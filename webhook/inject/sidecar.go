@@ -141,7 +141,7 @@ func sidecarRefusal(pod *corev1.Pod, facts Facts, v config.Vitals) string {
 	if own >= 0 && !ownSidecar(pod.Spec.InitContainers[own], v) ||
 		slices.ContainsFunc(pod.Spec.Containers, named(ContainerName)) ||
 		slices.ContainsFunc(pod.Spec.EphemeralContainers, func(c corev1.EphemeralContainer) bool { return c.Name == ContainerName }) {
-		return fmt.Sprintf("the pod brings its own container named %q; the node's cgroup filesystem is mounted only into the sidecar runnerguard builds", ContainerName)
+		return fmt.Sprintf("the pod has a container named %q that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar", ContainerName)
 	}
 	for _, c := range otherContainers(pod, own) {
 		if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == CgroupVolume }) {
