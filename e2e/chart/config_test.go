@@ -40,6 +40,14 @@ func TestConfigFromValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "the cluster's Pod Security default reaches the injector",
+			values: "inject: {podSecurityDefault: baseline}",
+			want: func(c *config.Config, image string) {
+				c.Inject.Vitals.Image = image
+				c.Inject.PodSecurityDefault = config.PodSecurityBaseline
+			},
+		},
+		{
 			name: "preset settings replace that preset's defaults",
 			values: `presets:
   gitlab: {runnerContainers: [build, step], diagnosticEnv: [{name: CI_DEBUG_SERVICES, value: "true"}]}

@@ -67,6 +67,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			path:   "/logLevel", message: "'verbose' does not match pattern",
 		},
 		{
+			name:   "a Pod Security default that is not a level is refused",
+			values: "inject: {podSecurityDefault: Restricted}",
+			path:   "/inject/podSecurityDefault", message: "value must be one of '', 'privileged', 'baseline', 'restricted'",
+		},
+		{
 			name:   "an unknown pull policy is refused",
 			values: "image: {pullPolicy: Sometimes}",
 			path:   "/image/pullPolicy", message: "value must be one of 'Always', 'IfNotPresent', 'Never'",

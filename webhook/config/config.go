@@ -54,8 +54,22 @@ type Inject struct {
 	// PodAnnotations are added to runner pods where absent, by default the
 	// autoscalers' do-not-disrupt marks.
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
-	Vitals         Vitals            `json:"vitals"`
+	// PodSecurityDefault is the Pod Security level the API server enforces
+	// on a namespace without a pod-security.kubernetes.io/enforce label (its
+	// AdmissionConfiguration's defaults.enforce, which a webhook cannot
+	// read): privileged, baseline or restricted. Empty means privileged,
+	// the API server's own default.
+	PodSecurityDefault string `json:"podSecurityDefault,omitempty"`
+	Vitals             Vitals `json:"vitals"`
 }
+
+// The Pod Security levels (k8s.io/pod-security-admission/api; three strings
+// are not worth the module).
+const (
+	PodSecurityPrivileged = "privileged"
+	PodSecurityBaseline   = "baseline"
+	PodSecurityRestricted = "restricted"
+)
 
 // Vitals configures the vitals sidecar the injector adds.
 type Vitals struct {

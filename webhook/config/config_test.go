@@ -80,6 +80,12 @@ presets: [{name: a-b, enabled: true, runnerContainers: [x]}]
 guard: {exemptPrincipals: [""]}
 inject: {vitals: {enabled: true, image: "", interval: 10ms, cgroupHostPath: rel, mountPath: ""}}
 `, wantErr: []string{"unknown preset", "principals must not be empty", "image: required", "below the 100ms floor", `cgroupHostPath: "rel"`, `mountPath: ""`}},
+		{name: "a Pod Security default is one of the three levels", yaml: "inject: {podSecurityDefault: baseline}",
+			check: func(t *testing.T, c Config) { assert.Equal(t, PodSecurityBaseline, c.Inject.PodSecurityDefault) }},
+		{name: "an unknown Pod Security default is an error", yaml: "inject: {podSecurityDefault: Restricted}",
+			wantErr: []string{`inject.podSecurityDefault: "Restricted" is not a Pod Security level`}},
+		{name: "a sidecar request above its limit is an error", yaml: "inject: {vitals: {resources: {requests: {cpu: 100m}, limits: {cpu: 50m}}}}",
+			wantErr: []string{"inject.vitals.resources.requests.cpu: 100m is above its limit 50m"}},
 		{name: "all presets disabled is an error", yaml: `presets: [{name: arc-workflow}, {name: gitlab}, {name: arc-scale-set}, {name: arc-legacy}, {name: generic}]`,
 			wantErr: []string{"no preset is enabled"}},
 	}

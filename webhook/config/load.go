@@ -134,7 +134,13 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("inject.podAnnotations: %q: %s", k, msg))
 		}
 	}
+	switch c.Inject.PodSecurityDefault {
+	case "", PodSecurityPrivileged, PodSecurityBaseline, PodSecurityRestricted:
+	default:
+		errs = append(errs, fmt.Errorf("inject.podSecurityDefault: %q is not a Pod Security level (privileged, baseline or restricted)", c.Inject.PodSecurityDefault))
+	}
 	if v := c.Inject.Vitals; v.Enabled {
+		errs = append(errs, validateResources(v.Resources)...)
 		if v.Image == "" {
 			errs = append(errs, errors.New("inject.vitals.image: required when the sidecar is enabled"))
 		}
@@ -155,4 +161,16 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("records: maxPerNamespace %d must be 0 (no limit) or more, and collectInterval %s at least 1s", r.MaxPerNamespace, r.CollectInterval.Duration))
 	}
 	return errors.Join(errs...)
+}
+
+// validateResources checks the sidecar's resources: a request above its
+// limit would get every instrumented pod refused by the API server.
+func validateResources(r corev1.ResourceRequirements) []error {
+	var errs []error
+	for name, req := range r.Requests {
+		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+			errs = append(errs, fmt.Errorf("inject.vitals.resources.requests.%s: %s is above its limit %s", name, req.String(), lim.String()))
+		}
+	}
+	return errs
 }

@@ -33,7 +33,7 @@ const goldenRequester = "system:serviceaccount:ci:runner-manager"
 var goldenFacts = map[string]Facts{
 	"psa-restricted": {
 		Requester:        goldenRequester,
-		HostMountRefused: HostMountRefusal("restricted", map[string]string{psaEnforceLabel: psaRestricted}),
+		HostMountRefused: HostMountRefusal("restricted", map[string]string{psaEnforceLabel: "restricted"}, ""),
 	},
 }
 

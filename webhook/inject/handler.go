@@ -93,5 +93,5 @@ func (h *Handler) hostMountRefusal(ctx context.Context, namespace string) string
 		logf.FromContext(ctx).Error(err, "reading the namespace's Pod Security level", "namespace", namespace)
 		return fmt.Sprintf("its namespace %q could not be read to check its Pod Security level: %v", namespace, err)
 	}
-	return HostMountRefusal(namespace, ns.Labels)
+	return HostMountRefusal(namespace, ns.Labels, h.Config.Inject.PodSecurityDefault)
 }

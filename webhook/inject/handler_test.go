@@ -36,7 +36,7 @@ func handler(t testing.TB) *Handler {
 	}
 	c := fake.NewClientBuilder().WithObjects(
 		ns("ci", map[string]string{"runnerguard.io/enabled": "true"}),
-		ns("restricted", map[string]string{"runnerguard.io/enabled": "true", psaEnforceLabel: psaRestricted}),
+		ns("restricted", map[string]string{"runnerguard.io/enabled": "true", psaEnforceLabel: "restricted"}),
 	).Build()
 	return NewHandler(config.Default(), c, clientgoscheme.Scheme)
 }
@@ -226,6 +226,26 @@ func TestHandlerWithoutItsNamespaceLeavesTheSidecarOut(t *testing.T) {
 	got := decodePod(t, patched(t, raw, resp))
 	assert.Len(t, got.Spec.InitContainers, 1, "only the pod's own poller")
 	assert.Equal(t, corev1.TerminationMessageFallbackToLogsOnError, got.Spec.Containers[0].TerminationMessagePolicy)
+}
+
+// The cluster-wide Pod Security default applies to a namespace without an
+// enforce label, and only to one.
+func TestHandlerAppliesTheClusterPodSecurityDefault(t *testing.T) {
+	h := handler(t)
+	h.Config.Inject.PodSecurityDefault = config.PodSecurityBaseline
+	raw := rawInput(t, "generic")
+
+	resp := h.Handle(context.Background(), create("ci", raw))
+	require.True(t, resp.Allowed)
+	assert.Equal(t, []string{`runnerguard: vitals sidecar not injected: namespace "ci" has no pod-security.kubernetes.io/enforce label and the cluster's default Pod Security level is "baseline", which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads`}, resp.Warnings)
+	assert.Len(t, decodePod(t, patched(t, raw, resp)).Spec.InitContainers, 1, "only the pod's own poller")
+
+	h.Namespaces = fake.NewClientBuilder().WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: "ci", Labels: map[string]string{psaEnforceLabel: config.PodSecurityPrivileged},
+	}}).Build()
+	resp = h.Handle(context.Background(), create("ci", raw))
+	assert.Empty(t, resp.Warnings, "the namespace's own label wins")
+	assert.Equal(t, ContainerName, decodePod(t, patched(t, raw, resp)).Spec.InitContainers[0].Name)
 }
 
 func TestHandlerRequests(t *testing.T) {

@@ -55,25 +55,28 @@ type Outcome struct {
 	Warnings []string
 }
 
-// Pod Security admission's namespace label and the levels that forbid
-// hostPath volumes (k8s.io/pod-security-admission/api; two strings are not
-// worth the module).
-const (
-	psaEnforceLabel = "pod-security.kubernetes.io/enforce"
-	psaBaseline     = "baseline"
-	psaRestricted   = "restricted"
-)
+// psaEnforceLabel is Pod Security admission's namespace label
+// (k8s.io/pod-security-admission/api).
+const psaEnforceLabel = "pod-security.kubernetes.io/enforce"
 
 // HostMountRefusal says why a namespace with these labels would refuse a
-// pod with a hostPath volume, or returns "" when it would not. Only the
-// namespace's own enforce label is known here: a cluster-wide default level
-// set in the API server's admission configuration is not visible.
-func HostMountRefusal(namespace string, labels map[string]string) string {
-	switch level := labels[psaEnforceLabel]; level {
-	case psaBaseline, psaRestricted:
+// pod with a hostPath volume, or returns "" when it would not. The
+// namespace's enforce label decides; a namespace without one gets
+// clusterDefault, the level the API server's AdmissionConfiguration
+// enforces by default (config.Inject.PodSecurityDefault: a webhook cannot
+// read it). A label Pod Security cannot parse is enforced as restricted,
+// as Pod Security admission does (api.ParseLevel).
+func HostMountRefusal(namespace string, labels map[string]string, clusterDefault string) string {
+	level, labelled := labels[psaEnforceLabel]
+	switch {
+	case !labelled && (clusterDefault == config.PodSecurityBaseline || clusterDefault == config.PodSecurityRestricted):
+		return fmt.Sprintf("namespace %q has no %s label and the cluster's default Pod Security level is %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads", namespace, psaEnforceLabel, clusterDefault)
+	case !labelled || level == config.PodSecurityPrivileged:
+		return ""
+	case level == config.PodSecurityBaseline || level == config.PodSecurityRestricted:
 		return fmt.Sprintf("namespace %q enforces Pod Security level %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads", namespace, level)
 	}
-	return ""
+	return fmt.Sprintf("namespace %q sets %s=%q, which Pod Security enforces as %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads", namespace, psaEnforceLabel, level, config.PodSecurityRestricted)
 }
 
 // Mutate instruments pod in place if it is a runner pod and reports what it
@@ -130,12 +133,17 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 	if !cfg.Inject.Vitals.Enabled {
 		return out
 	}
-	if reason := sidecarRefusal(pod, facts); reason != "" {
+	reason := sidecarRefusal(pod, facts, cfg.Inject.Vitals)
+	var sc *corev1.Container
+	if reason == "" {
+		sc, reason = newSidecar(pod, cfg.Inject.Vitals)
+	}
+	if reason != "" {
 		out.Warnings = append(out.Warnings, "runnerguard: vitals sidecar not injected: "+reason)
 		return out
 	}
 	out.Result = Injected
-	out.Warnings = append(out.Warnings, addVitals(pod, runner.Containers, cfg.Inject.Vitals)...)
+	out.Warnings = append(out.Warnings, addVitals(pod, sc, runner.Containers, cfg.Inject.Vitals)...)
 	return out
 }
 

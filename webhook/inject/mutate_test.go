@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/podtest"
@@ -28,9 +29,12 @@ func marked(w *podtest.Wrapper, preset runnerpod.PresetName) *podtest.Wrapper {
 }
 
 // withVitals adds the sidecar, its volumes and the runners' mounts the way
-// the contract describes them.
+// the contract describes them, for a BestEffort pod: a sidecar without
+// resources.
 func withVitals(w *podtest.Wrapper, v config.Vitals, runners ...string) *podtest.Wrapper {
-	w.Spec.InitContainers = slices.Insert(w.Spec.InitContainers, 0, Sidecar(v))
+	sc := Sidecar(v)
+	sc.Resources = corev1.ResourceRequirements{}
+	w.Spec.InitContainers = slices.Insert(w.Spec.InitContainers, 0, sc)
 	w.Spec.Volumes = append(w.Spec.Volumes, Volumes(v)...)
 	for i, c := range w.Spec.Containers {
 		if slices.Contains(runners, c.Name) {
@@ -52,10 +56,32 @@ func TestMutate(t *testing.T) {
 			twoRunners.Presets[i].RunnerContainers = []string{"runner", "runner-b"}
 		}
 	}
-	restricted := Facts{Requester: requester, HostMountRefused: HostMountRefusal("ci", map[string]string{psaEnforceLabel: psaBaseline})}
-	noSidecarResources := Sidecar(def.Inject.Vitals)
-	noSidecarResources.Resources = corev1.ResourceRequirements{}
+	restricted := Facts{Requester: requester, HostMountRefused: HostMountRefusal("ci", map[string]string{psaEnforceLabel: "baseline"}, "")}
 	podRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	tightRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("128Mi")}
+	clashWarning := `runnerguard: vitals sidecar not injected: the pod has a container named "runnerguard-vitals" that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar`
+	// forged is the injector's sidecar with one change an author could make
+	// to get the host mount into a container of their own.
+	forged := func(change func(*corev1.Container)) *podtest.Wrapper {
+		c := Sidecar(def.Inject.Vitals)
+		c.Resources = corev1.ResourceRequirements{} // as built for this BestEffort pod
+		change(&c)
+		w := podtest.Runner("ci", "p")
+		w.Spec.InitContainers = []corev1.Container{c}
+		return w
+	}
+	withToken := func(w *podtest.Wrapper) *podtest.Wrapper {
+		w.Spec.InitContainers[0].VolumeMounts = append(w.Spec.InitContainers[0].VolumeMounts,
+			corev1.VolumeMount{Name: "kube-api-access-x1", MountPath: serviceAccountTokenPath, ReadOnly: true})
+		return w
+	}
+	instrumented := func() *podtest.Wrapper {
+		return withVitals(marked(podtest.Runner("ci", "p"), runnerpod.Generic), def.Inject.Vitals, "runner").
+			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath)
+	}
+	notInjected := func(w *podtest.Wrapper) *corev1.Pod {
+		return marked(w, runnerpod.Generic).Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj()
+	}
 
 	cases := []struct {
 		name  string
@@ -159,10 +185,67 @@ func TestMutate(t *testing.T) {
 	}, {
 		name: "a regular container with the sidecar's name keeps the sidecar out",
 		cfg:  def, facts: Facts{Requester: requester},
-		pod: podtest.Runner("ci", "p").Container(ContainerName).Obj(),
-		want: marked(podtest.Runner("ci", "p").Container(ContainerName), runnerpod.Generic).
-			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: vitals sidecar not injected: the pod already has a container named "runnerguard-vitals"`}},
+		pod:  podtest.Runner("ci", "p").Container(ContainerName).Obj(),
+		want: notInjected(podtest.Runner("ci", "p").Container(ContainerName)),
+		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{clashWarning}},
+	}, {
+		name: "an init container with the sidecar's name running another image gets no host mount",
+		cfg:  def, facts: Facts{Requester: requester},
+		pod:  forged(func(c *corev1.Container) { c.Image = "example.com/miner:1" }).Obj(),
+		want: notInjected(forged(func(c *corev1.Container) { c.Image = "example.com/miner:1" })),
+		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{clashWarning}},
+	}, {
+		name: "an exact copy of the sidecar but for a writable cgroup mount gets no host mount",
+		cfg:  def, facts: Facts{Requester: requester},
+		pod:  forged(func(c *corev1.Container) { c.VolumeMounts[0].ReadOnly = false }).Obj(),
+		want: notInjected(forged(func(c *corev1.Container) { c.VolumeMounts[0].ReadOnly = false })),
+		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{clashWarning}},
+	}, {
+		name: "an exact copy of the sidecar running as root gets no host mount",
+		cfg:  def, facts: Facts{Requester: requester},
+		pod:  forged(func(c *corev1.Container) { c.SecurityContext.RunAsUser = ptr.To[int64](0) }).Obj(),
+		want: notInjected(forged(func(c *corev1.Container) { c.SecurityContext.RunAsUser = ptr.To[int64](0) })),
+		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{clashWarning}},
+	}, {
+		name: "a container of the pod's own that mounts the cgroup volume by name keeps the sidecar out",
+		cfg:  def, facts: Facts{Requester: requester},
+		pod:  podtest.Runner("ci", "p").Container("cache").Mount("cache", CgroupVolume, "/host").Obj(),
+		want: notInjected(podtest.Runner("ci", "p").Container("cache").Mount("cache", CgroupVolume, "/host")),
+		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{
+			`runnerguard: vitals sidecar not injected: container "cache" mounts a volume named "runnerguard-cgroup", which would be the node's cgroup filesystem`,
+		}},
+	}, {
+		name: "the sidecar the injector added, back on a reinvocation with the API token mount, is left as it is",
+		cfg:  def, facts: restricted,
+		pod:  withToken(instrumented()).Obj(),
+		want: withToken(instrumented()).Obj(),
+		out:  Outcome{Result: Injected, Preset: runnerpod.Generic},
+	}, {
+		name: "an exact copy of the sidecar is the sidecar: only its volumes are added",
+		cfg:  def, facts: Facts{Requester: requester},
+		pod:  forged(func(*corev1.Container) {}).Obj(),
+		want: instrumented().Obj(),
+		out:  Outcome{Result: Injected, Preset: runnerpod.Generic},
+	}, {
+		name: "an exact copy of the sidecar without its volume in a restricted namespace gets no host volume",
+		cfg:  def, facts: restricted,
+		pod:  forged(func(*corev1.Container) {}).Obj(),
+		want: notInjected(forged(func(*corev1.Container) {})),
+		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{"runnerguard: vitals sidecar not injected: " + restricted.HostMountRefused}},
+	}, {
+		name: "a copy of the sidecar with a cgroup volume of the pod's own keeps the volume and gets nothing",
+		cfg:  def, facts: Facts{Requester: requester},
+		pod: func() *corev1.Pod {
+			w := forged(func(*corev1.Container) {})
+			w.Spec.Volumes = []corev1.Volume{{Name: CgroupVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+			return w.Obj()
+		}(),
+		want: func() *corev1.Pod {
+			w := forged(func(*corev1.Container) {})
+			w.Spec.Volumes = []corev1.Volume{{Name: CgroupVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+			return notInjected(w)
+		}(),
+		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: vitals sidecar not injected: the pod has a volume of its own named "runnerguard-cgroup"`}},
 	}, {
 		name: "a runner that already mounts something at the vitals path keeps it and is warned about",
 		cfg:  def, facts: Facts{Requester: requester},
@@ -171,21 +254,30 @@ func TestMutate(t *testing.T) {
 			w := marked(podtest.Runner("ci", "p").Mount("runner", "mine", def.Inject.Vitals.MountPath), runnerpod.Generic).
 				Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath)
 			w.Spec.InitContainers = []corev1.Container{Sidecar(def.Inject.Vitals)}
+			w.Spec.InitContainers[0].Resources = corev1.ResourceRequirements{}
 			w.Spec.Volumes = append(w.Spec.Volumes, Volumes(def.Inject.Vitals)...)
 			return w.Obj()
 		}(),
 		out: Outcome{Result: Injected, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: container "runner" already mounts a volume at /runnerguard/vitals; the vitals files are not mounted there`}},
 	}, {
-		name: "with pod-level resources the sidecar shares the pod's budget",
+		name: "with pod-level resources the sidecar's requests count in the pod's budget",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod: podtest.Runner("ci", "p").PodResources(podRequests).Obj(),
 		want: func() *corev1.Pod {
 			w := withVitals(marked(podtest.Runner("ci", "p").PodResources(podRequests), runnerpod.Generic), def.Inject.Vitals, "runner").
 				Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath)
-			w.Spec.InitContainers[0] = noSidecarResources
+			w.Spec.InitContainers[0].Resources = def.Inject.Vitals.Resources // the pod-level requests alone make it Burstable
 			return w.Obj()
 		}(),
 		out: Outcome{Result: Injected, Preset: runnerpod.Generic},
+	}, {
+		name: "a sidecar that does not fit within the pod-level resources is left out",
+		cfg:  def, facts: Facts{Requester: requester},
+		pod:  podtest.Runner("ci", "p").PodResources(tightRequests).Resources("runner", tightRequests, nil).Obj(),
+		want: notInjected(podtest.Runner("ci", "p").PodResources(tightRequests).Resources("runner", tightRequests, nil)),
+		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{
+			"runnerguard: vitals sidecar not injected: it does not fit within the pod-level resources: cpu requests would total 1005m, above the pod's 1; memory requests would total 144Mi, above the pod's 128Mi",
+		}},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,22 +292,30 @@ func TestHostMountRefusal(t *testing.T) {
 	cases := []struct {
 		name   string
 		labels map[string]string
-		refuse bool
+		def    string
+		refuse string
 	}{
 		{name: "a namespace without Pod Security labels allows the host mount", labels: nil},
 		{name: "the privileged level allows the host mount", labels: map[string]string{psaEnforceLabel: "privileged"}},
-		{name: "the baseline level refuses it", labels: map[string]string{psaEnforceLabel: "baseline"}, refuse: true},
-		{name: "the restricted level refuses it", labels: map[string]string{psaEnforceLabel: "restricted"}, refuse: true},
+		{name: "the baseline level refuses it", labels: map[string]string{psaEnforceLabel: "baseline"}, refuse: `namespace "ci" enforces Pod Security level "baseline"`},
+		{name: "the restricted level refuses it", labels: map[string]string{psaEnforceLabel: "restricted"}, refuse: `namespace "ci" enforces Pod Security level "restricted"`},
 		{name: "a level that is only warned or audited allows it", labels: map[string]string{"pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/audit": "restricted"}},
+		{name: "a level Pod Security cannot parse is enforced as restricted", labels: map[string]string{psaEnforceLabel: "Baseline"}, refuse: `sets pod-security.kubernetes.io/enforce="Baseline", which Pod Security enforces as "restricted"`},
+		{name: "an unlabelled namespace takes a baseline cluster default", def: "baseline", refuse: `namespace "ci" has no pod-security.kubernetes.io/enforce label and the cluster's default Pod Security level is "baseline"`},
+		{name: "an unlabelled namespace takes a restricted cluster default", labels: map[string]string{"team": "ci"}, def: "restricted", refuse: `the cluster's default Pod Security level is "restricted"`},
+		{name: "a privileged cluster default allows it", def: "privileged"},
+		{name: "the namespace's label wins over the cluster default", labels: map[string]string{psaEnforceLabel: "privileged"}, def: "restricted"},
+		{name: "a namespace stricter than the cluster default refuses it", labels: map[string]string{psaEnforceLabel: "baseline"}, def: "privileged", refuse: `enforces Pod Security level "baseline"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := HostMountRefusal("ci", tc.labels)
-			if tc.refuse {
-				assert.Contains(t, got, `namespace "ci" enforces Pod Security level "`+tc.labels[psaEnforceLabel]+`"`)
-			} else {
+			got := HostMountRefusal("ci", tc.labels, tc.def)
+			if tc.refuse == "" {
 				assert.Empty(t, got)
+				return
 			}
+			assert.Contains(t, got, tc.refuse)
+			assert.Contains(t, got, "forbids the hostPath volume")
 		})
 	}
 }

@@ -63,3 +63,21 @@ func (w *Wrapper) PodResources(requests corev1.ResourceList) *Wrapper {
 	w.Spec.Resources = &corev1.ResourceRequirements{Requests: requests}
 	return w
 }
+
+// Resources sets container c's requests and limits.
+func (w *Wrapper) Resources(c string, requests, limits corev1.ResourceList) *Wrapper {
+	w.spec(c).Resources = corev1.ResourceRequirements{Requests: requests, Limits: limits}
+	return w
+}
+
+// PodLimits sets pod-level requests and limits.
+func (w *Wrapper) PodLimits(requests, limits corev1.ResourceList) *Wrapper {
+	w.Spec.Resources = &corev1.ResourceRequirements{Requests: requests, Limits: limits}
+	return w
+}
+
+// InitContainer appends an init container name.
+func (w *Wrapper) InitContainer(name string) *Wrapper {
+	w.Spec.InitContainers = append(w.Spec.InitContainers, container(name))
+	return w
+}
