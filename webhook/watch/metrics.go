@@ -22,6 +22,11 @@ var (
 		Name: "runnerguard_runner_pods_stuck",
 		Help: "Runner pods whose runner container has waited longer than the threshold to start, by namespace and waiting reason.",
 	}, []string{"namespace", "reason"})
+	peakRatio = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "runnerguard_runner_memory_peak_ratio",
+		Help:    "The vitals' memory peak over the pod's limit at each recorded runner death (jobs ended by their owner included), by namespace.",
+		Buckets: []float64{0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1},
+	}, []string{"namespace"})
 	recordsCollected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "runnerguard_records_collected_total",
 		Help: "RunnerDeath and RunnerDeletion objects removed by retention, by kind.",
@@ -30,7 +35,7 @@ var (
 
 // RegisterMetrics registers the watcher's metrics on reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, stuckGauge, recordsCollected} {
+	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, stuckGauge, peakRatio, recordsCollected} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -39,6 +44,9 @@ func RegisterMetrics(reg prometheus.Registerer) error {
 }
 
 func countDeath(r death.Record) {
+	if v := r.Vitals; v != nil && v.Peak != nil && v.Limit != nil && *v.Limit > 0 {
+		peakRatio.WithLabelValues(r.Namespace).Observe(float64(*v.Peak) / float64(*v.Limit))
+	}
 	if death.Class(r.Class) == death.JobEnded {
 		jobsEndedTotal.WithLabelValues(r.Namespace).Inc()
 		return

@@ -50,6 +50,7 @@ func newWatcher(t *testing.T, pods ...*corev1.Pod) *Watcher {
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&corev1.Pod{}).Build()
 	deathsTotal.Reset()
 	jobsEndedTotal.Reset()
+	peakRatio.Reset()
 	stuckGauge.Reset()
 	return &Watcher{
 		Client: c, Recorder: events.NewFakeRecorder(100), Config: config.Default(),
@@ -245,6 +246,7 @@ func TestADeathWaitsForTheVitalsSidecarsFinalReading(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.NotNil(t, rs[0].Vitals, "the record carries the final reading")
 	assert.Equal(t, int64(1), rs[0].Vitals.OOMKill)
+	assert.Equal(t, 1, testutil.CollectAndCount(peakRatio), "the peak against the limit is observed")
 }
 
 // gone reconciles a pod the cache has dropped, whose last state the delete
