@@ -17,6 +17,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
 // The suite's shared state: one API server, one runnerguard binary.
@@ -52,7 +53,11 @@ func run(m *testing.M) (int, error) {
 	defer cancel()
 
 	suiteCfg = config.Default()
-	suiteCfg.Guard.OwnerPrincipals = []string{ownerPrincipal}
+	for i := range suiteCfg.Presets {
+		if suiteCfg.Presets[i].Name == runnerpod.GitLab {
+			suiteCfg.Presets[i].OwnerPrincipals = []string{ownerPrincipal}
+		}
+	}
 	workDir, err := os.MkdirTemp("", "runnerguard-e2e-")
 	if err != nil {
 		return 1, err

@@ -144,14 +144,23 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 
 // jobSignal reads the EphemeralRunner that owns an ARC scale-set pod. ARC's
 // listener writes the assigned job into its status (jobRequestId; jobId in
-// newer releases); none means idle. Unreadable means busy.
+// newer releases); none means idle. Unreadable means busy, and so does an
+// EphemeralRunner whose UID is not the one the pod's ownerReference names:
+// an idle runner of the same name recreated, or a reference re-pointed at
+// one, is not this pod's owner and says nothing of its job.
 func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobSignal {
 	er := &unstructured.Unstructured{}
 	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
 	er.SetKind(runnerpod.EphemeralRunnerKind)
-	key := types.NamespacedName{Namespace: pod.Namespace, Name: runnerpod.EphemeralRunnerOwner(pod)}
+	ref := runnerpod.EphemeralRunnerRef(pod)
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
 	if err := h.Reader.Get(ctx, key, er); err != nil {
 		logf.FromContext(ctx).Info("cannot read the EphemeralRunner; taking the runner to be busy", "ephemeralRunner", key.Name, "error", err.Error())
+		return JobUnreadable
+	}
+	if er.GetUID() != ref.UID {
+		logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; taking the runner to be busy",
+			"ephemeralRunner", key.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
 		return JobUnreadable
 	}
 	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +64,7 @@ func ephemeralRunner(name string, status map[string]any) *unstructured.Unstructu
 	u.SetKind("EphemeralRunner")
 	u.SetNamespace("ci")
 	u.SetName(name)
+	u.SetUID(types.UID("er-" + name)) // the UID podtest.ARCScaleSet's owner reference names
 	return u
 }
 
@@ -183,6 +185,13 @@ func TestHandleEviction(t *testing.T) {
 		{name: "an ARC runner with a jobId is busy",
 			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), ephemeralRunner("r", map[string]any{"jobId": "abc"})},
 			req:  evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "with a job assigned", events: 1},
+		{name: "an ARC runner whose EphemeralRunner of that name has another UID is busy",
+			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), func() client.Object {
+				er := ephemeralRunner("r", map[string]any{"phase": "Running"})
+				er.SetUID("recreated")
+				return er
+			}()},
+			req: evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "not the pod's owner by UID", events: 1},
 		{name: "an ARC runner whose EphemeralRunner is missing is busy",
 			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj()},
 			req:  evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "could not be read", events: 1},
