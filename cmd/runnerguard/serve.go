@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -37,7 +39,10 @@ func serve(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; in-cluster config when empty")
 	certDir := fs.String("cert-dir", "", "directory holding tls.crt and tls.key, reloaded when they change")
 	port := fs.Int("port", 9443, "webhook server port")
-	metricsAddr := fs.String("metrics-bind-address", ":8080", "metrics endpoint address (0 disables)")
+	metricsAddr := fs.String("metrics-bind-address", ":8443", "metrics endpoint address (0 disables)")
+	metricsSecure := fs.Bool("metrics-secure", true, "serve metrics over HTTPS to clients with a token allowed to get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone")
+	metricsCertDir := fs.String("metrics-cert-dir", "", "directory holding the metrics server's tls.crt and tls.key; default: --cert-dir")
+	reviewBudget := fs.Int64("review-budget-bytes", 16<<20, "bytes of review bodies handled at once (each review charged at least 64 KiB); more wait")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
 	watchPods := fs.Bool("watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
 	leaderElect := fs.Bool("leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
@@ -58,12 +63,18 @@ func serve(args []string) error {
 			return err
 		}
 	}
+	if *reviewBudget < maxReviewBytes {
+		return fmt.Errorf("--review-budget-bytes: %d is below the largest review, %d bytes", *reviewBudget, maxReviewBytes)
+	}
+	if *metricsCertDir == "" {
+		*metricsCertDir = *certDir
+	}
 	restCfg, err := restConfig(*kubeconfig)
 	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		Metrics:                 metricsOptions(*metricsAddr, *metricsSecure, *metricsCertDir),
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "runnerguard-watcher",
@@ -74,7 +85,10 @@ func serve(args []string) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: watch.StripPod}}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
-		WebhookServer: webhook.NewServer(webhook.Options{Port: *port, CertDir: *certDir}),
+		WebhookServer: boundedServer{
+			Server: webhook.NewServer(webhook.Options{Port: *port, CertDir: *certDir, TLSOpts: []func(*tls.Config){http1Only}}),
+			limits: newReviewLimits(*reviewBudget),
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -129,6 +143,19 @@ func serve(args []string) error {
 	}
 	ctrl.Log.Info("starting", "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// metricsOptions serves metrics over HTTPS, with the serving certificate
+// the webhook uses (its names are the Service's, which a ServiceMonitor
+// scrapes), to clients whose token the API server authenticates and allows
+// to get /metrics; or, with secure false, as plain HTTP.
+func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if secure {
+		o.SecureServing, o.CertDir, o.TLSOpts = true, certDir, []func(*tls.Config){http1Only}
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
 
 // instanceName names this replica in the Events it writes.
