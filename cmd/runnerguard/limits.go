@@ -5,9 +5,13 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
+	"runtime/debug"
+	"strconv"
 	"time"
 
 	"golang.org/x/sync/semaphore"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
@@ -88,3 +92,20 @@ func (s boundedServer) Register(path string, hook http.Handler) {
 // and stream-cancellation attacks (CVE-2023-44487, CVE-2023-39325); the API
 // server and Prometheus speak HTTP/1.1 as well.
 func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+// setMemoryLimit sets the Go runtime's soft memory limit to a third of the
+// container's (MEMORY_LIMIT, bytes, from the downward API's limits.memory).
+// The collector lets the heap grow to the soft limit before it works
+// harder, so the limit is where the heap peaks: a third keeps the whole
+// process (heap, stacks, TLS buffers, the binary) under half the
+// container's limit through a burst of the largest reviews
+// (e2e/api/hardening_test.go), and a burst slows the server rather than
+// getting it OOM-killed. A GOMEMLIMIT set by hand wins.
+func setMemoryLimit() {
+	limit, err := strconv.ParseInt(os.Getenv("MEMORY_LIMIT"), 10, 64)
+	if os.Getenv("GOMEMLIMIT") != "" || err != nil || limit <= 0 {
+		return
+	}
+	debug.SetMemoryLimit(limit / 3)
+	ctrl.Log.Info("soft memory limit set", "bytes", limit/3, "containerLimit", limit)
+}

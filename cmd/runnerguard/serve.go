@@ -42,7 +42,7 @@ func serve(args []string) error {
 	metricsAddr := fs.String("metrics-bind-address", ":8443", "metrics endpoint address (0 disables)")
 	metricsSecure := fs.Bool("metrics-secure", true, "serve metrics over HTTPS to clients with a token allowed to get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone")
 	metricsCertDir := fs.String("metrics-cert-dir", "", "directory holding the metrics server's tls.crt and tls.key; default: --cert-dir")
-	reviewBudget := fs.Int64("review-budget-bytes", 16<<20, "bytes of review bodies handled at once (each review charged at least 64 KiB); more wait")
+	reviewBudget := fs.Int64("review-budget-bytes", 4<<20, "bytes of review bodies handled at once (each review charged at least 64 KiB); more wait")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
 	watchPods := fs.Bool("watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
 	leaderElect := fs.Bool("leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
@@ -55,6 +55,7 @@ func serve(args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setMemoryLimit()
 
 	cfg := config.Default()
 	if *configPath != "" {
