@@ -21,8 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
@@ -144,19 +142,6 @@ func serve(args []string) error {
 	}
 	ctrl.Log.Info("starting", "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
-}
-
-// metricsOptions serves metrics over HTTPS, with the serving certificate
-// the webhook uses (its names are the Service's, which a ServiceMonitor
-// scrapes), to clients whose token the API server authenticates and allows
-// to get /metrics; or, with secure false, as plain HTTP.
-func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
-	o := metricsserver.Options{BindAddress: addr}
-	if secure {
-		o.SecureServing, o.CertDir, o.TLSOpts = true, certDir, []func(*tls.Config){http1Only}
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-	return o
 }
 
 // instanceName names this replica in the Events it writes.

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sync/semaphore"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
@@ -108,4 +110,17 @@ func setMemoryLimit() {
 	}
 	debug.SetMemoryLimit(limit / 3)
 	ctrl.Log.Info("soft memory limit set", "bytes", limit/3, "containerLimit", limit)
+}
+
+// metricsOptions serves metrics over HTTPS, with the serving certificate
+// the webhook uses (its names are the Service's, which a ServiceMonitor
+// scrapes), to clients whose token the API server authenticates and allows
+// to get /metrics; or, with secure false, as plain HTTP.
+func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if secure {
+		o.SecureServing, o.CertDir, o.TLSOpts = true, certDir, []func(*tls.Config){http1Only}
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
