@@ -198,6 +198,9 @@ func busyMessage(f Facts, d Decision) string {
 	if f.Operation == Eviction {
 		b.WriteString("; the eviction will succeed once the job ends")
 	}
+	if ran, ok := runningFor(d.Status, f.Now); ok {
+		fmt.Fprintf(&b, "; its protection expires in %s (preset cap %s)", d.Runner.Preset.MaxProtected.Duration-ran, d.Runner.Preset.MaxProtected.Duration)
+	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)
 	}

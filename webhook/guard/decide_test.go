@@ -90,7 +90,7 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "  ").Obj(), requester: reaper, rule: RuleBusy, msg: []string{"set but empty"}},
 		{name: "a busy runner is refused with what runs, for how long and how to override",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: reaper, rule: RuleBusy,
-			msg: []string{`runner container "runner" of pod ci/r (generic)`, "running for 41m12s", `kubectl annotate pod -n ci r runnerguard.io/allow-delete="<reason>"`}},
+			msg: []string{`runner container "runner" of pod ci/r (generic)`, "running for 41m12s", "its protection expires in 167h18m48s (preset cap 168h0m0s)", `kubectl annotate pod -n ci r runnerguard.io/allow-delete="<reason>"`}},
 		{name: "an eviction of a busy runner says it will succeed after the job",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Eviction, requester: reaper, rule: RuleBusy, msg: []string{"eviction will succeed once the job ends"}},
 		{name: "one running runner of two makes the pod busy",
