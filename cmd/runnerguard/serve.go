@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
@@ -40,7 +40,10 @@ func serve(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; in-cluster config when empty")
 	certDir := fs.String("cert-dir", "", "directory holding tls.crt and tls.key, reloaded when they change")
 	port := fs.Int("port", 9443, "webhook server port")
-	metricsAddr := fs.String("metrics-bind-address", ":8080", "metrics endpoint address (0 disables)")
+	metricsAddr := fs.String("metrics-bind-address", ":8443", "metrics endpoint address (0 disables)")
+	metricsSecure := fs.Bool("metrics-secure", true, "serve metrics over HTTPS to clients with a token allowed to get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone")
+	metricsCertDir := fs.String("metrics-cert-dir", "", "directory holding the metrics server's tls.crt and tls.key; default: --cert-dir")
+	reviewBudget := fs.Int64("review-budget-bytes", 4<<20, "bytes of review bodies handled at once (each review charged at least 64 KiB); more wait")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
 	watchPods := fs.Bool("watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
 	leaderElect := fs.Bool("leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
@@ -54,6 +57,7 @@ func serve(args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setMemoryLimit()
 
 	cfg := config.Default()
 	if *configPath != "" {
@@ -61,6 +65,12 @@ func serve(args []string) error {
 		if cfg, err = config.Load(*configPath); err != nil {
 			return err
 		}
+	}
+	if *reviewBudget < maxReviewBytes {
+		return fmt.Errorf("--review-budget-bytes: %d is below the largest review, %d bytes", *reviewBudget, maxReviewBytes)
+	}
+	if *metricsCertDir == "" {
+		*metricsCertDir = *certDir
 	}
 	restCfg, err := restConfig(*kubeconfig)
 	if err != nil {
@@ -74,7 +84,7 @@ func serve(args []string) error {
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		Metrics:                 metricsOptions(*metricsAddr, *metricsSecure, *metricsCertDir),
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "runnerguard-watcher",
@@ -85,7 +95,10 @@ func serve(args []string) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: watch.RunnerPods(), Transform: watch.StripPod}}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
-		WebhookServer: webhook.NewServer(webhook.Options{Port: *port, CertDir: *certDir}),
+		WebhookServer: boundedServer{
+			Server: webhook.NewServer(webhook.Options{Port: *port, CertDir: *certDir, TLSOpts: []func(*tls.Config){http1Only}}),
+			limits: newReviewLimits(*reviewBudget),
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

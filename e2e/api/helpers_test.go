@@ -3,10 +3,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -204,20 +201,16 @@ func deleteReview(t *testing.T, pod *corev1.Pod, user string) *admissionv1.Admis
 	}
 }
 
-// postReview posts review to the guard as any client on the pod network
+// askGuard posts review to the guard as any client on the pod network
 // could, with no credentials, and returns its answer.
-func postReview(t *testing.T, review *admissionv1.AdmissionReview) *admissionv1.AdmissionResponse {
+func askGuard(t *testing.T, review *admissionv1.AdmissionReview) *admissionv1.AdmissionResponse {
 	t.Helper()
 	body, err := json.Marshal(review)
 	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(server.CAData))
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	resp, err := hc.Post(server.URL(registration.GuardPath), "application/json", bytes.NewReader(body))
-	require.NoError(t, err)
-	defer resp.Body.Close()
+	code, raw := postReview(t, registration.GuardPath, body)
+	require.Equal(t, http.StatusOK, code, string(raw))
 	out := &admissionv1.AdmissionReview{}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	require.NoError(t, json.Unmarshal(raw, out))
 	require.NotNil(t, out.Response)
 	return out.Response
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
 // The suite's shared state: one API server, one runnerguard binary.
@@ -53,7 +54,11 @@ func run(m *testing.M) (int, error) {
 	defer cancel()
 
 	suiteCfg = config.Default()
-	suiteCfg.Guard.OwnerPrincipals = []string{ownerPrincipal}
+	for i := range suiteCfg.Presets {
+		if suiteCfg.Presets[i].Name == runnerpod.GitLab {
+			suiteCfg.Presets[i].OwnerPrincipals = []string{ownerPrincipal}
+		}
+	}
 	// Retention that a test can see work: a few records a namespace,
 	// collected every second.
 	suiteCfg.Records.MaxPerNamespace = 3

@@ -166,7 +166,7 @@ func TestForgedEventsAndReviewsChangeNothingWhyPrints(t *testing.T) {
 	fake := pod.DeepCopy()
 	fake.UID = "00000000-0000-0000-0000-000000000000"
 	fake.Annotations = map[string]string{runnerpod.AllowDelete: "forged"}
-	resp := postReview(t, deleteReview(t, fake, "mallory"))
+	resp := askGuard(t, deleteReview(t, fake, "mallory"))
 	assert.True(t, resp.Allowed, "the forged review's own pod would be allowed")
 	settle()
 	assert.Empty(t, deletionNotes(t, ns), "but nothing is noted for a pod that does not exist with that UID")

@@ -96,8 +96,9 @@ func TestAPIServerAcceptsTheChart(t *testing.T) {
 		{name: "every optional object and an existing issuer", values: `namespaces: [ci, builds]
 certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}
 metrics: {serviceMonitor: {enabled: true, interval: 30s, scrapeTimeout: 10s}}
-guard: {deleteFailurePolicy: Ignore, ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}
-presets: {gitlab: {runnerContainers: [build, step]}}
+guard: {deleteFailurePolicy: Ignore}
+presets: {gitlab: {runnerContainers: [build, step], ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}}
+networkPolicy: {enabled: true, metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}
 watcher: {enabled: false}`},
 	}
 	for _, tc := range cases {

@@ -17,11 +17,6 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/registration"
 )
 
-// notRelease is the exclusion the chart adds to every namespace selector.
-var notRelease = metav1.LabelSelectorRequirement{
-	Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace},
-}
-
 // renderedConfig is the webhook's config file from the rendered ConfigMap,
 // read the way the server reads it.
 func renderedConfig(t *testing.T, objs objects) config.Config {
@@ -58,14 +53,14 @@ func serviceClientConfig(t *testing.T, objs objects) func(string) admissionregis
 // rules, matchConditions and policies are written in Go once.
 func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
 	fail, ignore := admissionregistrationv1.Fail, admissionregistrationv1.Ignore
-	optIn := &metav1.LabelSelector{
-		MatchLabels:      map[string]string{"runnerguard.io/enabled": "true"},
-		MatchExpressions: []metav1.LabelSelectorRequirement{notRelease},
-	}
+	// nil: registration's default, the opt-in label. registration adds the
+	// never-selected namespaces to every selector.
+	var optIn *metav1.LabelSelector
 	cases := []struct {
 		name             string
 		values           string
 		selector         *metav1.LabelSelector
+		certManager      string
 		delete, eviction admissionregistrationv1.FailurePolicyType
 		timeout          int32
 	}{
@@ -78,7 +73,6 @@ func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
 			values: "namespaces: [ci, builds]",
 			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"ci", "builds"}},
-				notRelease,
 			}},
 			delete: fail, eviction: fail, timeout: 5,
 		},
@@ -88,9 +82,19 @@ func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
   matchLabels: null
   matchExpressions: [{key: team, operator: Exists}]`,
 			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-				{Key: "team", Operator: metav1.LabelSelectorOpExists}, notRelease,
+				{Key: "team", Operator: metav1.LabelSelectorOpExists},
 			}},
 			delete: fail, eviction: fail, timeout: 5,
+		},
+		{
+			name:     "cert-manager's namespace is never selected, wherever it is",
+			values:   "certManager: {namespace: certs}",
+			selector: optIn, certManager: "certs", delete: fail, eviction: fail, timeout: 5,
+		},
+		{
+			name:     "a release in cert-manager's namespace excludes it once",
+			values:   "certManager: {namespace: " + namespace + "}",
+			selector: optIn, certManager: namespace, delete: fail, eviction: fail, timeout: 5,
 		},
 		{
 			name:     "failure policies and timeout come from values",
@@ -124,10 +128,16 @@ func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
 				t.Parallel()
 				objs := h.render(t, tc.values)
 				cfg := renderedConfig(t, objs)
+				cm := tc.certManager
+				if cm == "" {
+					cm = "cert-manager"
+				}
 				opts := registration.Options{
 					Name:                  release,
 					ClientConfig:          serviceClientConfig(t, objs),
 					NamespaceSelector:     tc.selector,
+					ReleaseNamespace:      namespace,
+					CertManagerNamespace:  cm,
 					DeleteFailurePolicy:   tc.delete,
 					EvictionFailurePolicy: tc.eviction,
 					TimeoutSeconds:        tc.timeout,
@@ -149,7 +159,7 @@ func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
 				_, c := deployment(t, objs)
 				watched, err := labels.Parse(flag(c.Args, "namespace-selector"))
 				require.NoError(t, err)
-				selected, err := metav1.LabelSelectorAsSelector(tc.selector)
+				selected, err := metav1.LabelSelectorAsSelector(opts.Selector())
 				require.NoError(t, err)
 				assert.Equal(t, selected.String(), watched.String())
 			})

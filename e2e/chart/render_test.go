@@ -9,8 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
@@ -83,24 +86,28 @@ func TestDefaultDeploymentIsHighlyAvailable(t *testing.T) {
 				"--config=/etc/runnerguard/config.yaml",
 				"--cert-dir=/var/run/secrets/runnerguard/tls",
 				"--port=9443",
-				"--metrics-bind-address=:8080",
+				"--metrics-bind-address=:8443",
+				"--metrics-secure=true",
 				"--health-probe-bind-address=:8081",
 				"--zap-log-level=info",
 				"--leader-elect",
-				"--namespace-selector=runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (runnerguard)",
+				"--namespace-selector=runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (kube-system,kube-public,kube-node-lease,runnerguard,cert-manager)",
 				"--stuck-after=10m",
 			}, c.Args)
+			env := map[string]corev1.EnvVarSource{}
 			for _, e := range c.Env {
-				if e.Name == "POD_NAMESPACE" {
-					// The leader election Lease lives in the release namespace.
-					assert.Equal(t, "metadata.namespace", e.ValueFrom.FieldRef.FieldPath)
-				}
+				env[e.Name] = *e.ValueFrom
 			}
+			// The leader election Lease lives in the release namespace.
+			assert.Equal(t, "metadata.namespace", env["POD_NAMESPACE"].FieldRef.FieldPath)
+			// The server's soft memory limit follows the container's.
+			assert.Equal(t, &corev1.ResourceFieldSelector{ContainerName: "runnerguard", Resource: "limits.memory", Divisor: resource.MustParse("1")},
+				env["MEMORY_LIMIT"].ResourceFieldRef)
 			ports := map[string]int32{}
 			for _, p := range c.Ports {
 				ports[p.Name] = p.ContainerPort
 			}
-			assert.Equal(t, map[string]int32{"webhook": 9443, "metrics": 8080, "health": 8081}, ports)
+			assert.Equal(t, map[string]int32{"webhook": 9443, "metrics": 8443, "health": 8081}, ports)
 			require.NotNil(t, c.ReadinessProbe)
 			require.NotNil(t, c.LivenessProbe)
 			assert.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
@@ -143,7 +150,8 @@ func TestConfigChecksumRollsPodsOnConfigChangeOnly(t *testing.T) {
 		return sum
 	}
 	base := checksum("")
-	assert.NotEqual(t, base, checksum("guard: {ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}"))
+	assert.NotEqual(t, base, checksum("presets: {gitlab: {ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}}"))
+	assert.NotEqual(t, base, checksum("presets: {generic: {maxProtected: 24h}}"))
 	assert.NotEqual(t, base, checksum("inject: {vitals: {interval: 2s}}"))
 	assert.Equal(t, base, checksum("replicaCount: 3\nwebhook: {timeoutSeconds: 10}"))
 }
@@ -163,14 +171,66 @@ func TestOptions(t *testing.T) {
 			},
 		},
 		{
-			name:   "a ServiceMonitor scrapes the metrics port of the Service",
+			name:   "a ServiceMonitor scrapes the metrics port over HTTPS with its token, checking the serving certificate",
 			values: "metrics: {serviceMonitor: {enabled: true, interval: 30s, labels: {release: prom}}}",
 			check: func(t *testing.T, objs objects) {
 				sm := objs.find("ServiceMonitor", release)
 				require.NotNil(t, sm)
 				assert.Equal(t, "prom", sm.GetLabels()["release"])
-				assert.Equal(t, map[string]any{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"},
-					sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0])
+				assert.Equal(t, map[string]any{"port": "metrics", "path": "/metrics", "scheme": "https", "interval": "30s",
+					"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+					"tlsConfig": map[string]any{"serverName": release + "." + namespace + ".svc",
+						"ca": map[string]any{"secret": map[string]any{"name": mountedCertSecret(t, objs), "key": "ca.crt"}}},
+				}, sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0])
+				var reader rbacv1.ClusterRole
+				objs.get(t, "ClusterRole", release+"-metrics-reader", &reader)
+				assert.Equal(t, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}, reader.Rules)
+				var role rbacv1.ClusterRole
+				objs.get(t, "ClusterRole", release, &role)
+				assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}})
+				assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}})
+			},
+		},
+		{
+			name:   "insecure metrics are plain HTTP with no reviews to make",
+			values: "metrics: {secure: false, serviceMonitor: {enabled: true}}",
+			check: func(t *testing.T, objs objects) {
+				_, c := deployment(t, objs)
+				assert.Equal(t, "false", flag(c.Args, "metrics-secure"))
+				sm := objs.find("ServiceMonitor", release)
+				require.NotNil(t, sm)
+				assert.Equal(t, map[string]any{"port": "metrics", "path": "/metrics", "scheme": "http"}, sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0])
+				assert.Nil(t, objs.find("ClusterRole", release+"-metrics-reader"))
+				var role rbacv1.ClusterRole
+				objs.get(t, "ClusterRole", release, &role)
+				for _, r := range role.Rules {
+					assert.NotContains(t, r.Resources, "tokenreviews")
+				}
+			},
+		},
+		{
+			name:   "no NetworkPolicy by default",
+			values: "",
+			check: func(t *testing.T, objs objects) {
+				assert.Nil(t, objs.find("NetworkPolicy", release))
+			},
+		},
+		{
+			name:   "the NetworkPolicy admits the webhook port from anywhere and the metrics port from the given peers only",
+			values: "networkPolicy: {enabled: true, metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}",
+			check: func(t *testing.T, objs objects) {
+				var np networkingv1.NetworkPolicy
+				objs.get(t, "NetworkPolicy", release, &np)
+				d, _ := deployment(t, objs)
+				assert.Equal(t, *d.Spec.Selector, np.Spec.PodSelector)
+				assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes)
+				tcp := corev1.ProtocolTCP
+				webhookPort, metricsPort := intstr.FromString("webhook"), intstr.FromString("metrics")
+				assert.Equal(t, []networkingv1.NetworkPolicyIngressRule{
+					{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &webhookPort}}},
+					{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &metricsPort}},
+						From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}}}},
+				}, np.Spec.Ingress)
 			},
 		},
 		{
@@ -265,4 +325,12 @@ func TestNoEnabledPresetFailsTheInstall(t *testing.T) {
 			assert.Contains(t, err.Error(), "presets: no preset is enabled")
 		})
 	}
+}
+
+// Only the presets whose owner ends a job by deleting its pod have owners;
+// the install says so rather than the server refusing its config.
+func TestOwnerPrincipalsOfOtherPresetsFailTheInstall(t *testing.T) {
+	_, err := helm4(t).template(t, "presets: {generic: {ownerPrincipals: [system:serviceaccount:ci:pool]}}")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "presets.generic.ownerPrincipals: only gitlab and arc-workflow")
 }

@@ -40,10 +40,8 @@ type Guard struct {
 	// ExemptPrincipals are usernames whose deletes and evictions are always
 	// allowed (rule 8): cluster machinery that must never be blocked.
 	ExemptPrincipals []string `json:"exemptPrincipals"`
-	// OwnerPrincipals are usernames that own the jobs of presets whose owner
-	// ends a job by deleting its pod (rule 7), for pods created while the
-	// injector was down and so carry no created-by annotation.
-	OwnerPrincipals []string `json:"ownerPrincipals,omitempty"`
+	// Owner principals are per preset (presets[].ownerPrincipals): one
+	// global list made the GitLab manager an owner of ARC's workflow pods.
 }
 
 // Inject configures the mutating webhook.

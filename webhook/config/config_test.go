@@ -47,13 +47,24 @@ presets:
 			assert.Equal(t, []string{"build", "runner"}, c.RunnerContainerNames())
 		}},
 		{name: "the interval and principals are read", yaml: `
-guard: {exemptPrincipals: [a], ownerPrincipals: [b]}
+presets: [{name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [b], maxProtected: 2h}]
+guard: {exemptPrincipals: [a]}
 inject: {vitals: {enabled: true, image: x, interval: 2s, cgroupHostPath: /sys/fs/cgroup, mountPath: /v}}
 `, check: func(t *testing.T, c Config) {
 			assert.Equal(t, 2*time.Second, c.Inject.Vitals.Interval.Duration)
 			assert.Equal(t, []string{"a"}, c.Guard.ExemptPrincipals)
-			assert.Equal(t, []string{"b"}, c.Guard.OwnerPrincipals)
+			assert.Equal(t, []string{"b"}, c.Presets[1].OwnerPrincipals)
+			assert.Equal(t, 2*time.Hour, c.Presets[1].MaxProtected.Duration)
 		}},
+		{name: "a listed preset without a cap gets its fleet's default", yaml: "presets: [{name: gitlab, enabled: true, runnerContainers: [build]}]",
+			check: func(t *testing.T, c Config) {
+				assert.Equal(t, 744*time.Hour, c.Presets[1].MaxProtected.Duration, "GitLab: under one month")
+				assert.Equal(t, 120*time.Hour, c.Presets[0].MaxProtected.Duration, "GitHub: 5 days per job")
+				assert.Equal(t, 168*time.Hour, c.Presets[4].MaxProtected.Duration, "GitHub: 5 days, plus up to 2 days queued")
+			}},
+		{name: "the global owner principals were removed", yaml: "guard: {ownerPrincipals: [b]}", wantErr: []string{"guard.ownerPrincipals was removed: set presets[].ownerPrincipals"}},
+		{name: "only presets whose owner ends the job take owners, and caps have a floor", yaml: `presets: [{name: generic, enabled: true, runnerContainers: [runner], ownerPrincipals: [x], maxProtected: 10s}, {name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [""]}]`,
+			wantErr: []string{"presets[generic].ownerPrincipals: only the presets", "presets[generic].maxProtected: 10s is below the 1m floor", "presets[gitlab].ownerPrincipals: principals must not be empty"}},
 		{name: "a map the file sets replaces the default whole", yaml: `
 inject:
   podAnnotations: {}

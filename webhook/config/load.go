@@ -36,6 +36,9 @@ func Parse(raw []byte) (Config, error) {
 	// never remove a default annotation or resource limit: a map the file
 	// sets replaces the default whole.
 	var given struct {
+		Guard struct {
+			OwnerPrincipals *json.RawMessage `json:"ownerPrincipals"`
+		} `json:"guard"`
 		Inject struct {
 			PodAnnotations *json.RawMessage `json:"podAnnotations"`
 			Vitals         struct {
@@ -45,6 +48,9 @@ func Parse(raw []byte) (Config, error) {
 	}
 	if err := yaml.Unmarshal(raw, &given); err != nil {
 		return Config{}, fmt.Errorf("parsing config: %w", err)
+	}
+	if given.Guard.OwnerPrincipals != nil {
+		return Config{}, errors.New("guard.ownerPrincipals was removed: set presets[].ownerPrincipals on the gitlab and arc-workflow presets")
 	}
 	if given.Inject.PodAnnotations != nil {
 		cfg.Inject.PodAnnotations = nil
@@ -70,10 +76,15 @@ func Parse(raw []byte) (Config, error) {
 }
 
 // mergePresets replaces defaults by name and keeps runnerpod.Order, so
-// matching stays most-specific-first whatever order the file lists.
+// matching stays most-specific-first whatever order the file lists. A listed
+// preset without maxProtected gets its fleet's default cap: protection never
+// goes uncapped by omission.
 func mergePresets(defaults, given []runnerpod.Preset) []runnerpod.Preset {
 	out := slices.Clone(defaults)
 	for _, g := range given {
+		if g.MaxProtected.Duration == 0 {
+			g.MaxProtected.Duration = g.Name.DefaultMaxProtected()
+		}
 		if i := slices.IndexFunc(out, func(p runnerpod.Preset) bool { return p.Name == g.Name }); i >= 0 {
 			out[i] = g
 		} else {
@@ -112,6 +123,15 @@ func (c Config) Validate() error {
 				errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: %q: %s", p.Name, n, msg))
 			}
 		}
+		if p.MaxProtected.Duration < time.Minute {
+			errs = append(errs, fmt.Errorf("presets[%s].maxProtected: %s is below the 1m floor", p.Name, p.MaxProtected.Duration))
+		}
+		if len(p.OwnerPrincipals) > 0 && !p.Name.OwnerEndsJob() {
+			errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: only the presets whose owner ends the job by deleting its pod (gitlab, arc-workflow) have owners", p.Name))
+		}
+		if slices.Contains(p.OwnerPrincipals, "") {
+			errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: principals must not be empty strings", p.Name))
+		}
 		for _, e := range p.DiagnosticEnv {
 			for _, msg := range validation.IsEnvVarName(e.Name) {
 				errs = append(errs, fmt.Errorf("presets[%s].diagnosticEnv: %q: %s", p.Name, e.Name, msg))
@@ -124,10 +144,8 @@ func (c Config) Validate() error {
 	if enabled == 0 {
 		errs = append(errs, errors.New("presets: no preset is enabled"))
 	}
-	for _, u := range slices.Concat(c.Guard.ExemptPrincipals, c.Guard.OwnerPrincipals) {
-		if u == "" {
-			errs = append(errs, errors.New("guard: principals must not be empty strings"))
-		}
+	if slices.Contains(c.Guard.ExemptPrincipals, "") {
+		errs = append(errs, errors.New("guard: principals must not be empty strings"))
 	}
 	for k := range c.Inject.PodAnnotations {
 		for _, msg := range validation.IsQualifiedName(k) {

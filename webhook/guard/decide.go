@@ -65,7 +65,10 @@ const (
 	RuleJobOwner         Rule = death.RuleJobOwner
 	RuleExempt           Rule = "exempt-principal"
 	RuleOverride         Rule = "override"
-	RuleBusy             Rule = "busy"
+	// RuleProtectionExpired: the runner has run past its preset's
+	// maxProtected, so it no longer pins its node.
+	RuleProtectionExpired Rule = "protection-expired"
+	RuleBusy              Rule = "busy"
 )
 
 // Decision is the guard's answer and what it knew.
@@ -79,6 +82,8 @@ type Decision struct {
 	Status  runnerpod.Status
 	// Override is the reason given in the override annotation (rule 9).
 	Override string
+	// Ran is how long the runner has run, when its protection expired.
+	Ran time.Duration
 }
 
 // Decide applies the decision table: the first rule that applies decides.
@@ -106,7 +111,7 @@ func Decide(f Facts, cfg config.Config) Decision {
 	if idle, why := isIdle(pod, runner.Preset.Name, f.Job); idle {
 		return allow(RuleIdle, why)
 	}
-	if runner.Preset.Name.OwnerEndsJob() && isOwner(pod, f.Requester, cfg) {
+	if runner.Preset.Name.OwnerEndsJob() && isOwner(pod, f.Requester, runner.Preset) {
 		return allow(RuleJobOwner, "the requester owns the job and is ending it")
 	}
 	if slices.Contains(cfg.Guard.ExemptPrincipals, f.Requester) {
@@ -116,6 +121,11 @@ func Decide(f Facts, cfg config.Config) Decision {
 	if reason != "" {
 		d.Override = reason
 		return allow(RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
+	}
+	if ran, ok := runningFor(d.Status, f.Now); ok && ran > runner.Preset.MaxProtected.Duration {
+		d.Ran = ran
+		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
+			d.Status.Container.Name, ran, runner.Preset.MaxProtected.Duration, runner.Preset.Name))
 	}
 	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
 	return d
@@ -146,12 +156,23 @@ func isIdle(pod *corev1.Pod, preset runnerpod.PresetName, job JobSignal) (bool, 
 	return false, ""
 }
 
-// isOwner is rule 7: the recorded creator, or a configured owner principal.
-func isOwner(pod *corev1.Pod, requester string, cfg config.Config) bool {
+// isOwner is rule 7: the recorded creator, or an owner principal of the
+// pod's preset.
+func isOwner(pod *corev1.Pod, requester string, p runnerpod.Preset) bool {
 	if requester == "" {
 		return false
 	}
-	return pod.Annotations[runnerpod.CreatedBy] == requester || slices.Contains(cfg.Guard.OwnerPrincipals, requester)
+	return pod.Annotations[runnerpod.CreatedBy] == requester || slices.Contains(p.OwnerPrincipals, requester)
+}
+
+// runningFor is how long the runner container has been running, from its
+// running.startedAt; false when the kubelet has not reported it.
+func runningFor(s runnerpod.Status, now time.Time) (time.Duration, bool) {
+	run := s.Container.State.Running
+	if run == nil || run.StartedAt.IsZero() {
+		return 0, false
+	}
+	return now.Sub(run.StartedAt.Time).Truncate(time.Second), true
 }
 
 // busyMessage says what is running, for how long, and how to override.
@@ -159,8 +180,8 @@ func busyMessage(f Facts, d Decision) string {
 	pod := f.Pod
 	var b strings.Builder
 	fmt.Fprintf(&b, "runnerguard: runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
-	if run := d.Status.Container.State.Running; run != nil && !run.StartedAt.IsZero() {
-		fmt.Fprintf(&b, " has been running for %s", f.Now.Sub(run.StartedAt.Time).Truncate(time.Second))
+	if ran, ok := runningFor(d.Status, f.Now); ok {
+		fmt.Fprintf(&b, " has been running for %s", ran)
 	} else {
 		b.WriteString(" is running")
 	}
@@ -168,12 +189,15 @@ func busyMessage(f Facts, d Decision) string {
 	case JobAssigned:
 		b.WriteString(" with a job assigned")
 	case JobUnreadable:
-		b.WriteString(" and its EphemeralRunner could not be read, so it is taken to be busy")
+		b.WriteString(" and its EphemeralRunner could not be read (or is not the pod's owner by UID), so it is taken to be busy")
 	default:
 		b.WriteString(" and is taken to be busy with a job")
 	}
 	if f.Operation == Eviction {
 		b.WriteString("; the eviction will succeed once the job ends")
+	}
+	if ran, ok := runningFor(d.Status, f.Now); ok {
+		fmt.Fprintf(&b, "; its protection expires in %s (preset cap %s)", d.Runner.Preset.MaxProtected.Duration-ran, d.Runner.Preset.MaxProtected.Duration)
 	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)

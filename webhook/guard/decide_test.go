@@ -16,8 +16,8 @@ const reaper = "system:serviceaccount:ci:reaper"
 
 func TestDecide(t *testing.T) {
 	now := podtest.Start.Add(41*time.Minute + 12*time.Second)
-	cfg := config.Default()
-	cfg.Guard.OwnerPrincipals = []string{"system:serviceaccount:gitlab:manager"}
+	cfg := withOwner(runnerpod.GitLab, "system:serviceaccount:gitlab:manager")
+	weekAgo := now.Add(-168 * time.Hour)
 	cases := []struct {
 		name      string
 		pod       *corev1.Pod
@@ -67,6 +67,8 @@ func TestDecide(t *testing.T) {
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:runner").Obj(), requester: "system:serviceaccount:gitlab:runner", rule: RuleJobOwner, allowed: true},
 		{name: "a configured owner principal ends a job of a pod created while the injector was down",
 			pod: podtest.GitLab("ci", "g").Running("build").Obj(), requester: "system:serviceaccount:gitlab:manager", rule: RuleJobOwner, allowed: true},
+		{name: "one preset's owner principal owns no job of another preset",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), requester: "system:serviceaccount:gitlab:manager", rule: RuleBusy},
 		{name: "ARC's runner deleting its workflow pod ends its job",
 			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", rule: RuleJobOwner, allowed: true},
 		{name: "someone other than the creator deleting a GitLab build pod is refused",
@@ -87,11 +89,29 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "  ").Obj(), requester: reaper, rule: RuleBusy, msg: []string{"set but empty"}},
 		{name: "a busy runner is refused with what runs, for how long and how to override",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: reaper, rule: RuleBusy,
-			msg: []string{`runner container "runner" of pod ci/r (generic)`, "running for 41m12s", `kubectl annotate pod -n ci r runnerguard.io/allow-delete="<reason>"`}},
+			msg: []string{`runner container "runner" of pod ci/r (generic)`, "running for 41m12s", "its protection expires in 167h18m48s (preset cap 168h0m0s)", `kubectl annotate pod -n ci r runnerguard.io/allow-delete="<reason>"`}},
 		{name: "an eviction of a busy runner says it will succeed after the job",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Eviction, requester: reaper, rule: RuleBusy, msg: []string{"eviction will succeed once the job ends"}},
 		{name: "one running runner of two makes the pod busy",
 			pod: twoRunners().Terminated("runner", 0, "Completed").Running("runner-2").Obj(), requester: reaper, cfg: twoRunnerCfg(), rule: RuleBusy, msg: []string{`"runner-2"`}},
+		{name: "a runner that has run past its preset's cap may go, saying how long it ran",
+			pod: podtest.Runner("ci", "r").RunningSince("runner", weekAgo.Add(-time.Second)).Obj(), requester: reaper, rule: RuleProtectionExpired, allowed: true,
+			msg: []string{"protection expired", `runner "runner" has run for 168h0m1s`, "past the 168h0m0s cap of preset generic"}},
+		{name: "a runner at exactly its cap is still protected",
+			pod: podtest.Runner("ci", "r").RunningSince("runner", weekAgo).Obj(), requester: reaper, rule: RuleBusy},
+		{name: "an eviction past the cap is allowed too",
+			pod: podtest.Runner("ci", "r").RunningSince("runner", weekAgo.Add(-time.Hour)).Obj(), op: Eviction, requester: reaper, rule: RuleProtectionExpired, allowed: true},
+		{name: "the cap is per preset: a GitLab job may run a month",
+			pod: podtest.GitLab("ci", "g").RunningSince("build", weekAgo.Add(-time.Hour)).Obj(), requester: reaper, rule: RuleBusy},
+		{name: "a configured cap replaces the default",
+			pod: podtest.Runner("ci", "r").RunningSince("runner", now.Add(-2*time.Hour)).Obj(), cfg: capped(runnerpod.Generic, time.Hour), requester: reaper, rule: RuleProtectionExpired, allowed: true,
+			msg: []string{"has run for 2h0m0s", "past the 1h0m0s cap"}},
+		{name: "an idle runner past its cap is idle first",
+			pod: podtest.ARCScaleSet("ci", "r").RunningSince("runner", weekAgo.Add(-time.Hour)).Obj(), job: JobNone, rule: RuleIdle, allowed: true},
+		{name: "an override past the cap is an override, logged with its reason",
+			pod: podtest.Runner("ci", "r").RunningSince("runner", weekAgo.Add(-time.Hour)).Annotate(runnerpod.AllowDelete, "drain").Obj(), requester: reaper, rule: RuleOverride, allowed: true},
+		{name: "an ARC runner whose EphemeralRunner cannot be read is released past its cap",
+			pod: podtest.ARCScaleSet("ci", "r").RunningSince("runner", weekAgo.Add(-time.Hour)).Obj(), job: JobUnreadable, requester: reaper, rule: RuleProtectionExpired, allowed: true},
 		{name: "a pod with init containers only is not a runner pod",
 			pod: initOnly(), rule: RuleNotRunnerPod, allowed: true},
 	}
@@ -120,6 +140,26 @@ func disabled(n runnerpod.PresetName) *config.Config {
 	for i := range c.Presets {
 		if c.Presets[i].Name == n {
 			c.Presets[i].Enabled = false
+		}
+	}
+	return &c
+}
+
+func withOwner(n runnerpod.PresetName, owner string) config.Config {
+	c := config.Default()
+	for i := range c.Presets {
+		if c.Presets[i].Name == n {
+			c.Presets[i].OwnerPrincipals = []string{owner}
+		}
+	}
+	return c
+}
+
+func capped(n runnerpod.PresetName, d time.Duration) *config.Config {
+	c := config.Default()
+	for i := range c.Presets {
+		if c.Presets[i].Name == n {
+			c.Presets[i].MaxProtected.Duration = d
 		}
 	}
 	return &c

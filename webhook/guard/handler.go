@@ -143,14 +143,23 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 
 // jobSignal reads the EphemeralRunner that owns an ARC scale-set pod. ARC's
 // listener writes the assigned job into its status (jobRequestId; jobId in
-// newer releases); none means idle. Unreadable means busy.
+// newer releases); none means idle. Unreadable means busy, and so does an
+// EphemeralRunner whose UID is not the one the pod's ownerReference names:
+// an idle runner of the same name recreated, or a reference re-pointed at
+// one, is not this pod's owner and says nothing of its job.
 func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobSignal {
 	er := &unstructured.Unstructured{}
 	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
 	er.SetKind(runnerpod.EphemeralRunnerKind)
-	key := types.NamespacedName{Namespace: pod.Namespace, Name: runnerpod.EphemeralRunnerOwner(pod)}
+	ref := runnerpod.EphemeralRunnerRef(pod)
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
 	if err := h.Reader.Get(ctx, key, er); err != nil {
 		logf.FromContext(ctx).Info("cannot read the EphemeralRunner; taking the runner to be busy", "ephemeralRunner", key.Name, "error", err.Error())
+		return JobUnreadable
+	}
+	if er.GetUID() != ref.UID {
+		logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; taking the runner to be busy",
+			"ephemeralRunner", key.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
 		return JobUnreadable
 	}
 	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
@@ -183,7 +192,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
 		return
-	case RuleJobOwner, RuleExempt, RuleOverride, RuleBusy:
+	case RuleJobOwner, RuleExempt, RuleOverride, RuleProtectionExpired, RuleBusy:
 		// The contract's "allow, and log" rows and every refusal: an
 		// operator sees them at the default level.
 		log.Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name, "overrideReason", d.Override)
@@ -191,7 +200,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
 	}
 	running := d.Allowed && d.Status.State == runnerpod.Running
-	if rv.dryRun || (d.Allowed && d.Rule != RuleOverride && !running) {
+	if rv.dryRun || (d.Allowed && d.Rule != RuleOverride && d.Rule != RuleProtectionExpired && !running) {
 		return
 	}
 	if ok, err := h.confirm(ctx, f); !ok {
@@ -206,6 +215,9 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case d.Rule == RuleOverride:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DeleteOverridden", string(f.Operation),
 			"%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)
+	case d.Rule == RuleProtectionExpired:
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "ProtectionExpired", string(f.Operation),
+			"%s by %s allowed: %s", f.Operation, f.Requester, d.Message)
 	}
 	if running && h.Writer != nil {
 		if err := h.note(ctx, f, d); err != nil {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -63,6 +64,7 @@ func ephemeralRunner(name string, status map[string]any) *unstructured.Unstructu
 	u.SetKind("EphemeralRunner")
 	u.SetNamespace("ci")
 	u.SetName(name)
+	u.SetUID(types.UID("er-" + name)) // the UID podtest.ARCScaleSet's owner reference names
 	return u
 }
 
@@ -114,6 +116,10 @@ func TestHandleDelete(t *testing.T) {
 		{name: "a dry-run override warns but emits no Event",
 			req:     deleteReq(t, podtest.Runner("ci", "o").Running("runner").Annotate(runnerpod.AllowDelete, "x").Obj(), "alice", true, nil),
 			allowed: true, code: http.StatusOK, warning: "x"},
+		{name: "a runner past its preset's cap is allowed with a Warning Event saying the protection expired",
+			req:     deleteReq(t, podtest.Runner("ci", "old").RunningSince("runner", podtest.Start.Add(-200*time.Hour)).Obj(), reaper, false, nil),
+			allowed: true, code: http.StatusOK, warning: "protection expired",
+			events: []string{"Warning ProtectionExpired delete by " + reaper + " allowed: the protection expired"}},
 		{name: "a plain pod is allowed", req: deleteReq(t, podtest.Plain("ci", "web").Obj(), reaper, false, nil), allowed: true, code: http.StatusOK},
 		{name: "a deletecollection review (no request name) reads the pod from oldObject",
 			req: func() admission.Request { r := deleteReq(t, busy, reaper, false, nil); r.Name = ""; return r }(), code: http.StatusForbidden, msg: "ci/busy",
@@ -191,6 +197,13 @@ func TestHandleEviction(t *testing.T) {
 		{name: "an ARC runner with a jobId is busy",
 			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), ephemeralRunner("r", map[string]any{"jobId": "abc"})},
 			req:  evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "with a job assigned", events: 1},
+		{name: "an ARC runner whose EphemeralRunner of that name has another UID is busy",
+			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), func() client.Object {
+				er := ephemeralRunner("r", map[string]any{"phase": "Running"})
+				er.SetUID("recreated")
+				return er
+			}()},
+			req: evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "not the pod's owner by UID", events: 1},
 		{name: "an ARC runner whose EphemeralRunner is missing is busy",
 			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj()},
 			req:  evictionReq(t, "ci", "r", reaper, nil), code: http.StatusTooManyRequests, msg: "could not be read", events: 1},

@@ -17,8 +17,11 @@ import (
 func response(op Operation, d Decision) admission.Response {
 	if d.Allowed {
 		r := admission.Allowed(d.Message)
-		if d.Rule == RuleOverride {
+		switch d.Rule {
+		case RuleOverride:
 			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
+		case RuleProtectionExpired:
+			r = r.WithWarnings("runnerguard: " + d.Message)
 		}
 		return r
 	}

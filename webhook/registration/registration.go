@@ -2,9 +2,11 @@ package registration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -33,8 +35,13 @@ type Options struct {
 	// cluster, a URL in tests.
 	ClientConfig func(path string) admissionregistrationv1.WebhookClientConfig
 	// NamespaceSelector picks the protected namespaces; nil means the opt-in
-	// label runnerguard.io/enabled=true.
+	// label runnerguard.io/enabled=true. SystemNamespaces and the two below
+	// are never selected, whatever the selector says.
 	NamespaceSelector *metav1.LabelSelector
+	// ReleaseNamespace is where runnerguard runs, and CertManagerNamespace
+	// cert-manager's: a webhook there could block its own repair, or the
+	// issuing of its own certificate.
+	ReleaseNamespace, CertManagerNamespace string
 	// DeleteFailurePolicy: with Fail, an outage refuses only the deletes the
 	// guard would have judged (matchConditions filter the rest at the API
 	// server). EvictionFailurePolicy: with Fail, an outage refuses every
@@ -44,11 +51,28 @@ type Options struct {
 	TimeoutSeconds        int32
 }
 
-func (o Options) namespaceSelector() *metav1.LabelSelector {
+// SystemNamespaces hold the cluster's own machinery: never selected, even
+// if labelled, so no runnerguard outage can block it.
+var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// Selector is the namespaceSelector of both webhooks: the chosen namespaces
+// without the never-selected ones, by their kubernetes.io/metadata.name
+// label, which the API server sets and no one can change.
+func (o Options) Selector() *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"}}
 	if o.NamespaceSelector != nil {
-		return o.NamespaceSelector
+		sel = o.NamespaceSelector.DeepCopy()
 	}
-	return &metav1.LabelSelector{MatchLabels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"}}
+	var never []string
+	for _, ns := range append(slices.Clone(SystemNamespaces), o.ReleaseNamespace, o.CertManagerNamespace) {
+		if ns != "" && !slices.Contains(never, ns) {
+			never = append(never, ns)
+		}
+	}
+	sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: never,
+	})
+	return sel
 }
 
 // celList renders names as a CEL list literal of strings.
@@ -105,7 +129,7 @@ func Validating(cfg config.Config, o Options) *admissionregistrationv1.Validatin
 			}},
 			FailurePolicy:           ptr.To(fp),
 			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-			NamespaceSelector:       o.namespaceSelector(),
+			NamespaceSelector:       o.Selector(),
 			ObjectSelector:          &metav1.LabelSelector{},
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
 			TimeoutSeconds:          ptr.To(o.TimeoutSeconds),
@@ -141,7 +165,7 @@ func Mutating(cfg config.Config, o Options) *admissionregistrationv1.MutatingWeb
 			}},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
 			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-			NamespaceSelector:       o.namespaceSelector(),
+			NamespaceSelector:       o.Selector(),
 			ObjectSelector:          &metav1.LabelSelector{},
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			TimeoutSeconds:          ptr.To(o.TimeoutSeconds),

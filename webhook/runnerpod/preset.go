@@ -2,8 +2,10 @@ package runnerpod
 
 import (
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -53,17 +55,48 @@ type Preset struct {
 	// DiagnosticEnv is added to the runner containers where the pod author
 	// has not set the same name.
 	DiagnosticEnv []corev1.EnvVar `json:"diagnosticEnv,omitempty"`
+	// OwnerPrincipals own the jobs of a preset whose owner ends the job
+	// (OwnerEndsJob), for its pods created while the injector was down.
+	OwnerPrincipals []string `json:"ownerPrincipals,omitempty"`
+	// MaxProtected caps how long a running runner is protected; a file
+	// that leaves it out gets the preset's DefaultMaxProtected.
+	MaxProtected metav1.Duration `json:"maxProtected,omitempty"`
+}
+
+// DefaultMaxProtected is the longest a job of the fleet's CI service can run,
+// so the cap never ends a job the service itself would still let run:
+//   - GitHub Actions: a job on a self-hosted runner runs for at most 5 days
+//     ("Usage limits for self-hosted runners", docs.github.com). A workflow
+//     pod starts with its job: 120h. A runner pod may wait for its job
+//     first, and GitHub cancels a job queued for more than 24 h (up to
+//     48 h): 168h.
+//   - GitLab: a project's job timeout must be under one month
+//     (Project::MAX_BUILD_TIMEOUT = 1.month, app/models/project.rb; "the
+//     timeout must be between 10 minutes and 1 month" in the CI/CD settings
+//     docs); the build pod starts with its job: 744h (31 days).
+func (n PresetName) DefaultMaxProtected() time.Duration {
+	switch n {
+	case GitLab:
+		return 744 * time.Hour
+	case ARCWorkflow:
+		return 120 * time.Hour
+	}
+	return 168 * time.Hour
 }
 
 // DefaultPresets returns every preset, enabled, in Order.
 func DefaultPresets() []Preset {
-	return []Preset{
+	ps := []Preset{
 		{Name: ARCWorkflow, Enabled: true, RunnerContainers: []string{"job"}},
 		{Name: GitLab, Enabled: true, RunnerContainers: []string{"build"}},
 		{Name: ARCScaleSet, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
 		{Name: ARCLegacy, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
 		{Name: Generic, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
 	}
+	for i := range ps {
+		ps[i].MaxProtected.Duration = ps[i].Name.DefaultMaxProtected()
+	}
+	return ps
 }
 
 // githubRunnerEnv makes the GitHub runner copy its _diag log to stdout, so
@@ -133,14 +166,18 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 
 // EphemeralRunnerOwner returns the name of the EphemeralRunner that controls
 // the pod, or "" when none does.
-func EphemeralRunnerOwner(pod *corev1.Pod) string {
+func EphemeralRunnerOwner(pod *corev1.Pod) string { return EphemeralRunnerRef(pod).Name }
+
+// EphemeralRunnerRef returns the controller reference to the pod's
+// EphemeralRunner, or a zero reference when none controls it.
+func EphemeralRunnerRef(pod *corev1.Pod) metav1.OwnerReference {
 	for _, o := range pod.OwnerReferences {
 		if o.Controller == nil || !*o.Controller || o.Kind != EphemeralRunnerKind {
 			continue
 		}
 		if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && gv.Group == ARCScaleSetGroup {
-			return o.Name
+			return o
 		}
 	}
-	return ""
+	return metav1.OwnerReference{}
 }

@@ -90,10 +90,12 @@ the same string registration.DeleteMatchConditions builds.
 
 {{/*
 Where both webhooks act: the opt-in selector or the listed namespaces, and
-never the release namespace.
+never the system namespaces, the release namespace or cert-manager's (the
+order and values of registration.Options.Selector).
 */}}
 {{- define "runnerguard.namespaceSelector" -}}
-{{- $exclude := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (list .Release.Namespace) }}
+{{- $never := list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace .Values.certManager.namespace | uniq }}
+{{- $exclude := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $never }}
 {{- if .Values.namespaces }}
 {{- $in := dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" .Values.namespaces }}
 {{- toYaml (dict "matchExpressions" (list $in $exclude)) }}

@@ -23,11 +23,14 @@ func (s *Server) WebhookCalls(path string) (float64, error) {
 // and the seconds it spent answering them, from controller-runtime's own
 // controller_runtime_webhook_requests_total and _latency_seconds.
 func (s *Server) WebhookStats(path string) (calls, seconds float64, err error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", s.metricsPort))
+	resp, err := s.GetMetrics(s.MetricsToken)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("metrics: %s", resp.Status)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {

@@ -31,6 +31,9 @@ import (
 // grantServerRBAC gives, the least the webhooks need.
 const ServerUser = "system:serviceaccount:runnerguard:runnerguard"
 
+// MemoryLimit is the chart's default memory limit of the webhook container.
+const MemoryLimit = 256 << 20
+
 // ServerOptions say how to run the binary.
 type ServerOptions struct {
 	// WorkDir holds the binary, its config and kubeconfig.
@@ -60,6 +63,8 @@ type Server struct {
 	CAData []byte
 	// LogPath is the file the server logs to.
 	LogPath string
+	// MetricsToken is a ServiceAccount token allowed to get /metrics.
+	MetricsToken string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -122,6 +127,9 @@ func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, err
 	if err := grantServerRBAC(ctx, c.Client); err != nil {
 		return nil, err
 	}
+	if s.MetricsToken, err = metricsReaderToken(ctx, c); err != nil {
+		return nil, err
+	}
 	user, err := c.Env.AddUser(envtest.User{Name: ServerUser}, nil)
 	if err != nil {
 		return nil, err
@@ -161,8 +169,10 @@ func (s *Server) Start(ctx context.Context) error {
 		args = append(args, "--kubeconfig="+s.kubeconfig)
 	}
 	cmd := exec.Command(s.bin, append(args, s.args...)...)
+	// The chart's memory limit, passed as the chart passes it.
+	cmd.Env = append(os.Environ(), fmt.Sprintf("MEMORY_LIMIT=%d", MemoryLimit))
 	if s.kubeconfigFromEnv {
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig)
+		cmd.Env = append(cmd.Env, "KUBECONFIG="+s.kubeconfig)
 	}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
@@ -210,7 +220,7 @@ func (s *Server) URL(path string) string {
 // Options are the registration options pointing the API server at s.
 func (s *Server) Options() registration.Options {
 	return registration.Options{
-		Name: "runnerguard",
+		Name: "runnerguard", ReleaseNamespace: ReleaseNamespace, CertManagerNamespace: "cert-manager",
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
 			url := s.URL(path)
 			return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: s.CAData}
@@ -246,6 +256,8 @@ func grantServerRBAC(ctx context.Context, c client.Client) error {
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeletions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths"}, Verbs: []string{"create", "get", "list", "delete"}},
 		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ServerUser}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"},
@@ -274,7 +286,7 @@ func grantServerRBAC(ctx context.Context, c client.Client) error {
 // logName.
 func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
 	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: s.configPath, certDir: s.certDir, args: s.args, CAData: s.CAData,
-		kubeconfigFromEnv: s.kubeconfigFromEnv}
+		kubeconfigFromEnv: s.kubeconfigFromEnv, MetricsToken: s.MetricsToken}
 	var err error
 	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort} {
 		if *p, err = freePort(); err != nil {

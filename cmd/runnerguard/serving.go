@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Review limits. Anyone who can reach the webhook port can post a review,
+// so what one costs is bounded here, before controller-runtime reads it.
+const (
+	// maxReviewBytes admits the largest review the API server sends us: it
+	// refuses request bodies over 3 MiB, a pod is one object in a CREATE or
+	// DELETE review (never two: we review no UPDATE), and the review around
+	// it is small. controller-runtime's own bound is 7 MiB, sized for two
+	// objects.
+	maxReviewBytes = 4 << 20
+	// minReviewCost is what a small review is charged against the budget:
+	// decoding and answering cost more than the body's bytes.
+	minReviewCost = 64 << 10
+	// reviewReadTimeout bounds reading one body: the API server sends it at
+	// once, a client that trickles it holds budget only this long.
+	reviewReadTimeout = 10 * time.Second
+	// budgetWait bounds waiting for budget: the API server gives up on a
+	// webhook after at most 30 s.
+	budgetWait = 30 * time.Second
+)
+
+// reviewLimits charges each review its body's size against a budget of
+// bytes in flight, so many small reviews run at once but only a few of the
+// largest: a review's decode, mutation and patch cost a multiple of its size
+// in heap (measured in e2e/api/hardening_test.go).
+type reviewLimits struct {
+	budget *semaphore.Weighted
+	max    int64
+}
+
+func newReviewLimits(budgetBytes int64) reviewLimits {
+	return reviewLimits{budget: semaphore.NewWeighted(budgetBytes), max: maxReviewBytes}
+}
+
+func (l reviewLimits) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > l.max {
+			http.Error(w, fmt.Sprintf("review of %d bytes is over the %d-byte limit", r.ContentLength, l.max), http.StatusRequestEntityTooLarge)
+			return
+		}
+		cost := r.ContentLength
+		if cost < 0 { // unknown length: charge the most a body may be
+			cost = l.max
+		}
+		cost = max(cost, minReviewCost)
+		ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
+		defer cancel()
+		if err := l.budget.Acquire(ctx, cost); err != nil {
+			http.Error(w, "too many reviews in flight", http.StatusServiceUnavailable)
+			return
+		}
+		defer l.budget.Release(cost)
+		// Not every ResponseWriter supports deadlines (httptest's does not);
+		// the server's does.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reviewReadTimeout))
+		// A body without a length, or longer than it said, stops at max;
+		// controller-runtime then answers 400.
+		r.Body = http.MaxBytesReader(w, r.Body, l.max)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// boundedServer is controller-runtime's webhook server with every webhook
+// registered through reviewLimits.
+type boundedServer struct {
+	webhook.Server
+	limits reviewLimits
+}
+
+func (s boundedServer) Register(path string, hook http.Handler) {
+	s.Server.Register(path, s.limits.wrap(hook))
+}
+
+// http1Only turns HTTP/2 off, as kubebuilder scaffolds do: HTTP/2's stream
+// multiplexing made the webhook and metrics servers open to the rapid-reset
+// and stream-cancellation attacks (CVE-2023-44487, CVE-2023-39325); the API
+// server and Prometheus speak HTTP/1.1 as well.
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+// setMemoryLimit sets the Go runtime's soft memory limit to a third of the
+// container's (MEMORY_LIMIT, bytes, from the downward API's limits.memory).
+// The collector lets the heap grow to the soft limit before it works
+// harder, so the limit is where the heap peaks: a third keeps the whole
+// process (heap, stacks, TLS buffers, the binary) under half the
+// container's limit through a burst of the largest reviews
+// (e2e/api/hardening_test.go), and a burst slows the server rather than
+// getting it OOM-killed. A GOMEMLIMIT set by hand wins.
+func setMemoryLimit() {
+	limit, err := strconv.ParseInt(os.Getenv("MEMORY_LIMIT"), 10, 64)
+	if os.Getenv("GOMEMLIMIT") != "" || err != nil || limit <= 0 {
+		return
+	}
+	debug.SetMemoryLimit(limit / 3)
+	ctrl.Log.Info("soft memory limit set", "bytes", limit/3, "containerLimit", limit)
+}
+
+// metricsOptions serves metrics over HTTPS, with the serving certificate
+// the webhook uses (its names are the Service's, which a ServiceMonitor
+// scrapes), to clients whose token the API server authenticates and allows
+// to get /metrics; or, with secure false, as plain HTTP.
+func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if secure {
+		o.SecureServing, o.CertDir, o.TLSOpts = true, certDir, []func(*tls.Config){http1Only}
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}

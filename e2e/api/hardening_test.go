@@ -1,0 +1,228 @@
+//go:build e2e
+
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
+	"github.com/runnerguard/runnerguard/webhook/podtest"
+	"github.com/runnerguard/runnerguard/webhook/registration"
+)
+
+// An EphemeralRunner deleted and made again under the same name is a new
+// object: its "no job" says nothing of the old runner's pod, which keeps
+// its job until it ends.
+func TestAnEphemeralRunnerRecreatedUnderTheSameNameDoesNotReleaseTheOldPod(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ctx := context.Background()
+	newER := func() *unstructured.Unstructured {
+		er := &unstructured.Unstructured{}
+		er.SetAPIVersion("actions.github.com/v1alpha1")
+		er.SetKind("EphemeralRunner")
+		er.SetNamespace(ns)
+		er.SetName("arc-uid")
+		require.NoError(t, admin.Create(ctx, er))
+		return er
+	}
+	er := newER()
+	pod := podtest.ARCScaleSet(ns, "arc-uid").RunningSince("runner", time.Now()).Obj()
+	pod.OwnerReferences[0].UID = er.GetUID()
+	pod = create(t, nil, pod)
+	require.NoError(t, deletePod(as(t, reaper), pod, client.DryRunAll), "the pod's own idle EphemeralRunner releases it")
+
+	// No garbage collector runs here, so the pod outlives its owner, as it
+	// does for a moment in a cluster, or for good with orphan deletion.
+	require.NoError(t, admin.Delete(ctx, er))
+	recreated := newER()
+	require.NotEqual(t, er.GetUID(), recreated.GetUID())
+	err := deletePod(as(t, reaper), pod)
+	require.True(t, apierrors.IsForbidden(err), "an idle namesake is not the pod's owner; got %v", err)
+	assert.Contains(t, err.Error(), "not the pod's owner by UID")
+	assert.True(t, alive(t, pod))
+}
+
+// No runner pins its node forever: past its preset's cap (168h for a
+// generic pool) a delete goes through, with a warning that says so.
+func TestARunnerPastItsCapMayBeDeleted(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, podtest.Runner(ns, "stuck").RunningSince("runner", time.Now().Add(-170*time.Hour)).Obj())
+	young := create(t, nil, busyRunner(ns, "young"))
+	c, warnings := warningsAs(t, reaper)
+	require.NoError(t, deletePod(c, pod), "protection has expired")
+	require.Len(t, *warnings, 1)
+	assert.Contains(t, (*warnings)[0], "the protection expired: runner \"runner\" has run for 170h")
+	assert.Contains(t, (*warnings)[0], "past the 168h0m0s cap of preset generic")
+	assert.True(t, apierrors.IsTooManyRequests(evict(as(t, reaper), young, false)), "a runner inside its cap stays protected")
+}
+
+func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
+	get := func(token string) (int, string) {
+		resp, err := server.GetMetrics(token)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	code, _ := get("")
+	assert.Equal(t, http.StatusUnauthorized, code, "no token, no metrics")
+	// controller-runtime's filter answers a token the API server rejects
+	// with 500 ("Authentication failed"): refused all the same.
+	code, body := get("not-a-token")
+	assert.NotEqual(t, http.StatusOK, code)
+	assert.NotContains(t, body, "controller_runtime")
+
+	stranger := "stranger"
+	require.NoError(t, admin.Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: stranger, Namespace: apitest.ReleaseNamespace}}))
+	tr, err := cs.CoreV1().ServiceAccounts(apitest.ReleaseNamespace).CreateToken(context.Background(), stranger, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	code, _ = get(tr.Status.Token)
+	assert.Equal(t, http.StatusForbidden, code, "a valid token without get on /metrics")
+
+	code, body = get(server.MetricsToken)
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "controller_runtime_webhook_requests_total")
+
+	// Offered HTTP/2, both servers choose HTTP/1.1 (HTTP/2 off, as
+	// kubebuilder scaffolds).
+	for _, addr := range []string{server.MetricsURL(), server.URL(registration.GuardPath)} {
+		u, err := url.Parse(addr)
+		require.NoError(t, err)
+		conn, err := tls.Dial("tcp", u.Host, &tls.Config{RootCAs: server.HTTPClient().Transport.(*http.Transport).TLSClientConfig.RootCAs, NextProtos: []string{"h2", "http/1.1"}})
+		require.NoError(t, err)
+		assert.Equal(t, "http/1.1", conn.ConnectionState().NegotiatedProtocol, addr)
+		conn.Close()
+	}
+}
+
+// A review larger than any the API server sends is refused before it is
+// read, and the server goes on answering.
+func TestAnOversizedReviewIsRefusedAndTheServerCarriesOn(t *testing.T) {
+	pid := server.Pid()
+	ns := newNamespace(t, nil)
+	for _, path := range []string{registration.GuardPath, registration.InjectPath} {
+		code, _ := postReview(t, path, review(t, path, ns, 5<<20))
+		assert.Equal(t, http.StatusRequestEntityTooLarge, code, path)
+	}
+	assert.Equal(t, pid, server.Pid())
+	pod := create(t, nil, busyRunner(ns, "after"))
+	assert.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), pod)), "the guard still judges")
+}
+
+// The memory bound: a burst of the largest reviews the server admits, to
+// both webhooks at once, keeps the process's peak resident memory (which
+// bounds its heap) under half the chart's 256 MiB limit.
+func TestABurstOfTheLargestReviewsStaysUnderHalfTheMemoryLimit(t *testing.T) {
+	const limit, burst = apitest.MemoryLimit, 16
+	ns := newNamespace(t, nil)
+	bodies := map[string][]byte{}
+	for _, path := range []string{registration.GuardPath, registration.InjectPath} {
+		bodies[path] = review(t, path, ns, 4<<20-4<<10)
+	}
+	var wg sync.WaitGroup
+	codes := make(chan int, 2*burst)
+	for i := range 2 * burst {
+		path := registration.GuardPath
+		if i%2 == 1 {
+			path = registration.InjectPath
+		}
+		wg.Go(func() {
+			code, _ := postReview(t, path, bodies[path])
+			codes <- code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	answered := 0
+	for c := range codes {
+		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, c, "answered or asked to come back")
+		if c == http.StatusOK {
+			answered++
+		}
+	}
+	hwm := peakRSS(t, server.Pid())
+	t.Logf("%d of %d largest reviews answered; peak RSS of the server %.1f MiB (limit %d MiB)", answered, 2*burst, float64(hwm)/(1<<20), limit>>20)
+	assert.Less(t, hwm, int64(limit/2))
+}
+
+// peakRSS is the process's resident high-water mark (VmHWM), which the
+// kernel keeps: no sampling can miss the peak.
+func peakRSS(t *testing.T, pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/pid/status")
+	return 0
+}
+
+// review is an AdmissionReview of about size bytes, as the API server
+// would send it to path: a busy runner pod's DELETE to the guard, its
+// CREATE to the injector, the bulk in the runner's env (many small
+// objects: the costliest shape to decode).
+func review(t *testing.T, path, ns string, size int) []byte {
+	pod := podtest.Runner(ns, "big").RunningSince("runner", time.Now()).Obj()
+	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	value := strings.Repeat("x", 80)
+	entry, err := json.Marshal(corev1.EnvVar{Name: "E000000", Value: value})
+	require.NoError(t, err)
+	for i := range (size - 16<<10) / (len(entry) + 1) {
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%06d", i), Value: value})
+	}
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+	req := &admissionv1.AdmissionRequest{
+		UID: types.UID("review-" + strconv.Itoa(size)), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: ns, Name: pod.Name,
+		Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: raw}, DryRun: ptr.To(true),
+	}
+	if path == registration.InjectPath {
+		req.Operation, req.Object, req.OldObject = admissionv1.Create, runtime.RawExtension{Raw: raw}, runtime.RawExtension{}
+	}
+	out, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req})
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(out), size)
+	return out
+}
+
+func postReview(t *testing.T, path string, body []byte) (int, []byte) {
+	c := server.HTTPClient()
+	c.Timeout = 2 * time.Minute
+	resp, err := c.Post(server.URL(path), "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
