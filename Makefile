@@ -7,8 +7,8 @@ KUBE_VERSION := v1.37.2
 KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: test unit lint e2e-api kube-bin tools chart-test manifests image vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
-test: lint unit e2e-api bench-smoke chart-test vitals-v1 vitals-v2 e2e-node
+.PHONY: test unit lint e2e-api kube-bin tools chart-test alerts-test manifests image vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
+test: lint unit e2e-api bench-smoke chart-test alerts-test vitals-v1 vitals-v2 e2e-node
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -37,6 +37,16 @@ chart-test: kube-bin
 	hack/tools.sh helm helm3
 	HELM=$(CACHE)/bin/helm HELM3=$(CACHE)/bin/helm3 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
 	  go test -count=1 -timeout 15m ./e2e/chart/...
+
+# The chart's alerts under `promtool test rules` (e2e/alerts/testdata: series
+# that fire each alert and series that must not), its dashboard ConfigMap,
+# and every PromQL query of both parsed and checked to name only metrics the
+# binary serves. e2e/alerts is its own module (Prometheus's parser stays out
+# of runnerguard's go.mod); promtool is built by hack/promtool.sh.
+alerts-test:
+	hack/tools.sh helm
+	hack/promtool.sh
+	cd e2e/alerts && go vet ./... && HELM=$(CACHE)/bin/helm PROMTOOL=$(CACHE)/bin/promtool go test -count=1 ./...
 
 # manifests/runnerguard.yaml: the chart rendered with defaults, for users
 # who apply plain YAML. chart-test fails when it is stale.

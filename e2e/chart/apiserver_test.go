@@ -23,6 +23,7 @@ import (
 var crdModules = []struct{ module, dir string }{
 	{"github.com/cert-manager/cert-manager@v1.21.2", "deploy/crds"},
 	{"github.com/prometheus-operator/prometheus-operator@v0.85.0", "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"},
+	{"github.com/prometheus-operator/prometheus-operator@v0.85.0", "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"},
 }
 
 // moduleDir downloads a module (once; the module cache keeps it) and
@@ -100,6 +101,7 @@ guard: {deleteFailurePolicy: Ignore}
 presets: {gitlab: {runnerContainers: [build, step], ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}}
 networkPolicy: {enabled: true, metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}
 watcher: {enabled: false}`},
+		{name: "the alerts and the dashboard", values: `monitoring: {prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ func TestLintStrict(t *testing.T) {
 		{name: "listed namespaces, an existing issuer and a ServiceMonitor", values: `namespaces: [ci]
 certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}
 metrics: {serviceMonitor: {enabled: true, interval: 1m}}`},
+		{name: "the alerts and the dashboard", values: "monitoring: {prometheusRule: {enabled: true}, grafanaDashboard: {enabled: true}}"},
 		{name: "single replica without a budget or metrics", values: "replicaCount: 1\npodDisruptionBudget: {enabled: false}\nmetrics: {enabled: false}\nserviceAccount: {create: false}\nwatcher: {enabled: false}"},
 	}
 	for _, h := range helms(t) {
