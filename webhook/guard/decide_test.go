@@ -198,3 +198,16 @@ func TestNeedsJobSignal(t *testing.T) {
 	noOwner.OwnerReferences = nil
 	assert.False(t, NeedsJobSignal(noOwner.Obj(), cfg), "without an owner there is nothing to read")
 }
+
+func TestRequesterClass(t *testing.T) {
+	for user, want := range map[string]string{
+		"system:serviceaccount:ci:reaper": "serviceaccount",
+		"system:node:node-1":              "node",
+		"system:kube-controller-manager":  "system",
+		"alice@example.com":               "user",
+		"":                                "user",
+		"system:serviceaccount:kube-system:namespace-controller": "serviceaccount",
+	} {
+		assert.Equal(t, want, requesterClass(user), user)
+	}
+}

@@ -66,7 +66,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	d := Decide(facts, h.Config)
-	decisions.WithLabelValues(string(facts.Operation), decisionLabel(d), string(d.Rule)).Inc()
+	decisions.WithLabelValues(string(facts.Operation), decisionLabel(d), string(d.Rule), requesterClass(facts.Requester)).Inc()
 	h.sideEffects(ctx, facts, d, rv)
 	return response(facts.Operation, d)
 }

@@ -1,14 +1,18 @@
 package guard
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Domain counters; request counts and latencies come from
 // controller-runtime's own controller_runtime_webhook_* metrics.
 var (
 	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "runnerguard_guard_decisions_total",
-		Help: "Guard decisions on pod deletes and evictions, by operation, decision and the rule that decided.",
-	}, []string{"operation", "decision", "rule"})
+		Help: "Guard decisions on pod deletes and evictions, by operation, decision, the rule that decided and the requester's class (serviceaccount, node, system, user).",
+	}, []string{"operation", "decision", "rule", "requester"})
 )
 
 // RegisterMetrics registers the guard's counters on reg (main passes
@@ -20,4 +24,19 @@ func RegisterMetrics(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
+}
+
+// requesterClass is the kind of principal that asked, a bounded label: a
+// ServiceAccount (controllers, reapers, CI jobs), a node, another system
+// identity, or a person.
+func requesterClass(username string) string {
+	switch {
+	case strings.HasPrefix(username, "system:serviceaccount:"):
+		return "serviceaccount"
+	case strings.HasPrefix(username, "system:node:"):
+		return "node"
+	case strings.HasPrefix(username, "system:"):
+		return "system"
+	}
+	return "user"
 }
