@@ -31,6 +31,11 @@ func buildPod(ns, name string, args ...string) *corev1.Pod {
 	p.UID = ""
 	p.Labels = map[string]string{runnerLabel: ns}
 	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3)
+	for i := range p.Spec.InitContainers {
+		// init-permissions: done at once.
+		c := &p.Spec.InitContainers[i]
+		c.Image, c.ImagePullPolicy, c.Args = runnerImage, corev1.PullNever, []string{"job", "0"}
+	}
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
 		c.Image, c.ImagePullPolicy = runnerImage, corev1.PullNever

@@ -35,8 +35,24 @@ type Records struct {
 	CollectInterval metav1.Duration `json:"collectInterval"`
 }
 
+// Mode is what the guard does with a busy runner's delete or eviction.
+type Mode string
+
+// The guard's modes.
+const (
+	// ModeEnforce refuses it (403 for a delete, 429 for an eviction).
+	ModeEnforce Mode = "enforce"
+	// ModeWarn allows it, with the refusal's text as an admission warning,
+	// a Warning Event and decision="warn" in the decisions metric: what a
+	// platform team runs first, to see what enforce would refuse.
+	ModeWarn Mode = "warn"
+)
+
 // Guard configures the validating webhook.
 type Guard struct {
+	// Mode applies where a namespace's runnerguard.io/mode label does not
+	// say otherwise.
+	Mode Mode `json:"mode"`
 	// ExemptPrincipals are usernames whose deletes and evictions are always
 	// allowed (rule 8): cluster machinery that must never be blocked.
 	ExemptPrincipals []string `json:"exemptPrincipals"`
@@ -97,6 +113,7 @@ func Default() Config {
 	return Config{
 		Presets: runnerpod.DefaultPresets(),
 		Guard: Guard{
+			Mode:             ModeEnforce,
 			ExemptPrincipals: []string{NamespaceController, PodGC, TaintEviction},
 		},
 		Inject: Inject{
@@ -150,4 +167,13 @@ func (c Config) RunnerContainerNames() []string {
 		}
 	}
 	return names
+}
+
+// ModeFor is the guard's mode in a namespace with labels: its
+// runnerguard.io/mode label when that names a mode, else def.
+func ModeFor(labels map[string]string, def Mode) Mode {
+	if m := Mode(labels[runnerpod.ModeLabel]); m == ModeEnforce || m == ModeWarn {
+		return m
+	}
+	return def
 }

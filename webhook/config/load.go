@@ -172,6 +172,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("inject.vitals.mountPath: %q must be an absolute path", v.MountPath))
 		}
 	}
+	if m := c.Guard.Mode; m != ModeEnforce && m != ModeWarn {
+		errs = append(errs, fmt.Errorf("guard.mode: %q is neither %q nor %q", m, ModeEnforce, ModeWarn))
+	}
 	if r := c.Records; r.MaxAge.Duration < time.Hour || r.CleanMaxAge.Duration < 0 || r.CleanMaxAge.Duration > r.MaxAge.Duration {
 		errs = append(errs, fmt.Errorf("records: maxAge %s must be at least 1h, and cleanMaxAge %s between 0 (not kept) and maxAge", r.MaxAge.Duration, r.CleanMaxAge.Duration))
 	}

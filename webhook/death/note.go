@@ -106,6 +106,8 @@ func (r Record) Note() string {
 	switch {
 	case Class(r.Class) == JobEnded:
 		parts = append(parts, "ended by its owner "+r.DeletedBy)
+	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == RuleBusy:
+		parts = append(parts, "ended by its pod's deletion by "+r.DeletedBy+", allowed in warn mode (enforce would have refused it)")
 	case r.Deleted && r.DeletedBy != "":
 		parts = append(parts, "ended by its pod's deletion by "+r.DeletedBy)
 	case r.Deleted:

@@ -110,9 +110,14 @@ func Decide(o Observation) Plan {
 	return p
 }
 
-// RuleJobOwner is the guard's rule name for the job's owner ending its job
-// (guard.RuleJobOwner), as the note carries it.
-const RuleJobOwner = "job-owner"
+// The guard's rule names a note carries that change what a record says
+// (guard.RuleJobOwner and guard.RuleBusy are these).
+const (
+	// RuleJobOwner: the job's owner ended its job.
+	RuleJobOwner = "job-owner"
+	// RuleBusy: a busy runner's deletion, allowed only in warn mode.
+	RuleBusy = "busy"
+)
 
 // validNote is the note when it is of this pod and of the deletion that
 // followed it: within NoteSkew of the deletion's start (or of the pod's

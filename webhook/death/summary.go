@@ -78,6 +78,8 @@ func (r Record) Summary() string {
 	switch {
 	case Class(r.Class) == JobEnded:
 		fmt.Fprintf(&b, "  the job's owner, %s, ended the job by deleting its pod\n", r.DeletedBy)
+	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == RuleBusy:
+		fmt.Fprintf(&b, "  ended by its pod's deletion, requested by %s: allowed only because the guard was in warn mode; enforce would have refused it\n", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "":
 		fmt.Fprintf(&b, "  ended by its pod's deletion, requested by %s", r.DeletedBy)
 		if r.DeleteRule != "" {

@@ -46,6 +46,8 @@ type Facts struct {
 	Requester string
 	Job       JobSignal
 	Now       time.Time
+	// Mode is the guard's mode in the pod's namespace: enforce or warn.
+	Mode config.Mode
 	// confirmed: Pod was read from the API server, not taken from the
 	// review (an eviction's pod).
 	confirmed bool
@@ -68,7 +70,7 @@ const (
 	// RuleProtectionExpired: the runner has run past its preset's
 	// maxProtected, so it no longer pins its node.
 	RuleProtectionExpired Rule = "protection-expired"
-	RuleBusy              Rule = "busy"
+	RuleBusy              Rule = death.RuleBusy
 )
 
 // Decision is the guard's answer and what it knew.
@@ -84,6 +86,9 @@ type Decision struct {
 	Override string
 	// Ran is how long the runner has run, when its protection expired.
 	Ran time.Duration
+	// Warned: a busy runner's delete or eviction allowed only because the
+	// guard is in warn mode (Rule is busy).
+	Warned bool
 }
 
 // Decide applies the decision table: the first rule that applies decides.
@@ -128,6 +133,11 @@ func Decide(f Facts, cfg config.Config) Decision {
 			d.Status.Container.Name, ran, runner.Preset.MaxProtected.Duration, runner.Preset.Name))
 	}
 	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
+	if f.Mode == config.ModeWarn {
+		// Warn mode: the refusal is said, not done.
+		d.Allowed, d.Warned = true, true
+		d.Message = "runnerguard (warn mode) would refuse this: " + strings.TrimPrefix(d.Message, "runnerguard: ")
+	}
 	return d
 }
 

@@ -25,10 +25,20 @@ func TestDecide(t *testing.T) {
 		requester string
 		job       JobSignal
 		cfg       *config.Config
+		mode      config.Mode
 		rule      Rule
 		allowed   bool
+		warned    bool
 		msg       []string
 	}{
+		{name: "warn mode: a busy runner's delete is allowed, saying enforce would refuse it",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: "reaper", mode: config.ModeWarn,
+			rule: RuleBusy, allowed: true, warned: true, msg: []string{"(warn mode) would refuse this", "has been running for 41m12s"}},
+		{name: "warn mode changes nothing for an override",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj(), requester: "ops", mode: config.ModeWarn,
+			rule: RuleOverride, allowed: true},
+		{name: "warn mode changes nothing for an idle runner",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: JobNone, mode: config.ModeWarn, rule: RuleIdle, allowed: true},
 		{name: "a pod without a runner container is not judged",
 			pod: podtest.Plain("ci", "web").Running("app").Obj(), rule: RuleNotRunnerPod, allowed: true},
 		{name: "a runner container name of a disabled preset is not a runner pod",
@@ -125,9 +135,14 @@ func TestDecide(t *testing.T) {
 			if op == "" {
 				op = Delete
 			}
-			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, Job: tc.job, Now: now}, c)
+			mode := tc.mode
+			if mode == "" {
+				mode = config.ModeEnforce
+			}
+			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, Job: tc.job, Now: now, Mode: mode}, c)
 			assert.Equal(t, tc.rule, d.Rule, d.Message)
 			assert.Equal(t, tc.allowed, d.Allowed)
+			assert.Equal(t, tc.warned, d.Warned)
 			for _, m := range tc.msg {
 				assert.Contains(t, d.Message, m)
 			}
@@ -209,5 +224,20 @@ func TestRequesterClass(t *testing.T) {
 		"system:serviceaccount:kube-system:namespace-controller": "serviceaccount",
 	} {
 		assert.Equal(t, want, requesterClass(user), user)
+	}
+}
+
+func TestModeFor(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		def    config.Mode
+		want   config.Mode
+	}{
+		{nil, config.ModeEnforce, config.ModeEnforce},
+		{map[string]string{runnerpod.ModeLabel: "warn"}, config.ModeEnforce, config.ModeWarn},
+		{map[string]string{runnerpod.ModeLabel: "enforce"}, config.ModeWarn, config.ModeEnforce},
+		{map[string]string{runnerpod.ModeLabel: "audit"}, config.ModeWarn, config.ModeWarn},
+	} {
+		assert.Equal(t, tc.want, config.ModeFor(tc.labels, tc.def), "%v", tc.labels)
 	}
 }

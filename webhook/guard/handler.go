@@ -33,6 +33,9 @@ type Handler struct {
 	// Reader reads pods for evictions and EphemeralRunners for ARC's job
 	// signal, uncached: both are rare, and a stale pod would misjudge.
 	Reader client.Reader
+	// Namespaces reads a namespace's labels (for its mode) from the
+	// manager's cache; nil: every namespace has the configured mode.
+	Namespaces client.Reader
 	// Writer creates the deletion notes the pod watcher reads; nil
 	// without a watcher.
 	Writer   client.Writer
@@ -135,6 +138,7 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 		return f, rv, errNotGuarded
 	}
 	f.Pod = pod
+	f.Mode = h.mode(ctx, pod.Namespace)
 	if NeedsJobSignal(pod, h.Config) {
 		f.Job = h.jobSignal(ctx, pod)
 	}
@@ -212,6 +216,9 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case !d.Allowed:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
 			"refused %s by %s: runner %q is busy; set %s=\"<reason>\" to override", f.Operation, f.Requester, d.Status.Container.Name, runnerpod.AllowDelete)
+	case d.Warned:
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation)+"InWarnMode", string(f.Operation),
+			"%s by %s allowed in warn mode: runner %q is busy and enforce mode would refuse it", f.Operation, f.Requester, d.Status.Container.Name)
 	case d.Rule == RuleOverride:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DeleteOverridden", string(f.Operation),
 			"%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)
@@ -225,6 +232,20 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 			log.Error(err, "noting the deletion for the death record")
 		}
 	}
+}
+
+// mode is the guard's mode in namespace ns. A namespace that cannot be read
+// gets the configured mode.
+func (h *Handler) mode(ctx context.Context, ns string) config.Mode {
+	if h.Namespaces == nil {
+		return h.Config.Guard.Mode
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: ns}, meta); err != nil {
+		return h.Config.Guard.Mode
+	}
+	return config.ModeFor(meta.Labels, h.Config.Guard.Mode)
 }
 
 func refusedReason(op Operation) string {

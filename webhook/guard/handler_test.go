@@ -266,6 +266,25 @@ func TestAnOverriddenEvictionIsNoted(t *testing.T) {
 	assert.Equal(t, "drainer", n.Requester)
 }
 
+func TestWarnModeAllowsABusyRunnersDeleteAndSaysSo(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Obj()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{runnerpod.ModeLabel: "warn"}}}
+	h, rec := newTestHandler(pod, ns)
+	h.Namespaces = h.Reader
+	resp := h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
+	require.True(t, resp.Allowed)
+	require.Len(t, resp.Warnings, 1)
+	assert.Contains(t, resp.Warnings[0], "runnerguard (warn mode) would refuse this: runner container")
+	assert.Equal(t, []string{"Warning DeleteRefusedInWarnMode delete by " + reaper + ` allowed in warn mode: runner "runner" is busy and enforce mode would refuse it`}, drain(rec))
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n)
+	assert.Equal(t, "busy", n.Rule, "the record will say enforce would have refused it")
+
+	ns.Labels[runnerpod.ModeLabel] = "enforce"
+	require.NoError(t, h.Writer.(client.Client).Update(context.Background(), ns))
+	assert.False(t, h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil)).Allowed, "the label takes effect at once")
+}
+
 func TestADeleteOfAFinishedRunnerNotesNothing(t *testing.T) {
 	pod := podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Obj()
 	h, rec := newTestHandler(pod)

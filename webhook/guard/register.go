@@ -15,6 +15,9 @@ import (
 // watcher's records; without it, nobody would read or collect the notes.
 func Register(mgr manager.Manager, cfg config.Config, watcher bool) {
 	h := NewHandler(cfg, mgr.GetAPIReader(), mgr.GetClient(), mgr.GetEventRecorder("runnerguard"))
+	// The namespace's mode label, from the metadata informer the injector
+	// reads too: a change takes effect without a restart.
+	h.Namespaces = mgr.GetClient()
 	if !watcher {
 		h.Writer = nil
 	}

@@ -22,6 +22,8 @@ func response(op Operation, d Decision) admission.Response {
 			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
 		case RuleProtectionExpired:
 			r = r.WithWarnings("runnerguard: " + d.Message)
+		case RuleBusy:
+			r = r.WithWarnings(d.Message)
 		}
 		return r
 	}
@@ -39,6 +41,9 @@ func refuse(code int32, reason metav1.StatusReason, msg string) admission.Respon
 }
 
 func decisionLabel(d Decision) string {
+	if d.Warned {
+		return "warn"
+	}
 	if d.Allowed {
 		return "allow"
 	}

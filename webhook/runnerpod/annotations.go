@@ -25,6 +25,10 @@ const (
 	// EnabledNamespaceLabel opts a namespace in: runnerguard.io/enabled=true.
 	EnabledNamespaceLabel = "runnerguard.io/enabled"
 
+	// ModeLabel on a namespace sets the guard's mode there: enforce or
+	// warn, over the chart's guard.mode; effective at once.
+	ModeLabel = "runnerguard.io/mode"
+
 	// RunnerLabel marks a runner pod for the pod watcher, whose cache holds
 	// only pods that carry it: the injector sets it at CREATE, and the
 	// watcher's leader sets it on runner pods created without it (while the

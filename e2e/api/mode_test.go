@@ -1,0 +1,132 @@
+//go:build e2e
+
+package api
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
+	"github.com/runnerguard/runnerguard/webhook/podtest"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// decisions sums runnerguard_guard_decisions_total over both replicas for
+// the given operation and decision.
+func decisions(t *testing.T, op, decision string) float64 {
+	t.Helper()
+	total := 0.0
+	for _, s := range []*apitest.Server{server, replica} {
+		resp, err := s.GetMetrics(s.MetricsToken)
+		require.NoError(t, err)
+		var parser expfmt.TextParser
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		f, ok := families["runnerguard_guard_decisions_total"]
+		if !ok {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["operation"] == op && labels["decision"] == decision {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func eventsWith(t *testing.T, pod *corev1.Pod, reason string) []eventsv1.Event {
+	t.Helper()
+	return slices.DeleteFunc(podEvents(t, pod), func(e eventsv1.Event) bool { return e.Reason != reason })
+}
+
+// The same reaper and the same drain against a namespace in warn mode and
+// one in enforce mode.
+func TestWarnModeAllowsWhatEnforceRefusesAndSaysSo(t *testing.T) {
+	warnNS := newNamespace(t, map[string]string{runnerpod.ModeLabel: "warn"})
+	enforceNS := newNamespace(t, nil)
+	reaperClient, warnings := warningsAs(t, reaper)
+	drainer := as(t, "system:serviceaccount:kube-system:cluster-autoscaler")
+	warnDeletes, warnEvictions := decisions(t, "delete", "warn"), decisions(t, "eviction", "warn")
+
+	enforced := create(t, nil, busyRunner(enforceNS, "busy"))
+	err := deletePod(reaperClient, enforced)
+	assert.True(t, apierrors.IsForbidden(err), "enforce refuses the reaper; got %v", err)
+	err = evict(drainer, enforced, false)
+	assert.True(t, apierrors.IsTooManyRequests(err), "and the drain waits; got %v", err)
+	eventually(t, func() bool { return len(eventsWith(t, enforced, "DeleteRefused")) > 0 }, "a DeleteRefused Warning")
+
+	*warnings = nil
+	deleted := create(t, nil, busyRunner(warnNS, "reaped"))
+	require.NoError(t, deletePod(reaperClient, deleted), "warn allows the reaper")
+	require.Len(t, *warnings, 1)
+	assert.Contains(t, (*warnings)[0], "runnerguard (warn mode) would refuse this: runner container \"runner\" of pod "+warnNS+"/reaped")
+	evicted := create(t, nil, busyRunner(warnNS, "drained"))
+	require.NoError(t, evict(drainer, evicted, false), "and the drain")
+	eventually(t, func() bool { return len(eventsWith(t, deleted, "DeleteRefusedInWarnMode")) == 1 }, "a Warning Event says what enforce would have done")
+	eventually(t, func() bool { return len(eventsWith(t, evicted, "EvictionRefusedInWarnMode")) == 1 }, "for the eviction too")
+	assert.Equal(t, corev1.EventTypeWarning, eventsWith(t, deleted, "DeleteRefusedInWarnMode")[0].Type)
+	assert.Equal(t, warnDeletes+1, decisions(t, "delete", "warn"))
+	assert.Equal(t, warnEvictions+1, decisions(t, "eviction", "warn"))
+
+	// The runner killed under warn: its record says enforce would have
+	// refused the delete.
+	st := podtest.Runner(warnNS, "reaped").Terminated("runner", 143, "Error").Obj().Status
+	st.ContainerStatuses[0].State.Terminated.StartedAt = metav1.NewTime(time.Now().Add(-3 * time.Minute))
+	st.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(time.Now())
+	setStatus(t, deleted, st)
+	r := oneDeath(t, deleted)
+	assert.Equal(t, "busy", r.DeleteRule)
+	assert.Contains(t, runWhy(t, "reaped", "-n", warnNS), "allowed only because the guard was in warn mode; enforce would have refused it")
+
+	// Switching the namespace to enforce takes effect without a restart.
+	ns := &corev1.Namespace{}
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKey{Name: warnNS}, ns))
+	ns.Labels[runnerpod.ModeLabel] = "enforce"
+	require.NoError(t, admin.Update(context.Background(), ns))
+	later := create(t, nil, busyRunner(warnNS, "later"))
+	eventually(t, func() bool { return apierrors.IsForbidden(deletePod(as(t, reaper), later)) }, "the namespace now enforces")
+}
+
+// A reaper retrying every 100 ms and a drain retrying its eviction write a
+// bounded number of Event objects: repeats become a series on one Event
+// per replica, as the events API aggregates them.
+func TestRetriesWriteABoundedNumberOfEvents(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "hammered"))
+	reaperClient, drainer := as(t, reaper), as(t, "system:serviceaccount:kube-system:cluster-autoscaler")
+	const retries = 60
+	for range retries {
+		require.True(t, apierrors.IsForbidden(deletePod(reaperClient, pod)))
+		require.True(t, apierrors.IsTooManyRequests(evict(drainer, pod, false)))
+		time.Sleep(100 * time.Millisecond)
+	}
+	eventually(t, func() bool {
+		return len(eventsWith(t, pod, "DeleteRefused")) > 0 && len(eventsWith(t, pod, "EvictionRefused")) > 0
+	}, "the refusals are on record")
+	settle()
+	for _, reason := range []string{"DeleteRefused", "EvictionRefused"} {
+		evs := eventsWith(t, pod, reason)
+		assert.LessOrEqual(t, len(evs), 2, "%s: at most one Event object per replica for %d refusals", reason, retries)
+		for _, e := range evs {
+			assert.True(t, strings.Contains(e.Note, "refused"), e.Note)
+		}
+	}
+}
