@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,7 @@ func decisions(t *testing.T, op, decision string) float64 {
 	for _, s := range []*apitest.Server{server, replica} {
 		resp, err := s.GetMetrics(s.MetricsToken)
 		require.NoError(t, err)
-		var parser expfmt.TextParser
+		parser := expfmt.NewTextParser(model.UTF8Validation)
 		families, err := parser.TextToMetricFamilies(resp.Body)
 		resp.Body.Close()
 		require.NoError(t, err)
