@@ -53,6 +53,7 @@ func run(m *testing.M) (int, error) {
 
 	suiteCfg = config.Default()
 	suiteCfg.Guard.OwnerPrincipals = []string{ownerPrincipal}
+	trustControllers(&suiteCfg)
 	workDir, err := os.MkdirTemp("", "runnerguard-e2e-")
 	if err != nil {
 		return 1, err
@@ -76,6 +77,11 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	if err := server.Register(ctx, admin, suiteCfg); err != nil {
+		return 1, err
+	}
+	// The whole suite runs under the policy, as the chart ships it, so every
+	// fleet flow the other tests play must pass it too.
+	if err := registerPolicy(ctx); err != nil {
 		return 1, err
 	}
 	code := m.Run()

@@ -124,9 +124,13 @@ func (c Config) Validate() error {
 	if enabled == 0 {
 		errs = append(errs, errors.New("presets: no preset is enabled"))
 	}
-	for _, u := range slices.Concat(c.Guard.ExemptPrincipals, c.Guard.OwnerPrincipals) {
+	principals := slices.Concat(c.Guard.ExemptPrincipals, c.Guard.OwnerPrincipals, c.Policy.GarbageCollectors)
+	for _, p := range c.Presets {
+		principals = append(principals, p.ControllerPrincipals...)
+	}
+	for _, u := range principals {
 		if u == "" {
-			errs = append(errs, errors.New("guard: principals must not be empty strings"))
+			errs = append(errs, errors.New("guard, policy, presets: principals must not be empty strings"))
 		}
 	}
 	for k := range c.Inject.PodAnnotations {
