@@ -54,6 +54,18 @@ inject: {vitals: {enabled: true, image: x, interval: 2s, cgroupHostPath: /sys/fs
 			assert.Equal(t, []string{"a"}, c.Guard.ExemptPrincipals)
 			assert.Equal(t, []string{"b"}, c.Guard.OwnerPrincipals)
 		}},
+		{name: "the policy's trusted principals are read, and empty ones refused", yaml: `
+presets:
+- {name: arc-legacy, enabled: true, runnerContainers: [runner], controllerPrincipals: [legacy, ""]}
+policy: {garbageCollectors: [kcm]}
+`, wantErr: []string{"principals must not be empty"}},
+		{name: "a preset listed without controllers trusts none, and the garbage collector stays by default", yaml: `
+presets:
+- {name: arc-legacy, enabled: true, runnerContainers: [runner]}
+`, check: func(t *testing.T, c Config) {
+			assert.Empty(t, c.Presets[3].ControllerPrincipals, "replaced whole")
+			assert.Equal(t, []string{GarbageCollector}, c.Policy.GarbageCollectors)
+		}},
 		{name: "a map the file sets replaces the default whole", yaml: `
 inject:
   podAnnotations: {}
