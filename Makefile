@@ -97,9 +97,8 @@ demo: node-deps
 # kube-apiserver with and without the webhooks, against the guard's rule as
 # a ValidatingAdmissionPolicy, with the webhook calls per operation; pod
 # CREATE and UPDATE with and without the chart's policy on who may write
-# the guard's signals; the
-# webhook server alone under concurrent reviews over TLS; the vitals
-# sidecar's figures from vitals-v1. A few minutes; not part of test.
+# the guard's signals; the webhook server alone under concurrent reviews
+# over TLS; the vitals sidecar's figures from vitals-v1. A few minutes; not part of test.
 # LOAD_ROUNDS (default 300) sets the timed requests per setup.
 .PHONY: bench
 bench: kube-bin
