@@ -55,19 +55,20 @@ func PolicyNamespaceSelector(o Options) *metav1.LabelSelector {
 	return sel
 }
 
-// annotation and label are the CEL of one metadata key as an optional, so
-// that absent compares equal to absent and unequal to any value.
-func annotation(obj, key string) string {
-	return fmt.Sprintf("%s.metadata.?annotations[?%q]", obj, key)
-}
+// annotationPath and labelPath are the CEL path of one metadata key after
+// object or oldObject, read as an optional so that absent compares equal to
+// absent and unequal to any value.
+func annotationPath(key string) string { return fmt.Sprintf(".metadata.?annotations[?%q]", key) }
 
-func label(obj, key string) string { return fmt.Sprintf("%s.metadata.?labels[?%q]", obj, key) }
+func labelPath(key string) string { return fmt.Sprintf(".metadata.?labels[?%q]", key) }
+
+const ownerReferencesPath = ".metadata.?ownerReferences.orValue([])"
 
 // keptBy is the rule for a field only the trusted principals may change on
 // an existing pod: a CREATE writes it freely (the pod's author), an UPDATE
 // leaves it as it was or comes from one of trusted.
-func keptBy(field string, trusted []string) string {
-	return fmt.Sprintf("variables.creating || object%s == oldObject%s || request.userInfo.username in %s", field, field, celList(trusted))
+func keptBy(path string, trusted []string) string {
+	return fmt.Sprintf("variables.creating || object%s == oldObject%s || request.userInfo.username in %s", path, path, celList(trusted))
 }
 
 // Policy is the ValidatingAdmissionPolicy that says who may write the
@@ -77,26 +78,7 @@ func keptBy(field string, trusted []string) string {
 // labels and annotations (not ownerReferences). The policy and its binding
 // are both named o.Name.
 func Policy(cfg config.Config, o Options) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	controllers := map[runnerpod.PresetName][]string{}
-	var all []string
-	for _, p := range cfg.Presets {
-		controllers[p.Name] = p.ControllerPrincipals
-		all = append(all, p.ControllerPrincipals...)
-	}
-	gc := cfg.Policy.GarbageCollectors
-	trust := func(presets ...runnerpod.PresetName) []string {
-		out := slices.Clone(gc)
-		for _, n := range presets {
-			out = append(out, controllers[n]...)
-		}
-		return out
-	}
-	slices.Sort(all)
-	ownerRefs := ".metadata.?ownerReferences.orValue([])"
-	forbidden := ptr.To(metav1.StatusReasonForbidden)
-	validation := func(expr, msg string) admissionregistrationv1.Validation {
-		return admissionregistrationv1.Validation{Expression: expr, Message: "runnerguard: " + msg, Reason: forbidden}
-	}
+	override := annotationPath(runnerpod.AllowDelete)
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name},
@@ -123,28 +105,11 @@ func Policy(cfg config.Config, o Options) (*admissionregistrationv1.ValidatingAd
 				{Name: "creating", Expression: "request.operation == 'CREATE'"},
 				// Written: set at CREATE, or added or changed by an UPDATE.
 				// Removing it restores the protection, so anyone may.
-				{Name: "overrideWritten", Expression: annotation("object", runnerpod.AllowDelete) + ".hasValue() && (variables.creating || " +
-					annotation("object", runnerpod.AllowDelete) + " != " + annotation("oldObject", runnerpod.AllowDelete) + ")"},
+				{Name: "overrideWritten", Expression: "object" + override + ".hasValue() && (variables.creating || object" + override + " != oldObject" + override + ")"},
 				{Name: "mayOverride", Expression: fmt.Sprintf("authorizer.group(%q).resource(%q).namespace(object.metadata.namespace).check(%q).allowed()",
 					OverrideGroup, OverrideResource, OverrideVerb)},
 			},
-			Validations: []admissionregistrationv1.Validation{
-				validation("!variables.overrideWritten || variables.mayOverride",
-					fmt.Sprintf("only a principal granted the verb %q on %s.%s in this namespace (the ClusterRole %s, bound by an operator) may set or change %s; ask one to drain the runner, or let its job finish",
-						OverrideVerb, OverrideResource, OverrideGroup, OverrideRole(o.Name), runnerpod.AllowDelete)),
-				validation("!variables.creating || "+annotation("object", runnerpod.CreatedBy)+".orValue(request.userInfo.username) == request.userInfo.username",
-					fmt.Sprintf("%s names the principal that created the pod: set it to your own username or leave it out", runnerpod.CreatedBy)),
-				validation("variables.creating || "+annotation("object", runnerpod.CreatedBy)+" == "+annotation("oldObject", runnerpod.CreatedBy),
-					fmt.Sprintf("%s is written once, at CREATE, and never changes", runnerpod.CreatedBy)),
-				validation(keptBy(annotation("", runnerpod.ARCLegacyUnregistered), trust(runnerpod.ARCLegacy)),
-					fmt.Sprintf("only legacy ARC's controller (presets.%s.controllerPrincipals) or the garbage collector may change %s, the runner's idle signal", runnerpod.ARCLegacy, runnerpod.ARCLegacyUnregistered)),
-				validation(keptBy(label("", runnerpod.ARCScaleSetLabel), trust(runnerpod.ARCScaleSet)),
-					fmt.Sprintf("only ARC's controller (presets.%s.controllerPrincipals) or the garbage collector may change the label %s, which decides the runner's preset", runnerpod.ARCScaleSet, runnerpod.ARCScaleSetLabel)),
-				validation(keptBy(label("", runnerpod.ARCWorkflowPodLabel), trust(runnerpod.ARCWorkflow)),
-					fmt.Sprintf("only ARC's runners (presets.%s.controllerPrincipals) or the garbage collector may change the label %s, which decides the pod's preset", runnerpod.ARCWorkflow, runnerpod.ARCWorkflowPodLabel)),
-				validation(keptBy(ownerRefs, append(slices.Clone(gc), slices.Compact(all)...)),
-					"only the fleets' controllers (presets.*.controllerPrincipals) or the garbage collector may change a runner pod's ownerReferences, which decide its preset and whether it is idle"),
-			},
+			Validations: validations(cfg, o),
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
@@ -157,4 +122,48 @@ func Policy(cfg config.Config, o Options) (*admissionregistrationv1.ValidatingAd
 		},
 	}
 	return policy, binding
+}
+
+// validations are the policy's rules, each refusing with a 403 that says
+// who may write the field and what to do instead.
+func validations(cfg config.Config, o Options) []admissionregistrationv1.Validation {
+	controllers := map[runnerpod.PresetName][]string{}
+	var all []string
+	for _, p := range cfg.Presets {
+		controllers[p.Name] = p.ControllerPrincipals
+		all = append(all, p.ControllerPrincipals...)
+	}
+	slices.Sort(all)
+	gc := cfg.Policy.GarbageCollectors
+	// trust is the garbage collector and the controllers of presets.
+	trust := func(presets ...runnerpod.PresetName) []string {
+		out := slices.Clone(gc)
+		for _, n := range presets {
+			out = append(out, controllers[n]...)
+		}
+		return out
+	}
+	rule := func(expr, msg string) admissionregistrationv1.Validation {
+		return admissionregistrationv1.Validation{Expression: expr, Message: "runnerguard: " + msg, Reason: ptr.To(metav1.StatusReasonForbidden)}
+	}
+	createdBy := annotationPath(runnerpod.CreatedBy)
+	return []admissionregistrationv1.Validation{
+		rule("!variables.overrideWritten || variables.mayOverride",
+			fmt.Sprintf("only a principal granted the verb %q on %s.%s in this namespace (the ClusterRole %s, bound by an operator) may set or change %s; ask one to drain the runner, or let its job finish",
+				OverrideVerb, OverrideResource, OverrideGroup, OverrideRole(o.Name), runnerpod.AllowDelete)),
+		rule("!variables.creating || object"+createdBy+".orValue(request.userInfo.username) == request.userInfo.username",
+			fmt.Sprintf("%s names the principal that created the pod: set it to your own username or leave it out", runnerpod.CreatedBy)),
+		rule("variables.creating || object"+createdBy+" == oldObject"+createdBy,
+			fmt.Sprintf("%s is written once, at CREATE, and never changes", runnerpod.CreatedBy)),
+		rule(keptBy(annotationPath(runnerpod.ARCLegacyUnregistered), trust(runnerpod.ARCLegacy)),
+			fmt.Sprintf("only legacy ARC's controller (presets.%s.controllerPrincipals) or the garbage collector may change %s, the runner's idle signal", runnerpod.ARCLegacy, runnerpod.ARCLegacyUnregistered)),
+		rule(keptBy(labelPath(runnerpod.ARCScaleSetLabel), trust(runnerpod.ARCScaleSet)),
+			fmt.Sprintf("only ARC's controller (presets.%s.controllerPrincipals) or the garbage collector may change the label %s, which decides the runner's preset", runnerpod.ARCScaleSet, runnerpod.ARCScaleSetLabel)),
+		rule(keptBy(labelPath(runnerpod.ARCWorkflowPodLabel), trust(runnerpod.ARCWorkflow)),
+			fmt.Sprintf("only ARC's runners (presets.%s.controllerPrincipals) or the garbage collector may change the label %s, which decides the pod's preset", runnerpod.ARCWorkflow, runnerpod.ARCWorkflowPodLabel)),
+		// The owner decides between fleets, so every fleet's controllers
+		// may change it (a ReplicaSet controller adopting a pool's pods).
+		rule(keptBy(ownerReferencesPath, slices.Concat(gc, slices.Compact(all))),
+			"only the fleets' controllers (presets.*.controllerPrincipals) or the garbage collector may change a runner pod's ownerReferences, which decide its preset and whether it is idle"),
+	}
 }
