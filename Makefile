@@ -105,9 +105,10 @@ demo: node-deps
 # What runnerguard costs, in one table at the end (.cache/bench/report.txt):
 # the handler benchmarks; pod CREATE and DELETE latency through the real
 # kube-apiserver with and without the webhooks, against the guard's rule as
-# a ValidatingAdmissionPolicy, with the webhook calls per operation; the
-# webhook server alone under concurrent reviews over TLS; the vitals
-# sidecar's figures from vitals-v1. A few minutes; not part of test.
+# a ValidatingAdmissionPolicy, with the webhook calls per operation; pod
+# CREATE and UPDATE with and without the chart's policy on who may write
+# the guard's signals; the webhook server alone under concurrent reviews
+# over TLS; the vitals sidecar's figures from vitals-v1. A few minutes; not part of test.
 # LOAD_ROUNDS (default 300) sets the timed requests per setup.
 .PHONY: bench
 bench: kube-bin

@@ -63,6 +63,7 @@ func run(m *testing.M) (int, error) {
 	// collected every second.
 	suiteCfg.Records.MaxPerNamespace = 3
 	suiteCfg.Records.CollectInterval = metav1.Duration{Duration: time.Second}
+	trustControllers(&suiteCfg)
 	workDir, err := os.MkdirTemp("", "runnerguard-e2e-")
 	if err != nil {
 		return 1, err
@@ -86,6 +87,11 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	if err := server.Register(ctx, admin, suiteCfg); err != nil {
+		return 1, err
+	}
+	// The whole suite runs under the policy, as the chart ships it, so every
+	// fleet flow the other tests play must pass it too.
+	if err := registerPolicy(ctx); err != nil {
 		return 1, err
 	}
 	code := m.Run()

@@ -76,6 +76,16 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			values: "image: {pullPolicy: Sometimes}",
 			path:   "/image/pullPolicy", message: "value must be one of 'Always', 'IfNotPresent', 'Never'",
 		},
+		{
+			name:   "an empty controller principal is refused",
+			values: `presets: {arc-legacy: {controllerPrincipals: [""]}}`,
+			path:   "/presets/arc-legacy/controllerPrincipals/0", message: "minLength: got 0, want 1",
+		},
+		{
+			name:   "a misspelt policy key is refused",
+			values: "policy: {garbageCollector: [x]}",
+			path:   "/policy", message: "additional properties 'garbageCollector' not allowed",
+		},
 	}
 	for _, h := range helms(t) {
 		for _, tc := range cases {

@@ -17,6 +17,18 @@ type Config struct {
 	Guard   Guard              `json:"guard"`
 	Inject  Inject             `json:"inject"`
 	Records Records            `json:"records"`
+	Policy  Policy             `json:"policy"`
+}
+
+// Policy configures the ValidatingAdmissionPolicy that says who may write
+// the signals the guard trusts. The server does not read it; the chart and
+// webhook/registration build the policy from it.
+type Policy struct {
+	// GarbageCollectors are the usernames of the garbage collector, which
+	// removes a deleted owner from its dependents' ownerReferences: with a
+	// fleet's controllers, the only principals that may change a runner
+	// pod's ownerReferences, preset labels and idle signal.
+	GarbageCollectors []string `json:"garbageCollectors"`
 }
 
 // Records configures how long the RunnerDeath records are kept; the pod
@@ -106,6 +118,10 @@ var (
 	NamespaceController = "system:serviceaccount:kube-system:namespace-controller"
 	PodGC               = "system:serviceaccount:kube-system:pod-garbage-collector"
 	TaintEviction       = "system:serviceaccount:kube-system:node-controller"
+	// GarbageCollector is kube-controller-manager's garbage collector with
+	// --use-service-account-credentials (without it, every controller is
+	// system:kube-controller-manager).
+	GarbageCollector = "system:serviceaccount:kube-system:generic-garbage-collector"
 )
 
 // Default returns the configuration used when no file is given.
@@ -116,6 +132,7 @@ func Default() Config {
 			Mode:             ModeEnforce,
 			ExemptPrincipals: []string{NamespaceController, PodGC, TaintEviction},
 		},
+		Policy: Policy{GarbageCollectors: []string{GarbageCollector}},
 		Inject: Inject{
 			TerminationMessagePolicy: true,
 			PodAnnotations: map[string]string{

@@ -65,6 +65,18 @@ inject: {vitals: {enabled: true, image: x, interval: 2s, cgroupHostPath: /sys/fs
 		{name: "the global owner principals were removed", yaml: "guard: {ownerPrincipals: [b]}", wantErr: []string{"guard.ownerPrincipals was removed: set presets[].ownerPrincipals"}},
 		{name: "only presets whose owner ends the job take owners, and caps have a floor", yaml: `presets: [{name: generic, enabled: true, runnerContainers: [runner], ownerPrincipals: [x], maxProtected: 10s}, {name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [""]}]`,
 			wantErr: []string{"presets[generic].ownerPrincipals: only the presets", "presets[generic].maxProtected: 10s is below the 1m floor", "presets[gitlab].ownerPrincipals: principals must not be empty"}},
+		{name: "the policy's trusted principals are read, and empty ones refused", yaml: `
+presets:
+- {name: arc-legacy, enabled: true, runnerContainers: [runner], controllerPrincipals: [legacy, ""]}
+policy: {garbageCollectors: [kcm]}
+`, wantErr: []string{"principals must not be empty"}},
+		{name: "a preset listed without controllers trusts none, and the garbage collector stays by default", yaml: `
+presets:
+- {name: arc-legacy, enabled: true, runnerContainers: [runner]}
+`, check: func(t *testing.T, c Config) {
+			assert.Empty(t, c.Presets[3].ControllerPrincipals, "replaced whole")
+			assert.Equal(t, []string{GarbageCollector}, c.Policy.GarbageCollectors)
+		}},
 		{name: "a map the file sets replaces the default whole", yaml: `
 inject:
   podAnnotations: {}

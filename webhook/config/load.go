@@ -144,8 +144,12 @@ func (c Config) Validate() error {
 	if enabled == 0 {
 		errs = append(errs, errors.New("presets: no preset is enabled"))
 	}
-	if slices.Contains(c.Guard.ExemptPrincipals, "") {
-		errs = append(errs, errors.New("guard: principals must not be empty strings"))
+	principals := slices.Concat(c.Guard.ExemptPrincipals, c.Policy.GarbageCollectors)
+	for _, p := range c.Presets {
+		principals = slices.Concat(principals, p.ControllerPrincipals, p.OwnerPrincipals)
+	}
+	if slices.Contains(principals, "") {
+		errs = append(errs, errors.New("guard, policy, presets: principals must not be empty strings"))
 	}
 	for k := range c.Inject.PodAnnotations {
 		for _, msg := range validation.IsQualifiedName(k) {

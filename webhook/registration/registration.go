@@ -42,6 +42,10 @@ type Options struct {
 	// cert-manager's: a webhook there could block its own repair, or the
 	// issuing of its own certificate.
 	ReleaseNamespace, CertManagerNamespace string
+	// ServiceAccount is runnerguard's own username
+	// (system:serviceaccount:<release namespace>:<name>): the policy lets
+	// only it change a runner pod's runnerguard.io/runner label.
+	ServiceAccount string
 	// DeleteFailurePolicy: with Fail, an outage refuses only the deletes the
 	// guard would have judged (matchConditions filter the rest at the API
 	// server). EvictionFailurePolicy: with Fail, an outage refuses every

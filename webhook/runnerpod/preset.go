@@ -55,6 +55,11 @@ type Preset struct {
 	// DiagnosticEnv is added to the runner containers where the pod author
 	// has not set the same name.
 	DiagnosticEnv []corev1.EnvVar `json:"diagnosticEnv,omitempty"`
+	// ControllerPrincipals are the usernames of the fleet's own controllers:
+	// with the garbage collector, the only principals that may change the
+	// fleet's idle signal and the fields that decide a pod's preset and
+	// owner on an existing pod (enforced by the ValidatingAdmissionPolicy).
+	ControllerPrincipals []string `json:"controllerPrincipals,omitempty"`
 	// OwnerPrincipals own the jobs of a preset whose owner ends the job
 	// (OwnerEndsJob), for its pods created while the injector was down.
 	OwnerPrincipals []string `json:"ownerPrincipals,omitempty"`
@@ -90,7 +95,8 @@ func DefaultPresets() []Preset {
 		{Name: ARCWorkflow, Enabled: true, RunnerContainers: []string{"job"}},
 		{Name: GitLab, Enabled: true, RunnerContainers: []string{"build"}},
 		{Name: ARCScaleSet, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
-		{Name: ARCLegacy, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
+		{Name: ARCLegacy, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv(),
+			ControllerPrincipals: []string{ARCLegacyController}},
 		{Name: Generic, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
 	}
 	for i := range ps {
@@ -98,6 +104,11 @@ func DefaultPresets() []Preset {
 	}
 	return ps
 }
+
+// ARCLegacyController is legacy ARC's controller as its documented install
+// names it (release actions-runner-controller in namespace
+// actions-runner-system): it writes the unregistration annotation.
+const ARCLegacyController = "system:serviceaccount:actions-runner-system:actions-runner-controller"
 
 // githubRunnerEnv makes the GitHub runner copy its _diag log to stdout, so
 // the log pipeline keeps it after the pod is gone.

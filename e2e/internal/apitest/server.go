@@ -220,7 +220,7 @@ func (s *Server) URL(path string) string {
 // Options are the registration options pointing the API server at s.
 func (s *Server) Options() registration.Options {
 	return registration.Options{
-		Name: "runnerguard", ReleaseNamespace: ReleaseNamespace, CertManagerNamespace: "cert-manager",
+		Name: "runnerguard", ReleaseNamespace: ReleaseNamespace, CertManagerNamespace: "cert-manager", ServiceAccount: ServerUser,
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
 			url := s.URL(path)
 			return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: s.CAData}

@@ -1,0 +1,244 @@
+//go:build e2e
+
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/podtest"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// What each of the policy's rules says when it refuses (the policy's
+// messages, shortened).
+const (
+	overrideRefused = "may set or change runnerguard.io/allow-delete"
+	forgedCreator   = "names the principal that created the pod: set it to your own username or leave it out"
+	creatorChanged  = "runnerguard.io/created-by is written once, at CREATE, and never changes"
+	idleSignal      = "may change actions-runner/unregistration-complete-timestamp"
+	scaleSetLabel   = "may change the label actions-ephemeral-runner"
+	workflowLabel   = "may change the label runner-pod"
+	ownersChanged   = "may change a runner pod's ownerReferences"
+)
+
+// requireRefusedByPolicy requires err to be the policy's 403 saying says.
+func requireRefusedByPolicy(t *testing.T, err error, says string) {
+	t.Helper()
+	require.Error(t, err, "the policy must refuse")
+	assert.True(t, apierrors.IsForbidden(err), "403, not %v", err)
+	assert.Contains(t, err.Error(), policyDenied())
+	assert.Contains(t, err.Error(), says)
+}
+
+// patchMeta merge-patches the pod's metadata as c (null removes a key).
+func patchMeta(c client.Client, pod *corev1.Pod, meta map[string]any) error {
+	raw, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	return c.Patch(context.Background(), pod.DeepCopy(), client.RawPatch(types.MergePatchType, raw))
+}
+
+func annotations(kv ...any) map[string]any { return map[string]any{"annotations": pairs(kv)} }
+func labels(kv ...any) map[string]any      { return map[string]any{"labels": pairs(kv)} }
+
+func pairs(kv []any) map[string]any {
+	m := map[string]any{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+func running(w *podtest.Wrapper, container string) *corev1.Pod {
+	return w.RunningSince(container, time.Now().Add(-5*time.Minute)).Obj()
+}
+
+// Every signal the guard trusts, written by each principal that would try:
+// refused unless the principal is the one the contract names, whoever else
+// holds pods patch.
+func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
+	ns := newNamespace(t, nil)
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	ciJob := may(t, ns, serviceAccount("system:serviceaccount:"+ns+":ci-job"), podPatcher)
+	nsAdmin := may(t, ns, person("dana@example.com"), "admin")
+	operator := may(t, ns, person("olga@example.com"), "edit")
+	mayOverride(t, ns, operator)
+	arc := may(t, ns, serviceAccount(arcController), "edit")
+	legacy := may(t, ns, serviceAccount(runnerpod.ARCLegacyController), "edit")
+	workflow := may(t, ns, serviceAccount(workflowRunner), "edit")
+	gc := may(t, ns, serviceAccount(config.GarbageCollector), "edit")
+
+	generic := func(name string) *corev1.Pod { return running(podtest.Runner(ns, name), "runner") }
+	overridden := func(name string) *corev1.Pod {
+		return running(podtest.Runner(ns, name).Annotate(runnerpod.AllowDelete, "node maintenance"), "runner")
+	}
+	gitlab := func(name string) *corev1.Pod { return running(podtest.GitLab(ns, name), "build") }
+	legacyRunner := func(name string) *corev1.Pod { return running(podtest.ARCLegacy(ns, name), "runner") }
+	scaleSet := func(name string) *corev1.Pod { return running(podtest.ARCScaleSet(ns, name), "runner") }
+	workflowPod := func(name string) *corev1.Pod { return running(podtest.ARCWorkflow(ns, name), "job") }
+	idleOwner := map[string]any{"ownerReferences": []any{map[string]any{
+		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner", "name": "idle-runner", "uid": "uid-idle", "controller": true,
+	}}}
+	const unregistered = "2026-11-23T12:00:00Z"
+
+	cases := []struct {
+		name    string
+		pod     func(name string) *corev1.Pod
+		by      principal
+		meta    map[string]any
+		refused string // empty: allowed
+	}{
+		{"a reaper with edit cannot switch the protection off", generic, reaperSA, annotations(runnerpod.AllowDelete, "orphan cleanup"), overrideRefused},
+		{"a CI job's service account that patches pods cannot switch it off", generic, ciJob, annotations(runnerpod.AllowDelete, "my job is done"), overrideRefused},
+		{"a namespace admin without the override permission cannot switch it off", generic, nsAdmin, annotations(runnerpod.AllowDelete, "admin says so"), overrideRefused},
+		{"a reaper cannot rewrite the reason an operator gave", overridden, reaperSA, annotations(runnerpod.AllowDelete, "reaper"), overrideRefused},
+		{"an empty override is an override written too", generic, reaperSA, annotations(runnerpod.AllowDelete, ""), overrideRefused},
+		{"an operator holding override switches it off", generic, operator, annotations(runnerpod.AllowDelete, "node pool upgrade"), ""},
+		{"anyone may remove the override, which restores the protection", overridden, reaperSA, annotations(runnerpod.AllowDelete, nil), ""},
+		{"a reaper cannot make itself the job's owner", gitlab, reaperSA, annotations(runnerpod.CreatedBy, reaper), creatorChanged},
+		{"a CI job cannot erase the recorded creator", gitlab, ciJob, annotations(runnerpod.CreatedBy, nil), creatorChanged},
+		{"a reaper cannot add a creator to a pod that had none", generic, reaperSA, annotations(runnerpod.CreatedBy, reaper), creatorChanged},
+		{"a reaper cannot mark a generic runner unregistered", generic, reaperSA, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
+		{"a namespace admin cannot mark a legacy runner unregistered", legacyRunner, nsAdmin, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
+		{"ARC's scale-set controller cannot write legacy ARC's signal", legacyRunner, arc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
+		{"legacy ARC's controller marks its runner unregistered", legacyRunner, legacy, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"a reaper cannot re-point an ARC runner to an idle EphemeralRunner", scaleSet, reaperSA, idleOwner, ownersChanged},
+		{"a CI job cannot give a generic runner an owner", generic, ciJob, idleOwner, ownersChanged},
+		{"the garbage collector removes a deleted owner", scaleSet, gc, map[string]any{"ownerReferences": nil}, ""},
+		{"ARC's controller may re-point its runner", scaleSet, arc, idleOwner, ""},
+		{"a reaper cannot label a generic runner an ARC scale-set runner", generic, reaperSA, labels(runnerpod.ARCScaleSetLabel, "True"), scaleSetLabel},
+		{"a reaper cannot strip the scale-set label", scaleSet, reaperSA, labels(runnerpod.ARCScaleSetLabel, nil), scaleSetLabel},
+		{"ARC's controller may set its label", generic, arc, labels(runnerpod.ARCScaleSetLabel, "True"), ""},
+		{"a CI job cannot turn a workflow pod into another preset's", workflowPod, ciJob, labels(runnerpod.ARCWorkflowPodLabel, nil), workflowLabel},
+		{"ARC's kubernetes-mode runner may change its workflow pod's label", workflowPod, workflow, labels(runnerpod.ARCWorkflowPodLabel, "other-runner"), ""},
+		{"the garbage collector is trusted with the idle signal too", generic, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"a reaper may still write metadata the guard does not read", generic, reaperSA, annotations("example.com/note", "seen"), ""},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := create(t, nil, tc.pod(podName(i)))
+			err := patchMeta(tc.by.client(t), pod, tc.meta)
+			if tc.refused == "" {
+				require.NoError(t, err)
+				return
+			}
+			requireRefusedByPolicy(t, err, tc.refused)
+		})
+	}
+}
+
+func podName(i int) string { return "p" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// runnerguard.io/created-by must name the requester at CREATE. With the
+// injector up it overwrites what a job pod came with; with it down (or on
+// a preset it does not record) the policy refuses a forged value.
+func TestACreatorCannotBeForgedAtCreate(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ci := may(t, ns, serviceAccount("system:serviceaccount:"+ns+":ci-job"), podPatcher)
+	forged := func(w *podtest.Wrapper) *corev1.Pod {
+		pod := w.Annotate(runnerpod.CreatedBy, ownerPrincipal).Obj()
+		pod.Spec.NodeName = "node-e2e"
+		pod.UID = ""
+		return pod
+	}
+	ctx := context.Background()
+
+	t.Run("the injector overwrites a job pod's forged creator", func(t *testing.T) {
+		pod := forged(podtest.GitLab(ns, "injected"))
+		require.NoError(t, ci.client(t).Create(ctx, pod))
+		t.Cleanup(func() { forceRemove(pod) })
+		assert.Equal(t, ci.user, pod.Annotations[runnerpod.CreatedBy])
+	})
+	t.Run("a forged creator on a preset the injector does not record is refused", func(t *testing.T) {
+		requireRefusedByPolicy(t, ci.client(t).Create(ctx, forged(podtest.Runner(ns, "generic"))), forgedCreator)
+	})
+
+	server.Stop()
+	defer func() { require.NoError(t, server.Start(ctx), "restarting runnerguard") }()
+	t.Run("with the injector down a forged creator is refused", func(t *testing.T) {
+		requireRefusedByPolicy(t, ci.client(t).Create(ctx, forged(podtest.GitLab(ns, "down"))), forgedCreator)
+	})
+	t.Run("with the injector down the requester may name itself", func(t *testing.T) {
+		pod := podtest.GitLab(ns, "honest").Annotate(runnerpod.CreatedBy, ci.user).Obj()
+		pod.UID = ""
+		require.NoError(t, ci.client(t).Create(ctx, pod))
+		t.Cleanup(func() { forceRemove(pod) })
+		assert.Equal(t, ci.user, pod.Annotations[runnerpod.CreatedBy])
+	})
+}
+
+// pods/status is not only status: kube-apiserver 1.37 keeps the labels and
+// annotations a status update brings (its status strategy resets only the
+// spec and ownerReferences), so whoever may write a pod's status could write
+// the guard's signals there. The policy covers pods/status for that reason.
+func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) {
+	ctx := context.Background()
+	writesStatus := authorizationv1.ResourceAttributes{Verb: "update", Resource: "pods", Subresource: "status"}
+	tamper := func(t *testing.T, c client.Client, pod *corev1.Pod, f func(*corev1.Pod)) (*corev1.Pod, error) {
+		t.Helper()
+		got := &corev1.Pod{}
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), got))
+		f(got)
+		if err := c.Status().Update(ctx, got); err != nil {
+			return nil, err
+		}
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), got))
+		return got, nil
+	}
+	everything := func(p *corev1.Pod) {
+		p.Annotations[runnerpod.AllowDelete] = "via status"
+		p.Labels[runnerpod.ARCScaleSetLabel] = "False"
+		p.OwnerReferences = nil
+	}
+
+	t.Run("what a status update changes where no policy applies", func(t *testing.T) {
+		ns := plainNamespace(t, nil)
+		kubelet := serviceAccount("system:serviceaccount:" + ns + ":status-writer")
+		grant(t, ns, kubelet, statusWriter, writesStatus)
+		pod := create(t, nil, running(podtest.ARCScaleSet(ns, "arc").Annotate("example.com/x", "y"), "runner"))
+		got, err := tamper(t, kubelet.client(t), pod, everything)
+		require.NoError(t, err)
+		assert.Equal(t, "via status", got.Annotations[runnerpod.AllowDelete], "annotations change through pods/status")
+		assert.Equal(t, "False", got.Labels[runnerpod.ARCScaleSetLabel], "labels change through pods/status")
+		assert.Equal(t, pod.OwnerReferences, got.OwnerReferences, "ownerReferences do not")
+	})
+
+	ns := newNamespace(t, nil)
+	kubelet := serviceAccount("system:serviceaccount:" + ns + ":status-writer")
+	grant(t, ns, kubelet, statusWriter, writesStatus)
+	i := 0
+	for _, tc := range []struct {
+		name    string
+		change  func(*corev1.Pod)
+		refused string
+	}{
+		{"the override written through pods/status is refused", func(p *corev1.Pod) { p.Annotations[runnerpod.AllowDelete] = "via status" }, overrideRefused},
+		{"a preset label changed through pods/status is refused", func(p *corev1.Pod) { p.Labels[runnerpod.ARCScaleSetLabel] = "False" }, scaleSetLabel},
+		{"a creator written through pods/status is refused", func(p *corev1.Pod) { p.Annotations[runnerpod.CreatedBy] = kubelet.user }, creatorChanged},
+		{"a kubelet's status update passes", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, ""},
+	} {
+		i++
+		t.Run(tc.name, func(t *testing.T) {
+			pod := create(t, nil, running(podtest.ARCScaleSet(ns, podName(i)).Annotate("example.com/x", "y"), "runner"))
+			_, err := tamper(t, kubelet.client(t), pod, tc.change)
+			if tc.refused == "" {
+				require.NoError(t, err)
+				return
+			}
+			requireRefusedByPolicy(t, err, tc.refused)
+		})
+	}
+}
