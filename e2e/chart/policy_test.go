@@ -20,8 +20,7 @@ import (
 // checks.
 func TestPolicyEqualsRegistration(t *testing.T) {
 	optIn := &metav1.LabelSelector{
-		MatchLabels:      map[string]string{"runnerguard.io/enabled": "true"},
-		MatchExpressions: []metav1.LabelSelectorRequirement{notRelease},
+		MatchLabels: map[string]string{"runnerguard.io/enabled": "true"},
 	}
 	cases := []struct {
 		name     string
@@ -34,7 +33,6 @@ func TestPolicyEqualsRegistration(t *testing.T) {
 			values: "namespaces: [ci, kube-system]",
 			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"ci", "kube-system"}},
-				notRelease,
 			}},
 		},
 		{
