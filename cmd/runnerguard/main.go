@@ -3,6 +3,7 @@
 //
 //	runnerguard serve --config=/etc/runnerguard/config.yaml --cert-dir=DIR
 //	runnerguard why POD [-n NAMESPACE] [-o json]
+//	runnerguard version
 package main
 
 import (
@@ -15,6 +16,7 @@ const usage = `usage: runnerguard <command> [flags]
 Commands:
   serve   serve the guard (validating) and inject (mutating) webhooks and the pod watcher
   why     show how a runner pod's runner died: runnerguard why POD [-n NAMESPACE] [-o json]
+  version print the release, commit and build date
 `
 
 func main() {
@@ -28,6 +30,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "why":
 		err = why(os.Args[2:], os.Stdout)
+	case "version":
+		err = printVersion(os.Stdout)
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)

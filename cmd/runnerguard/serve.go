@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/runnerguard/runnerguard/internal/version"
 	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/guard"
@@ -83,6 +84,7 @@ func serve(args []string) error {
 		func() error { return guard.RegisterMetrics(metrics.Registry) },
 		func() error { return death.RegisterMetrics(metrics.Registry) },
 		func() error { return watch.RegisterMetrics(metrics.Registry) },
+		func() error { return registerBuildInfo(metrics.Registry) },
 	} {
 		if err := register(); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
@@ -127,7 +129,7 @@ func serve(args []string) error {
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)
+	ctrl.Log.Info("starting", "version", version.Version, "commit", version.Commit, "built", version.Date, "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
