@@ -34,7 +34,7 @@ func down(ctx context.Context, l layout) error {
 	}
 	errs = append(errs, stop(l, "containerd", 15*time.Second))
 	killShims(l)
-	for _, name := range []string{"kube-apiserver", "etcd"} {
+	for _, name := range []string{"registry", "kube-apiserver", "etcd"} {
 		errs = append(errs, stop(l, name, 15*time.Second))
 	}
 	errs = append(errs, unmountUnder(l.dir), removeNetwork(), removePodCgroups())
