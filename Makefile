@@ -95,8 +95,9 @@ node-deps:
 cluster-up: node-deps
 	go run ./e2e/cluster up
 
-# The chart, installed with Helm into the running cluster; cert-manager
-# issues its certificates.
+# runnerguard released to the cluster's loopback registry (hack/release.sh)
+# and the chart installed from it with Helm; cert-manager issues its
+# certificates.
 cluster-install: node-deps
 	go run ./e2e/cluster install
 
