@@ -31,7 +31,7 @@ host=${registry%%/*}
 plain=()
 case "$host" in 127.0.0.1:* | localhost:* | localhost | "[::1]:"*) plain=(--plain-http) ;; esac
 if [ -n "${REGISTRY_USER:-}" ]; then
-  "$crane" auth login "$host" -u "$REGISTRY_USER" -p "${REGISTRY_PASSWORD:?}" >/dev/null
+  "$crane" auth login "$host" -u "$REGISTRY_USER" --password-stdin <<< "${REGISTRY_PASSWORD:?}" >/dev/null
   "$helm" registry login "$host" "${plain[@]}" --username "$REGISTRY_USER" --password-stdin <<< "$REGISTRY_PASSWORD" >/dev/null
 fi
 
