@@ -107,6 +107,11 @@ func unmountUnder(dir string) error {
 	if err != nil {
 		return err
 	}
+	// mountinfo names the real path: the kubelet resolves its root dir, and
+	// .cache is often a symlink to a shared cache.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return err
