@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make demo: a one-node cluster on this machine, cert-manager and the chart
-# installed for real, and a short story told with the kubectl commands an
-# operator would type: a busy runner survives a reaper, an OOM death is
-# recorded with its evidence, a deliberate drain goes through. Then the
-# cluster is torn down (KEEP_CLUSTER=1 keeps it; KUBECONFIG is printed).
+# installed for real from an OCI registry on loopback, and a short story
+# told with the kubectl commands an operator would type: a busy runner
+# survives a reaper, an OOM death is recorded with its evidence, a
+# deliberate drain goes through. Then the cluster is torn down
+# (KEEP_CLUSTER=1 keeps it; KUBECONFIG is printed).
 # Usage: hack/demo.sh   (after hack/node-deps.sh; make demo does both)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,7 +52,7 @@ if [ "${KEEP_CLUSTER:-}" != 1 ]; then
 fi
 bold "Starting a one-node cluster (kubelet, containerd, cert-manager) under .cache/cluster"
 go run ./e2e/cluster up
-bold "Installing the chart with Helm; cert-manager issues the webhook's certificate"
+bold "Releasing runnerguard to the cluster's registry (make release REGISTRY=127.0.0.1:PORT) and installing the chart from it with Helm; cert-manager issues the webhook's certificate"
 go run ./e2e/cluster install
 show kubectl get pods -n runnerguard -o wide
 show kubectl get certificates -n runnerguard

@@ -1,39 +1,37 @@
 #!/usr/bin/env bash
-# Builds the image the Dockerfile describes, without a Docker engine: the
-# static binaries /runnerguard and /vitals plus the same /etc/passwd,
-# /etc/group and /tmp, as one tar layer on an empty OCI base (linux/amd64),
-# entrypoint /runnerguard, user 65532. Written to .cache/images/runnerguard.tar
-# as ghcr.io/runnerguard/runnerguard:<version>, in the tarball format that
-# `ctr images import`, `docker load` and `podman load` read.
-# crane edits image configs only in a registry, so it serves an in-memory one
-# on loopback for the duration of the build.
-# Usage: hack/image.sh   (VERSION defaults to the chart's appVersion)
+# Builds the image the Dockerfile describes, for linux/amd64 and linux/arm64
+# as one OCI index, without a Docker engine: the static binaries
+# /runnerguard and /vitals plus the same /etc/passwd, /etc/group and /tmp,
+# as one tar layer on an empty base, entrypoint /runnerguard, user 65532.
+#
+# Reproducible: the same commit gives the same index digest on any machine
+# with the same Go. Binaries are built with -trimpath and an empty build id;
+# the layer is a sorted tar with fixed owners and mtimes; the config is
+# written whole here, its created time the commit's time (SOURCE_DATE_EPOCH
+# overrides it). Version, commit and date are stamped into the binaries
+# (internal/version).
+#
+# crane edits images only in a registry, so the build happens in an
+# in-memory one on loopback. The result is kept as an OCI layout in
+# .cache/images/runnerguard/ (the index digest in runnerguard.digest, the
+# arm64 vitals binary in linux-arm64/ for the emulated test) and copied to
+# each REF given.
+# Usage: hack/image.sh [REF ...]   (VERSION defaults to the chart's appVersion)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/hack/tools.sh" crane
 crane="$root/.cache/bin/crane"
 
 version=${VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$root/charts/runnerguard/Chart.yaml")}
-ref="ghcr.io/runnerguard/runnerguard:$version"
-out="$root/.cache/images/runnerguard.tar"
-for c in runnerguard vitals; do
-  [ -d "$root/cmd/$c" ] || { echo "hack/image.sh: cmd/$c does not exist yet" >&2; exit 1; }
-done
+commit=$(git -C "$root" rev-parse HEAD)
+[ -z "$(git -C "$root" status --porcelain --untracked-files=no)" ] || commit+=-dirty
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct)}
+date=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+out="$root/.cache/images"
+platforms=(amd64 arm64)
 
 # shellcheck source=hack/registry.sh
 . "$root/hack/registry.sh"
-
-rootfs="$work/rootfs"
-mkdir -p "$rootfs/etc" "$rootfs/tmp"
-chmod 1777 "$rootfs/tmp"
-echo 'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' > "$rootfs/etc/passwd"
-echo 'nonroot:x:65532:' > "$rootfs/etc/group"
-(cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w" -o "$rootfs/" ./cmd/runnerguard ./cmd/vitals)
-# Fixed owners and times: the same sources give the same layer digest.
-tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
-  -C "$rootfs" -cf "$work/layer.tar" etc runnerguard tmp vitals
-
-local_ref="127.0.0.1:$port/runnerguard/runnerguard:$version"
 
 # crane logs every blob it moves: show its output only when it fails.
 quiet() {
@@ -41,25 +39,75 @@ quiet() {
   log=$("$@" 2>&1) || { echo "$log" >&2; return 1; }
 }
 
-quiet "$crane" append --oci-empty-base --platform linux/amd64 -f "$work/layer.tar" -t "$local_ref"
-mkdir -p "$(dirname "$out")"
-quiet "$crane" mutate "$local_ref" --set-platform linux/amd64 --entrypoint /runnerguard --user 65532:65532 \
-  --label "org.opencontainers.image.source=https://github.com/runnerguard/runnerguard" \
-  --label "org.opencontainers.image.version=$version" \
-  -t "$ref" -o "$out.tmp"
-mv "$out.tmp" "$out"
-
-# Check what was written, read back through the registry.
-check_ref="127.0.0.1:$port/check:$version"
-quiet "$crane" push "$out" "$check_ref"
-config=$("$crane" config "$check_ref")
-for want in '"Entrypoint":["/runnerguard"]' '"User":"65532:65532"' '"architecture":"amd64"' '"os":"linux"'; do
-  [[ $config == *"$want"* ]] || { echo "hack/image.sh: image config lacks $want: $config" >&2; exit 1; }
+pkg=github.com/runnerguard/runnerguard/internal/version
+ldflags="-s -w -buildid= -X $pkg.Version=$version -X $pkg.Commit=$commit -X $pkg.Date=$date"
+local_ref="127.0.0.1:$port/runnerguard:$version"
+manifests=()
+for arch in "${platforms[@]}"; do
+  rootfs="$work/$arch"
+  mkdir -p "$rootfs/etc" "$rootfs/tmp"
+  chmod 1777 "$rootfs/tmp"
+  echo 'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' > "$rootfs/etc/passwd"
+  echo 'nonroot:x:65532:' > "$rootfs/etc/group"
+  (cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "$ldflags" \
+    -o "$rootfs/" ./cmd/runnerguard ./cmd/vitals)
+  chmod 0755 "$rootfs/runnerguard" "$rootfs/vitals"
+  chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+    -C "$rootfs" -cf "$work/$arch.tar" etc runnerguard tmp vitals
+  quiet "$crane" append --oci-empty-base -f "$work/$arch.tar" -t "$local_ref-$arch"
+  # The whole config, so nothing in it depends on the build machine or time.
+  diff_id=$(sha256sum "$work/$arch.tar" | cut -d' ' -f1)
+  cat > "$work/$arch.json" <<JSON
+{"architecture":"$arch","os":"linux","created":"$date",
+ "config":{"User":"65532:65532","Entrypoint":["/runnerguard"],"Labels":{
+  "org.opencontainers.image.source":"https://github.com/runnerguard/runnerguard",
+  "org.opencontainers.image.version":"$version","org.opencontainers.image.revision":"$commit",
+  "org.opencontainers.image.created":"$date"}},
+ "rootfs":{"type":"layers","diff_ids":["sha256:$diff_id"]},
+ "history":[{"created":"$date","created_by":"hack/image.sh"}]}
+JSON
+  quiet "$crane" edit config "$local_ref-$arch" -t "$local_ref-$arch" < "$work/$arch.json"
+  manifests+=(-m "$local_ref-$arch")
 done
-listing=$("$crane" export "$check_ref" - | tar -tv)
-files=$(awk '{print $NF}' <<< "$listing" | sed 's#/$##' | sort | tr '\n' ' ')
-[ "$files" = "etc etc/group etc/passwd runnerguard tmp vitals " ] ||
-  { echo "hack/image.sh: unexpected files in the image: $files" >&2; exit 1; }
-grep -q '^drwxrwxrwt .* tmp/\{0,1\}$' <<< "$listing" ||
-  { echo "hack/image.sh: /tmp is not world-writable with the sticky bit: $listing" >&2; exit 1; }
-echo "$ref -> $out ($(du -h "$out" | cut -f1), digest $("$crane" digest "$check_ref"))"
+quiet "$crane" index append "${manifests[@]}" -t "$local_ref"
+digest=$("$crane" digest "$local_ref")
+
+# Check what was written, read back through the registry: both platforms
+# in the index, each with its config and the same files, the binaries
+# built for it (ELF e_machine: 0x3e x86-64, 0xb7 aarch64).
+fail() { echo "hack/image.sh: $*" >&2; exit 1; }
+index=$("$crane" manifest "$local_ref")
+listed=$(grep -o '"architecture":"[a-z0-9]*","os":"linux"' <<< "$index" | cut -d'"' -f4 | sort | tr '\n' ' ')
+[ "$listed" = "amd64 arm64 " ] || fail "the index lists platforms '$listed', want amd64 and arm64: $index"
+declare -A machine=([amd64]=3e00 [arm64]=b700)
+for arch in "${platforms[@]}"; do
+  config=$("$crane" config --platform "linux/$arch" "$local_ref")
+  for want in '"Entrypoint":["/runnerguard"]' '"User":"65532:65532"' "\"architecture\":\"$arch\"" '"os":"linux"' "\"created\":\"$date\""; do
+    [[ $config == *"$want"* ]] || fail "linux/$arch config lacks $want: $config"
+  done
+  mkdir -p "$work/export-$arch"
+  "$crane" export --platform "linux/$arch" "$local_ref" - > "$work/export-$arch.tar"
+  listing=$(tar -tvf "$work/export-$arch.tar")
+  files=$(awk '{print $NF}' <<< "$listing" | sed 's#/$##' | sort | tr '\n' ' ')
+  [ "$files" = "etc etc/group etc/passwd runnerguard tmp vitals " ] || fail "unexpected files in linux/$arch: $files"
+  grep -q '^drwxrwxrwt .* tmp/\{0,1\}$' <<< "$listing" || fail "/tmp is not world-writable with the sticky bit: $listing"
+  tar -xf "$work/export-$arch.tar" -C "$work/export-$arch" runnerguard vitals
+  for b in runnerguard vitals; do
+    got=$(od -An -tx1 -j18 -N2 "$work/export-$arch/$b" | tr -d ' \n')
+    [ "$got" = "${machine[$arch]}" ] || fail "linux/$arch /$b is built for ELF machine $got"
+  done
+done
+mkdir -p "$out/linux-arm64"
+cp "$work/export-arm64/vitals" "$out/linux-arm64/vitals"
+
+rm -rf "$out/runnerguard.tmp"
+quiet "$crane" pull --format=oci "$local_ref" "$out/runnerguard.tmp"
+rm -rf "$out/runnerguard" && mv "$out/runnerguard.tmp" "$out/runnerguard"
+echo "$digest" > "$out/runnerguard.digest"
+for ref in "$@"; do
+  quiet "$crane" copy "$local_ref" "$ref"
+  [ "$("$crane" digest "$ref")" = "$digest" ] || fail "$ref does not have digest $digest after the copy"
+  echo "pushed $ref@$digest" >&2
+done
+echo "runnerguard $version (linux/amd64, linux/arm64; commit $commit, created $date): index $digest"

@@ -2,9 +2,10 @@
 # Installs and builds everything the one-node cluster needs, once; a warm run
 # builds nothing. Debian packages (containerd, runc, CNI plugins,
 # busybox-static), the Kubernetes binaries from source (hack/kube.sh), Helm
-# and crane (hack/tools.sh), the cert-manager runner (e2e/certmanager), the
-# runnerguard image (hack/image.sh) and the node's own images
-# (hack/node-images.sh).
+# and crane (hack/tools.sh), the cert-manager runner (e2e/certmanager) and
+# the node's own images (hack/node-images.sh). runnerguard's image is built
+# by `go run ./e2e/cluster install` (hack/release.sh to the cluster's
+# registry).
 # Usage: hack/node-deps.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,5 +46,4 @@ if [ ! -x "$cm/certmanager" ] || [ "$(cat "$cm/certmanager.sum" 2>/dev/null)" !=
   say "built cert-manager's controllers in $((SECONDS - start))s"
 fi
 
-"$root/hack/image.sh" >/dev/null
 "$root/hack/node-images.sh"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the pinned Go tools the chart and image targets need into
-# .cache/bin, built from the Go module proxy: helm (Helm 4), helm3 (Helm 3)
-# and crane. Each version is built once into .cache/tools/<name>-<version>
-# and linked from .cache/bin, so a warm run builds nothing and a version bump
-# here rebuilds only that tool.
-# Usage: hack/tools.sh [helm|helm3|crane ...]   (default: all of them)
+# .cache/bin, built from the Go module proxy: helm (Helm 4), helm3 (Helm 3),
+# crane and actionlint (the release workflow's linter). Each version is
+# built once into .cache/tools/<name>-<version> and linked from .cache/bin,
+# so a warm run builds nothing and a version bump here rebuilds only that
+# tool.
+# Usage: hack/tools.sh [helm|helm3|crane|actionlint ...]   (default: all of them)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/.cache/bin"
@@ -14,6 +15,7 @@ mkdir -p "$bin" "$tools"
 helm4_version=v4.3.1
 helm3_version=v3.22.0
 crane_version=v0.22.1
+actionlint_version=v1.7.12
 
 # install <link name> <version> <package> <binary name> <ldflags>
 install() {
@@ -48,13 +50,19 @@ crane() {
     "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=$crane_version"
 }
 
+actionlint() {
+  install actionlint "$actionlint_version" github.com/rhysd/actionlint/cmd/actionlint actionlint \
+    "-s -w -X github.com/rhysd/actionlint.version=$actionlint_version"
+}
+
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(helm helm3 crane)
+[ ${#want[@]} -gt 0 ] || want=(helm helm3 crane actionlint)
 for t in "${want[@]}"; do
   case "$t" in
     helm) helm4 ;;
     helm3) helm3 ;;
     crane) crane ;;
+    actionlint) actionlint ;;
     *) echo "hack/tools.sh: unknown tool $t" >&2; exit 2 ;;
   esac
 done

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/version"
 	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/guard"
 	"github.com/runnerguard/runnerguard/webhook/inject"
@@ -106,6 +107,7 @@ func serve(args []string) error {
 	for _, register := range []func() error{
 		func() error { return guard.RegisterMetrics(metrics.Registry) },
 		func() error { return watch.RegisterMetrics(metrics.Registry) },
+		func() error { return registerBuildInfo(metrics.Registry) },
 	} {
 		if err := register(); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
@@ -157,7 +159,7 @@ func serve(args []string) error {
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)
+	ctrl.Log.Info("starting", "version", version.Version, "commit", version.Commit, "built", version.Date, "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

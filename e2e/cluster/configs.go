@@ -32,7 +32,8 @@ func writeConfigs(l layout) error {
 // containerdConfig: Debian's containerd 1.6 with its own root, state and
 // socket under the state folder. restrict_oom_score_adj is required here:
 // without it every sandbox fails with "can't get final child's PID from
-// pipe: EOF", because the sandbox may not lower its oom_score_adj.
+// pipe: EOF", because the sandbox may not lower its oom_score_adj. Registry
+// hosts are read from certs.d/<host:port>/hosts.toml (startRegistry).
 func containerdConfig(l layout) string {
 	return strings.TrimLeft(fmt.Sprintf(`
 version = 2
@@ -54,11 +55,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %q
 `, l.path("containerd", "root"), l.path("containerd", "state"), l.containerdSocket(), pauseImage,
-		l.path("cni", "net.d")), "\n")
+		l.path("certs.d"), l.path("cni", "net.d")), "\n")
 }
 
 // cniConfig: one bridge with a gateway address on the host, no masquerade

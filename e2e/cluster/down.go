@@ -34,7 +34,7 @@ func down(ctx context.Context, l layout) error {
 	}
 	errs = append(errs, stop(l, "containerd", 15*time.Second))
 	killShims(l)
-	for _, name := range []string{"kube-apiserver", "etcd"} {
+	for _, name := range []string{"registry", "kube-apiserver", "etcd"} {
 		errs = append(errs, stop(l, name, 15*time.Second))
 	}
 	errs = append(errs, unmountUnder(l.dir), removeNetwork(), removePodCgroups())
@@ -106,6 +106,11 @@ func unmountUnder(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
+	}
+	// mountinfo names the real path: the kubelet resolves its root dir, and
+	// .cache is often a symlink to a shared cache.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {

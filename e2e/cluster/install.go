@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,29 +22,43 @@ const (
 	probeNamespace   = "runnerguard-probe"
 )
 
-// install loads the runnerguard and runner stand-in images into the node
-// and installs the chart with Helm, then waits until the API server reaches
-// the webhook through its Service: a dry-run runner pod comes back with the
-// vitals sidecar.
+// install publishes runnerguard to the cluster's registry with
+// hack/release.sh (what `make release REGISTRY=...` runs) and installs the
+// chart from there, as a user installs a release: helm pulls the chart
+// from oci://<registry>/charts/runnerguard and the kubelet pulls the image
+// the packaged chart pins by digest. The runner stand-in image is imported.
+// Then it waits until the API server reaches the webhook through its
+// Service: a dry-run runner pod comes back with the vitals sidecar.
 func install(ctx context.Context, l layout, helm string, values []string) error {
-	if err := importImages(ctx, l, "runnerguard.tar", "runner.tar"); err != nil {
+	if err := importImages(ctx, l, "runner.tar"); err != nil {
 		return err
 	}
-	sum, err := fileSum(filepath.Join(l.images, "runnerguard.tar"))
+	registry, err := registryAddr(l)
 	if err != nil {
 		return err
 	}
-	args := []string{"upgrade", "--install", releaseName, filepath.Join(l.repo, "charts", "runnerguard"),
+	logStep("hack/release.sh to %s", registry)
+	start := time.Now()
+	release := exec.CommandContext(ctx, filepath.Join(l.repo, "hack", "release.sh"))
+	release.Env = append(os.Environ(), "REGISTRY="+registry)
+	release.Stdout, release.Stderr = os.Stderr, os.Stderr
+	if err := release.Run(); err != nil {
+		return fmt.Errorf("hack/release.sh: %w", err)
+	}
+	version, err := releaseVersion(l)
+	if err != nil {
+		return err
+	}
+	logStep("released %s to %s in %.1fs", version, registry, time.Since(start).Seconds())
+	args := []string{"upgrade", "--install", releaseName, "oci://" + registry + "/charts/runnerguard",
+		"--version=" + version, "--plain-http",
 		"--kubeconfig=" + l.kubeconfig("admin"), "--namespace=" + releaseNamespace, "--create-namespace",
-		"--wait", "--timeout=5m", "--values=" + filepath.Join(l.repo, "e2e", "cluster", "values.yaml"),
-		// A rebuilt image keeps its tag: the tarball's checksum in the pod
-		// template rolls the webhook pods onto it.
-		`--set-string=podAnnotations.e2e\.runnerguard\.io/image=` + sum}
+		"--wait", "--timeout=5m", "--values=" + filepath.Join(l.repo, "e2e", "cluster", "values.yaml")}
 	for _, v := range values {
 		args = append(args, "--set="+v)
 	}
-	logStep("helm %s", strings.Join(args[:3], " "))
-	start := time.Now()
+	logStep("helm %s", strings.Join(args[:6], " "))
+	start = time.Now()
 	if out, err := exec.CommandContext(ctx, helm, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("helm upgrade --install: %w: %s", err, out)
 	}
@@ -59,18 +70,18 @@ func install(ctx context.Context, l layout, helm string, values []string) error 
 	return probeInjection(ctx, cs)
 }
 
-// fileSum is the first 16 hex digits of a file's SHA-256.
-func fileSum(path string) (string, error) {
-	f, err := os.Open(path)
+// releaseVersion is the version hack/release.sh last published.
+func releaseVersion(l layout) (string, error) {
+	b, err := os.ReadFile(filepath.Join(l.repo, ".cache", "release", "outputs"))
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "version="); ok {
+			return v, nil
+		}
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
+	return "", fmt.Errorf("no version in .cache/release/outputs")
 }
 
 // probeInjection creates a runner pod with server-side dry run in an

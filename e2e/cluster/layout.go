@@ -29,7 +29,8 @@ const (
 	// MissingClusterDNS Warning Event on every pod.
 	clusterDNS = "10.244.1.10"
 	// pauseImage is the pod sandbox image containerd is told to use; it
-	// is built locally (e2e/images/pause), as no registry is reachable.
+	// is built locally (e2e/images/pause) and imported, as are the runner
+	// stand-ins; runnerguard's own image comes from the cluster's registry.
 	pauseImage = "runnerguard.local/e2e/pause:1"
 )
 
@@ -41,6 +42,7 @@ type layout struct {
 	kube   string // the Kubernetes binaries
 	images string // the image tarballs (.cache/images)
 	cm     string // the certmanager binary
+	crane  string // crane, which serves the cluster's registry
 	repo   string // the repository root
 }
 

@@ -16,8 +16,8 @@ import (
 
 const usage = `usage: cluster [flags] up|install|down
 
-  up       start the one-node cluster and cert-manager (no-op when healthy)
-  install  load the images and install the chart (after up)
+  up       start the one-node cluster, its registry and cert-manager (no-op when healthy)
+  install  release to the cluster's registry and install the chart from it (after up)
   down     end the cluster and remove what it left on the host
 `
 
@@ -30,6 +30,7 @@ func main() {
 	images := fs.String("images", filepath.Join(repo, ".cache", "images"), "folder of the image tarballs")
 	cm := fs.String("certmanager", filepath.Join(repo, ".cache", "certmanager", "certmanager"), "the e2e/certmanager binary")
 	helm := fs.String("helm", filepath.Join(repo, ".cache", "bin", "helm"), "the helm binary (install)")
+	crane := fs.String("crane", filepath.Join(repo, ".cache", "bin", "crane"), "the crane binary (the cluster's registry)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "a chart value for install, as for helm --set (repeatable)")
 	_ = fs.Parse(os.Args[1:])
@@ -42,7 +43,7 @@ func main() {
 		os.Exit(1)
 	}
 	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
-	l := layout{dir: abs(*dir), kube: abs(*kube), images: abs(*images), cm: abs(*cm), repo: repo}
+	l := layout{dir: abs(*dir), kube: abs(*kube), images: abs(*images), cm: abs(*cm), crane: abs(*crane), repo: repo}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

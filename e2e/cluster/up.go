@@ -19,7 +19,7 @@ import (
 )
 
 // components in start order; down ends them in reverse.
-var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "certmanager"}
+var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "registry", "containerd", "kubelet", "certmanager"}
 
 // up starts the cluster, or does nothing when every component runs and the
 // API server is ready. A half-running cluster is torn down first.
@@ -49,7 +49,7 @@ func up(ctx context.Context, l layout) error {
 		return err
 	}
 	steps := []func(context.Context, layout) error{
-		startEtcd, startAPIServer, startControllers, startContainerd, startKubelet, startCertManager,
+		startEtcd, startAPIServer, startControllers, startRegistry, startContainerd, startKubelet, startCertManager,
 	}
 	for _, step := range steps {
 		if err := step(ctx, l); err != nil {
