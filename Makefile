@@ -18,7 +18,7 @@ unit:
 	go test ./...
 
 kube-bin:
-	hack/kube.sh etcd kube-apiserver
+	hack/kube.sh etcd kube-apiserver kubectl
 
 # The webhooks through a real kube-apiserver and etcd built from source.
 e2e-api: kube-bin

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -15,12 +12,10 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/death"
 )
 
-const deathsUsage = "usage: runnerguard deaths [-n NAMESPACE | -A] [--since 24h] [-o text|wide|json]"
-
 // deaths answers "what kills our runners?": counts by class and the recent
 // records, from the RunnerDeath objects.
 func deaths(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("deaths", flag.ContinueOnError)
+	fs := newFlagSet("deaths", "deaths [-n NAMESPACE | -A] [--since 24h] [-o text|wide|json]", out)
 	var kf kubeFlags
 	kf.bind(fs)
 	all := fs.Bool("A", false, "all namespaces")
@@ -33,10 +28,10 @@ func deaths(args []string, out io.Writer) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return errors.New(deathsUsage)
+		return fmt.Errorf("%w: deaths takes no arguments: deaths [-n NAMESPACE | -A] [--since 24h] [-o text|wide|json]", errUsage)
 	}
 	if *output != "text" && *output != "wide" && *output != "json" {
-		return fmt.Errorf("-o %q: want text, wide or json", *output)
+		return fmt.Errorf("%w: -o %q: want text, wide or json", errUsage, *output)
 	}
 	c, ns, err := kf.client()
 	if err != nil {
@@ -53,11 +48,5 @@ func deaths(args []string, out io.Writer) error {
 		return fmt.Errorf("listing RunnerDeaths: %w", err)
 	}
 	s := death.Summarize(list.Items, time.Now().Add(-*since))
-	if *output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
-	}
-	_, err = io.WriteString(out, s.Table(*since, *output == "wide", *limit))
-	return err
+	return write(out, *output, s, func() string { return s.Table(*since, *output == "wide", *limit) })
 }

@@ -3,34 +3,32 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/death"
 )
 
-const whyUsage = "usage: runnerguard why POD [-n NAMESPACE] [-o text|json]"
-
 // why prints the death records of one pod, alive or gone.
 func why(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("why", flag.ContinueOnError)
+	fs := newFlagSet("why", "why POD [-n NAMESPACE] [-o text|json|yaml]", out)
 	var kf kubeFlags
 	kf.bind(fs)
-	output := fs.String("o", "text", "output: text or json")
+	output := fs.String("o", "text", "output: text, json or yaml")
 	configPath := fs.String("config", "", "runnerguard config file, for non-default presets")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New(whyUsage)
+		return fmt.Errorf("%w: why POD [-n NAMESPACE] [-o text|json|yaml]", errUsage)
 	}
-	if *output != "text" && *output != "json" {
-		return fmt.Errorf("-o %q: want text or json", *output)
+	if *output != "text" && *output != "json" && *output != "yaml" {
+		return fmt.Errorf("%w: -o %q: want text, json or yaml", errUsage, *output)
 	}
 	cfg := config.Default()
 	if *configPath != "" {
@@ -48,11 +46,24 @@ func why(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *output == "json" {
+	return write(out, *output, rep, rep.Text)
+}
+
+// write prints v as json or yaml, or text as text.
+func write(out io.Writer, format string, v any, text func() string) error {
+	switch format {
+	case "json":
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return enc.Encode(v)
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(b)
+		return err
 	}
-	_, err = io.WriteString(out, rep.Text())
+	_, err := io.WriteString(out, text())
 	return err
 }

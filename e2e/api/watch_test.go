@@ -258,3 +258,45 @@ func runWhy(t *testing.T, args ...string) string {
 	require.NoError(t, cmd.Run(), errOut.String())
 	return out.String()
 }
+
+// Installed as kubectl-runnerguard, the binary is a kubectl plugin: a real
+// kubectl finds it on PATH and hands it the arguments a kubectl user types.
+func TestTheKubectlPluginFindsADeath(t *testing.T) {
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Fatalf("kubectl is built by make kube-bin: %v", err)
+	}
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "plugged"))
+	setStatus(t, pod, podtest.Runner(ns, "plugged").Terminated("runner", 137, "OOMKilled").Obj().Status)
+	oneDeath(t, pod)
+
+	dir := t.TempDir()
+	plugin := filepath.Join(dir, "kubectl-runnerguard")
+	b, err := os.ReadFile(server.Binary())
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(plugin, b, 0o755))
+	kc := func(args ...string) (string, error) {
+		cmd := exec.Command(kubectl, args...)
+		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+adminKubeconfig)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return out.String() + errOut.String(), err
+	}
+	out, err := kc("plugin", "list")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, plugin)
+	out, err = kc("runnerguard", "why", "plugged", "-n", ns)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `runner "runner" died: cgroup-oom`)
+	out, err = kc("runnerguard", "why", "plugged", "--namespace", ns, "-o", "yaml")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "class: cgroup-oom")
+	out, err = kc("runnerguard", "deaths", "-A", "-o", "wide")
+	require.NoError(t, err, out)
+	assert.Regexp(t, ns+`\s+plugged\s+cgroup-oom\s+137\s+OOMKilled`, out)
+	out, err = kc("runnerguard", "--help")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "usage: kubectl runnerguard <command>")
+}
