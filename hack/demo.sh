@@ -107,16 +107,19 @@ for _ in $(seq 40); do  # the kubelet stops the sidecar after the runner
 done
 show kubectl get pod -n demo runner-2 -o 'jsonpath={"the sidecar'"'"'s final reading: "}{.status.initContainerStatuses[0].state.terminated.message}{"\n"}'
 
-bold "5. The fleet removes the dead runner's pod; runnerguard writes its death record"
-show kubectl delete pod -n demo runner-2 --as="$reaper"
-for _ in $(seq 40); do
-  records=$(kubectl logs -n runnerguard -l app.kubernetes.io/name=runnerguard --tail=-1 | grep '"runner death record"' | grep '"pod":"runner-2"' || true)
-  [ -z "$records" ] || break
+bold "5. The runner's death is on record, and outlives its pod: the fleet removes it"
+# The operator's CLI, as a kubectl plugin: kubectl finds kubectl-runnerguard
+# on PATH.
+plugins=$(mktemp -d)
+go build -C "$root" -o "$plugins/kubectl-runnerguard" ./cmd/runnerguard
+export PATH="$plugins:$PATH"
+for _ in $(seq 60); do
+  [ -n "$(kubectl get runnerdeaths -n demo -o name 2>/dev/null)" ] && break
   sleep 0.5
 done
-printf '\033[2m$ kubectl logs -n runnerguard -l app.kubernetes.io/name=runnerguard | grep "runner death record" | grep runner-2\033[0m\n'
-# Only the record, the log line's "record" key.
-echo "$records" | sed 's/.*"record":\(.*\)}$/  \1/'
+show kubectl get runnerdeaths -n demo
+show kubectl delete pod -n demo runner-2 --as="$reaper"
+show kubectl runnerguard why runner-2 -n demo
 
 bold "6. A deliberate drain: it waits for the busy runner (429, retried)..."
 runner runner-3 64Mi job 300
@@ -133,7 +136,9 @@ kubectl uncordon "$node" > /dev/null
 
 bold "Done. Where to look on your own cluster:"
 cat <<'TXT'
-  kubectl get events -A --field-selector type=Warning      refused deletes and who tried; runner deaths
-  kubectl logs -n runnerguard -l app.kubernetes.io/name=runnerguard | grep "runner death record"
+  kubectl get events -A --field-selector type=Warning      refused deletes and who tried
+  kubectl get runnerdeaths -A                              every runner death, kept for days
+  kubectl runnerguard why <pod> -n <namespace>             how one runner died, even after its pod is gone
+  kubectl runnerguard deaths -A --since 168h               what kills your runners this week
   kubectl logs <runner-pod> -c runnerguard-vitals          the memory cgroup, one JSON line a tick
 TXT
