@@ -293,7 +293,7 @@ func TestTheKubectlPluginFindsADeath(t *testing.T) {
 	out, err = kc("runnerguard", "why", "plugged", "--namespace", ns, "-o", "yaml")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "class: cgroup-oom")
-	out, err = kc("runnerguard", "deaths", "-A", "-o", "wide")
+	out, err = kc("runnerguard", "deaths", "--namespace", ns, "-o", "wide")
 	require.NoError(t, err, out)
 	assert.Regexp(t, ns+`\s+plugged\s+cgroup-oom\s+137\s+OOMKilled`, out)
 	out, err = kc("runnerguard", "--help")
