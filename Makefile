@@ -42,10 +42,9 @@ chart-test: kube-bin
 # that fire each alert and series that must not), its dashboard ConfigMap,
 # and every PromQL query of both parsed and checked to name only metrics the
 # binary serves. e2e/alerts is its own module (Prometheus's parser stays out
-# of runnerguard's go.mod); promtool is built by hack/promtool.sh.
+# of runnerguard's go.mod); promtool is built by hack/tools.sh.
 alerts-test:
-	hack/tools.sh helm
-	hack/promtool.sh
+	hack/tools.sh helm promtool
 	cd e2e/alerts && go vet ./... && HELM=$(CACHE)/bin/helm PROMTOOL=$(CACHE)/bin/promtool go test -count=1 ./...
 
 # manifests/runnerguard.yaml: the chart rendered with defaults, for users

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the pinned Go tools the chart and image targets need into
 # .cache/bin, built from the Go module proxy: helm (Helm 4), helm3 (Helm 3),
-# crane and actionlint (the release workflow's linter). Each version is
+# crane, actionlint (the release workflow's linter) and promtool (the
+# chart's alert rules). Each version is
 # built once into .cache/tools/<name>-<version> and linked from .cache/bin,
 # so a warm run builds nothing and a version bump here rebuilds only that
 # tool.
-# Usage: hack/tools.sh [helm|helm3|crane|actionlint ...]   (default: all of them)
+# Usage: hack/tools.sh [helm|helm3|crane|actionlint|promtool ...]   (default: all but promtool)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/.cache/bin"
@@ -16,6 +17,11 @@ helm4_version=v4.3.1
 helm3_version=v3.22.0
 crane_version=v0.22.1
 actionlint_version=v1.7.12
+# Prometheus tags its Go module v0.<minor>.<patch> for release
+# v3.<minor>.<patch>: this is Prometheus 3.16.0, whose go.mod has no replace
+# directives, so `go install pkg@version` accepts it.
+promtool_version=v0.316.0
+promtool_release=3.16.0
 
 # install <link name> <version> <package> <binary name> <ldflags>
 install() {
@@ -55,6 +61,12 @@ actionlint() {
     "-s -w -X github.com/rhysd/actionlint.version=$actionlint_version"
 }
 
+# make alerts-test runs the chart's alert rules through `promtool test rules`.
+promtool() {
+  install promtool "$promtool_version" github.com/prometheus/prometheus/cmd/promtool promtool \
+    "-s -w -X github.com/prometheus/common/version.Version=$promtool_release"
+}
+
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(helm helm3 crane actionlint)
 for t in "${want[@]}"; do
@@ -63,6 +75,7 @@ for t in "${want[@]}"; do
     helm3) helm3 ;;
     crane) crane ;;
     actionlint) actionlint ;;
+    promtool) promtool ;;
     *) echo "hack/tools.sh: unknown tool $t" >&2; exit 2 ;;
   esac
 done
