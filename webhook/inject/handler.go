@@ -8,6 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,7 +28,10 @@ type Handler struct {
 	// the manager it is the cached client: namespaces are read on every
 	// runner pod CREATE and change rarely.
 	Namespaces client.Reader
-	Decoder    admission.Decoder
+	// Live reads a namespace the cache has not seen yet (created a moment
+	// before the pod, as CI systems do per job); nil: no second look.
+	Live    client.Reader
+	Decoder admission.Decoder
 }
 
 var _ admission.Handler = &Handler{}
@@ -89,7 +93,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 func (h *Handler) hostMountRefusal(ctx context.Context, namespace string) string {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+	err := h.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	if apierrors.IsNotFound(err) && h.Live != nil {
+		err = h.Live.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	}
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "reading the namespace's Pod Security level", "namespace", namespace)
 		return fmt.Sprintf("its namespace %q could not be read to check its Pod Security level: %v", namespace, err)
 	}

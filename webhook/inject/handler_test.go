@@ -315,3 +315,16 @@ func BenchmarkHandle(b *testing.B) {
 		}
 	}
 }
+
+// A namespace made a moment before its pod (a CI system's per-job
+// namespace) may not have reached the cache: the API server is asked.
+func TestHandlerReadsANamespaceTheCacheHasNotSeenFromTheAPIServer(t *testing.T) {
+	h := handler(t)
+	h.Live = fake.NewClientBuilder().WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new", Labels: map[string]string{"runnerguard.io/enabled": "true"}}}).Build()
+	raw := rawInput(t, "generic")
+	resp := h.Handle(context.Background(), create("new", raw))
+	require.True(t, resp.Allowed)
+	assert.Empty(t, resp.Warnings)
+	got := decodePod(t, patched(t, raw, resp))
+	assert.Equal(t, runnerpod.VitalsContainer, got.Spec.InitContainers[0].Name, "the sidecar goes in")
+}

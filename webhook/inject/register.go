@@ -14,12 +14,14 @@ import (
 // Register serves the injector at registration.InjectPath on mgr's webhook
 // server and registers its metrics. Namespaces are read through the
 // manager's cached client, as metadata only (the chart grants get, list and
-// watch on namespaces).
+// watch on namespaces), and from the API server when the cache has not seen
+// the namespace yet.
 func Register(mgr manager.Manager, cfg config.Config) error {
 	if err := RegisterMetrics(metrics.Registry); err != nil {
 		return fmt.Errorf("registering the injector's metrics: %w", err)
 	}
 	h := NewHandler(cfg, mgr.GetClient(), mgr.GetScheme())
+	h.Live = mgr.GetAPIReader()
 	mgr.GetWebhookServer().Register(registration.InjectPath, &admission.Webhook{Handler: h})
 	return nil
 }
