@@ -326,5 +326,5 @@ func TestHandlerReadsANamespaceTheCacheHasNotSeenFromTheAPIServer(t *testing.T) 
 	require.True(t, resp.Allowed)
 	assert.Empty(t, resp.Warnings)
 	got := decodePod(t, patched(t, raw, resp))
-	assert.Equal(t, runnerpod.VitalsContainer, got.Spec.InitContainers[0].Name, "the sidecar goes in")
+	assert.Equal(t, "runnerguard-vitals", got.Spec.InitContainers[0].Name, "the sidecar goes in")
 }
