@@ -23,6 +23,9 @@ var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "
 
 // up starts the cluster, or does nothing when every component runs and the
 // API server is ready. A half-running cluster is torn down first.
+// EventTTL is the node cluster's --event-ttl.
+const EventTTL = time.Minute
+
 func up(ctx context.Context, l layout) error {
 	if healthy(ctx, l) {
 		logStep("cluster already up: KUBECONFIG=%s", l.kubeconfig("admin"))
@@ -131,6 +134,9 @@ func startAPIServer(ctx context.Context, l layout) error {
 		// so the webhook runs as pods behind its Service without kube-proxy.
 		"--enable-aggregator-routing=true",
 		"--profiling=false",
+		// Events expire within the suite, as they do after an hour in a
+		// real cluster: the death records must not depend on them.
+		"--event-ttl=" + EventTTL.String(),
 	})
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/webhook/death"
 )
@@ -106,4 +107,45 @@ func runWhy(t *testing.T, args ...string) string {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), stderr.String())
 	return stdout.String()
+}
+
+// eventTTL is the node cluster's --event-ttl (e2e/cluster up.go).
+const eventTTL = time.Minute
+
+// A death stays on record after its Events expire and the webhook pods
+// (the watcher's leader among them) are replaced: nothing is recorded
+// twice, and neither a forged Event nor a forged deleter changes what
+// runnerguard why prints.
+func TestARecordOutlivesItsEventsAndAWatcherRestart(t *testing.T) {
+	ns := newNamespace(t)
+	pod := start(t, runnerPod(ns, "lasting", "64Mi", "job", "1", "3"))
+	pod = waitPod(t, pod, "the runner's end", 60*time.Second, finished)
+	require.Eventually(t, func() bool { return len(deathRecords(t, pod)) == 1 }, 60*time.Second, 500*time.Millisecond)
+	died := func() []eventsv1.Event {
+		return slices.DeleteFunc(podEvents(t, pod), func(e eventsv1.Event) bool { return e.Reason != death.ReasonDied })
+	}
+	require.Eventually(t, func() bool { return len(died()) == 1 }, 30*time.Second, 500*time.Millisecond, "notified")
+	before := runWhy(t, "lasting", "-n", ns)
+
+	// Anyone with events create can write this.
+	forged := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lasting.forged"}, EventTime: metav1.NowMicro(),
+		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: pod.UID},
+		ReportingController: "runnerguard.io/runnerguard", ReportingInstance: "forger", Action: "Died", Type: corev1.EventTypeNormal,
+		Reason: death.ReasonDied, Note: `runner "runner" died: clean-exit`}
+	require.NoError(t, admin.Create(context.Background(), forged))
+	assert.Equal(t, before, runWhy(t, "lasting", "-n", ns), "a forged Event changes nothing")
+
+	require.Eventually(t, func() bool { return len(podEvents(t, pod)) == 0 }, 4*eventTTL, time.Second,
+		"the API server expires the pod's Events (--event-ttl %s)", eventTTL)
+	restartWebhook(t)
+	// The new leader lists every runner pod, this one among them, before
+	// it sees the next: once the next death is on record, this one has been
+	// looked at again.
+	next := start(t, runnerPod(ns, "next", "64Mi", "job", "1", "4"))
+	require.Eventually(t, func() bool { return len(deathRecords(t, next)) == 1 }, 90*time.Second, 500*time.Millisecond)
+	recs := deathRecords(t, pod)
+	require.Len(t, recs, 1, "not recorded twice")
+	assert.Equal(t, string(death.ErrorExit), recs[0].Class)
+	assert.Empty(t, died(), "nor notified twice")
+	assert.Equal(t, before, runWhy(t, "lasting", "-n", ns), "why still answers, the same")
 }
