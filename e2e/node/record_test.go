@@ -129,7 +129,7 @@ func TestARecordOutlivesItsEventsAndAWatcherRestart(t *testing.T) {
 
 	// Anyone with events create can write this.
 	forged := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lasting.forged"}, EventTime: metav1.NowMicro(),
-		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: pod.UID},
+		Regarding:           corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: pod.UID},
 		ReportingController: "runnerguard.io/runnerguard", ReportingInstance: "forger", Action: "Died", Type: corev1.EventTypeNormal,
 		Reason: death.ReasonDied, Note: `runner "runner" died: clean-exit`}
 	require.NoError(t, admin.Create(context.Background(), forged))
