@@ -113,8 +113,9 @@ bold "5. The runner's death is on record, and outlives its pod: the fleet remove
 plugins=$(mktemp -d)
 go build -C "$root" -o "$plugins/kubectl-runnerguard" ./cmd/runnerguard
 export PATH="$plugins:$PATH"
-for _ in $(seq 60); do
-  [ -n "$(kubectl get runnerdeaths -n demo -o name 2>/dev/null)" ] && break
+uid=$(kubectl get pod -n demo runner-2 -o jsonpath='{.metadata.uid}')
+for _ in $(seq 60); do  # the watcher records it once the sidecar's final reading is in
+  [ -n "$(kubectl get runnerdeaths -n demo -l "runnerguard.io/pod-uid=$uid" -o name 2>/dev/null)" ] && break
   sleep 0.5
 done
 show kubectl get runnerdeaths -n demo
