@@ -15,6 +15,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/webhook/podtest"
 	"github.com/runnerguard/runnerguard/webhook/registration"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
 // maxWarmup rounds (fewer for a short run) run before the timed ones,
@@ -98,7 +99,7 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 	// writes a death Event) or never started (the guard writes nothing).
 	// The client's delete sets deletionTimestamp; the kubelet's final
 	// delete removes the pod once its containers stopped.
-	const ended, notStarted = "runner ended", "runner not started"
+	const ended, notStarted, overridden = "runner ended", "runner not started", "running, overridden"
 	setups := []struct {
 		name, ns, kind, base string
 	}{
@@ -108,14 +109,25 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 		{"ValidatingAdmissionPolicy", nsVAP, ended, "no webhook"},
 		{"no webhook, " + notStarted, nsNone, notStarted, ""},
 		{"runnerguard guard, " + notStarted, nsGuard, notStarted, "no webhook, " + notStarted},
+		// The deletes the guard judges and allows: a running runner with
+		// the override, whose deleter it notes for the record (a pod GET to
+		// confirm the review, a RunnerDeletion create, an Event).
+		{"no webhook, " + overridden, nsNone, overridden, ""},
+		{"runnerguard guard, " + overridden, nsGuard, overridden, "no webhook, " + overridden},
 	}
 	total := warmup + rounds + countWindow
 	subjects := make([][]*corev1.Pod, len(setups))
 	for s, setup := range setups {
 		for i := range total {
 			pod, status := subjectFrom(instrumented, setup.ns, fmt.Sprintf("ended-%d", i))
-			if setup.kind == notStarted {
+			switch setup.kind {
+			case notStarted:
 				pod.Name, status = fmt.Sprintf("unstarted-%d", i), corev1.PodStatus{Phase: corev1.PodPending}
+			case overridden:
+				pod.Name = fmt.Sprintf("overridden-%d", i)
+				pod.Annotations[runnerpod.AllowDelete] = "load test"
+				w := podtest.Wrapper{Pod: *pod.DeepCopy()}
+				status = w.Running("runner").Status
 			}
 			subjects[s] = append(subjects[s], createWithStatus(ctx, t, pod, status))
 		}
