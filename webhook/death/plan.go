@@ -85,7 +85,9 @@ func Decide(o Observation) Plan {
 			wait(left)
 			continue
 		}
-		r.Deleted = r.Deleted || CausedByDeletion(pod, r)
+		if began, ok := deletionBegan(o, note); ok && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began) {
+			r.Deleted = true
+		}
 		deleting := pod.DeletionTimestamp != nil || gone
 		// Only a runner that a deletion ended waits for its deleter: the
 		// guard reviews deletes of running runners only, so a finished
@@ -120,25 +122,58 @@ const (
 )
 
 // validNote is the note when it is of this pod and of the deletion that
-// followed it: within NoteSkew of the deletion's start (or of the pod's
-// removal, for a pod removed at once).
+// followed it. The deletion seen may be a later one than the note's: the
+// kubelet's final delete (grace 0) moves the deletionTimestamp to when the
+// containers had stopped, up to a grace period after the noted delete. So
+// the note counts from a grace period (and NoteSkew) before the deletion
+// seen to NoteSkew after it; a note no deletion followed names nobody.
 func validNote(o Observation) *v1alpha1.DeletionNote {
 	n := o.Note
 	if n == nil || n.UID != string(o.Pod.UID) {
 		return nil
 	}
-	start, ok := DeletionStart(o.Pod)
-	switch {
-	case ok:
-	case !o.GoneAt.IsZero():
-		start = o.GoneAt
-	default:
+	start, ok := seenDeletion(o)
+	if !ok {
 		return nil // no deletion followed (yet)
 	}
-	if d := n.Time.Sub(start); d > NoteSkew || d < -NoteSkew {
+	if d := start.Sub(n.Time.Time); d < -NoteSkew || d > grace(o.Pod)+NoteSkew {
 		return nil
 	}
 	return n
+}
+
+// seenDeletion is when the deletion the pod shows began: a grace period
+// before its deletionTimestamp, or when the watcher saw it gone.
+func seenDeletion(o Observation) (time.Time, bool) {
+	if start, ok := DeletionStart(o.Pod); ok {
+		return start, true
+	}
+	return o.GoneAt, !o.GoneAt.IsZero()
+}
+
+// deletionBegan is when the pod's deletion was asked for: the guard's note
+// when there is one, since a later delete may have moved the pod's
+// deletionTimestamp, else the deletion the pod shows.
+func deletionBegan(o Observation, note *v1alpha1.DeletionNote) (time.Time, bool) {
+	start, ok := seenDeletion(o)
+	if note != nil && (!ok || note.Time.Time.Before(start)) {
+		return note.Time.Time, true
+	}
+	return start, ok
+}
+
+// grace is the longest the pod's graceful deletion can take: its
+// terminationGracePeriodSeconds (the API's default 30 s when unset), or the
+// grace of the deletion under way when longer.
+func grace(pod *corev1.Pod) time.Duration {
+	g := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if t := pod.Spec.TerminationGracePeriodSeconds; t != nil {
+		g = *t
+	}
+	if d := pod.DeletionGracePeriodSeconds; d != nil && *d > g {
+		g = *d
+	}
+	return time.Duration(g) * time.Second
 }
 
 // vitalsLeft is how long r still waits for the vitals' final reading: while

@@ -31,6 +31,9 @@ func StripPod(obj any) (any, error) {
 		}
 	}
 	out.Spec.NodeName = pod.Spec.NodeName
+	// How long a graceful deletion can take: the guard's note of a delete
+	// counts within it (death.Decide).
+	out.Spec.TerminationGracePeriodSeconds = pod.Spec.TerminationGracePeriodSeconds
 	for _, c := range pod.Spec.Containers {
 		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name})
 	}
