@@ -1,0 +1,144 @@
+//go:build scale
+
+package scale
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runnerguard/runnerguard/webhook/registration"
+)
+
+func formatFloat(f float64, prec int) string { return strconv.FormatFloat(f, 'f', prec, 64) }
+
+// score is how runnerguard did against the deaths the simulator caused.
+type score struct {
+	runners, once, missed, duplicates, wrongClass int
+	wrong                                         []string
+	latencies                                     []time.Duration
+}
+
+// scoreRunners compares each runner's records with the death it had.
+func scoreRunners(o *observer, rs []*runner) score {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := score{runners: len(rs)}
+	for _, r := range rs {
+		recs := o.records[r.uid]
+		switch {
+		case len(recs) == 0:
+			s.missed++
+			continue
+		case len(recs) == 1:
+			s.once++
+		default:
+			s.duplicates += len(recs) - 1
+		}
+		if recs[0].class != string(r.want()) {
+			s.wrongClass++
+			if len(s.wrong) < 5 {
+				s.wrong = append(s.wrong, fmt.Sprintf("%s/%s: %s, want %s", r.ns, r.name, recs[0].class, r.want()))
+			}
+		}
+		if died, ok := o.died[r.uid]; ok {
+			s.latencies = append(s.latencies, recs[0].at.Sub(died))
+		}
+	}
+	sort.Slice(s.latencies, func(i, j int) bool { return s.latencies[i] < s.latencies[j] })
+	return s
+}
+
+// pct is the q-quantile of sorted durations.
+func pct(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[int(q*float64(len(d)-1))].Round(time.Millisecond)
+}
+
+// chaos counts what the reaper and the drain were answered.
+type chaos struct {
+	reaperTried, reaperRefused, drainTried, drainRefused429, busyLost int
+	ownerTried, ownerAllowed, overrideTried, overrideAllowed          int
+}
+
+// run is everything the report prints.
+type run struct {
+	mu                   sync.Mutex
+	runners, nodes       int
+	burst                time.Duration
+	before, burstEnd     snapshot
+	preKill, postRestart snapshot
+	end                  snapshot
+	killed               int
+	gap                  time.Duration
+	gapDeaths            int
+	requests, burstReqs  map[string]int
+	chaos                chaos
+	score                score
+}
+
+func (r *run) report() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	jobs := float64(r.runners)
+	p("== Fleet scale: %d runner pods on %d kwok nodes, runnerguard as 2 replicas ==", r.runners, r.nodes)
+	p("burst: %d pods created in %s (%.0f/s)", r.runners, r.burst, jobs/r.burst.Seconds())
+	inj := webhookWindow(r.before, r.burstEnd, registration.InjectPath)
+	guard := merge(webhookWindow(r.burstEnd, r.preKill, registration.GuardPath), webhookWindow(r.postRestart, r.end, registration.GuardPath))
+	// controller-runtime's histogram buckets (5, 10, 25, 50 ms...) make
+	// these estimates within a bucket, as histogram_quantile's are.
+	p("injector during the burst: %.0f reviews, p50 %s, p99 %s (in process, bucket estimate)", inj.count(), ms(inj.quantile(.5)), ms(inj.quantile(.99)))
+	p("guard over the chaos:      %.0f reviews, p50 %s, p99 %s (in process, bucket estimate)", guard.count(), ms(guard.quantile(.5)), ms(guard.quantile(.99)))
+	p("")
+	p("replica usage (RSS now, peak VmHWM, CPU seconds since the process started; the killed replica restarts as follower):")
+	row := func(when string, s snapshot) {
+		for i := range 2 {
+			role := "follower"
+			if s.leader == i {
+				role = "leader"
+			}
+			if s.usage[i].RSS == 0 {
+				continue
+			}
+			p("  %-22s replica %d %-8s RSS %6.1f MiB  peak %6.1f MiB  CPU %6.2f s", when, i+1, role,
+				mib(s.usage[i].RSS), mib(s.usage[i].HWM), s.usage[i].CPU)
+		}
+	}
+	row("all running", r.burstEnd)
+	row("before the leader kill", r.preKill)
+	row("end", r.end)
+	p("")
+	total := 0
+	for _, n := range r.requests {
+		total += n
+	}
+	p("API requests by runnerguard (audit log, its user only), whole run: %d = %.2f per job", total, float64(total)/jobs)
+	for _, k := range sortedKeys(r.requests) {
+		p("  %-40s %6d  %.2f/job", k, r.requests[k], float64(r.requests[k])/jobs)
+	}
+	bt := 0
+	for _, n := range r.burstReqs {
+		bt += n
+	}
+	p("  of which during the create burst: %d", bt)
+	events := r.requests["create events"] + r.requests["patch events"]
+	p("Events written: %d (%.2f per job); records: %d (%.2f per job)", events, float64(events)/jobs,
+		r.requests["create runnerdeaths"], float64(r.requests["create runnerdeaths"])/jobs)
+	p("")
+	c := r.chaos
+	p("reaper force-deletes of busy runners: %d, refused %d; drain evictions of busy runners: %d, answered 429: %d; busy runners lost: %d",
+		c.reaperTried, c.reaperRefused, c.drainTried, c.drainRefused429, c.busyLost)
+	p("GitLab manager job-end deletes: %d, allowed %d; deliberate drain (override) evictions: %d, allowed %d",
+		c.ownerTried, c.ownerAllowed, c.overrideTried, c.overrideAllowed)
+	p("leader kill: replica %d stopped; %d runners died while it was down; new leader after %s", r.killed+1, r.gapDeaths, r.gap)
+	s := r.score
+	p("deaths: %d, recorded exactly once %d, missed %d, duplicates %d, wrong class %d %v", s.runners, s.once, s.missed, s.duplicates, s.wrongClass, s.wrong)
+	p("record latency (death seen by a watch -> record seen by a watch): p50 %s, p99 %s, max %s",
+		pct(s.latencies, .5), pct(s.latencies, .99), pct(s.latencies, 1))
+	return b.String()
+}
