@@ -19,11 +19,13 @@ func formatFloat(f float64, prec int) string { return strconv.FormatFloat(f, 'f'
 type score struct {
 	runners, once, missed, duplicates, wrongClass int
 	wrong                                         []string
-	latencies                                     []time.Duration
+	// latencies of the deaths while a replica led, and of those while
+	// the leader was down (they wait for the next one).
+	latencies, gapLatencies []time.Duration
 }
 
 // scoreRunners compares each runner's records with the death it had.
-func scoreRunners(o *observer, rs []*runner) score {
+func scoreRunners(o *observer, rs []*runner, gap map[*runner]bool) score {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := score{runners: len(rs)}
@@ -44,11 +46,15 @@ func scoreRunners(o *observer, rs []*runner) score {
 				s.wrong = append(s.wrong, fmt.Sprintf("%s/%s: %s, want %s", r.ns, r.name, recs[0].class, r.want()))
 			}
 		}
-		if died, ok := o.died[r.uid]; ok {
+		if died, ok := o.died[r.uid]; ok && gap[r] {
+			s.gapLatencies = append(s.gapLatencies, recs[0].at.Sub(died))
+		} else if ok {
 			s.latencies = append(s.latencies, recs[0].at.Sub(died))
 		}
 	}
-	sort.Slice(s.latencies, func(i, j int) bool { return s.latencies[i] < s.latencies[j] })
+	for _, l := range [][]time.Duration{s.latencies, s.gapLatencies} {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+	}
 	return s
 }
 
@@ -89,11 +95,13 @@ func (r *run) report() string {
 	p("== Fleet scale: %d runner pods on %d kwok nodes, runnerguard as 2 replicas ==", r.runners, r.nodes)
 	p("burst: %d pods created in %s (%.0f/s)", r.runners, r.burst, jobs/r.burst.Seconds())
 	inj := webhookWindow(r.before, r.burstEnd, registration.InjectPath)
-	guard := merge(webhookWindow(r.burstEnd, r.preKill, registration.GuardPath), webhookWindow(r.postRestart, r.end, registration.GuardPath))
+	refusals := webhookWindow(r.burstEnd, r.preKill, registration.GuardPath)
+	allowed := webhookWindow(r.postRestart, r.end, registration.GuardPath)
 	// controller-runtime's histogram buckets (5, 10, 25, 50 ms...) make
 	// these estimates within a bucket, as histogram_quantile's are.
 	p("injector during the burst: %.0f reviews, p50 %s, p99 %s (in process, bucket estimate)", inj.count(), ms(inj.quantile(.5)), ms(inj.quantile(.99)))
-	p("guard over the chaos:      %.0f reviews, p50 %s, p99 %s (in process, bucket estimate)", guard.count(), ms(guard.quantile(.5)), ms(guard.quantile(.99)))
+	p("guard, reaper and drain:   %.0f reviews, p50 %s, p99 %s (refusals: a Warning Event each)", refusals.count(), ms(refusals.quantile(.5)), ms(refusals.quantile(.99)))
+	p("guard, job ends and drain: %.0f reviews, p50 %s, p99 %s (allowed: a deletion note each)", allowed.count(), ms(allowed.quantile(.5)), ms(allowed.quantile(.99)))
 	p("")
 	p("replica usage (RSS now, peak VmHWM, CPU seconds since the process started; the killed replica restarts as follower):")
 	row := func(when string, s snapshot) {
@@ -138,7 +146,7 @@ func (r *run) report() string {
 	p("leader kill: replica %d stopped; %d runners died while it was down; new leader after %s", r.killed+1, r.gapDeaths, r.gap)
 	s := r.score
 	p("deaths: %d, recorded exactly once %d, missed %d, duplicates %d, wrong class %d %v", s.runners, s.once, s.missed, s.duplicates, s.wrongClass, s.wrong)
-	p("record latency (death seen by a watch -> record seen by a watch): p50 %s, p99 %s, max %s",
-		pct(s.latencies, .5), pct(s.latencies, .99), pct(s.latencies, 1))
+	p("record latency (death seen by a watch -> record seen by a watch): p50 %s, p99 %s, max %s; of the %d deaths while the leader was down: p50 %s, max %s",
+		pct(s.latencies, .5), pct(s.latencies, .99), pct(s.latencies, 1), len(s.gapLatencies), pct(s.gapLatencies, .5), pct(s.gapLatencies, 1))
 	return b.String()
 }

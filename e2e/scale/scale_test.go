@@ -250,7 +250,11 @@ func TestFleet(t *testing.T) {
 	if run.requests, err = requestCounts(auditLog, run.before.at, run.end.at); err != nil {
 		t.Fatal(err)
 	}
-	run.score = scoreRunners(obs, rs)
+	inGap := map[*runner]bool{}
+	for _, r := range batch {
+		inGap[r] = true
+	}
+	run.score = scoreRunners(obs, rs, inGap)
 	report := run.report()
 	fmt.Print(report)
 	if err := os.WriteFile(filepath.Join(artifacts, fmt.Sprintf("scale-report-%d.txt", nRunners)), []byte(report), 0o644); err != nil {

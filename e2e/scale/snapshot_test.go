@@ -42,17 +42,6 @@ func webhookWindow(a, b snapshot, path string) histogram {
 	return out
 }
 
-// merge adds histograms.
-func merge(hs ...histogram) histogram {
-	out := histogram{}
-	for _, h := range hs {
-		for le, n := range h {
-			out[le] += n
-		}
-	}
-	return out
-}
-
 // ms formats seconds as milliseconds.
 func ms(s float64) string {
 	if math.IsNaN(s) {
