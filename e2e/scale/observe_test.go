@@ -22,8 +22,8 @@ import (
 
 // seenRecord is a RunnerDeath as the observer saw it arrive.
 type seenRecord struct {
-	name, class string
-	at          time.Time
+	name, class, deletedBy, rule string
+	at                           time.Time
 }
 
 // observer watches the fleet's pods and runnerguard's records, and keeps
@@ -34,6 +34,18 @@ type observer struct {
 	mu      sync.Mutex
 	died    map[types.UID]time.Time
 	records map[types.UID][]seenRecord
+	// deleting and removed: when a pod's deletion was first seen and when
+	// the pod went, for the report on records without their deleter.
+	deleting, removed map[types.UID]time.Time
+}
+
+// first keeps the first time uid is seen in m.
+func (o *observer) first(m map[types.UID]time.Time, uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := m[uid]; !ok {
+		m[uid] = time.Now()
+	}
 }
 
 // runnerEnded: any regular container of pod is terminated.
@@ -46,17 +58,10 @@ func runnerEnded(pod *corev1.Pod) bool {
 	return false
 }
 
-func (o *observer) death(uid types.UID) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, ok := o.died[uid]; !ok {
-		o.died[uid] = time.Now()
-	}
-}
-
 // startObserver starts the watches and waits for their first lists.
 func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
-	o := &observer{died: map[types.UID]time.Time{}, records: map[types.UID][]seenRecord{}}
+	o := &observer{died: map[types.UID]time.Time{}, records: map[types.UID][]seenRecord{},
+		deleting: map[types.UID]time.Time{}, removed: map[types.UID]time.Time{}}
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme.Scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{fleetLabel: "1"})},
 	}})
@@ -68,8 +73,12 @@ func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 		return nil, err
 	}
 	onPod := func(obj any) {
-		if pod, ok := obj.(*corev1.Pod); ok && runnerEnded(pod) {
-			o.death(pod.UID)
+		pod, ok := obj.(*corev1.Pod)
+		if ok && runnerEnded(pod) {
+			o.first(o.died, pod.UID)
+		}
+		if ok && pod.DeletionTimestamp != nil {
+			o.first(o.deleting, pod.UID)
 		}
 	}
 	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -79,7 +88,9 @@ func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 				obj = d.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
-				o.death(pod.UID)
+				o.first(o.died, pod.UID)
+				o.first(o.deleting, pod.UID)
+				o.first(o.removed, pod.UID)
 			}
 		},
 	}); err != nil {
@@ -96,7 +107,7 @@ func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 		}
 		uid := types.UID(rd.Labels[death.PodUIDLabel])
 		o.mu.Lock()
-		o.records[uid] = append(o.records[uid], seenRecord{name: rd.Name, class: rd.Record.Class, at: time.Now()})
+		o.records[uid] = append(o.records[uid], seenRecord{name: rd.Name, class: rd.Record.Class, deletedBy: rd.Record.DeletedBy, rule: rd.Record.DeleteRule, at: time.Now()})
 		o.mu.Unlock()
 	}}); err != nil {
 		return nil, err

@@ -43,7 +43,8 @@ func scoreRunners(o *observer, rs []*runner, gap map[*runner]bool) score {
 		if recs[0].class != string(r.want()) {
 			s.wrongClass++
 			if len(s.wrong) < 5 {
-				s.wrong = append(s.wrong, fmt.Sprintf("%s/%s: %s, want %s", r.ns, r.name, recs[0].class, r.want()))
+				s.wrong = append(s.wrong, fmt.Sprintf("%s/%s: %s (deleted by %q, rule %q), want %s; removed %s after its deletion was seen",
+					r.ns, r.name, recs[0].class, recs[0].deletedBy, recs[0].rule, r.want(), o.removed[r.uid].Sub(o.deleting[r.uid]).Round(time.Millisecond)))
 			}
 		}
 		if died, ok := o.died[r.uid]; ok && gap[r] {
@@ -86,6 +87,7 @@ type run struct {
 	requests, burstReqs  map[string]int
 	chaos                chaos
 	score                score
+	obs                  *observer
 }
 
 func (r *run) report() string {
@@ -145,6 +147,14 @@ func (r *run) report() string {
 		c.ownerTried, c.ownerAllowed, c.overrideTried, c.overrideAllowed)
 	p("leader kill: replica %d stopped; %d runners died while it was down; new leader after %s", r.killed+1, r.gapDeaths, r.gap)
 	s := r.score
+	var slow []time.Duration
+	r.obs.mu.Lock()
+	for uid, at := range r.obs.removed {
+		slow = append(slow, at.Sub(r.obs.deleting[uid]))
+	}
+	r.obs.mu.Unlock()
+	sort.Slice(slow, func(i, j int) bool { return slow[i] < slow[j] })
+	p("deleted pods: %d, deletion seen -> pod removed by kwok: p50 %s, p99 %s, max %s", len(slow), pct(slow, .5), pct(slow, .99), pct(slow, 1))
 	p("deaths: %d, recorded exactly once %d, missed %d, duplicates %d, wrong class %d %v", s.runners, s.once, s.missed, s.duplicates, s.wrongClass, s.wrong)
 	p("record latency (death seen by a watch -> record seen by a watch): p50 %s, p99 %s, max %s; of the %d deaths while the leader was down: p50 %s, max %s",
 		pct(s.latencies, .5), pct(s.latencies, .99), pct(s.latencies, 1), len(s.gapLatencies), pct(s.gapLatencies, .5), pct(s.gapLatencies, 1))

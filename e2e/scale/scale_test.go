@@ -254,7 +254,7 @@ func TestFleet(t *testing.T) {
 	for _, r := range batch {
 		inGap[r] = true
 	}
-	run.score = scoreRunners(obs, rs, inGap)
+	run.score, run.obs = scoreRunners(obs, rs, inGap), obs
 	report := run.report()
 	fmt.Print(report)
 	if err := os.WriteFile(filepath.Join(artifacts, fmt.Sprintf("scale-report-%d.txt", nRunners)), []byte(report), 0o644); err != nil {
