@@ -37,6 +37,9 @@ type observer struct {
 	// deleting and removed: when a pod's deletion was first seen and when
 	// the pod went, for the report on records without their deleter.
 	deleting, removed map[types.UID]time.Time
+	// startFirst and startLast: death.DeletionStart of a pod as its
+	// deletion was first seen and as its removal carried it.
+	startFirst, startLast map[types.UID]time.Time
 }
 
 // first keeps the first time uid is seen in m.
@@ -58,10 +61,25 @@ func runnerEnded(pod *corev1.Pod) bool {
 	return false
 }
 
+// start keeps pod's death.DeletionStart in m (replacing any earlier one
+// when last).
+func (o *observer) start(m map[types.UID]time.Time, pod *corev1.Pod, last bool) {
+	at, ok := death.DeletionStart(pod)
+	if !ok {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, seen := m[pod.UID]; last || !seen {
+		m[pod.UID] = at
+	}
+}
+
 // startObserver starts the watches and waits for their first lists.
 func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 	o := &observer{died: map[types.UID]time.Time{}, records: map[types.UID][]seenRecord{},
-		deleting: map[types.UID]time.Time{}, removed: map[types.UID]time.Time{}}
+		deleting: map[types.UID]time.Time{}, removed: map[types.UID]time.Time{},
+		startFirst: map[types.UID]time.Time{}, startLast: map[types.UID]time.Time{}}
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme.Scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{fleetLabel: "1"})},
 	}})
@@ -79,6 +97,7 @@ func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 		}
 		if ok && pod.DeletionTimestamp != nil {
 			o.first(o.deleting, pod.UID)
+			o.start(o.startFirst, pod, false)
 		}
 	}
 	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -91,6 +110,8 @@ func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 				o.first(o.died, pod.UID)
 				o.first(o.deleting, pod.UID)
 				o.first(o.removed, pod.UID)
+				o.start(o.startFirst, pod, false)
+				o.start(o.startLast, pod, true)
 			}
 		},
 	}); err != nil {

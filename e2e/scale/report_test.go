@@ -149,12 +149,17 @@ func (r *run) report() string {
 	s := r.score
 	var slow []time.Duration
 	r.obs.mu.Lock()
+	moved := 0
 	for uid, at := range r.obs.removed {
 		slow = append(slow, at.Sub(r.obs.deleting[uid]))
+		if !r.obs.startLast[uid].Equal(r.obs.startFirst[uid]) {
+			moved++
+		}
 	}
 	r.obs.mu.Unlock()
 	sort.Slice(slow, func(i, j int) bool { return slow[i] < slow[j] })
-	p("deleted pods: %d, deletion seen -> pod removed by kwok: p50 %s, p99 %s, max %s", len(slow), pct(slow, .5), pct(slow, .99), pct(slow, 1))
+	p("deleted pods: %d, deletion seen -> pod removed by kwok: p50 %s, p99 %s, max %s; deletion start (deletionTimestamp - grace) moved by the final delete: %d",
+		len(slow), pct(slow, .5), pct(slow, .99), pct(slow, 1), moved)
 	p("deaths: %d, recorded exactly once %d, missed %d, duplicates %d, wrong class %d %v", s.runners, s.once, s.missed, s.duplicates, s.wrongClass, s.wrong)
 	p("record latency (death seen by a watch -> record seen by a watch): p50 %s, p99 %s, max %s; of the %d deaths while the leader was down: p50 %s, max %s",
 		pct(s.latencies, .5), pct(s.latencies, .99), pct(s.latencies, 1), len(s.gapLatencies), pct(s.gapLatencies, .5), pct(s.gapLatencies, 1))
