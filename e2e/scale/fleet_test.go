@@ -31,6 +31,7 @@ const (
 	fleetLabel = "sim.runnerguard.io/fleet"
 	// Annotations the runner-exit Stage reads.
 	exitAnnotation   = "sim.runnerguard.io/exit"
+	neverAnnotation  = "sim.runnerguard.io/never-start"
 	reasonAnnotation = "sim.runnerguard.io/reason"
 	genericNS        = "fleet-generic"
 	gitlabNS         = "fleet-gitlab"
@@ -47,6 +48,9 @@ const (
 	ownerEnds
 	// drained: a deliberate drain (override annotation, then eviction).
 	drained
+	// neverStarts: kwok never starts it (the pod stays Pending) and the
+	// reaper removes it: no death to record, no webhook call.
+	neverStarts
 )
 
 // exitShapes are the natural ends the generic runners cycle through, with
@@ -100,6 +104,9 @@ func podFor(r *runner) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.ns, Labels: map[string]string{fleetLabel: "1"}},
 		Spec: corev1.PodSpec{NodeName: r.node, RestartPolicy: corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To(int64(30)), Containers: []corev1.Container{c("runner")}},
+	}
+	if r.fate == neverStarts {
+		pod.Annotations = map[string]string{neverAnnotation: "true"}
 	}
 	if r.gitlab {
 		pod.Spec.InitContainers = []corev1.Container{c("init-permissions")}

@@ -88,6 +88,9 @@ type run struct {
 	chaos                chaos
 	score                score
 	obs                  *observer
+	// Runners that never started, removed by the reaper: the guard calls
+	// and the records they caused (both must be 0).
+	neverStarted, neverCalls, neverRecords int
 }
 
 func (r *run) report() string {
@@ -145,6 +148,7 @@ func (r *run) report() string {
 		c.reaperTried, c.reaperRefused, c.drainTried, c.drainRefused429, c.busyLost)
 	p("GitLab manager job-end deletes: %d, allowed %d; deliberate drain (override) evictions: %d, allowed %d",
 		c.ownerTried, c.ownerAllowed, c.overrideTried, c.overrideAllowed)
+	p("never-started runners removed by the reaper: %d, guard calls %d, records %d", r.neverStarted, r.neverCalls, r.neverRecords)
 	p("leader kill: replica %d stopped; %d runners died while it was down; new leader after %s", r.killed+1, r.gapDeaths, r.gap)
 	s := r.score
 	var slow []time.Duration

@@ -8,6 +8,7 @@ import (
 
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/registration"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
@@ -122,12 +124,16 @@ func TestFleet(t *testing.T) {
 		}
 		rs[i] = r
 	}
+	never := make([]*runner, max(2, nRunners/50))
+	for i := range never {
+		never[i] = &runner{name: fmt.Sprintf("never-%05d", i), ns: genericNS, node: nodeName(i % nNodes), fate: neverStarts}
+	}
 	pool, gitlab := clientAs(cluster.Config, poolUser), clientAs(cluster.Config, gitlabUser)
 	reaper, drainer := clientAs(cluster.Config, reaperUser), clientAs(cluster.Config, drainerUser)
 
 	run := &run{runners: nRunners, nodes: nNodes}
 	run.before = take(replicas)
-	if errs := parallel(rs, workers, func(r *runner) error {
+	if errs := parallel(append(slices.Clone(rs), never...), workers, func(r *runner) error {
 		c := pool
 		if r.gitlab {
 			c = gitlab
@@ -192,6 +198,23 @@ func TestFleet(t *testing.T) {
 		return nil
 	})
 
+	// The reaper removes the runners that never started: allowed, and
+	// decided in the API server (matchConditions), so no webhook call.
+	callsBefore, err := server.WebhookCalls(registration.GuardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := parallel(never, workers, func(r *runner) error {
+		return reaper.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	}); len(errs) > 0 {
+		t.Errorf("%d deletes of never-started runners refused, first: %v", len(errs), errs[0])
+	}
+	callsAfter, err := server.WebhookCalls(registration.GuardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.neverStarted, run.neverCalls = len(never), int(callsAfter-callsBefore)
+
 	// The leader is stopped while half of the exiting runners end; the
 	// other replica must take over and record them all.
 	run.preKill = take(replicas)
@@ -255,6 +278,9 @@ func TestFleet(t *testing.T) {
 		inGap[r] = true
 	}
 	run.score, run.obs = scoreRunners(obs, rs, inGap), obs
+	// Every death above was recorded after these pods went: a record of
+	// theirs would have arrived by now.
+	run.neverRecords = obs.recorded(never)
 	report := run.report()
 	fmt.Print(report)
 	if err := os.WriteFile(filepath.Join(artifacts, fmt.Sprintf("scale-report-%d.txt", nRunners)), []byte(report), 0o644); err != nil {
@@ -262,6 +288,9 @@ func TestFleet(t *testing.T) {
 	}
 
 	s, c := run.score, run.chaos
+	if run.neverCalls != 0 || run.neverRecords != 0 {
+		t.Errorf("never-started runners: %d guard calls and %d records, want none", run.neverCalls, run.neverRecords)
+	}
 	if s.missed != 0 || s.duplicates != 0 || s.wrongClass != 0 {
 		t.Errorf("every death recorded exactly once with its class: missed %d, duplicates %d, wrong class %d %v", s.missed, s.duplicates, s.wrongClass, s.wrong)
 	}
