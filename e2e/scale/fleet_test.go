@@ -32,6 +32,7 @@ const (
 	// Annotations the runner-exit Stage reads.
 	exitAnnotation   = "sim.runnerguard.io/exit"
 	neverAnnotation  = "sim.runnerguard.io/never-start"
+	crashAnnotation  = "sim.runnerguard.io/crash"
 	reasonAnnotation = "sim.runnerguard.io/reason"
 	genericNS        = "fleet-generic"
 	gitlabNS         = "fleet-gitlab"
@@ -73,6 +74,17 @@ type runner struct {
 	gitlab   bool
 	fate     fate
 	shape    int // index into exitShapes, for fate exits
+	// restarts: its containers crash once (137, OOMKilled) and run again
+	// before the job's end: two deaths, two records.
+	restarts bool
+}
+
+// deaths is how many records r must have.
+func (r *runner) deaths() int {
+	if r.restarts {
+		return 2
+	}
+	return 1
 }
 
 // want is the class runnerguard must record for r.
@@ -154,6 +166,15 @@ func evict(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
 func endJob(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
 	s := exitShapes[r.shape]
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, exitAnnotation, s.code, reasonAnnotation, s.reason)
+	_, err := c.CoreV1().Pods(r.ns).Patch(ctx, r.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// crash asks kwok to restart r's containers in place once (the
+// runner-restart Stage), as an OOM kill of a container with restartPolicy
+// OnFailure or a dind sidecar's crash would.
+func crash(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"137",%q:"OOMKilled"}}}`, crashAnnotation, crashAnnotation+"-reason")
 	_, err := c.CoreV1().Pods(r.ns).Patch(ctx, r.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }

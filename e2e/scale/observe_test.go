@@ -40,6 +40,8 @@ type observer struct {
 	// startFirst and startLast: death.DeletionStart of a pod as its
 	// deletion was first seen and as its removal carried it.
 	startFirst, startLast map[types.UID]time.Time
+	// restarted: pods seen with a container restarted in place.
+	restarted map[types.UID]time.Time
 }
 
 // first keeps the first time uid is seen in m.
@@ -79,7 +81,7 @@ func (o *observer) start(m map[types.UID]time.Time, pod *corev1.Pod, last bool) 
 func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 	o := &observer{died: map[types.UID]time.Time{}, records: map[types.UID][]seenRecord{},
 		deleting: map[types.UID]time.Time{}, removed: map[types.UID]time.Time{},
-		startFirst: map[types.UID]time.Time{}, startLast: map[types.UID]time.Time{}}
+		startFirst: map[types.UID]time.Time{}, startLast: map[types.UID]time.Time{}, restarted: map[types.UID]time.Time{}}
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme.Scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{fleetLabel: "1"})},
 	}})
@@ -94,6 +96,9 @@ func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 		pod, ok := obj.(*corev1.Pod)
 		if ok && runnerEnded(pod) {
 			o.first(o.died, pod.UID)
+		}
+		if ok && len(pod.Status.ContainerStatuses) > 0 && pod.Status.ContainerStatuses[0].RestartCount > 0 {
+			o.first(o.restarted, pod.UID)
 		}
 		if ok && pod.DeletionTimestamp != nil {
 			o.first(o.deleting, pod.UID)
@@ -149,6 +154,30 @@ func (o *observer) recorded(rs []*runner) int {
 		if len(o.records[r.uid]) > 0 {
 			n++
 		}
+	}
+	return n
+}
+
+// restartedIn counts the runners among rs seen restarted in place.
+func (o *observer) restartedIn(rs []*runner) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range rs {
+		if _, ok := o.restarted[r.uid]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// recordsOf counts the records of the runners among rs.
+func (o *observer) recordsOf(rs []*runner) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range rs {
+		n += len(o.records[r.uid])
 	}
 	return n
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runnerguard/runnerguard/webhook/death"
 	"github.com/runnerguard/runnerguard/webhook/registration"
 )
 
@@ -28,25 +29,32 @@ type score struct {
 func scoreRunners(o *observer, rs []*runner, gap map[*runner]bool) score {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := score{runners: len(rs)}
+	s := score{}
 	for _, r := range rs {
 		recs := o.records[r.uid]
-		switch {
-		case len(recs) == 0:
-			s.missed++
+		want := r.deaths()
+		s.runners += want
+		s.once += min(len(recs), want)
+		s.missed += max(0, want-len(recs))
+		s.duplicates += max(0, len(recs)-want)
+		if len(recs) == 0 {
 			continue
-		case len(recs) == 1:
-			s.once++
-		default:
-			s.duplicates += len(recs) - 1
 		}
-		if recs[0].class != string(r.want()) {
+		// The job's end is the runner's last death: its record is the last
+		// to arrive; a restart's record says cgroup-oom.
+		last := recs[len(recs)-1]
+		classes := map[string]bool{}
+		for _, rec := range recs {
+			classes[rec.class] = true
+		}
+		if !classes[string(r.want())] || (r.restarts && !classes[string(death.CgroupOOM)]) {
 			s.wrongClass++
 			if len(s.wrong) < 5 {
 				s.wrong = append(s.wrong, fmt.Sprintf("%s/%s: %s (deleted by %q, rule %q), want %s; removed %s after its deletion was seen",
-					r.ns, r.name, recs[0].class, recs[0].deletedBy, recs[0].rule, r.want(), o.removed[r.uid].Sub(o.deleting[r.uid]).Round(time.Millisecond)))
+					r.ns, r.name, last.class, last.deletedBy, last.rule, r.want(), o.removed[r.uid].Sub(o.deleting[r.uid]).Round(time.Millisecond)))
 			}
 		}
+		recs = []seenRecord{last}
 		if died, ok := o.died[r.uid]; ok && gap[r] {
 			s.gapLatencies = append(s.gapLatencies, recs[0].at.Sub(died))
 		} else if ok {
@@ -91,6 +99,8 @@ type run struct {
 	// Runners that never started, removed by the reaper: the guard calls
 	// and the records they caused (both must be 0).
 	neverStarted, neverCalls, neverRecords int
+	// Runners restarted in place once before their job's end.
+	restarted int
 }
 
 func (r *run) report() string {
@@ -164,6 +174,7 @@ func (r *run) report() string {
 	sort.Slice(slow, func(i, j int) bool { return slow[i] < slow[j] })
 	p("deleted pods: %d, deletion seen -> pod removed by kwok: p50 %s, p99 %s, max %s; deletion start (deletionTimestamp - grace) moved by the final delete: %d",
 		len(slow), pct(slow, .5), pct(slow, .99), pct(slow, 1), moved)
+	p("runners restarted in place once (137 OOMKilled) before their end: %d (two deaths each)", r.restarted)
 	p("deaths: %d, recorded exactly once %d, missed %d, duplicates %d, wrong class %d %v", s.runners, s.once, s.missed, s.duplicates, s.wrongClass, s.wrong)
 	p("record latency (death seen by a watch -> record seen by a watch): p50 %s, p99 %s, max %s; of the %d deaths while the leader was down: p50 %s, max %s",
 		pct(s.latencies, .5), pct(s.latencies, .99), pct(s.latencies, 1), len(s.gapLatencies), pct(s.gapLatencies, .5), pct(s.gapLatencies, 1))

@@ -198,6 +198,21 @@ func TestFleet(t *testing.T) {
 		return nil
 	})
 
+	// Every fifth exiting runner restarts in place once: a death of its
+	// own, recorded apart from the job's end.
+	var restarting []*runner
+	for i, r := range exiting {
+		if i%5 == 4 {
+			r.restarts = true
+			restarting = append(restarting, r)
+		}
+	}
+	if errs := parallel(restarting, workers, func(r *runner) error { return crash(ctx, admin, r) }); len(errs) > 0 {
+		t.Fatalf("%d crashes failed, first: %v", len(errs), errs[0])
+	}
+	until(ctx, t, 5*time.Minute, "kwok to restart the crashing runners", func() bool { return obs.restartedIn(restarting) == len(restarting) })
+	run.restarted = len(restarting)
+
 	// The reaper removes the runners that never started: allowed, and
 	// decided in the API server (matchConditions), so no webhook call.
 	callsBefore, err := server.WebhookCalls(registration.GuardPath)
@@ -266,8 +281,12 @@ func TestFleet(t *testing.T) {
 		})
 		return err
 	})
+	deaths := 0
+	for _, r := range rs {
+		deaths += r.deaths()
+	}
 	until(ctx, t, 5*time.Minute+time.Duration(nRunners)*100*time.Millisecond, "a record of every death", func() bool {
-		return obs.recorded(rs) == nRunners
+		return obs.recordsOf(rs) >= deaths
 	})
 	run.end = take(replicas)
 	if run.requests, err = requestCounts(auditLog, run.before.at, run.end.at); err != nil {
