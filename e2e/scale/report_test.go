@@ -101,6 +101,9 @@ type run struct {
 	neverStarted, neverCalls, neverRecords int
 	// Runners restarted in place once before their job's end.
 	restarted int
+	// Round trips the simulator timed: pod CREATEs of the burst, refused
+	// deletes and evictions, and GitLab's allowed job-end deletes.
+	createRTT, refusedRTT, allowedRTT []time.Duration
 }
 
 func (r *run) report() string {
@@ -112,11 +115,19 @@ func (r *run) report() string {
 	inj := webhookWindow(r.before, r.burstEnd, registration.InjectPath)
 	refusals := webhookWindow(r.burstEnd, r.preKill, registration.GuardPath)
 	allowed := webhookWindow(r.postRestart, r.end, registration.GuardPath)
-	// controller-runtime's histogram buckets (5, 10, 25, 50 ms...) make
-	// these estimates within a bucket, as histogram_quantile's are.
+	// controller-runtime's histogram buckets are a decade wide (0.1, 1,
+	// 10, 100 ms, 1 s): these are estimates within a bucket, as
+	// histogram_quantile's are; the round trips below are exact.
 	p("injector during the burst: %.0f reviews, p50 %s, p99 %s (in process, bucket estimate)", inj.count(), ms(inj.quantile(.5)), ms(inj.quantile(.99)))
 	p("guard, reaper and drain:   %.0f reviews, p50 %s, p99 %s (refusals: a Warning Event each)", refusals.count(), ms(refusals.quantile(.5)), ms(refusals.quantile(.99)))
 	p("guard, job ends and drain: %.0f reviews, p50 %s, p99 %s (allowed: a deletion note each)", allowed.count(), ms(allowed.quantile(.5)), ms(allowed.quantile(.99)))
+	for _, l := range []struct {
+		what string
+		d    []time.Duration
+	}{{"pod CREATE (the burst)", r.createRTT}, {"refused delete/eviction", r.refusedRTT}, {"GitLab job-end DELETE", r.allowedRTT}} {
+		sort.Slice(l.d, func(i, j int) bool { return l.d[i] < l.d[j] })
+		p("round trip, %-24s %5d requests, p50 %s, p99 %s (the simulator's clock)", l.what, len(l.d), pct(l.d, .5), pct(l.d, .99))
+	}
 	p("")
 	p("replica usage (RSS now, peak VmHWM, CPU seconds since the process started; the killed replica restarts as follower):")
 	row := func(when string, s snapshot) {

@@ -138,7 +138,9 @@ func TestFleet(t *testing.T) {
 		if r.gitlab {
 			c = gitlab
 		}
+		start := time.Now()
 		pod, err := c.CoreV1().Pods(r.ns).Create(ctx, podFor(r), metav1.CreateOptions{})
+		run.took(&run.createRTT, start)
 		if err == nil {
 			r.uid = pod.UID
 		}
@@ -174,7 +176,9 @@ func TestFleet(t *testing.T) {
 	victims := exiting[:max(1, len(exiting)/10)]
 	run.chaos.reaperTried = len(victims)
 	_ = parallel(victims, workers, func(r *runner) error {
+		start := time.Now()
 		err := reaper.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		run.took(&run.refusedRTT, start)
 		run.count(func(c *chaos) {
 			if err == nil {
 				c.busyLost++
@@ -187,7 +191,9 @@ func TestFleet(t *testing.T) {
 	// A drain of 10% of the nodes: every busy runner there answers 429.
 	run.chaos.drainTried = len(onDrained)
 	_ = parallel(onDrained, workers, func(r *runner) error {
+		start := time.Now()
 		err := evict(ctx, drainer, r)
+		run.took(&run.refusedRTT, start)
 		run.count(func(c *chaos) {
 			if err == nil {
 				c.busyLost++
@@ -260,7 +266,9 @@ func TestFleet(t *testing.T) {
 	}
 	run.chaos.ownerTried = len(owned)
 	_ = parallel(owned, workers, func(r *runner) error {
+		start := time.Now()
 		err := gitlab.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{})
+		run.took(&run.allowedRTT, start)
 		run.count(func(c *chaos) {
 			if err == nil {
 				c.ownerAllowed++
@@ -319,6 +327,14 @@ func TestFleet(t *testing.T) {
 	if c.ownerAllowed != c.ownerTried || c.overrideAllowed != c.overrideTried {
 		t.Errorf("the fleet's own work goes on: owner deletes %d of %d, override evictions %d of %d", c.ownerAllowed, c.ownerTried, c.overrideAllowed, c.overrideTried)
 	}
+}
+
+// took keeps how long a request started at start took, under the lock.
+func (r *run) took(into *[]time.Duration, start time.Time) {
+	d := time.Since(start)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*into = append(*into, d)
 }
 
 // count updates the chaos counters under the run's lock.
