@@ -21,31 +21,23 @@ func (h histogram) minus(base histogram) histogram {
 // count is how many observations h holds.
 func (h histogram) count() float64 { return h[math.Inf(1)] }
 
-// quantile estimates the q-quantile as Prometheus's histogram_quantile
-// does: linear within the bucket that holds it.
-func (h histogram) quantile(q float64) float64 {
+// bucket is the bucket (lower, upper] that holds the q-quantile; upper is
+// +Inf past the last bound, and both are NaN when h is empty.
+func (h histogram) bucket(q float64) (lower, upper float64) {
 	total := h.count()
 	if total == 0 {
-		return math.NaN()
+		return math.NaN(), math.NaN()
 	}
 	bounds := make([]float64, 0, len(h))
 	for le := range h {
 		bounds = append(bounds, le)
 	}
 	sort.Float64s(bounds)
-	rank, lower, below := q*total, 0.0, 0.0
 	for _, le := range bounds {
-		if h[le] >= rank {
-			if math.IsInf(le, 1) {
-				return lower
-			}
-			inBucket := h[le] - below
-			if inBucket == 0 {
-				return le
-			}
-			return lower + (le-lower)*(rank-below)/inBucket
+		if h[le] >= q*total {
+			return lower, le
 		}
-		lower, below = le, h[le]
+		lower = le
 	}
-	return lower
+	return lower, math.Inf(1)
 }

@@ -10,25 +10,16 @@ import (
 
 // The report's own arithmetic, without a cluster (go test ./... runs it).
 
-func TestQuantileInterpolatesWithinTheBucket(t *testing.T) {
+func TestBucketHoldsTheQuantile(t *testing.T) {
 	inf := math.Inf(1)
-	for _, tc := range []struct {
-		name string
-		h    histogram
-		q    float64
-		want float64
-	}{
-		{"empty", histogram{}, .5, math.NaN()},
-		{"all in the first bucket", histogram{0.005: 10, 0.01: 10, inf: 10}, .5, 0.0025},
-		{"half and half", histogram{0.005: 5, 0.01: 10, inf: 10}, .99, 0.005 + 0.005*(9.9-5)/5},
-		{"beyond the last bound", histogram{0.005: 0, 0.01: 0, inf: 4}, .5, 0.01},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := tc.h.quantile(tc.q)
-			if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(got) && math.Abs(got-tc.want) > 1e-9) {
-				t.Errorf("quantile(%v) = %v, want %v", tc.q, got, tc.want)
-			}
-		})
+	h := histogram{0.001: 50, 0.01: 98, 0.1: 100, inf: 100}
+	for _, tc := range []struct{ q, lower, upper float64 }{{.5, 0, 0.001}, {.9, 0.001, 0.01}, {.99, 0.01, 0.1}} {
+		if lo, up := h.bucket(tc.q); lo != tc.lower || up != tc.upper {
+			t.Errorf("bucket(%v) = (%v, %v], want (%v, %v]", tc.q, lo, up, tc.lower, tc.upper)
+		}
+	}
+	if lo, up := (histogram{}).bucket(.5); !math.IsNaN(lo) || !math.IsNaN(up) {
+		t.Error("an empty histogram has no bucket")
 	}
 }
 

@@ -116,11 +116,11 @@ func (r *run) report() string {
 	refusals := webhookWindow(r.burstEnd, r.preKill, registration.GuardPath)
 	allowed := webhookWindow(r.postRestart, r.end, registration.GuardPath)
 	// controller-runtime's histogram buckets are a decade wide (0.1, 1,
-	// 10, 100 ms, 1 s): these are estimates within a bucket, as
-	// histogram_quantile's are; the round trips below are exact.
-	p("injector during the burst: %.0f reviews, p50 %s, p99 %s (in process, bucket estimate)", inj.count(), ms(inj.quantile(.5)), ms(inj.quantile(.99)))
-	p("guard, reaper and drain:   %.0f reviews, p50 %s, p99 %s (refusals: a Warning Event each)", refusals.count(), ms(refusals.quantile(.5)), ms(refusals.quantile(.99)))
-	p("guard, job ends and drain: %.0f reviews, p50 %s, p99 %s (allowed: a deletion note each)", allowed.count(), ms(allowed.quantile(.5)), ms(allowed.quantile(.99)))
+	// 10, 100 ms, 1 s): an estimate within one would be a guess, so the
+	// report names the bucket; the round trips below are exact.
+	p("in process, injector during the burst: %.0f reviews, p50 %s, p99 %s", inj.count(), within(inj, .5), within(inj, .99))
+	p("in process, guard, reaper and drain:   %.0f reviews, p50 %s, p99 %s (refusals: a Warning Event each)", refusals.count(), within(refusals, .5), within(refusals, .99))
+	p("in process, guard, job ends and drain: %.0f reviews, p50 %s, p99 %s (allowed: a deletion note each)", allowed.count(), within(allowed, .5), within(allowed, .99))
 	for _, l := range []struct {
 		what string
 		d    []time.Duration

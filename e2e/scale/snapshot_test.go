@@ -49,3 +49,16 @@ func ms(s float64) string {
 	}
 	return formatFloat(s*1000, 2) + " ms"
 }
+
+// within says which bucket of h holds its q-quantile, in milliseconds: all
+// controller-runtime's decade-wide buckets allow saying.
+func within(h histogram, q float64) string {
+	lo, up := h.bucket(q)
+	switch {
+	case math.IsNaN(up):
+		return "-"
+	case math.IsInf(up, 1):
+		return "over " + ms(lo)
+	}
+	return "in (" + formatFloat(lo*1000, 1) + ", " + ms(up) + "]"
+}
