@@ -156,3 +156,25 @@ CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 .PHONY: generate
 generate:
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1 output:crd:dir=charts/runnerguard/templates/crds
+
+# Fleet scale (issue 18): the real kube-apiserver and etcd, runnerguard as
+# two leader-electing replicas, kwok (hack/tools.sh) playing the kubelet of
+# simulated Nodes through e2e/scale/testdata/stages.yaml, and a simulator
+# that bursts runner pods in, kills them the ways fleets do and scores the
+# death records; prints the report (README "Fleet scale"), kept in
+# e2e/.artifacts/scale-report-N.txt. SCALE_RUNNERS (default 200) and
+# SCALE_NODES (default 100) set the size. Not part of test.
+.PHONY: scale scale-smoke
+SCALE_RUNNERS ?= 200
+SCALE_NODES ?= 100
+scale: kube-bin
+	hack/tools.sh kwok
+	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=$(SCALE_RUNNERS) SCALE_NODES=$(SCALE_NODES) KUBEBUILDER_ASSETS=$(KUBE_BIN) \
+	  go test -tags scale -count=1 -v -run TestFleet -timeout 45m ./e2e/scale/
+
+# The same at 30 runner pods on 10 nodes: every death recorded exactly once
+# across the leader kill, no busy runner lost.
+scale-smoke: kube-bin
+	hack/tools.sh kwok
+	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=30 SCALE_NODES=10 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
+	  go test -tags scale -count=1 -v -run TestFleet -timeout 15m ./e2e/scale/

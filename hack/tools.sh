@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the pinned Go tools the chart and image targets need into
 # .cache/bin, built from the Go module proxy: helm (Helm 4), helm3 (Helm 3),
-# crane, actionlint (the release workflow's linter) and promtool (the
-# chart's alert rules). Each version is
+# crane, actionlint (the release workflow's linter), promtool (the
+# chart's alert rules) and kwok (the simulated nodes of make scale). Each version is
 # built once into .cache/tools/<name>-<version> and linked from .cache/bin,
 # so a warm run builds nothing and a version bump here rebuilds only that
 # tool.
-# Usage: hack/tools.sh [helm|helm3|crane|actionlint|promtool ...]   (default: all but promtool)
+# Usage: hack/tools.sh [helm|helm3|crane|actionlint|promtool|kwok ...]   (default: all but promtool and kwok)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/.cache/bin"
@@ -22,6 +22,9 @@ actionlint_version=v1.7.12
 # directives, so `go install pkg@version` accepts it.
 promtool_version=v0.316.0
 promtool_release=3.16.0
+# kwok plays the kubelet of make scale's simulated nodes (its go.mod has
+# no replace directives at this tag).
+kwok_version=v0.8.0
 
 # install <link name> <version> <package> <binary name> <ldflags>
 install() {
@@ -67,6 +70,13 @@ promtool() {
     "-s -w -X github.com/prometheus/common/version.Version=$promtool_release"
 }
 
+# make scale: kwok drives the simulated fleet's nodes and pods through the
+# Stages in e2e/scale/testdata.
+kwok() {
+  install kwok "$kwok_version" sigs.k8s.io/kwok/cmd/kwok kwok \
+    "-s -w"
+}
+
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(helm helm3 crane actionlint)
 for t in "${want[@]}"; do
@@ -76,6 +86,7 @@ for t in "${want[@]}"; do
     crane) crane ;;
     actionlint) actionlint ;;
     promtool) promtool ;;
+    kwok) kwok ;;
     *) echo "hack/tools.sh: unknown tool $t" >&2; exit 2 ;;
   esac
 done

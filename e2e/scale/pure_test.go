@@ -1,0 +1,73 @@
+package scale
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The report's own arithmetic, without a cluster (go test ./... runs it).
+
+func TestBucketHoldsTheQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	h := histogram{0.001: 50, 0.01: 98, 0.1: 100, inf: 100}
+	for _, tc := range []struct{ q, lower, upper float64 }{{.5, 0, 0.001}, {.9, 0.001, 0.01}, {.99, 0.01, 0.1}} {
+		if lo, up := h.bucket(tc.q); lo != tc.lower || up != tc.upper {
+			t.Errorf("bucket(%v) = (%v, %v], want (%v, %v]", tc.q, lo, up, tc.lower, tc.upper)
+		}
+	}
+	if lo, up := (histogram{}).bucket(.5); !math.IsNaN(lo) || !math.IsNaN(up) {
+		t.Error("an empty histogram has no bucket")
+	}
+}
+
+func TestMinusIsWhatTheWindowAdded(t *testing.T) {
+	inf := math.Inf(1)
+	got := histogram{0.005: 7, inf: 9}.minus(histogram{0.005: 2, inf: 3})
+	if got[0.005] != 5 || got.count() != 6 {
+		t.Errorf("got %v", got)
+	}
+}
+
+func TestRequestCountsOnceEachInTheWindowByVerbAndResource(t *testing.T) {
+	lines := `{"auditID":"a","verb":"create","objectRef":{"resource":"runnerdeaths"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"b","verb":"watch","objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"b","verb":"watch","objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"c","verb":"create","objectRef":{"resource":"pods","subresource":"eviction"},"requestReceivedTimestamp":"2026-11-23T10:00:02Z"}
+{"auditID":"d","verb":"get","requestURI":"/api","requestReceivedTimestamp":"2026-11-23T10:00:02Z"}
+{"auditID":"e","verb":"create","objectRef":{"resource":"events"},"requestReceivedTimestamp":"2026-11-23T10:00:09Z"}
+`
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	got, err := requestCounts(path, from, from.Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"create runnerdeaths": 1, "watch pods": 1, "create pods/eviction": 1, "get /api": 1}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%s: got %d, want %d", k, got[k], n)
+		}
+	}
+}
+
+func TestReadProcReadsThisProcess(t *testing.T) {
+	u, err := readProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.RSS <= 0 || u.HWM < u.RSS || u.CPU < 0 {
+		t.Errorf("implausible usage of this very process: %+v", u)
+	}
+	if _, err := readProc(0); err == nil {
+		t.Error("pid 0 (not running) must be an error")
+	}
+}

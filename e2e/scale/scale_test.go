@@ -1,0 +1,310 @@
+//go:build scale
+
+package scale
+
+import (
+	"context"
+	"fmt"
+
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
+	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/webhook/registration"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+func TestFleet(t *testing.T) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	nRunners, nNodes, workers := envInt("SCALE_RUNNERS", 30), envInt("SCALE_NODES", 10), envInt("SCALE_WORKERS", 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	root, err := apitest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifacts := filepath.Join(root, "e2e", ".artifacts")
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	cluster, auditLog, err := startCluster(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cluster.Stop() }()
+	cfg := config.Default()
+	// The chart's flags: leader election in the release namespace, the
+	// in-cluster config's client (no client-side rate limit).
+	server, err := apitest.StartServer(ctx, cluster, apitest.ServerOptions{WorkDir: dir, Config: cfg, LogName: "scale-runnerguard-1.log",
+		KubeconfigFromEnv: true, Args: []string{"--leader-elect", "--leader-election-namespace=" + apitest.ReleaseNamespace}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Stop()
+	replica, err := server.Replica(ctx, "scale-runnerguard-2.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Stop()
+	replicas := [2]*apitest.Server{server, replica}
+	if err := server.Register(ctx, cluster.Client, cfg); err != nil {
+		t.Fatal(err)
+	}
+	kw, err := startKwok(cluster, dir, filepath.Join(artifacts, "scale-kwok.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kw.Stop(ctx)
+
+	admin := cluster.Clientset
+	for _, ns := range []string{genericNS, gitlabNS} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+			Labels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeName := func(i int) string { return fmt.Sprintf("kwok-%04d", i) }
+	for i := range nNodes {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{nodeLabel: "kwok"}}}
+		if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until(ctx, t, 3*time.Minute, "kwok to make every node Ready", func() bool { return readyNodes(ctx, admin) == nNodes })
+	obs, err := startObserver(ctx, cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(ctx, t, 2*time.Minute, "a leader", func() bool { return isLeader(server) || isLeader(replica) })
+
+	// The plan: every third runner a GitLab build pod its manager ends; the
+	// generic runners on the first 10% of the nodes are drained; the rest
+	// exit on their own in the four shapes.
+	drainedNodes := max(1, nNodes/10)
+	rs := make([]*runner, nRunners)
+	for i := range rs {
+		r := &runner{name: fmt.Sprintf("runner-%05d", i), ns: genericNS, node: nodeName(i % nNodes), shape: i % len(exitShapes)}
+		switch {
+		case i%3 == 2:
+			r.gitlab, r.ns, r.fate = true, gitlabNS, ownerEnds
+		case i%nNodes < drainedNodes:
+			r.fate = drained
+		}
+		rs[i] = r
+	}
+	never := make([]*runner, max(2, nRunners/50))
+	for i := range never {
+		never[i] = &runner{name: fmt.Sprintf("never-%05d", i), ns: genericNS, node: nodeName(i % nNodes), fate: neverStarts}
+	}
+	pool, gitlab := clientAs(cluster.Config, poolUser), clientAs(cluster.Config, gitlabUser)
+	reaper, drainer := clientAs(cluster.Config, reaperUser), clientAs(cluster.Config, drainerUser)
+
+	run := &run{runners: nRunners, nodes: nNodes}
+	run.before = take(replicas)
+	if errs := parallel(append(slices.Clone(rs), never...), workers, func(r *runner) error {
+		c := pool
+		if r.gitlab {
+			c = gitlab
+		}
+		start := time.Now()
+		pod, err := c.CoreV1().Pods(r.ns).Create(ctx, podFor(r), metav1.CreateOptions{})
+		run.took(&run.createRTT, start)
+		if err == nil {
+			r.uid = pod.UID
+		}
+		return err
+	}); len(errs) > 0 {
+		t.Fatalf("%d creates failed, first: %v", len(errs), errs[0])
+	}
+	run.burst = since(run.before.at)
+	until(ctx, t, 5*time.Minute+time.Duration(nRunners)*100*time.Millisecond, "kwok to start every runner", func() bool {
+		return runningPods(ctx, admin) == nRunners
+	})
+	run.burstEnd = take(replicas)
+	run.burstReqs, err = requestCounts(auditLog, run.before.at, run.burstEnd.at)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var exiting, owned, drainedRs, onDrained []*runner
+	for _, r := range rs {
+		switch r.fate {
+		case exits:
+			exiting = append(exiting, r)
+		case ownerEnds:
+			owned = append(owned, r)
+		case drained:
+			drainedRs = append(drainedRs, r)
+		}
+		if i := nodeIndex(r.node); i < drainedNodes {
+			onDrained = append(onDrained, r)
+		}
+	}
+	// A reaper force-deletes busy runners: every one must be refused.
+	victims := exiting[:max(1, len(exiting)/10)]
+	run.chaos.reaperTried = len(victims)
+	_ = parallel(victims, workers, func(r *runner) error {
+		start := time.Now()
+		err := reaper.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		run.took(&run.refusedRTT, start)
+		run.count(func(c *chaos) {
+			if err == nil {
+				c.busyLost++
+			} else if apierrors.IsForbidden(err) {
+				c.reaperRefused++
+			}
+		})
+		return nil
+	})
+	// A drain of 10% of the nodes: every busy runner there answers 429.
+	run.chaos.drainTried = len(onDrained)
+	_ = parallel(onDrained, workers, func(r *runner) error {
+		start := time.Now()
+		err := evict(ctx, drainer, r)
+		run.took(&run.refusedRTT, start)
+		run.count(func(c *chaos) {
+			if err == nil {
+				c.busyLost++
+			} else if apierrors.IsTooManyRequests(err) {
+				c.drainRefused429++
+			}
+		})
+		return nil
+	})
+
+	// Every fifth exiting runner restarts in place once: a death of its
+	// own, recorded apart from the job's end.
+	var restarting []*runner
+	for i, r := range exiting {
+		if i%5 == 4 {
+			r.restarts = true
+			restarting = append(restarting, r)
+		}
+	}
+	if errs := parallel(restarting, workers, func(r *runner) error { return crash(ctx, admin, r) }); len(errs) > 0 {
+		t.Fatalf("%d crashes failed, first: %v", len(errs), errs[0])
+	}
+	until(ctx, t, 5*time.Minute, "kwok to restart the crashing runners", func() bool { return obs.restartedIn(restarting) == len(restarting) })
+	run.restarted = len(restarting)
+
+	// The reaper removes the runners that never started: allowed, and
+	// decided in the API server (matchConditions), so no webhook call.
+	callsBefore, err := server.WebhookCalls(registration.GuardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := parallel(never, workers, func(r *runner) error {
+		return reaper.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	}); len(errs) > 0 {
+		t.Errorf("%d deletes of never-started runners refused, first: %v", len(errs), errs[0])
+	}
+	callsAfter, err := server.WebhookCalls(registration.GuardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.neverStarted, run.neverCalls = len(never), int(callsAfter-callsBefore)
+
+	// The leader is stopped while half of the exiting runners end; the
+	// other replica must take over and record them all.
+	run.preKill = take(replicas)
+	run.killed = run.preKill.leader
+	if run.killed < 0 {
+		t.Fatal("no leader before the kill")
+	}
+	other := replicas[1-run.killed]
+	gapStart := time.Now()
+	replicas[run.killed].Stop()
+	batch := exiting[:len(exiting)/2]
+	if errs := parallel(batch, workers, func(r *runner) error { return endJob(ctx, admin, r) }); len(errs) > 0 {
+		t.Fatalf("%d job ends failed, first: %v", len(errs), errs[0])
+	}
+	until(ctx, t, 5*time.Minute, "kwok to end the first batch of runners", func() bool { return obs.ended(batch) == len(batch) })
+	run.gapDeaths = len(batch)
+	until(ctx, t, 3*time.Minute, "the other replica to lead", func() bool { return isLeader(other) })
+	run.gap = since(gapStart)
+	if err := replicas[run.killed].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run.postRestart = take(replicas)
+
+	// The rest of the fleet's work: the other runners end, GitLab's
+	// manager ends its jobs, the drain goes on with the override.
+	if errs := parallel(exiting[len(exiting)/2:], workers, func(r *runner) error { return endJob(ctx, admin, r) }); len(errs) > 0 {
+		t.Fatalf("%d job ends failed, first: %v", len(errs), errs[0])
+	}
+	run.chaos.ownerTried = len(owned)
+	_ = parallel(owned, workers, func(r *runner) error {
+		start := time.Now()
+		err := gitlab.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{})
+		run.took(&run.allowedRTT, start)
+		run.count(func(c *chaos) {
+			if err == nil {
+				c.ownerAllowed++
+			}
+		})
+		return err
+	})
+	run.chaos.overrideTried = len(drainedRs)
+	_ = parallel(drainedRs, workers, func(r *runner) error {
+		err := override(ctx, admin, r)
+		if err == nil {
+			err = evict(ctx, drainer, r)
+		}
+		run.count(func(c *chaos) {
+			if err == nil {
+				c.overrideAllowed++
+			}
+		})
+		return err
+	})
+	deaths := 0
+	for _, r := range rs {
+		deaths += r.deaths()
+	}
+	until(ctx, t, 5*time.Minute+time.Duration(nRunners)*100*time.Millisecond, "a record of every death", func() bool {
+		return obs.recordsOf(rs) >= deaths
+	})
+	run.end = take(replicas)
+	if run.requests, err = requestCounts(auditLog, run.before.at, run.end.at); err != nil {
+		t.Fatal(err)
+	}
+	inGap := map[*runner]bool{}
+	for _, r := range batch {
+		inGap[r] = true
+	}
+	run.score, run.obs = scoreRunners(obs, rs, inGap), obs
+	// Every death above was recorded after these pods went: a record of
+	// theirs would have arrived by now.
+	run.neverRecords = obs.recorded(never)
+	report := run.report()
+	fmt.Print(report)
+	if err := os.WriteFile(filepath.Join(artifacts, fmt.Sprintf("scale-report-%d.txt", nRunners)), []byte(report), 0o644); err != nil {
+		t.Error(err)
+	}
+
+	s, c := run.score, run.chaos
+	if run.neverCalls != 0 || run.neverRecords != 0 {
+		t.Errorf("never-started runners: %d guard calls and %d records, want none", run.neverCalls, run.neverRecords)
+	}
+	if s.missed != 0 || s.duplicates != 0 || s.wrongClass != 0 {
+		t.Errorf("every death recorded exactly once with its class: missed %d, duplicates %d, wrong class %d %v", s.missed, s.duplicates, s.wrongClass, s.wrong)
+	}
+	if c.busyLost != 0 || c.reaperRefused != c.reaperTried || c.drainRefused429 != c.drainTried {
+		t.Errorf("no busy runner lost: lost %d, reaper refused %d of %d, drain 429 %d of %d", c.busyLost, c.reaperRefused, c.reaperTried, c.drainRefused429, c.drainTried)
+	}
+	if c.ownerAllowed != c.ownerTried || c.overrideAllowed != c.overrideTried {
+		t.Errorf("the fleet's own work goes on: owner deletes %d of %d, override evictions %d of %d", c.ownerAllowed, c.ownerTried, c.overrideAllowed, c.overrideTried)
+	}
+}
