@@ -8,7 +8,7 @@ KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
 .PHONY: test unit lint e2e-api kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
-test: lint workflow-lint unit e2e-api bench-smoke chart-test alerts-test image vitals-arm64 vitals-v1 vitals-v2 e2e-node
+test: lint workflow-lint unit e2e-api bench-smoke scale-smoke chart-test alerts-test image vitals-arm64 vitals-v1 vitals-v2 e2e-node
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -173,7 +173,8 @@ scale: kube-bin
 	  go test -tags scale -count=1 -v -run TestFleet -timeout 45m ./e2e/scale/
 
 # The same at 30 runner pods on 10 nodes: every death recorded exactly once
-# across the leader kill, no busy runner lost.
+# across the leader kill, with its class, no busy runner lost. Part of test
+# (about 40 s warm).
 scale-smoke: kube-bin
 	hack/tools.sh kwok
 	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=30 SCALE_NODES=10 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
