@@ -88,7 +88,6 @@ func Decide(o Observation) Plan {
 		if began, ok := deletionBegan(o, note); ok && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began) {
 			r.Deleted = true
 		}
-		deleting := pod.DeletionTimestamp != nil || gone
 		// Only a runner that a deletion ended waits for its deleter: the
 		// guard reviews deletes of running runners only, so a finished
 		// runner's cleanup leaves no note to wait for.
@@ -98,7 +97,7 @@ func Decide(o Observation) Plan {
 				continue
 			}
 		}
-		if deleting && note != nil {
+		if note != nil { // a valid note implies a deletion was seen
 			r.DeletedBy, r.DeleteRule = note.Requester, note.Rule
 			if r.Deleted && note.Rule == RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() {
 				EndedByOwner(&r)
@@ -191,11 +190,9 @@ func vitalsLeft(o Observation, r Record) time.Duration {
 }
 
 // noteLeft is how long a death caused by a deletion still waits for the
-// guard's note: up to NoteWait after the deletion started or the pod went.
+// guard's note: up to NoteWait after the deletion seen began (a deleted pod's
+// deletion began no later than the watcher saw it gone).
 func noteLeft(o Observation) time.Duration {
-	seen := o.GoneAt
-	if start, ok := DeletionStart(o.Pod); ok && (seen.IsZero() || start.Before(seen)) {
-		seen = start
-	}
-	return seen.Add(NoteWait).Sub(o.Now)
+	start, _ := seenDeletion(o)
+	return start.Add(NoteWait).Sub(o.Now)
 }
