@@ -46,6 +46,7 @@ func serve(args []string) error {
 	metricsCertDir := fs.String("metrics-cert-dir", "", "directory holding the metrics server's tls.crt and tls.key; default: --cert-dir")
 	reviewBudget := fs.Int64("review-budget-bytes", 4<<20, "bytes of review bodies handled at once (each review charged at least 64 KiB); more wait")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
+	pprofAddr := fs.String("pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling a replica's memory and CPU (0 disables; bind it to localhost and port-forward)")
 	watchPods := fs.Bool("watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
 	leaderElect := fs.Bool("leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
 	leNamespace := fs.String("leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease")
@@ -87,6 +88,7 @@ func serve(args []string) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions(*metricsAddr, *metricsSecure, *metricsCertDir),
 		HealthProbeBindAddress:  *probeAddr,
+		PprofBindAddress:        *pprofAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "runnerguard-watcher",
 		LeaderElectionNamespace: *leNamespace,
@@ -149,11 +151,18 @@ func serve(args []string) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), nsMeta); err != nil {
 		return fmt.Errorf("starting the namespace informer: %w", err)
 	}
+	if *watchPods {
+		// The guard confirms a review's pod in the runner pods' cache on
+		// every replica; the watcher, leader only, reads the same one.
+		if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{}); err != nil {
+			return fmt.Errorf("starting the runner pod informer: %w", err)
+		}
+	}
 	if err := mgr.AddReadyzCheck("cache", func(r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("the namespace cache has not synced")
+			return errors.New("the namespace and runner pod caches have not synced")
 		}
 		return nil
 	}); err != nil {

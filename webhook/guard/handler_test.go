@@ -322,3 +322,37 @@ func TestAnEvictionWhosePodCannotBeReadIsRetried(t *testing.T) {
 	assert.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code, "a drain retries on 429 and gives up on 500")
 	assert.Contains(t, resp.Result.Message, "etcd is busy")
 }
+
+func TestAReviewsPodFoundInTheRunnerPodCacheIsConfirmedWithoutAGet(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
+	other := podtest.Runner("ci", "r2").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
+	h, rec := newTestHandler(pod, other)
+	gets := 0
+	h.Reader = interceptor.NewClient(h.Reader.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				gets++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	// The cache holds r (as the watcher's transform leaves it) but not r2,
+	// which it has not seen yet.
+	h.Pods = fake.NewClientBuilder().WithObjects(pod.DeepCopy()).Build()
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
+	assert.Equal(t, 0, gets, "confirmed in the cache")
+	assert.NotNil(t, deletionNote(t, h, pod))
+	require.True(t, h.Handle(context.Background(), deleteReq(t, other, "alice", false, nil)).Allowed)
+	assert.Equal(t, 1, gets, "a pod the cache lacks is read from the API server")
+	assert.NotNil(t, deletionNote(t, h, other))
+	assert.Len(t, drain(rec), 2)
+
+	// A forged review naming r with another UID: the cache disagrees, the
+	// API server too, and nothing is written.
+	forged := pod.DeepCopy()
+	forged.Name, forged.UID = "r", "forged-uid"
+	h.Handle(context.Background(), deleteReq(t, forged, "mallory", false, nil))
+	assert.Equal(t, 2, gets)
+	assert.Nil(t, deletionNote(t, h, forged))
+	assert.Empty(t, drain(rec))
+}

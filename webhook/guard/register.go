@@ -9,8 +9,8 @@ import (
 )
 
 // Register serves the guard at registration.GuardPath on mgr's webhook
-// server. It reads through the API reader, not the cache: evictions are rare
-// and must see the pod as it is now, and a review's pod is confirmed live.
+// server. It reads evictions' pods through the API reader, not the cache:
+// evictions are rare and must see the pod as it is now.
 // With watcher, admitted deletions of running runners are noted for the pod
 // watcher's records; without it, nobody would read or collect the notes.
 func Register(mgr manager.Manager, cfg config.Config, watcher bool) {
@@ -18,7 +18,11 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool) {
 	// The namespace's mode label, from the metadata informer the injector
 	// reads too: a change takes effect without a restart.
 	h.Namespaces = mgr.GetClient()
-	if !watcher {
+	if watcher {
+		// The watcher's informer of runner pods, which the server starts on
+		// every replica (not only the leader) for this.
+		h.Pods = mgr.GetClient()
+	} else {
 		h.Writer = nil
 	}
 	mgr.GetWebhookServer().Register(registration.GuardPath, &admission.Webhook{Handler: h})

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -54,6 +55,9 @@ type Watcher struct {
 	// seen spares the API server a create per resync of a recorded death.
 	seen *SeenSet
 }
+
+// recordWorkers is how many pods the watcher reconciles at once.
+const recordWorkers = 4
 
 type gonePod struct {
 	pod *corev1.Pod
@@ -101,6 +105,11 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("runner-deaths").
 		Watches(&corev1.Pod{}, pods, builder.WithPredicates(hasRunner)).
 		Watches(&v1alpha1.RunnerDeletion{}, notes).
+		// A record is one create round trip: with one worker a fleet whose
+		// jobs end together waits seconds per thousand deaths (the fleet
+		// simulation's record latency). The queue never hands one pod to
+		// two workers at once, and the watcher's own state is locked.
+		WithOptions(controller.Options{MaxConcurrentReconciles: recordWorkers}).
 		Complete(w)
 }
 
@@ -195,6 +204,15 @@ func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) er
 	err := w.Client.Create(ctx, r.Object())
 	if apierrors.IsAlreadyExists(err) {
 		w.seen.Add(key)
+		return nil
+	}
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace is being deleted and takes its records with it: no
+		// retry can store this one, and no Event can be written there
+		// either. The death is still counted, and the log keeps the record.
+		w.seen.Add(key)
+		countDeath(r)
+		logf.FromContext(ctx).WithName("death").Info("runner death not stored: its namespace is being deleted", "record", r)
 		return nil
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/webhook/config"
@@ -312,4 +315,28 @@ func TestAnIdlePoolRunnerWaitingForItsPollerIsNotStuck(t *testing.T) {
 	wt := newWatcher(t, pod)
 	assert.Equal(t, ctrl.Result{}, reconcileOnce(t, wt, pod))
 	assert.Empty(t, notified(wt), "a poller-gated runner starts only with a job")
+}
+
+func TestADeathInANamespaceBeingDeletedIsCountedAndLoggedNotRetried(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Obj()
+	w := newWatcher(t, pod)
+	creates := 0
+	// The error the API server's namespace lifecycle admission returns for
+	// a create in a terminating namespace (the fleet simulation deletes a
+	// runner namespace through the real one).
+	w.Client = interceptor.NewClient(w.Client.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			creates++
+			err := apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource("runnerdeaths").GroupResource(), obj.GetName(),
+				errors.New("unable to create new content in namespace ci because it is being terminated"))
+			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Field: "ci"})
+			return err
+		},
+	})
+	for range 2 {
+		assert.Equal(t, ctrl.Result{}, reconcileOnce(t, w, pod), "no retry: no retry can store it")
+	}
+	assert.Equal(t, 1, creates, "tried once")
+	assert.Empty(t, notified(w), "no Event can be written there either")
+	assert.Equal(t, 1.0, testutil.ToFloat64(deathsTotal.WithLabelValues("ci", "sigterm")), "still counted")
 }
