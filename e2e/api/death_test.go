@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,6 +86,31 @@ func TestAForceDeleteOfARunningRunnerIsRecordedAsDeletedRunningWithItsDeleter(t 
 	assert.Equal(t, reaper, r.DeletedBy)
 	assert.Equal(t, "override", r.DeleteRule)
 	assert.Nil(t, r.ExitCode)
+}
+
+func TestARunnerPodCreatedWithoutTheInjectorIsStillRecordedWhenDeletedAtOnce(t *testing.T) {
+	// Created before its namespace opted in, as while the injector was
+	// down: no runner label, so not in the watcher's cache. The guard labels
+	// it as it lets the deletion through, before the leader's labeler
+	// (every minute) would have.
+	ns := &corev1.Namespace{}
+	ns.GenerateName = "e2e-late-"
+	require.NoError(t, admin.Create(context.Background(), ns))
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), ns) })
+	pod := create(t, nil, busyRunner(ns.Name, "unlabelled"))
+	ns.Labels = map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
+	require.NoError(t, admin.Update(context.Background(), ns))
+	// Once the API server sends the namespace's reviews to the guard (a
+	// dry run is judged alike), a drain's override lets the delete through.
+	eventually(t, func() bool { return apierrors.IsForbidden(deletePod(as(t, reaper), pod, client.DryRunAll)) }, "the guard to judge the namespace")
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), pod))
+	require.NotContains(t, pod.Labels, runnerpod.RunnerLabel, "the injector never saw it and the labeler has not passed")
+	pod.Annotations = map[string]string{runnerpod.AllowDelete: "stuck node"}
+	require.NoError(t, admin.Update(context.Background(), pod))
+	require.NoError(t, deletePod(as(t, reaper), pod, client.GracePeriodSeconds(0)))
+	r := oneDeath(t, pod)
+	assert.Equal(t, string(death.DeletedRunning), r.Class)
+	assert.Equal(t, reaper, r.DeletedBy)
 }
 
 func TestGitLabsManagerEndingItsJobIsNotADeath(t *testing.T) {

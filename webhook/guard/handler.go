@@ -235,6 +235,9 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 			// The delete goes on; its record will say the deleter is unknown.
 			log.Error(err, "noting the deletion for the death record")
 		}
+		if err := h.label(ctx, f.Pod); err != nil {
+			log.Error(err, "labelling the runner pod for the pod watcher")
+		}
 	}
 }
 

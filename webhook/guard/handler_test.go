@@ -356,3 +356,20 @@ func TestAReviewsPodFoundInTheRunnerPodCacheIsConfirmedWithoutAGet(t *testing.T)
 	assert.Nil(t, deletionNote(t, h, forged))
 	assert.Empty(t, drain(rec))
 }
+
+func TestAnUnlabelledRunnerPodWhoseDeleteGoesOnIsLabelledForTheWatcher(t *testing.T) {
+	// Created while the injector was down: no runner label yet.
+	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
+	h, _ := newTestHandler(pod)
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
+	got := &corev1.Pod{}
+	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel])
+
+	// A refused delete leaves that to the labeler: the pod stays.
+	busy := podtest.Runner("ci", "busy").Running("runner").Obj()
+	h, _ = newTestHandler(busy)
+	require.False(t, h.Handle(context.Background(), deleteReq(t, busy, "reaper", false, nil)).Allowed)
+	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(busy), got))
+	assert.NotContains(t, got.Labels, runnerpod.RunnerLabel)
+}

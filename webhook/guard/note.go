@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
 // confirm reports whether the review's pod exists with the review's UID:
@@ -56,4 +57,24 @@ func (h *Handler) note(ctx context.Context, f Facts, d Decision) error {
 		return fmt.Errorf("noting the deletion of %s/%s: %w", f.Pod.Namespace, f.Pod.Name, err)
 	}
 	return nil
+}
+
+// label gives a runner pod without the runner label (created while the
+// injector was down, before the leader's labeler passed) that label before
+// its deletion goes on: the pod watcher's cache holds labelled pods only, so
+// without it the runner's end would never be recorded. The patch makes the
+// API server check the delete once more, which then finds the label set.
+func (h *Handler) label(ctx context.Context, pod *corev1.Pod) error {
+	if _, ok := pod.Labels[runnerpod.RunnerLabel]; ok {
+		return nil
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	meta.Namespace, meta.Name = pod.Namespace, pod.Name
+	patched := meta.DeepCopy()
+	// The UID in the patch: a pod recreated by that name has another, which
+	// the API server refuses to change, so it never gets the label.
+	patched.UID = pod.UID
+	patched.Labels = map[string]string{runnerpod.RunnerLabel: "true"}
+	return client.IgnoreNotFound(h.Writer.Patch(ctx, patched, client.MergeFrom(meta)))
 }
