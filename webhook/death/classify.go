@@ -41,7 +41,22 @@ const (
 	reasonOOMKilled              = "OOMKilled"
 	reasonContainerStatusUnknown = "ContainerStatusUnknown"
 	reasonDeadlineExceeded       = "DeadlineExceeded"
+	// reasonDeletionByPodGC is the DisruptionTarget condition's reason pod
+	// GC sets on an orphaned pod (its node is gone) before it deletes it.
+	reasonDeletionByPodGC = "DeletionByPodGC"
 )
+
+// disruptedBy reports whether the pod carries a true DisruptionTarget
+// condition with the reason given (the control plane's note of why it is
+// taking the pod down).
+func disruptedBy(pod *corev1.Pod, reason string) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
 
 // Classify names the death of a runner container that ended with t, on pod.
 // Pod-level causes (eviction, a lost node) come first: they explain the
@@ -54,6 +69,10 @@ func Classify(pod *corev1.Pod, t *corev1.ContainerStateTerminated) Class {
 		return NodeLost
 	case pod.Status.Reason == reasonDeadlineExceeded:
 		return JobTimeout
+	case t == nil && disruptedBy(pod, reasonDeletionByPodGC):
+		// Pod GC removes the pods of a Node object that is gone, with no
+		// kubelet left to report their containers' end.
+		return NodeLost
 	case t == nil:
 		return DeletedRunning
 	case t.Reason == reasonOOMKilled:

@@ -17,7 +17,9 @@ func TestClassify(t *testing.T) {
 		signal    int32
 		reason    string
 		noState   bool
-		want      Class
+		// disruption is the reason of a true DisruptionTarget condition.
+		disruption string
+		want       Class
 	}{
 		{name: "exit 0 Completed is a clean exit", exit: 0, reason: "Completed", want: CleanExit},
 		{name: "OOMKilled is a cgroup OOM", exit: 137, reason: "OOMKilled", want: CgroupOOM},
@@ -35,11 +37,17 @@ func TestClassify(t *testing.T) {
 		{name: "ContainerStatusUnknown is a lost node", exit: 137, reason: "ContainerStatusUnknown", want: NodeLost},
 		{name: "a NodeLost pod is a lost node", podReason: "NodeLost", exit: 0, reason: "Completed", want: NodeLost},
 		{name: "no terminated state yet means deleted while running", noState: true, want: DeletedRunning},
+		{name: "removed by pod GC after its node went is a lost node", noState: true, disruption: "DeletionByPodGC", want: NodeLost},
+		{name: "an eviction's disruption condition does not hide the runner's own end", disruption: "EvictionByEvictionAPI", exit: 143, reason: "Error", want: SigTerm},
+		{name: "pod GC's condition does not override a reported end", disruption: "DeletionByPodGC", exit: 0, reason: "Completed", want: CleanExit},
 		{name: "activeDeadlineSeconds ran out is a job timeout, not a signal", podReason: "DeadlineExceeded", exit: 137, reason: "Error", want: JobTimeout},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := podtest.Runner("ci", "r").Reason(tc.podReason).Obj()
+			if tc.disruption != "" {
+				pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: tc.disruption})
+			}
 			var term *corev1.ContainerStateTerminated
 			if !tc.noState {
 				term = &corev1.ContainerStateTerminated{ExitCode: tc.exit, Signal: tc.signal, Reason: tc.reason}

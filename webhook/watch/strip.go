@@ -43,7 +43,9 @@ func StripPod(obj any) (any, error) {
 	s := pod.Status
 	out.Status = corev1.PodStatus{Phase: s.Phase, Reason: s.Reason, Message: s.Message}
 	for _, c := range s.Conditions {
-		if c.Type == corev1.PodScheduled {
+		// DisruptionTarget: the control plane's note of why it takes the
+		// pod down (pod GC of a lost node), which classifies the death.
+		if c.Type == corev1.PodScheduled || c.Type == corev1.DisruptionTarget {
 			out.Status.Conditions = append(out.Status.Conditions, c)
 		}
 	}

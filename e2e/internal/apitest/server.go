@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -59,6 +60,8 @@ type Server struct {
 	// Port is the webhook server's HTTPS port on 127.0.0.1.
 	Port                   int
 	metricsPort, probePort int
+	// pprofPort serves Go's pprof endpoints on 127.0.0.1, for HeapProfile.
+	pprofPort int
 	// CAData is the CA that signed the serving certificate.
 	CAData []byte
 	// LogPath is the file the server logs to.
@@ -150,7 +153,7 @@ func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, err
 	if s.logs, err = os.Create(s.LogPath); err != nil {
 		return nil, err
 	}
-	for _, p := range []*int{&s.metricsPort, &s.probePort} {
+	for _, p := range []*int{&s.metricsPort, &s.probePort, &s.pprofPort} {
 		if *p, err = freePort(); err != nil {
 			return nil, err
 		}
@@ -164,7 +167,8 @@ func (s *Server) Start(ctx context.Context) error {
 	defer s.mu.Unlock()
 	args := []string{"serve", "--config=" + s.configPath, "--cert-dir=" + s.certDir, fmt.Sprintf("--port=%d", s.Port),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.metricsPort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.probePort)}
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.probePort),
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", s.pprofPort)}
 	if !s.kubeconfigFromEnv {
 		args = append(args, "--kubeconfig="+s.kubeconfig)
 	}
@@ -288,7 +292,7 @@ func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
 	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: s.configPath, certDir: s.certDir, args: s.args, CAData: s.CAData,
 		kubeconfigFromEnv: s.kubeconfigFromEnv, MetricsToken: s.MetricsToken}
 	var err error
-	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort} {
+	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort, &r.pprofPort} {
 		if *p, err = freePort(); err != nil {
 			return nil, err
 		}
@@ -298,6 +302,28 @@ func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
 		return nil, err
 	}
 	return r, r.Start(ctx)
+}
+
+// HeapProfile writes the running binary's heap profile (Go's pprof format,
+// after a GC) to path: what a report's RSS figure is made of.
+func (s *Server) HeapProfile(path string) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", s.pprofPort))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Binary is the path of the built runnerguard binary, for its other
