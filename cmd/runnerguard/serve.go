@@ -94,7 +94,8 @@ func serve(args []string) error {
 		LeaderElectionNamespace: *leNamespace,
 		// Hand the watcher over at once on a rollout, not after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
-		// The watcher's pod cache keeps stripped runner pods only.
+		// The pod caches keep labelled runner pods only, stripped: whole
+		// pods for the watcher (leader), metadata for the guard (all).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: watch.RunnerPods(), Transform: watch.StripPod}}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
@@ -152,10 +153,13 @@ func serve(args []string) error {
 		return fmt.Errorf("starting the namespace informer: %w", err)
 	}
 	if *watchPods {
-		// The guard confirms a review's pod in the runner pods' cache on
-		// every replica; the watcher, leader only, reads the same one.
-		if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{}); err != nil {
-			return fmt.Errorf("starting the runner pod informer: %w", err)
+		// The guard confirms a review's pod in the runner pods' metadata on
+		// every replica (names and UIDs: a few hundred bytes a pod, so the
+		// followers hold no whole pods).
+		podMeta := &metav1.PartialObjectMetadata{}
+		podMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+		if _, err := mgr.GetCache().GetInformer(context.Background(), podMeta); err != nil {
+			return fmt.Errorf("starting the runner pod metadata informer: %w", err)
 		}
 	}
 	if err := mgr.AddReadyzCheck("cache", func(r *http.Request) error {

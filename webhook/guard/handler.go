@@ -36,9 +36,9 @@ type Handler struct {
 	// Namespaces reads a namespace's labels (for its mode) from the
 	// manager's cache; nil: every namespace has the configured mode.
 	Namespaces client.Reader
-	// Pods reads the pod watcher's cache of runner pods, which every
-	// replica keeps when the watcher runs; nil without one. A review whose
-	// pod is there with the review's UID is confirmed without a GET.
+	// Pods reads the runner pods' metadata from the cache every replica
+	// keeps when the watcher runs; nil without one. A review whose pod is
+	// there with the review's UID is confirmed without a GET.
 	Pods client.Reader
 	// Writer creates the deletion notes the pod watcher reads; nil
 	// without a watcher.

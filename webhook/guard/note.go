@@ -13,28 +13,35 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
+// podMeta is an empty pod's metadata: what confirm reads.
+func podMeta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	return m
+}
+
 // confirm reports whether the review's pod exists with the review's UID:
 // in the cache of runner pods, or else read from the API server, unless it
 // was just read from there. A review posted by anyone but the API server
 // names a pod that does not exist, or not with that UID, or is replayed
-// after it went: then the guard writes nothing about it. The cache is as
-// good a witness as a GET (either says only that the pod exists with that
-// UID) and spares a request per reviewed delete (a GitLab job end costs a
-// note, a record and an Event, not a GET besides); a pod the cache has not
-// seen yet, or has dropped, is read from the API server.
+// after it went: then the guard writes nothing about it. The cache (the
+// runner pods' metadata, names and UIDs only, on every replica) is as good a
+// witness as a GET (either says only that the pod exists with that UID) and
+// spares a request per reviewed delete (a GitLab job end costs a note, a
+// record and an Event, not a GET besides); a pod the cache has not seen
+// yet, or has dropped, is read from the API server.
 func (h *Handler) confirm(ctx context.Context, f Facts) (bool, error) {
 	if f.confirmed {
 		return true, nil
 	}
 	key := client.ObjectKeyFromObject(f.Pod)
 	if h.Pods != nil {
-		cached := &corev1.Pod{}
+		cached := podMeta()
 		if err := h.Pods.Get(ctx, key, cached); err == nil && cached.UID == f.Pod.UID && cached.UID != "" {
 			return true, nil
 		}
 	}
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	live := podMeta()
 	if err := h.Reader.Get(ctx, key, live); err != nil {
 		return false, err
 	}

@@ -19,8 +19,9 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool) {
 	// reads too: a change takes effect without a restart.
 	h.Namespaces = mgr.GetClient()
 	if watcher {
-		// The watcher's informer of runner pods, which the server starts on
-		// every replica (not only the leader) for this.
+		// The runner pods' metadata informer, which the server starts on
+		// every replica (the watcher's informer of whole pods runs on the
+		// leader only).
 		h.Pods = mgr.GetClient()
 	} else {
 		h.Writer = nil

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
@@ -13,6 +14,13 @@ import (
 // of pods (no managed fields, no specs beyond container names, no runner
 // termination messages, which can be 4 KiB each).
 func StripPod(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		// The guard's metadata informer of the same pods: it reads only
+		// which pod has which UID.
+		out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+		out.Namespace, out.Name, out.UID, out.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
+		return out, nil
+	}
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
