@@ -159,8 +159,8 @@ generate:
 
 # Fleet scale (issue 18): the real kube-apiserver and etcd,
 # kube-controller-manager's namespace, pod GC and garbage collector
-# controllers, runnerguard as two leader-electing replicas, kwok (hack/tools.sh) playing the kubelet of
-# simulated Nodes through e2e/scale/testdata/stages.yaml, and a simulator
+# controllers, runnerguard as two leader-electing replicas, kwok
+# (hack/tools.sh) playing the kubelet of simulated Nodes through e2e/scale/testdata/stages.yaml, and a simulator
 # that bursts runner pods in, kills them the ways fleets do and scores the
 # death records; prints the report (README "Fleet scale"), kept in
 # e2e/.artifacts/scale-report-N.txt. SCALE_RUNNERS (default 200) and

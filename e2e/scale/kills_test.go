@@ -42,8 +42,8 @@ const (
 type expect struct {
 	r     *runner
 	class death.Class
-	n     int // records: 0 for a death that cannot have one
-	by    string
+	n     int    // records: 0 for a death that cannot have one
+	by    string // the deleter its records must name, when a note names one
 }
 
 // kills is the kill paths' runners and what happened to them.
