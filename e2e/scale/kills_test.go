@@ -430,7 +430,7 @@ func grepLogs(replicas [2]*apitest.Server) (terminating, naming int, sample stri
 func (k *kills) report(p func(string, ...any)) {
 	p("")
 	p("kill paths (kube-controller-manager: namespace, podgc, garbagecollector controllers, each as its own ServiceAccount):")
-	p("  namespace %s deleted with %d busy runners: gone after %s; records %d (a terminating namespace takes none)",
+	p("  namespace %s deleted with %d busy runners: gone after %s; records of them and of the never-started runner: %d (a terminating namespace takes none)",
 		doomedNS, len(k.doomed), k.nsGone, k.unrecordable)
 	p("  replica log lines naming %s: %d at its removal, %d at the end; of which \"being terminated\": %d, then %d",
 		doomedNS, k.nsLinesAtGone, k.nsLinesAtEnd, k.terminatingAtGone, k.terminatingAtEnd)
