@@ -157,9 +157,10 @@ CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 generate:
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1 output:crd:dir=charts/runnerguard/templates/crds
 
-# Fleet scale (issue 18): the real kube-apiserver and etcd, runnerguard as
-# two leader-electing replicas, kwok (hack/tools.sh) playing the kubelet of
-# simulated Nodes through e2e/scale/testdata/stages.yaml, and a simulator
+# Fleet scale (issue 18): the real kube-apiserver and etcd,
+# kube-controller-manager's namespace, pod GC and garbage collector
+# controllers, runnerguard as two leader-electing replicas, kwok
+# (hack/tools.sh) playing the kubelet of simulated Nodes through e2e/scale/testdata/stages.yaml, and a simulator
 # that bursts runner pods in, kills them the ways fleets do and scores the
 # death records; prints the report (README "Fleet scale"), kept in
 # e2e/.artifacts/scale-report-N.txt. SCALE_RUNNERS (default 200) and
@@ -173,8 +174,9 @@ scale: kube-bin
 	  go test -tags scale -count=1 -v -run TestFleet -timeout 45m ./e2e/scale/
 
 # The same at 30 runner pods on 10 nodes: every death recorded exactly once
-# across the leader kill, with its class, no busy runner lost. Part of test
-# (about 40 s warm).
+# across the leader kill, with its class, no busy runner lost, and every
+# kill path (namespace deletion, pod GC, autoscaler, ARC). Part of test
+# (about 75 s warm, 40 s of it pod GC's quarantine).
 scale-smoke: kube-bin
 	hack/tools.sh kwok
 	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=30 SCALE_NODES=10 KUBEBUILDER_ASSETS=$(KUBE_BIN) \

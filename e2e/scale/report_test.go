@@ -104,6 +104,8 @@ type run struct {
 	// Round trips the simulator timed: pod CREATEs of the burst, refused
 	// deletes and evictions, and GitLab's allowed job-end deletes.
 	createRTT, refusedRTT, allowedRTT []time.Duration
+	// The kill paths of kills_test.go.
+	kills *kills
 }
 
 func (r *run) report() string {
@@ -189,5 +191,8 @@ func (r *run) report() string {
 	p("deaths: %d, recorded exactly once %d, missed %d, duplicates %d, wrong class %d %v", s.runners, s.once, s.missed, s.duplicates, s.wrongClass, s.wrong)
 	p("record latency (death seen by a watch -> record seen by a watch): p50 %s, p99 %s, max %s; of the %d deaths while the leader was down: p50 %s, max %s",
 		pct(s.latencies, .5), pct(s.latencies, .99), pct(s.latencies, 1), len(s.gapLatencies), pct(s.gapLatencies, .5), pct(s.gapLatencies, 1))
+	if r.kills != nil {
+		r.kills.report(p)
+	}
 	return b.String()
 }

@@ -44,6 +44,9 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cluster.Stop() }()
+	if err := installEphemeralRunnerCRD(cluster.Config); err != nil {
+		t.Fatal(err)
+	}
 	cfg := config.Default()
 	// The chart's flags: leader election in the release namespace, the
 	// in-cluster config's client (no client-side rate limit).
@@ -88,6 +91,13 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(ctx, t, 2*time.Minute, "a leader", func() bool { return isLeader(server) || isLeader(replica) })
+	// The kill paths that need cluster machinery (kills_test.go) strike
+	// before the fleet's plan; only pod GC's removal of a lost node's pods
+	// runs on into it.
+	kills := newKills(cluster, dir, filepath.Join(artifacts, "scale-kcm.log"), max(3, nRunners/30), nodeName(nNodes-1))
+	defer kills.stop(ctx)
+	kills.setup(ctx, t, workers)
+	kills.strike(ctx, t, workers, obs, server, replicas)
 
 	// The plan: every third runner a GitLab build pod its manager ends; the
 	// generic runners on the first 10% of the nodes are drained; the rest
@@ -269,6 +279,8 @@ func TestFleet(t *testing.T) {
 		})
 		return err
 	})
+	kills.finish(ctx, t, obs, replicas)
+	run.kills = kills
 	deaths := 0
 	for _, r := range rs {
 		deaths += r.deaths()
@@ -307,4 +319,5 @@ func TestFleet(t *testing.T) {
 	if c.ownerAllowed != c.ownerTried || c.overrideAllowed != c.overrideTried {
 		t.Errorf("the fleet's own work goes on: owner deletes %d of %d, override evictions %d of %d", c.ownerAllowed, c.ownerTried, c.overrideAllowed, c.overrideTried)
 	}
+	kills.check(t)
 }

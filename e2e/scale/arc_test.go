@@ -1,0 +1,108 @@
+//go:build scale
+
+package scale
+
+import (
+	"context"
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+)
+
+// arcUser is ARC's scale-set controller as its chart names it (release
+// arc in namespace arc-systems): it creates the runner pods and deletes
+// them, idle ones to scale in, finished ones after their job.
+const arcUser = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
+
+// installEphemeralRunnerCRD installs the part of ARC's EphemeralRunner the
+// guard reads (as e2e/api): namespaced actions.github.com/v1alpha1 with a
+// status subresource carrying jobRequestId and jobId.
+func installEphemeralRunnerCRD(cfg *rest.Config) error {
+	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "ephemeralrunners.actions.github.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: runnerpod.ARCScaleSetGroup, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "ephemeralrunners", Singular: "ephemeralrunner",
+				Kind: runnerpod.EphemeralRunnerKind, ListKind: "EphemeralRunnerList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": open,
+						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true), Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"jobRequestId": {Type: "integer", Format: "int64"},
+							"jobId":        {Type: "string"},
+						}},
+					},
+				}},
+			}},
+		},
+	}
+	_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
+	return err
+}
+
+func ephemeralRunner(ns, name string) *unstructured.Unstructured {
+	er := &unstructured.Unstructured{}
+	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
+	er.SetKind(runnerpod.EphemeralRunnerKind)
+	er.SetNamespace(ns)
+	er.SetName(name)
+	return er
+}
+
+// createARCRunner creates r's EphemeralRunner (as ARC's controller does,
+// before the pod) and, for a busy one, assigns it a job through the status
+// subresource as ARC's listener does; then r's pod, owned by it, as the
+// scale-set preset recognises it: the actions-ephemeral-runner label and a
+// controller reference to the EphemeralRunner by UID.
+func createARCRunner(ctx context.Context, admin client.Client, arc *kubernetes.Clientset, r *runner, job int64) error {
+	er := ephemeralRunner(r.ns, r.name)
+	if err := admin.Create(ctx, er); err != nil {
+		return err
+	}
+	if job != 0 {
+		patch := fmt.Sprintf(`{"status":{"jobRequestId":%d,"jobId":"job-%d"}}`, job, job)
+		if err := admin.Status().Patch(ctx, er, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return err
+		}
+	}
+	pod := killPod(r)
+	pod.Labels[runnerpod.ARCScaleSetLabel] = "True"
+	pod.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: runnerpod.ARCScaleSetGroup + "/v1alpha1", Kind: runnerpod.EphemeralRunnerKind, Name: r.name,
+		UID: er.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
+	created, err := arc.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	r.uid = created.UID
+	return nil
+}
+
+// clearJob is ARC's listener at the job's end: the EphemeralRunner has no
+// job any more.
+func clearJob(ctx context.Context, admin client.Client, r *runner) error {
+	er := ephemeralRunner(r.ns, r.name)
+	return admin.Status().Patch(ctx, er, client.RawPatch(types.MergePatchType, []byte(`{"status":{"jobRequestId":null,"jobId":null}}`)))
+}
+
+// deleteAs deletes r's pod as c with the pod's own grace period, as ARC's
+// controller does.
+func deleteAs(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
+	return c.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{})
+}
