@@ -60,37 +60,80 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 	report.Rounds = rounds
 	pods := fast.CoreV1()
 
-	// CREATE of a runner pod: no webhook, and the injector.
-	creates := map[string][]time.Duration{}
+	// CREATE of a runner pod: no webhook, a mutating webhook that does
+	// nothing (registered as the injector is), and the injector; and of a
+	// pod the injector leaves alone, which its matchConditions keep from
+	// it at the API server.
+	const nothingSetup, plain = "mutating webhook that does nothing", ", not a runner pod"
+	createSetups := []struct {
+		name, ns, base string
+		runner         bool
+	}{
+		{"no webhook", nsNone, "", true},
+		{nothingSetup, nsNothing, "no webhook", true},
+		{"runnerguard inject", nsGuard, "no webhook", true},
+		{"no webhook" + plain, nsNone, "", false},
+		{"runnerguard inject" + plain, nsGuard, "no webhook" + plain, false},
+	}
+	newPod := func(ns, name string, runner bool) *corev1.Pod {
+		if runner {
+			return newRunner(ns, name)
+		}
+		pod := podtest.Plain(ns, "plain-"+name).Obj()
+		pod.UID = ""
+		return pod
+	}
+	creates := make([][]time.Duration, len(createSetups))
 	var instrumented *corev1.Pod
-	createIn := []string{nsNone, nsGuard}
 	for r := -warmup; r < rounds; r++ {
-		for i := range createIn {
-			ns := createIn[(r+warmup+i)%len(createIn)]
+		for i := range createSetups {
+			s := (r + warmup + i) % len(createSetups)
+			setup := createSetups[s]
 			var got *corev1.Pod
 			d, err := timed(func() (err error) {
-				got, err = pods.Pods(ns).Create(ctx, newRunner(ns, fmt.Sprintf("c%d", r+warmup)), metav1.CreateOptions{})
+				got, err = pods.Pods(setup.ns).Create(ctx, newPod(setup.ns, fmt.Sprintf("c%d", r+warmup), setup.runner), metav1.CreateOptions{})
 				return err
 			})
-			require.NoError(t, err)
-			if ns == nsGuard {
-				require.NotEmpty(t, got.Spec.InitContainers, "the injector added no vitals sidecar")
+			require.NoError(t, err, "create in %s", setup.name)
+			// The do-nothing webhook must leave the pod as it came, the
+			// injector instrument runner pods only.
+			instrumentedHere := setup.ns == nsGuard && setup.runner
+			require.Equal(t, instrumentedHere, len(got.Spec.InitContainers) > 0, "vitals sidecar in %s", setup.name)
+			if instrumentedHere {
 				instrumented = got
 			}
 			if r >= 0 {
-				creates[ns] = append(creates[ns], d)
+				creates[s] = append(creates[s], d)
 			}
 		}
 	}
-	injectReviews := webhookReviews(t, registration.InjectPath, countWindow, func() {
-		for i := range countWindow {
-			_, err := pods.Pods(nsGuard).Create(ctx, newRunner(nsGuard, fmt.Sprintf("n%d", i)), metav1.CreateOptions{})
-			require.NoError(t, err)
+	// Reviews per pod, counted one setup at a time.
+	createCalls := make([]*Reviews, len(createSetups))
+	for s, setup := range createSetups {
+		if setup.ns == nsNone {
+			continue
 		}
-	})
-	report.AddLatency("pod CREATE", "no webhook", creates[nsNone], nil, "")
-	report.AddLatency("pod CREATE", "runnerguard inject", creates[nsGuard], &injectReviews, "no webhook")
-	for _, ns := range createIn {
+		stats := func() (float64, float64, error) { return server.WebhookStats(registration.InjectPath) }
+		if setup.ns == nsNothing {
+			stats = func() (float64, float64, error) { c, sec := nothing.stats(); return c, sec, nil }
+		}
+		c := reviewsDuring(t, stats, countWindow, func() {
+			for i := range countWindow {
+				_, err := pods.Pods(setup.ns).Create(ctx, newPod(setup.ns, fmt.Sprintf("n%d", i), setup.runner), metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+		})
+		createCalls[s] = &c
+	}
+	for s, setup := range createSetups {
+		report.AddLatency("pod CREATE", setup.name, creates[s], createCalls[s], setup.base)
+	}
+	// The injector against the do-nothing webhook: its own cost beyond
+	// any mutating webhook's.
+	none, nop, inject := creates[0], creates[1], creates[2]
+	report.Notes = append(report.Notes, fmt.Sprintf("pod CREATE p50: runnerguard inject %s against the %s; the %s %s against no webhook",
+		p50Added(inject, nop), nothingSetup, nothingSetup, p50Added(nop, none)))
+	for _, ns := range []string{nsNone, nsNothing, nsGuard} {
 		removeAll(t, ns)
 	}
 

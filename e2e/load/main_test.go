@@ -32,6 +32,9 @@ var (
 	fast   *kubernetes.Clientset
 	cfg    config.Config
 	report = &Report{}
+	// nothing is the mutating webhook that does nothing, served in the
+	// test process.
+	nothing *nothingServer
 )
 
 // The namespaces of the run. Each selects one admission setup by its
@@ -94,6 +97,13 @@ func run(m *testing.M) (int, error) {
 	if err := cluster.Client.Create(ctx, noMatchConditions(cfg, server)); err != nil {
 		return 1, fmt.Errorf("registering the guard without matchConditions: %w", err)
 	}
+	if nothing, err = startNothing(ctx); err != nil {
+		return 1, err
+	}
+	defer nothing.stop()
+	if err := nothing.register(ctx, cfg); err != nil {
+		return 1, err
+	}
 	policy, binding := guardPolicy(cfg)
 	if err := cluster.Client.Create(ctx, policy); err != nil {
 		return 1, fmt.Errorf("creating the ValidatingAdmissionPolicy: %w", err)
@@ -106,6 +116,7 @@ func run(m *testing.M) (int, error) {
 		nsGuard:   {runnerpod.EnabledNamespaceLabel: "true"},
 		nsNoMatch: {noMatchLabel: "true"},
 		nsVAP:     {vapLabel: "true"},
+		nsNothing: {nothingLabel: "true"},
 		nsCapture: nil,
 	} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}

@@ -85,15 +85,23 @@ type Reviews struct {
 }
 
 // webhookReviews counts the reviews the server answered on path while ops
-// operations ran in f. The counters are read a moment after f, as
-// controller-runtime counts a review once its answer is written.
+// operations ran in f.
 func webhookReviews(t *testing.T, path string, ops int, f func()) Reviews {
 	t.Helper()
-	calls0, secs0, err := server.WebhookStats(path)
+	return reviewsDuring(t, func() (float64, float64, error) { return server.WebhookStats(path) }, ops, f)
+}
+
+// reviewsDuring counts the reviews a server answered, by its stats (calls
+// and seconds so far), while ops operations ran in f. The counters are
+// read a moment after f, as controller-runtime counts a review once its
+// answer is written.
+func reviewsDuring(t *testing.T, stats func() (calls, seconds float64, err error), ops int, f func()) Reviews {
+	t.Helper()
+	calls0, secs0, err := stats()
 	require.NoError(t, err)
 	f()
 	time.Sleep(200 * time.Millisecond)
-	calls, secs, err := server.WebhookStats(path)
+	calls, secs, err := stats()
 	require.NoError(t, err)
 	r := Reviews{PerOp: (calls - calls0) / float64(ops)}
 	if calls > calls0 {

@@ -65,6 +65,11 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[max(i, 0)]
 }
 
+// p50Added is how much the p50 of d exceeds the p50 of base, in ms.
+func p50Added(d, base []time.Duration) string {
+	return fmt.Sprintf("%+.2f ms", float64(percentile(d, 0.5)-percentile(base, 0.5))/float64(time.Millisecond))
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 // loadAvg is the machine's load average, as uptime prints it.

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
@@ -72,7 +71,7 @@ func FuzzMutate(f *testing.F) {
 	h := handler(f)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var pod corev1.Pod
-		if err := h.Decoder.DecodeRaw(runtime.RawExtension{Raw: raw}, &pod); err != nil {
+		if err := unmarshalPod(raw, &pod); err != nil {
 			resp := h.Handle(context.Background(), create("ci", raw))
 			require.False(t, resp.Allowed)
 			assert.Equal(t, int32(http.StatusBadRequest), resp.Result.Code)

@@ -1,19 +1,21 @@
 package inject
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
 )
@@ -30,15 +32,26 @@ type Handler struct {
 	Namespaces client.Reader
 	// Live reads a namespace the cache has not seen yet (created a moment
 	// before the pod, as CI systems do per job); nil: no second look.
-	Live    client.Reader
-	Decoder admission.Decoder
+	Live client.Reader
 }
 
 var _ admission.Handler = &Handler{}
 
-// NewHandler returns a Handler that decodes with scheme.
-func NewHandler(cfg config.Config, namespaces client.Reader, scheme *runtime.Scheme) *Handler {
-	return &Handler{Config: cfg, Namespaces: namespaces, Decoder: admission.NewDecoder(scheme)}
+// NewHandler returns a Handler reading namespaces through namespaces.
+func NewHandler(cfg config.Config, namespaces client.Reader) *Handler {
+	return &Handler{Config: cfg, Namespaces: namespaces}
+}
+
+// unmarshalPod decodes a review's raw pod as the API server's JSON serializer
+// does (case-sensitively, integers kept as int64). controller-runtime's
+// Decoder goes through the universal deserializer, which first parses the
+// whole pod once more only to read its apiVersion and kind, which the
+// review's rules already fix (pods, v1): an eighth of a review's cost.
+func unmarshalPod(raw []byte, pod *corev1.Pod) error {
+	if len(raw) == 0 {
+		return errors.New("there is no content to decode")
+	}
+	return kjson.UnmarshalCaseSensitivePreserveInts(raw, pod)
 }
 
 // Handle mutates one pod CREATE. It answers with an error only for a
@@ -50,19 +63,32 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("runnerguard instruments only pod creation")
 	}
 	pod := &corev1.Pod{}
-	if err := h.Decoder.DecodeRaw(req.Object, pod); err != nil {
+	if err := unmarshalPod(req.Object.Raw, pod); err != nil {
 		count(Error)
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod of the CREATE request: %w", err))
 	}
-	original := pod.DeepCopy()
+	// The pod as this build encodes it, before and after Mutate: whether
+	// anything changed and, when something did, the two ends of the patch.
+	// Comparing the encodings replaces a deep copy and a deep comparison,
+	// and the patch needs both encodings anyway.
+	before, err := json.Marshal(pod)
+	if err != nil {
+		count(Error)
+		return uninstrumented(ctx, fmt.Sprintf("encoding the pod: %v", err))
+	}
 
 	facts := Facts{Requester: req.UserInfo.Username}
 	if h.Config.Inject.Vitals.Enabled {
 		facts.HostMountRefused = h.hostMountRefusal(ctx, req.Namespace)
 	}
 	out := Mutate(pod, facts, h.Config)
+	after, err := json.Marshal(pod)
+	if err != nil {
+		count(Error)
+		return uninstrumented(ctx, fmt.Sprintf("encoding the mutated pod: %v", err))
+	}
 
-	changed := !reflect.DeepEqual(original, pod)
+	changed := !bytes.Equal(before, after)
 	if !changed && (out.Result == Injected || out.Result == NoSidecar) {
 		out.Result = Unchanged
 	}
@@ -75,14 +101,18 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if !changed {
 		return admission.Allowed("").WithWarnings(out.Warnings...)
 	}
-	resp := patchResponse(req.Object.Raw, original, pod)
+	resp := patchResponse(req.Object.Raw, before, after, pod)
 	if !resp.Allowed {
-		// Failing to build the patch must not fail the pod: admit it as
-		// it came and say so.
-		log.Error(nil, "building the patch", "message", resp.Result.Message)
-		return admission.Allowed("").WithWarnings("runnerguard: the pod was not instrumented: " + resp.Result.Message)
+		return uninstrumented(ctx, resp.Result.Message)
 	}
 	return resp.WithWarnings(out.Warnings...)
+}
+
+// uninstrumented admits the pod as it came and says why: failing to
+// build the patch must not fail the pod.
+func uninstrumented(ctx context.Context, why string) admission.Response {
+	logf.FromContext(ctx).Error(nil, "building the patch", "message", why)
+	return admission.Allowed("").WithWarnings("runnerguard: the pod was not instrumented: " + why)
 }
 
 // hostMountRefusal reads the namespace's labels. The namespace is read as

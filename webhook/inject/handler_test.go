@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
@@ -38,7 +37,7 @@ func handler(t testing.TB) *Handler {
 		ns("ci", map[string]string{"runnerguard.io/enabled": "true"}),
 		ns("restricted", map[string]string{"runnerguard.io/enabled": "true", psaEnforceLabel: "restricted"}),
 	).Build()
-	return NewHandler(config.Default(), c, clientgoscheme.Scheme)
+	return NewHandler(config.Default(), c)
 }
 
 // create is the review of a pod CREATE with raw as the object.
@@ -85,7 +84,7 @@ func patched(t *testing.T, raw []byte, resp admission.Response) []byte {
 func decodePod(t *testing.T, raw []byte) *corev1.Pod {
 	t.Helper()
 	pod := &corev1.Pod{}
-	require.NoError(t, admission.NewDecoder(clientgoscheme.Scheme).DecodeRaw(runtime.RawExtension{Raw: raw}, pod))
+	require.NoError(t, unmarshalPod(raw, pod))
 	return pod
 }
 

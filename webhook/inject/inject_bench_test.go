@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -145,7 +144,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 	}}}
 	for _, in := range benchInputs {
 		b.Run(in.what, func(b *testing.B) {
-			h := NewHandler(cfg, benchNamespaces{ns}, clientgoscheme.Scheme)
+			h := NewHandler(cfg, benchNamespaces{ns})
 			wh := &admission.Webhook{Handler: h, LogConstructor: func(_ logr.Logger, req *admission.Request) logr.Logger {
 				return admission.DefaultLogConstructor(log, req)
 			}}

@@ -31,7 +31,7 @@ const (
 	// Unchanged: a runner pod that already had everything (reinvocation,
 	// or a copy of an instrumented pod created again).
 	Unchanged Result = "unchanged"
-	// Error: a request whose pod could not be decoded.
+	// Error: a request whose pod could not be decoded, or encoded again.
 	Error Result = "error"
 )
 

@@ -15,8 +15,10 @@ import (
 )
 
 // patchResponse answers with the JSON patch from the request's raw pod to
-// the mutated one. The diff base is the raw request, never a re-marshalled
-// copy (kubebuilder#510), and libraries compute every patch.
+// the mutated one; before and after are the decoded pod as this build
+// encodes it, before and after Mutate. The diff base is the raw request,
+// never a re-marshalled copy (kubebuilder#510), and libraries compute
+// every patch.
 //
 // Fields of the raw pod that this build's Pod type does not know (an API
 // server newer than the webhook) are missing from the marshalled pod, so a
@@ -30,15 +32,7 @@ import (
 // patch is the diff from raw to that. Where the merge does not reproduce
 // the typed result exactly (duplicate env names, which the merge keys
 // cannot tell apart), controller-runtime's way is taken instead.
-func patchResponse(raw []byte, original, mutated *corev1.Pod) admission.Response {
-	after, err := json.Marshal(mutated)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding the mutated pod: %w", err))
-	}
-	before, err := json.Marshal(original)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding the pod: %w", err))
-	}
+func patchResponse(raw, before, after []byte, mutated *corev1.Pod) admission.Response {
 	// The API server encodes the pod with encoding/json from the same Go
 	// types. When this build's encoding gives back the raw bytes exactly,
 	// the raw pod holds nothing the Pod type does not know, and the plain
@@ -49,7 +43,7 @@ func patchResponse(raw []byte, original, mutated *corev1.Pod) admission.Response
 	if merged, err := mergeIntoRaw(raw, before, after); err == nil && decodesTo(merged, mutated) {
 		return admission.PatchResponseFromRaw(raw, merged)
 	}
-	return dropSchemeRemovals(admission.PatchResponseFromRaw(raw, after), raw, original)
+	return dropSchemeRemovals(admission.PatchResponseFromRaw(raw, after), raw, before)
 }
 
 // mergeIntoRaw applies the change from before to after onto raw.
@@ -70,13 +64,9 @@ func decodesTo(data []byte, want *corev1.Pod) bool {
 // dropSchemeRemovals removes from r the "remove" operations that only
 // reflect fields the Pod type does not know, as controller-runtime's
 // Defaulter does (admission/defaulter_custom.go).
-func dropSchemeRemovals(r admission.Response, raw []byte, original *corev1.Pod) admission.Response {
+func dropSchemeRemovals(r admission.Response, raw, before []byte) admission.Response {
 	if !r.Allowed || !slices.ContainsFunc(r.Patches, isRemove) {
 		return r
-	}
-	before, err := json.Marshal(original)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding the pod: %w", err))
 	}
 	scheme, err := jsonpatch.CreatePatch(raw, before)
 	if err != nil {

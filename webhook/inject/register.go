@@ -20,7 +20,7 @@ func Register(mgr manager.Manager, cfg config.Config) error {
 	if err := RegisterMetrics(metrics.Registry); err != nil {
 		return fmt.Errorf("registering the injector's metrics: %w", err)
 	}
-	h := NewHandler(cfg, mgr.GetClient(), mgr.GetScheme())
+	h := NewHandler(cfg, mgr.GetClient())
 	h.Live = mgr.GetAPIReader()
 	mgr.GetWebhookServer().Register(registration.InjectPath, &admission.Webhook{Handler: h})
 	return nil
