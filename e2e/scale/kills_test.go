@@ -106,11 +106,11 @@ func newKills(c *apitest.Cluster, dir, kcmLog string, n int, node string) *kills
 	for _, r := range k.doomed {
 		k.expects = append(k.expects, expect{r: r})
 	}
-	// Decide records a pod removed while its runner ran as deleted-running;
-	// pod GC is exempt, so the API server does not call the guard and no
-	// note names it.
+	// Pod GC marks each orphan with a DisruptionTarget condition
+	// (DeletionByPodGC) before it deletes it: node-lost. It is exempt, so
+	// the API server does not call the guard and no note names it.
 	for _, r := range k.lost {
-		k.expects = append(k.expects, expect{r: r, class: death.DeletedRunning, n: 1})
+		k.expects = append(k.expects, expect{r: r, class: death.NodeLost, n: 1})
 	}
 	for _, r := range append(k.down, k.downFinished) {
 		k.expects = append(k.expects, expect{r: r, class: death.CleanExit, n: 1})

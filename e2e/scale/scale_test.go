@@ -233,6 +233,16 @@ func TestFleet(t *testing.T) {
 	if run.killed < 0 {
 		t.Fatal("no leader before the kill")
 	}
+	// What the leader's memory is made of at its busiest, for pprof.
+	for i, s := range replicas {
+		role := "follower"
+		if i == run.killed {
+			role = "leader"
+		}
+		if err := s.HeapProfile(filepath.Join(artifacts, fmt.Sprintf("scale-%s-heap-%d.pprof", role, nRunners))); err != nil {
+			t.Logf("heap profile of replica %d: %v", i+1, err)
+		}
+	}
 	other := replicas[1-run.killed]
 	gapStart := time.Now()
 	replicas[run.killed].Stop()
