@@ -1,0 +1,145 @@
+//go:build scale
+
+package scale
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
+)
+
+// baseSuffix names the baseline's runner namespaces: the same simulation
+// without runnerguard, run first in the same cluster.
+const baseSuffix = "-base"
+
+// fleet is what one simulation runs against; replicas are nil for the
+// baseline.
+type fleet struct {
+	cfg                     *rest.Config
+	admin                   *kubernetes.Clientset
+	obs                     *observer
+	cp                      controlPlane
+	auditLog                string
+	runners, nodes, workers int
+	replicas                [2]*apitest.Server
+}
+
+func nodeName(i int) string { return fmt.Sprintf("kwok-%04d", i) }
+
+// alive drops the runners the baseline lost.
+func alive(rs []*runner) []*runner {
+	out := make([]*runner, 0, len(rs))
+	for _, r := range rs {
+		if !r.lost {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// runningIn counts the fleet's Running pods in namespaces.
+func runningIn(ctx context.Context, c *kubernetes.Clientset, namespaces ...string) int {
+	n := 0
+	for _, ns := range namespaces {
+		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: fleetLabel + "=1"})
+		if err != nil {
+			return 0
+		}
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// clearNamespaces force-deletes every pod of namespaces and waits until
+// they are gone, so runnerguard starts without the baseline's dead
+// runners to record.
+func clearNamespaces(ctx context.Context, c *kubernetes.Clientset, namespaces ...string) error {
+	for _, ns := range namespaces {
+		if err := c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+			return err
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, ns := range namespaces {
+			list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil || len(list.Items) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// sorted returns d in order, for pct.
+func sorted(d []time.Duration) []time.Duration {
+	out := append([]time.Duration(nil), d...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// ratio is guarded/baseline, "-" when the baseline is 0.
+func ratio(g, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return formatFloat(g/b, 2)
+}
+
+// compare is the report's side by side of the baseline (r.base) and the
+// guarded run r: the same simulation, the same cluster, without and with
+// runnerguard.
+func (r *run) compare() string {
+	b := r.base
+	if b == nil {
+		return ""
+	}
+	var sb strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&sb, format+"\n", a...) }
+	o := r.others
+	p("")
+	p("== The cluster: %d other pods (%d of them non-runner pods in the runner namespaces), created in %s, all Running after %s; pods in the cluster at the guarded run's peak: %d ==",
+		o.pods, o.inRunnerNS, o.created, o.running, r.cp[1].pods)
+	p("== Without runnerguard (baseline, namespaces *%s, run first) and with it, side by side ==", baseSuffix)
+	p("%-46s %22s %22s %8s", "", "baseline", "runnerguard", "ratio")
+	row := func(what string, bv, gv float64, unit string, prec int) {
+		p("%-46s %22s %22s %8s", what, formatFloat(bv, prec)+unit, formatFloat(gv, prec)+unit, ratio(gv, bv))
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	row("create burst", b.burst.Seconds(), r.burst.Seconds(), " s", 2)
+	for _, l := range []struct {
+		what   string
+		bd, gd []time.Duration
+	}{{"pod CREATE", b.createRTT, r.createRTT}, {"reaper delete/drain eviction", b.refusedRTT, r.refusedRTT}, {"GitLab job-end DELETE", b.allowedRTT, r.allowedRTT}} {
+		bs, gs := sorted(l.bd), sorted(l.gd)
+		row("round trip p50, "+l.what, ms(pct(bs, .5)), ms(pct(gs, .5)), " ms", 0)
+		row("round trip p99, "+l.what, ms(pct(bs, .99)), ms(pct(gs, .99)), " ms", 0)
+	}
+	jobs := float64(r.runners)
+	for i, phase := range []string{"burst (create to all Running)", "kills and ends (to the end)"} {
+		bp, gp := phaseOf(b.cp[i], b.cp[i+1]), phaseOf(r.cp[i], r.cp[i+1])
+		p("phase: %s, wall %s / %s", phase, bp.wall, gp.wall)
+		row("  kube-apiserver CPU", bp.apiCPU, gp.apiCPU, " s", 2)
+		row("  etcd CPU", bp.etcdCPU, gp.etcdCPU, " s", 2)
+		row("  kube-apiserver RSS at the end", mib(bp.apiRSS), mib(gp.apiRSS), " MiB", 0)
+		row("  etcd RSS at the end", mib(bp.etcdRSS), mib(gp.etcdRSS), " MiB", 0)
+		row("  API requests (all clients) per job", float64(bp.requests)/jobs, float64(gp.requests)/jobs, "", 2)
+	}
+	bc, gc := b.chaos, r.chaos
+	p("busy runners lost: baseline %d (reaper %d of %d deleted, drain %d of %d evicted), runnerguard %d",
+		bc.busyLost, bc.reaperTried-bc.reaperRefused, bc.reaperTried, bc.drainTried-bc.drainRefused429, bc.drainTried, gc.busyLost)
+	return sb.String()
+}
