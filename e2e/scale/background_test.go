@@ -26,6 +26,7 @@ const otherNamespaces = 10
 type others struct {
 	pods, inRunnerNS int
 	created, running time.Duration
+	cost             cpPhase
 }
 
 // otherPlacement says where the i-th other pod goes: one in 32 (3%) in
@@ -52,11 +53,13 @@ func otherPod(i int, ns, node string) *corev1.Pod {
 // createOthers creates n other pods over nodes with workers clients as
 // the admin and waits until kwok runs them all. runnerNS (opted in) must
 // exist; the other namespaces are created here.
-func createOthers(ctx context.Context, admin *kubernetes.Clientset, n int, nodes []string, runnerNS []string, workers int) (others, error) {
-	o := others{pods: n}
+func createOthers(ctx context.Context, cp controlPlane, n int, nodes []string, runnerNS []string, workers int) (o others, err error) {
+	o, admin := others{pods: n}, cp.admin
 	if n == 0 {
 		return o, nil
 	}
+	before := cp.take(ctx)
+	defer func() { o.cost = phaseOf(before, cp.take(ctx)) }()
 	for i := range otherNamespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("other-%02d", i)}}
 		if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
@@ -80,7 +83,7 @@ func createOthers(ctx context.Context, admin *kubernetes.Clientset, n int, nodes
 	o.created = since(start)
 	// The pods not yet Running, from the watch cache (a field selector
 	// filters there): a list that shrinks to nothing, never one of all n.
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, scaled(5*time.Minute, n, 20*time.Millisecond), true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, scaled(5*time.Minute, n, 20*time.Millisecond), true, func(ctx context.Context) (bool, error) {
 		list, err := admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: otherLabel + "=1",
 			FieldSelector: "status.phase!=Running", ResourceVersion: "0"})
 		return err == nil && len(list.Items) == 0, nil

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -47,41 +47,44 @@ func alive(rs []*runner) []*runner {
 	return out
 }
 
-// runningIn counts the fleet's Running pods in namespaces.
-func runningIn(ctx context.Context, c *kubernetes.Clientset, namespaces ...string) int {
+// notRunning counts the fleet's pods in namespaces kwok has not run (or
+// -1 on an error), from the watch cache filtered there: a list that
+// shrinks as kwok works, never one of the whole fleet every half second.
+func notRunning(ctx context.Context, c *kubernetes.Clientset, namespaces ...string) int {
 	n := 0
 	for _, ns := range namespaces {
-		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: fleetLabel + "=1"})
+		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: fleetLabel + "=1",
+			FieldSelector: "status.phase!=Running", ResourceVersion: "0"})
 		if err != nil {
-			return 0
+			return -1
 		}
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				n++
-			}
-		}
+		n += len(list.Items)
 	}
 	return n
 }
 
-// clearNamespaces force-deletes every pod of namespaces and waits until
-// they are gone, so runnerguard starts without the baseline's dead
-// runners to record.
-func clearNamespaces(ctx context.Context, c *kubernetes.Clientset, namespaces ...string) error {
+// clearNamespaces force-deletes every pod of namespaces (in parallel:
+// the API server's DeleteCollection deletes one at a time), so
+// runnerguard starts without the baseline's dead runners to record.
+func clearNamespaces(ctx context.Context, c *kubernetes.Clientset, workers int, namespaces ...string) error {
+	var pods []corev1.Pod
 	for _, ns := range namespaces {
-		if err := c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
 			return err
 		}
+		pods = append(pods, list.Items...)
 	}
-	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, ns := range namespaces {
-			list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
-			if err != nil || len(list.Items) > 0 {
-				return false, nil
-			}
+	if errs := parallel(pods, workers, func(p corev1.Pod) error {
+		err := c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		if apierrors.IsNotFound(err) {
+			return nil
 		}
-		return true, nil
-	})
+		return err
+	}); len(errs) > 0 {
+		return fmt.Errorf("%d deletes failed, first: %w", len(errs), errs[0])
+	}
+	return nil
 }
 
 // sorted returns d in order, for pct.
@@ -111,8 +114,8 @@ func (r *run) compare() string {
 	p := func(format string, a ...any) { fmt.Fprintf(&sb, format+"\n", a...) }
 	o := r.others
 	p("")
-	p("== The cluster: %d other pods (%d of them non-runner pods in the runner namespaces), created in %s, all Running after %s; pods in the cluster at the guarded run's peak: %d ==",
-		o.pods, o.inRunnerNS, o.created, o.running, r.cp[1].pods)
+	p("== The cluster: %d other pods (%d of them non-runner pods in the runner namespaces), created in %s, all Running after %s (kwok CPU %.1f s, kube-apiserver %.1f s, etcd %.1f s); pods in the cluster at the guarded run's peak: %d ==",
+		o.pods, o.inRunnerNS, o.created, o.running, o.cost.kwokCPU, o.cost.apiCPU, o.cost.etcdCPU, r.cp[1].pods)
 	p("== Without runnerguard (baseline, namespaces *%s, run first) and with it, side by side ==", baseSuffix)
 	p("%-46s %22s %22s %8s", "", "baseline", "runnerguard", "ratio")
 	row := func(what string, bv, gv float64, unit string, prec int) {
@@ -134,6 +137,7 @@ func (r *run) compare() string {
 		p("phase: %s, wall %s / %s", phase, bp.wall, gp.wall)
 		row("  kube-apiserver CPU", bp.apiCPU, gp.apiCPU, " s", 2)
 		row("  etcd CPU", bp.etcdCPU, gp.etcdCPU, " s", 2)
+		row("  kwok CPU", bp.kwokCPU, gp.kwokCPU, " s", 2)
 		row("  kube-apiserver RSS at the end", mib(bp.apiRSS), mib(gp.apiRSS), " MiB", 0)
 		row("  etcd RSS at the end", mib(bp.etcdRSS), mib(gp.etcdRSS), " MiB", 0)
 		row("  API requests (all clients) per job", float64(bp.requests)/jobs, float64(gp.requests)/jobs, "", 2)

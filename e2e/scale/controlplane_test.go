@@ -21,15 +21,15 @@ import (
 // runs on the machine use the same binaries: each is told apart by its
 // port) and the admin client that reads the API server's own metrics.
 type controlPlane struct {
-	apiserver, etcd int
-	admin           *kubernetes.Clientset
+	apiserver, etcd, kwok int
+	admin                 *kubernetes.Clientset
 }
 
 // cpSnap is the control plane at one moment.
 type cpSnap struct {
 	at             time.Time
 	apiserver      procUsage
-	etcd           procUsage
+	etcd, kwok     procUsage
 	requests, pods int64
 }
 
@@ -74,6 +74,7 @@ func (cp controlPlane) take(ctx context.Context) cpSnap {
 	s := cpSnap{at: time.Now()}
 	s.apiserver, _ = readProc(cp.apiserver)
 	s.etcd, _ = readProc(cp.etcd)
+	s.kwok, _ = readProc(cp.kwok)
 	s.requests, _ = apiRequests(ctx, cp.admin)
 	s.pods, _ = podsInCluster(ctx, cp.admin)
 	return s
@@ -102,12 +103,13 @@ func apiRequests(ctx context.Context, admin *kubernetes.Clientset) (int64, error
 type cpPhase struct {
 	wall              time.Duration
 	apiCPU, etcdCPU   float64
+	kwokCPU           float64
 	apiRSS, etcdRSS   int64 // at the phase's end
 	requests, podsEnd int64
 }
 
 func phaseOf(a, b cpSnap) cpPhase {
 	return cpPhase{wall: b.at.Sub(a.at).Round(time.Millisecond), apiCPU: b.apiserver.CPU - a.apiserver.CPU,
-		etcdCPU: b.etcd.CPU - a.etcd.CPU, apiRSS: b.apiserver.RSS, etcdRSS: b.etcd.RSS,
+		etcdCPU: b.etcd.CPU - a.etcd.CPU, kwokCPU: b.kwok.CPU - a.kwok.CPU, apiRSS: b.apiserver.RSS, etcdRSS: b.etcd.RSS,
 		requests: b.requests - a.requests, podsEnd: b.pods}
 }

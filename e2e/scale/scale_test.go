@@ -53,6 +53,7 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kw.Stop(ctx)
+	cp.kwok = kw.cmd.Process.Pid
 
 	admin := cluster.Clientset
 	for _, ns := range []string{genericNS, gitlabNS, genericNS + baseSuffix, gitlabNS + baseSuffix} {
@@ -75,7 +76,7 @@ func TestFleet(t *testing.T) {
 	}
 	// The cluster's other workloads, before any runner and before
 	// runnerguard: it starts against a cluster of their size.
-	others, err := createOthers(ctx, admin, nOthers, nodes, []string{genericNS, gitlabNS}, envInt("SCALE_OTHER_WORKERS", 32))
+	others, err := createOthers(ctx, cp, nOthers, nodes, []string{genericNS, gitlabNS}, envInt("SCALE_OTHER_WORKERS", 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestFleet(t *testing.T) {
 	// The baseline: the same simulation in namespaces of its own, before
 	// runnerguard is installed; its pods are removed before it starts.
 	base := simulate(ctx, t, f, baseSuffix)
-	if err := clearNamespaces(ctx, admin, genericNS+baseSuffix, gitlabNS+baseSuffix); err != nil {
+	if err := clearNamespaces(ctx, admin, 32, genericNS+baseSuffix, gitlabNS+baseSuffix); err != nil {
 		t.Fatal(err)
 	}
 
@@ -169,7 +170,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	}
 	run.burst = since(run.before.at)
 	until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "kwok to start every runner", func() bool {
-		return runningIn(ctx, admin, genericNS, gitlabNS) == nRunners
+		return notRunning(ctx, admin, genericNS, gitlabNS) == len(never)
 	})
 	run.burstEnd = take(replicas)
 	run.cp[1] = f.cp.take(ctx)
