@@ -178,7 +178,7 @@ scale: kube-bin
 # The same at 30 runner pods on 10 nodes among 200 other pods, baseline
 # included: every death recorded exactly once
 # across the leader kill, with its class, no busy runner lost. Part of test
-# (about 40 s warm).
+# (about 45 s warm).
 scale-smoke: kube-bin
 	hack/tools.sh kwok
 	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=30 SCALE_NODES=10 SCALE_OTHER_PODS=200 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
