@@ -81,12 +81,9 @@ func createOthers(ctx context.Context, cp controlPlane, n int, nodes []string, r
 		return o, fmt.Errorf("%d creates of other pods failed, first: %w", len(errs), errs[0])
 	}
 	o.created = since(start)
-	// The pods not yet Running, from the watch cache (a field selector
-	// filters there): a list that shrinks to nothing, never one of all n.
+	// Polled every 2 s: each poll lists the pods kwok has not run yet.
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, scaled(5*time.Minute, n, 20*time.Millisecond), true, func(ctx context.Context) (bool, error) {
-		list, err := admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: otherLabel + "=1",
-			FieldSelector: "status.phase!=Running", ResourceVersion: "0"})
-		return err == nil && len(list.Items) == 0, nil
+		return notRunning(ctx, cp.meta, otherLabel+"=1", "") == 0, nil
 	})
 	o.running = since(start)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
@@ -47,14 +48,15 @@ func alive(rs []*runner) []*runner {
 	return out
 }
 
-// notRunning counts the fleet's pods in namespaces kwok has not run (or
-// -1 on an error), from the watch cache filtered there: a list that
-// shrinks as kwok works, never one of the whole fleet every half second.
-func notRunning(ctx context.Context, c *kubernetes.Clientset, namespaces ...string) int {
+// notRunning counts the pods matching selector in namespaces ("" for
+// all) that kwok has not run, or -1 on an error: metadata only, from the
+// watch cache filtered there, so a wait on thousands of pods lists only
+// those left, not the whole fleet, and not their specs.
+func notRunning(ctx context.Context, meta metadata.Interface, selector string, namespaces ...string) int {
 	n := 0
 	for _, ns := range namespaces {
-		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: fleetLabel + "=1",
-			FieldSelector: "status.phase!=Running", ResourceVersion: "0"})
+		list, err := meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(ns).List(ctx,
+			metav1.ListOptions{LabelSelector: selector, FieldSelector: "status.phase!=Running", ResourceVersion: "0"})
 		if err != nil {
 			return -1
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 )
@@ -23,6 +24,8 @@ import (
 type controlPlane struct {
 	apiserver, etcd, kwok int
 	admin                 *kubernetes.Clientset
+	// meta lists pods as metadata only, for the waits on many pods.
+	meta metadata.Interface
 }
 
 // cpSnap is the control plane at one moment.
@@ -36,7 +39,11 @@ type cpSnap struct {
 // findControlPlane finds the pids of c's kube-apiserver and etcd in /proc
 // by their binary's name and the port on their command line.
 func findControlPlane(c *apitest.Cluster) (controlPlane, error) {
-	cp := controlPlane{admin: c.Clientset}
+	meta, err := metadata.NewForConfig(c.Config)
+	if err != nil {
+		return controlPlane{}, err
+	}
+	cp := controlPlane{admin: c.Clientset, meta: meta}
 	apiPort := "--secure-port=" + c.Env.ControlPlane.APIServer.SecureServing.Port
 	etcdURL := c.Env.ControlPlane.Etcd.URL.String()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")

@@ -104,13 +104,12 @@ type run struct {
 	// Round trips the simulator timed: pod CREATEs of the burst, refused
 	// deletes and evictions, and GitLab's allowed job-end deletes.
 	createRTT, refusedRTT, allowedRTT []time.Duration
-	// guarded: runnerguard ran; base: the same simulation without it;
-	// cp: the control plane at the burst's start, all running, the end;
-	// others: the cluster's other pods.
-	guarded bool
-	base    *run
-	cp      [3]cpSnap
-	others  others
+	// base: the same simulation without runnerguard; cp: the control
+	// plane at the burst's start, all running, the end; others: the
+	// cluster's other pods.
+	base   *run
+	cp     [3]cpSnap
+	others others
 }
 
 func (r *run) report() string {

@@ -150,7 +150,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	pool, gitlab := clientAs(f.cfg, poolUser), clientAs(f.cfg, gitlabUser)
 	reaper, drainer := clientAs(f.cfg, reaperUser), clientAs(f.cfg, drainerUser)
 
-	run := &run{runners: nRunners, nodes: nNodes, guarded: guarded}
+	run := &run{runners: nRunners, nodes: nNodes}
 	run.cp[0] = f.cp.take(ctx)
 	run.before = take(replicas)
 	if errs := parallel(append(slices.Clone(rs), never...), workers, func(r *runner) error {
@@ -170,7 +170,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	}
 	run.burst = since(run.before.at)
 	until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "kwok to start every runner", func() bool {
-		return notRunning(ctx, admin, genericNS, gitlabNS) == len(never)
+		return notRunning(ctx, f.cp.meta, fleetLabel+"=1", genericNS, gitlabNS) == len(never)
 	})
 	run.burstEnd = take(replicas)
 	run.cp[1] = f.cp.take(ctx)
