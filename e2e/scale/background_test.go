@@ -19,25 +19,11 @@ import (
 // runners share the cluster with (issue 18: 50,000 of them).
 const otherLabel = "sim.runnerguard.io/other"
 
-// otherNamespaces hold most other pods; none is opted in.
-const otherNamespaces = 10
-
 // others is what creating the other pods took.
 type others struct {
 	pods, inRunnerNS int
 	created, running time.Duration
 	cost             cpPhase
-}
-
-// otherPlacement says where the i-th other pod goes: one in 32 (3%) in
-// an opted-in runner namespace (a listener, a cache, a service the
-// runners use: not a runner, so neither webhook acts on it), the rest
-// spread over the non-opted-in namespaces.
-func otherPlacement(i int, runnerNS []string) string {
-	if i%32 == 31 && len(runnerNS) > 0 {
-		return runnerNS[(i/32)%len(runnerNS)]
-	}
-	return fmt.Sprintf("other-%02d", i%otherNamespaces)
 }
 
 // otherPod is a plain workload bound to a kwok node: kwok's runner-start

@@ -96,14 +96,6 @@ func sorted(d []time.Duration) []time.Duration {
 	return out
 }
 
-// ratio is guarded/baseline, "-" when the baseline is 0.
-func ratio(g, b float64) string {
-	if b == 0 {
-		return "-"
-	}
-	return formatFloat(g/b, 2)
-}
-
 // compare is the report's side by side of the baseline (r.base) and the
 // guarded run r: the same simulation, the same cluster, without and with
 // runnerguard.
