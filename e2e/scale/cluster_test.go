@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -49,6 +50,10 @@ func startCluster(dir string) (*apitest.Cluster, string, error) {
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, ErrorIfCRDPathMissing: true,
 		CRDDirectoryPaths: []string{filepath.Join(root, "charts", "runnerguard", "templates", "crds")}}
+	// etcd's default 2 GiB quota is near what 60,000 pods and their
+	// revisions between compactions take; a full etcd refuses every write.
+	env.ControlPlane.Etcd = &envtest.Etcd{}
+	env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.Itoa(8<<30))
 	args := env.ControlPlane.GetAPIServer().Configure()
 	// As apitest: 1.37 refuses envtest's loopback advertise address in its
 	// endpoint reconciler.

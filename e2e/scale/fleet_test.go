@@ -77,6 +77,8 @@ type runner struct {
 	// restarts: its containers crash once (137, OOMKilled) and run again
 	// before the job's end: two deaths, two records.
 	restarts bool
+	// lost: the baseline's reaper or drain killed it while busy.
+	lost bool
 }
 
 // deaths is how many records r must have.

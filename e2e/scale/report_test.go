@@ -106,6 +106,12 @@ type run struct {
 	createRTT, refusedRTT, allowedRTT []time.Duration
 	// The kill paths of kills_test.go.
 	kills *kills
+	// base: the same simulation without runnerguard; cp: the control
+	// plane at the burst's start, all running, the end; others: the
+	// cluster's other pods.
+	base   *run
+	cp     [3]cpSnap
+	others others
 }
 
 func (r *run) report() string {

@@ -21,13 +21,13 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/registration"
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
 func TestFleet(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	nRunners, nNodes, workers := envInt("SCALE_RUNNERS", 30), envInt("SCALE_NODES", 10), envInt("SCALE_WORKERS", 8)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	nOthers := envInt("SCALE_OTHER_PODS", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), scaled(40*time.Minute, nRunners+nOthers/10, 300*time.Millisecond))
 	defer cancel()
 	dir := t.TempDir()
 	root, err := apitest.RepoRoot()
@@ -47,6 +47,50 @@ func TestFleet(t *testing.T) {
 	if err := installEphemeralRunnerCRD(cluster.Config); err != nil {
 		t.Fatal(err)
 	}
+	cp, err := findControlPlane(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kw, err := startKwok(cluster, dir, filepath.Join(artifacts, "scale-kwok.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kw.Stop(ctx)
+	cp.kwok = kw.cmd.Process.Pid
+
+	admin := cluster.Clientset
+	for _, ns := range []string{genericNS, gitlabNS, genericNS + baseSuffix, gitlabNS + baseSuffix} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, optedIn(ns), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := make([]string, nNodes)
+	for i := range nNodes {
+		nodes[i] = nodeName(i)
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{nodeLabel: "kwok"}}}
+		if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until(ctx, t, scaled(3*time.Minute, nNodes, 100*time.Millisecond), "kwok to make every node Ready", func() bool { return readyNodes(ctx, admin) == nNodes })
+	obs, err := startObserver(ctx, cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cluster's other workloads, before any runner and before
+	// runnerguard: it starts against a cluster of their size.
+	others, err := createOthers(ctx, cp, nOthers, nodes, []string{genericNS, gitlabNS}, envInt("SCALE_OTHER_WORKERS", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fleet{cfg: cluster.Config, admin: admin, obs: obs, cp: cp, auditLog: auditLog, runners: nRunners, nodes: nNodes, workers: workers}
+	// The baseline: the same simulation in namespaces of its own, before
+	// runnerguard is installed; its pods are removed before it starts.
+	base := simulate(ctx, t, f, baseSuffix)
+	if err := clearNamespaces(ctx, admin, 32, genericNS+baseSuffix, gitlabNS+baseSuffix); err != nil {
+		t.Fatal(err)
+	}
+
 	cfg := config.Default()
 	// The chart's flags: leader election in the release namespace, the
 	// in-cluster config's client (no client-side rate limit).
@@ -61,44 +105,40 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer replica.Stop()
-	replicas := [2]*apitest.Server{server, replica}
 	if err := server.Register(ctx, cluster.Client, cfg); err != nil {
-		t.Fatal(err)
-	}
-	kw, err := startKwok(cluster, dir, filepath.Join(artifacts, "scale-kwok.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kw.Stop(ctx)
-
-	admin := cluster.Clientset
-	for _, ns := range []string{genericNS, gitlabNS} {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
-			Labels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	nodeName := func(i int) string { return fmt.Sprintf("kwok-%04d", i) }
-	for i := range nNodes {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{nodeLabel: "kwok"}}}
-		if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	until(ctx, t, 3*time.Minute, "kwok to make every node Ready", func() bool { return readyNodes(ctx, admin) == nNodes })
-	obs, err := startObserver(ctx, cluster.Config)
-	if err != nil {
 		t.Fatal(err)
 	}
 	until(ctx, t, 2*time.Minute, "a leader", func() bool { return isLeader(server) || isLeader(replica) })
 	// The kill paths that need cluster machinery (kills_test.go) strike
 	// before the fleet's plan; only pod GC's removal of a lost node's pods
 	// runs on into it.
+	replicas := [2]*apitest.Server{server, replica}
 	kills := newKills(cluster, dir, filepath.Join(artifacts, "scale-kcm.log"), max(3, nRunners/30), nodeName(nNodes-1))
 	defer kills.stop(ctx)
 	kills.setup(ctx, t, workers)
 	kills.strike(ctx, t, workers, obs, server, replicas)
+	f.replicas, f.kills, f.artifacts = replicas, kills, artifacts
+	run := simulate(ctx, t, f, "")
+	run.others, run.base = others, base
+	report := run.report() + run.compare()
+	fmt.Print(report)
+	if err := os.WriteFile(filepath.Join(artifacts, fmt.Sprintf("scale-report-%d.txt", nRunners)), []byte(report), 0o644); err != nil {
+		t.Error(err)
+	}
+	asserts(t, run)
+}
 
+// simulate runs the fleet's life once in the runner namespaces suffixed
+// suffix: with runnerguard when f.replicas are set, else the baseline
+// (every kill succeeds: the busy runners it takes are counted lost, and
+// there are no records to wait for or score).
+func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
+	t.Helper()
+	nRunners, nNodes, workers, admin, obs, auditLog := f.runners, f.nodes, f.workers, f.admin, f.obs, f.auditLog
+	replicas, server := f.replicas, f.replicas[0]
+	guarded := server != nil
+	genericNS, gitlabNS := genericNS+suffix, gitlabNS+suffix
+	var err error
 	// The plan: every third runner a GitLab build pod its manager ends; the
 	// generic runners on the first 10% of the nodes are drained; the rest
 	// exit on their own in the four shapes.
@@ -118,10 +158,11 @@ func TestFleet(t *testing.T) {
 	for i := range never {
 		never[i] = &runner{name: fmt.Sprintf("never-%05d", i), ns: genericNS, node: nodeName(i % nNodes), fate: neverStarts}
 	}
-	pool, gitlab := clientAs(cluster.Config, poolUser), clientAs(cluster.Config, gitlabUser)
-	reaper, drainer := clientAs(cluster.Config, reaperUser), clientAs(cluster.Config, drainerUser)
+	pool, gitlab := clientAs(f.cfg, poolUser), clientAs(f.cfg, gitlabUser)
+	reaper, drainer := clientAs(f.cfg, reaperUser), clientAs(f.cfg, drainerUser)
 
 	run := &run{runners: nRunners, nodes: nNodes}
+	run.cp[0] = f.cp.take(ctx)
 	run.before = take(replicas)
 	if errs := parallel(append(slices.Clone(rs), never...), workers, func(r *runner) error {
 		c := pool
@@ -139,13 +180,15 @@ func TestFleet(t *testing.T) {
 		t.Fatalf("%d creates failed, first: %v", len(errs), errs[0])
 	}
 	run.burst = since(run.before.at)
-	until(ctx, t, 5*time.Minute+time.Duration(nRunners)*100*time.Millisecond, "kwok to start every runner", func() bool {
-		return runningPods(ctx, admin) == nRunners
+	until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "kwok to start every runner", func() bool {
+		return notRunning(ctx, f.cp.meta, fleetLabel+"=1", genericNS, gitlabNS) == len(never)
 	})
 	run.burstEnd = take(replicas)
-	run.burstReqs, err = requestCounts(auditLog, run.before.at, run.burstEnd.at)
-	if err != nil {
-		t.Fatal(err)
+	run.cp[1] = f.cp.take(ctx)
+	if guarded {
+		if run.burstReqs, err = requestCounts(auditLog, run.before.at, run.burstEnd.at); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	var exiting, owned, drainedRs, onDrained []*runner
@@ -172,6 +215,7 @@ func TestFleet(t *testing.T) {
 		run.count(func(c *chaos) {
 			if err == nil {
 				c.busyLost++
+				r.lost = true
 			} else if apierrors.IsForbidden(err) {
 				c.reaperRefused++
 			}
@@ -179,6 +223,7 @@ func TestFleet(t *testing.T) {
 		return nil
 	})
 	// A drain of 10% of the nodes: every busy runner there answers 429.
+	onDrained = alive(onDrained)
 	run.chaos.drainTried = len(onDrained)
 	_ = parallel(onDrained, workers, func(r *runner) error {
 		start := time.Now()
@@ -187,6 +232,7 @@ func TestFleet(t *testing.T) {
 		run.count(func(c *chaos) {
 			if err == nil {
 				c.busyLost++
+				r.lost = true
 			} else if apierrors.IsTooManyRequests(err) {
 				c.drainRefused429++
 			}
@@ -196,6 +242,9 @@ func TestFleet(t *testing.T) {
 
 	// Every fifth exiting runner restarts in place once: a death of its
 	// own, recorded apart from the job's end.
+	// The baseline's lost runners are gone: the rest of its work is done
+	// with those left.
+	exiting, owned, drainedRs = alive(exiting), alive(owned), alive(drainedRs)
 	var restarting []*runner
 	for i, r := range exiting {
 		if i%5 == 4 {
@@ -206,23 +255,26 @@ func TestFleet(t *testing.T) {
 	if errs := parallel(restarting, workers, func(r *runner) error { return crash(ctx, admin, r) }); len(errs) > 0 {
 		t.Fatalf("%d crashes failed, first: %v", len(errs), errs[0])
 	}
-	until(ctx, t, 5*time.Minute, "kwok to restart the crashing runners", func() bool { return obs.restartedIn(restarting) == len(restarting) })
+	until(ctx, t, scaled(5*time.Minute, len(restarting), 100*time.Millisecond), "kwok to restart the crashing runners", func() bool { return obs.restartedIn(restarting) == len(restarting) })
 	run.restarted = len(restarting)
 
 	// The reaper removes the runners that never started: allowed, and
 	// decided in the API server (matchConditions), so no webhook call.
-	callsBefore, err := server.WebhookCalls(registration.GuardPath)
-	if err != nil {
-		t.Fatal(err)
+	var callsBefore, callsAfter float64
+	if guarded {
+		if callsBefore, err = server.WebhookCalls(registration.GuardPath); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if errs := parallel(never, workers, func(r *runner) error {
 		return reaper.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	}); len(errs) > 0 {
 		t.Errorf("%d deletes of never-started runners refused, first: %v", len(errs), errs[0])
 	}
-	callsAfter, err := server.WebhookCalls(registration.GuardPath)
-	if err != nil {
-		t.Fatal(err)
+	if guarded {
+		if callsAfter, err = server.WebhookCalls(registration.GuardPath); err != nil {
+			t.Fatal(err)
+		}
 	}
 	run.neverStarted, run.neverCalls = len(never), int(callsAfter-callsBefore)
 
@@ -230,32 +282,39 @@ func TestFleet(t *testing.T) {
 	// other replica must take over and record them all.
 	run.preKill = take(replicas)
 	run.killed = run.preKill.leader
-	if run.killed < 0 {
+	if guarded && run.killed < 0 {
 		t.Fatal("no leader before the kill")
 	}
-	// What the leader's memory is made of at its busiest, for pprof.
-	for i, s := range replicas {
-		role := "follower"
-		if i == run.killed {
-			role = "leader"
-		}
-		if err := s.HeapProfile(filepath.Join(artifacts, fmt.Sprintf("scale-%s-heap-%d.pprof", role, nRunners))); err != nil {
-			t.Logf("heap profile of replica %d: %v", i+1, err)
+	if guarded {
+		// What the replicas' memory is made of at the leader's busiest, for
+		// pprof.
+		for i, s := range replicas {
+			role := "follower"
+			if i == run.killed {
+				role = "leader"
+			}
+			if err := s.HeapProfile(filepath.Join(f.artifacts, fmt.Sprintf("scale-%s-heap-%d.pprof", role, nRunners))); err != nil {
+				t.Logf("heap profile of replica %d: %v", i+1, err)
+			}
 		}
 	}
-	other := replicas[1-run.killed]
 	gapStart := time.Now()
-	replicas[run.killed].Stop()
+	if guarded {
+		replicas[run.killed].Stop()
+	}
 	batch := exiting[:len(exiting)/2]
 	if errs := parallel(batch, workers, func(r *runner) error { return endJob(ctx, admin, r) }); len(errs) > 0 {
 		t.Fatalf("%d job ends failed, first: %v", len(errs), errs[0])
 	}
-	until(ctx, t, 5*time.Minute, "kwok to end the first batch of runners", func() bool { return obs.ended(batch) == len(batch) })
+	until(ctx, t, scaled(5*time.Minute, len(batch), 100*time.Millisecond), "kwok to end the first batch of runners", func() bool { return obs.ended(batch) == len(batch) })
 	run.gapDeaths = len(batch)
-	until(ctx, t, 3*time.Minute, "the other replica to lead", func() bool { return isLeader(other) })
-	run.gap = since(gapStart)
-	if err := replicas[run.killed].Start(ctx); err != nil {
-		t.Fatal(err)
+	if guarded {
+		other := replicas[1-run.killed]
+		until(ctx, t, 3*time.Minute, "the other replica to lead", func() bool { return isLeader(other) })
+		run.gap = since(gapStart)
+		if err := replicas[run.killed].Start(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	run.postRestart = take(replicas)
 
@@ -289,16 +348,21 @@ func TestFleet(t *testing.T) {
 		})
 		return err
 	})
-	kills.finish(ctx, t, obs, replicas)
-	run.kills = kills
+	if !guarded {
+		run.cp[2] = f.cp.take(ctx)
+		return run
+	}
+	f.kills.finish(ctx, t, obs, replicas)
+	run.kills = f.kills
 	deaths := 0
 	for _, r := range rs {
 		deaths += r.deaths()
 	}
-	until(ctx, t, 5*time.Minute+time.Duration(nRunners)*100*time.Millisecond, "a record of every death", func() bool {
+	until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "a record of every death", func() bool {
 		return obs.recordsOf(rs) >= deaths
 	})
 	run.end = take(replicas)
+	run.cp[2] = f.cp.take(ctx)
 	if run.requests, err = requestCounts(auditLog, run.before.at, run.end.at); err != nil {
 		t.Fatal(err)
 	}
@@ -310,12 +374,12 @@ func TestFleet(t *testing.T) {
 	// Every death above was recorded after these pods went: a record of
 	// theirs would have arrived by now.
 	run.neverRecords = obs.recorded(never)
-	report := run.report()
-	fmt.Print(report)
-	if err := os.WriteFile(filepath.Join(artifacts, fmt.Sprintf("scale-report-%d.txt", nRunners)), []byte(report), 0o644); err != nil {
-		t.Error(err)
-	}
+	return run
+}
 
+// asserts are the goals the guarded run must meet.
+func asserts(t *testing.T, run *run) {
+	t.Helper()
 	s, c := run.score, run.chaos
 	if run.neverCalls != 0 || run.neverRecords != 0 {
 		t.Errorf("never-started runners: %d guard calls and %d records, want none", run.neverCalls, run.neverRecords)
@@ -329,5 +393,5 @@ func TestFleet(t *testing.T) {
 	if c.ownerAllowed != c.ownerTried || c.overrideAllowed != c.overrideTried {
 		t.Errorf("the fleet's own work goes on: owner deletes %d of %d, override evictions %d of %d", c.ownerAllowed, c.ownerTried, c.overrideAllowed, c.overrideTried)
 	}
-	kills.check(t)
+	run.kills.check(t)
 }

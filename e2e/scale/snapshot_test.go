@@ -21,6 +21,9 @@ type snapshot struct {
 func take(replicas [2]*apitest.Server) snapshot {
 	s := snapshot{at: time.Now(), leader: -1}
 	for i, r := range replicas {
+		if r == nil { // the baseline: no runnerguard
+			continue
+		}
 		s.usage[i], _ = readProc(r.Pid())
 		s.metrics[i], _ = scrape(r)
 		if s.metrics[i].leader {
