@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -16,6 +17,8 @@ type auditEvent struct {
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	Received time.Time `json:"requestReceivedTimestamp"`
 }
@@ -24,21 +27,8 @@ type auditEvent struct {
 // policy logs) received in [from, to), by "verb resource[/subresource]".
 // A watch logs when it starts and when it ends: each request counts once.
 func requestCounts(path string, from, to time.Time) (map[string]int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	seen := map[string]bool{}
 	out := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e auditEvent
-		if json.Unmarshal(sc.Bytes(), &e) != nil || seen[e.AuditID] || e.Received.Before(from) || !e.Received.Before(to) {
-			continue
-		}
-		seen[e.AuditID] = true
+	err := eachRequest(path, from, to, func(e auditEvent) {
 		key := e.Verb
 		if r := e.ObjectRef; r != nil {
 			key += " " + r.Resource
@@ -49,8 +39,54 @@ func requestCounts(path string, from, to time.Time) (map[string]int, error) {
 			key += " " + e.URI // a non-resource request: discovery, version
 		}
 		out[key]++
+	})
+	return out, err
+}
+
+// eachRequest calls f once for each request in the audit log received in
+// [from, to).
+func eachRequest(path string, from, to time.Time, f func(auditEvent)) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
 	}
-	return out, sc.Err()
+	defer file.Close()
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if json.Unmarshal(sc.Bytes(), &e) != nil || seen[e.AuditID] || e.Received.Before(from) || !e.Received.Before(to) {
+			continue
+		}
+		seen[e.AuditID] = true
+		f(e)
+	}
+	return sc.Err()
+}
+
+// requestsByPod counts the requests in [from, to) that name one pod: its
+// Events and RunnerDeaths (named "<pod>.<suffix>"), its RunnerDeletion
+// (named by its UID, which uids maps to "namespace/pod") and reads or
+// patches of the pod itself; keyed "namespace/pod".
+func requestsByPod(path string, from, to time.Time, uids map[string]string) (map[string]int, error) {
+	out := map[string]int{}
+	err := eachRequest(path, from, to, func(e auditEvent) {
+		r := e.ObjectRef
+		if r == nil || r.Name == "" || r.Namespace == "" {
+			return
+		}
+		switch r.Resource {
+		case "runnerdeletions":
+			if pod, ok := uids[r.Name]; ok {
+				out[pod]++
+			}
+		case "events", "runnerdeaths", "pods":
+			name, _, _ := strings.Cut(r.Name, ".")
+			out[r.Namespace+"/"+name]++
+		}
+	})
+	return out, err
 }
 
 // sortedKeys lists m's keys in order.

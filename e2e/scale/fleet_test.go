@@ -77,6 +77,8 @@ type runner struct {
 	// restarts: its containers crash once (137, OOMKilled) and run again
 	// before the job's end: two deaths, two records.
 	restarts bool
+	// reaped: the reaper tried to force-delete it while busy (refused).
+	reaped bool
 	// lost: the baseline's reaper or drain killed it while busy.
 	lost bool
 }
@@ -191,3 +193,18 @@ func override(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
 
 // since is the time elapsed from t, rounded for the report.
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
+
+// kind is what happened to r, for the report's requests per job by kind.
+func (r *runner) kind() string {
+	switch {
+	case r.fate == ownerEnds:
+		return "GitLab build pod ended by its manager"
+	case r.fate == drained:
+		return "drained: evictions refused, then override + eviction"
+	case r.reaped:
+		return "reaper's force-delete refused, then exits"
+	case r.restarts:
+		return "restarts in place once, then exits"
+	}
+	return "exits on its own"
+}

@@ -59,6 +59,28 @@ func TestRequestCountsOnceEachInTheWindowByVerbAndResource(t *testing.T) {
 	}
 }
 
+func TestRequestsByPodNameThePodsEventsRecordsNoteAndReads(t *testing.T) {
+	lines := `{"auditID":"a","verb":"create","objectRef":{"resource":"runnerdeaths","namespace":"ci","name":"r-1.00ff"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"b","verb":"create","objectRef":{"resource":"events","namespace":"ci","name":"r-1.18a2b"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"c","verb":"create","objectRef":{"resource":"runnerdeletions","namespace":"ci","name":"uid-1"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"d","verb":"get","objectRef":{"resource":"pods","namespace":"ci","name":"r-2"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"e","verb":"list","objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"f","verb":"update","objectRef":{"resource":"leases","namespace":"runnerguard","name":"runnerguard-watcher"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+`
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	got, err := requestsByPod(path, from, from.Add(5*time.Second), map[string]string{"uid-1": "ci/r-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["ci/r-1"] != 3 || got["ci/r-2"] != 1 || len(got) != 2 {
+		t.Errorf("got %v: want ci/r-1 3 (record, Event, note), ci/r-2 1 (a GET), and neither the list nor the lease", got)
+	}
+}
+
 func TestReadProcReadsThisProcess(t *testing.T) {
 	u, err := readProc(os.Getpid())
 	if err != nil {

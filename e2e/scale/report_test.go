@@ -93,9 +93,12 @@ type run struct {
 	gap                  time.Duration
 	gapDeaths            int
 	requests, burstReqs  map[string]int
-	chaos                chaos
-	score                score
-	obs                  *observer
+	// byKind: the requests that name one runner's pod, by what happened
+	// to the runner (the per-job cost of each kind of job).
+	byKind map[string]kindCost
+	chaos  chaos
+	score  score
+	obs    *observer
 	// Runners that never started, removed by the reaper: the guard calls
 	// and the records they caused (both must be 0).
 	neverStarted, neverCalls, neverRecords int
@@ -171,6 +174,8 @@ func (r *run) report() string {
 	events := r.requests["create events"] + r.requests["patch events"]
 	p("Events written: %d (%.2f per job); records: %d (%.2f per job)", events, float64(events)/jobs,
 		r.requests["create runnerdeaths"], float64(r.requests["create runnerdeaths"])/jobs)
+	p("requests naming one runner's pod (its Events, records, deletion note, pod reads and patches), by what happened to it:")
+	b.WriteString(formatKinds(r.byKind))
 	p("")
 	c := r.chaos
 	p("reaper force-deletes of busy runners: %d, refused %d; drain evictions of busy runners: %d, answered 429: %d; busy runners lost: %d",

@@ -207,6 +207,9 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	}
 	// A reaper force-deletes busy runners: every one must be refused.
 	victims := exiting[:max(1, len(exiting)/10)]
+	for _, r := range victims {
+		r.reaped = true
+	}
 	run.chaos.reaperTried = len(victims)
 	_ = parallel(victims, workers, func(r *runner) error {
 		start := time.Now()
@@ -364,6 +367,9 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	run.end = take(replicas)
 	run.cp[2] = f.cp.take(ctx)
 	if run.requests, err = requestCounts(auditLog, run.before.at, run.end.at); err != nil {
+		t.Fatal(err)
+	}
+	if run.byKind, err = requestsByKind(auditLog, run.before.at, run.end.at, rs); err != nil {
 		t.Fatal(err)
 	}
 	inGap := map[*runner]bool{}
