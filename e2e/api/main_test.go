@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	cluster, err := apitest.StartCluster(ephemeralRunnerCRD())
+	cluster, err := apitest.StartCluster(apitest.EphemeralRunnerCRD())
 	if err != nil {
 		return 1, err
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
@@ -28,30 +29,7 @@ const arcUser = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
 // guard reads (as e2e/api): namespaced actions.github.com/v1alpha1 with a
 // status subresource carrying jobRequestId and jobId.
 func installEphemeralRunnerCRD(cfg *rest.Config) error {
-	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "ephemeralrunners.actions.github.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: runnerpod.ARCScaleSetGroup, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "ephemeralrunners", Singular: "ephemeralrunner",
-				Kind: runnerpod.EphemeralRunnerKind, ListKind: "EphemeralRunnerList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1alpha1", Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"spec": open,
-						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true), Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"jobRequestId": {Type: "integer", Format: "int64"},
-							"jobId":        {Type: "string"},
-						}},
-					},
-				}},
-			}},
-		},
-	}
-	_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
+	_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{apitest.EphemeralRunnerCRD()}})
 	return err
 }
 

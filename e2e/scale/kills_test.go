@@ -53,7 +53,7 @@ type kills struct {
 	cluster *apitest.Cluster
 	dir     string
 	kcmLog  string
-	kcm     *kcmProc
+	kcm     *process
 	admin   *kubernetes.Clientset
 	crAdmin client.Client
 	pool    *kubernetes.Clientset

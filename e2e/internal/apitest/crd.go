@@ -1,6 +1,4 @@
-//go:build e2e
-
-package api
+package apitest
 
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -8,10 +6,11 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// ephemeralRunnerCRD is the shape of ARC's EphemeralRunner that the guard
+// EphemeralRunnerCRD is the shape of ARC's EphemeralRunner that the guard
 // reads: a namespaced actions.github.com/v1alpha1 object whose status
-// carries jobRequestId and jobId. The rest of ARC's schema is left open.
-func ephemeralRunnerCRD() *apiextensionsv1.CustomResourceDefinition {
+// (a subresource) carries jobRequestId and jobId. The rest of ARC's schema
+// is left open.
+func EphemeralRunnerCRD() *apiextensionsv1.CustomResourceDefinition {
 	open := &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "ephemeralrunners.actions.github.com"},
