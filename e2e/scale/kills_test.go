@@ -352,9 +352,13 @@ func (k *kills) tally(f func()) {
 	f()
 }
 
-// finish waits for pod GC to remove the lost node's pods and for their
-// records, then scores every kill path.
-func (k *kills) finish(ctx context.Context, t *testing.T, obs *observer, replicas [2]*apitest.Server) {
+// awaitLost waits for pod GC to remove the lost node's pods and for their
+// records. The fleet's plan calls it before it stops the leader: a pod
+// removed while no replica leads is never seen by the next leader, whose
+// informer lists only the pods still there (a gap the README names; a run
+// at 5,000 runners where pod GC's removal fell into it missed those
+// records), and this path measures pod GC, not that gap.
+func (k *kills) awaitLost(ctx context.Context, t *testing.T, obs *observer) {
 	t.Helper()
 	select {
 	case <-k.podGCDone:
@@ -363,7 +367,14 @@ func (k *kills) finish(ctx context.Context, t *testing.T, obs *observer, replica
 	if k.gone(ctx, k.lost) != len(k.lost) {
 		t.Fatalf("pod GC left %d of the lost node's %d pods", len(k.lost)-k.gone(ctx, k.lost), len(k.lost))
 	}
-	until(ctx, t, 3*time.Minute, "a record of the lost node's runners", func() bool { return obs.recordsOf(k.lost) >= len(k.lost) })
+	until(ctx, t, scaled(3*time.Minute, len(k.lost), 100*time.Millisecond), "a record of the lost node's runners", func() bool { return obs.recordsOf(k.lost) >= len(k.lost) })
+}
+
+// finish waits for pod GC to remove the lost node's pods and for their
+// records, then scores every kill path.
+func (k *kills) finish(ctx context.Context, t *testing.T, obs *observer, replicas [2]*apitest.Server) {
+	t.Helper()
+	k.awaitLost(ctx, t, obs)
 	k.terminatingAtEnd, k.nsLinesAtEnd, _ = grepLogs(replicas)
 	k.score = k.scoreOf(obs)
 }

@@ -301,6 +301,9 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 			}
 		}
 	}
+	if guarded {
+		f.kills.awaitLost(ctx, t, obs)
+	}
 	gapStart := time.Now()
 	if guarded {
 		replicas[run.killed].Stop()
