@@ -173,6 +173,7 @@ SCALE_NODES ?= 100
 SCALE_OTHER_PODS ?= 0
 scale: kube-bin
 	hack/tools.sh kwok
+	hack/kube.sh kube-controller-manager
 	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=$(SCALE_RUNNERS) SCALE_NODES=$(SCALE_NODES) SCALE_OTHER_PODS=$(SCALE_OTHER_PODS) \
 	  KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -tags scale -count=1 -v -run TestFleet -timeout 180m ./e2e/scale/
 
@@ -183,5 +184,6 @@ scale: kube-bin
 # GC's quarantine).
 scale-smoke: kube-bin
 	hack/tools.sh kwok
+	hack/kube.sh kube-controller-manager
 	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=30 SCALE_NODES=10 SCALE_OTHER_PODS=200 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
 	  go test -tags scale -count=1 -v -run TestFleet -timeout 15m ./e2e/scale/
