@@ -367,7 +367,14 @@ func (k *kills) awaitLost(ctx context.Context, t *testing.T, obs *observer) {
 	if k.gone(ctx, k.lost) != len(k.lost) {
 		t.Fatalf("pod GC left %d of the lost node's %d pods", len(k.lost)-k.gone(ctx, k.lost), len(k.lost))
 	}
-	until(ctx, t, scaled(3*time.Minute, len(k.lost), 100*time.Millisecond), "a record of the lost node's runners", func() bool { return obs.recordsOf(k.lost) >= len(k.lost) })
+	// Not fatal: a record that never comes is a miss the score counts and
+	// check fails on, after the rest of the run has been measured.
+	d := scaled(3*time.Minute, len(k.lost), 100*time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		return obs.recordsOf(k.lost) >= len(k.lost), nil
+	}); err != nil {
+		t.Logf("after %s, %d of the lost node's %d runners have a record", d, obs.recordsOf(k.lost), len(k.lost))
+	}
 }
 
 // finish waits for pod GC to remove the lost node's pods and for their
