@@ -131,10 +131,11 @@ const (
 
 // validNote is the note when it is of this pod and of the deletion that
 // followed it. The deletion seen may be a later one than the note's: the
-// kubelet's final delete (grace 0) moves the deletionTimestamp to when the
-// containers had stopped, up to a grace period after the noted delete. So
-// the note counts from a grace period (and NoteSkew) before the deletion
-// seen to NoteSkew after it; a note no deletion followed names nobody.
+// kubelet's final delete (grace 0) moves the deletionTimestamp to when it
+// comes, a grace period after the noted delete or later when the kubelet
+// lags. So the note counts from a grace period and NoteLag before the
+// deletion seen to NoteSkew after it; a note no deletion followed names
+// nobody.
 func validNote(o Observation) *v1alpha1.DeletionNote {
 	n := o.Note
 	if n == nil || n.UID != string(o.Pod.UID) {

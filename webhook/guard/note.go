@@ -13,7 +13,7 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
-// podMeta is an empty pod's metadata: what confirm reads.
+// podMeta is an empty pod's metadata: what confirm reads and label patches.
 func podMeta() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
@@ -75,8 +75,7 @@ func (h *Handler) label(ctx context.Context, pod *corev1.Pod) error {
 	if _, ok := pod.Labels[runnerpod.RunnerLabel]; ok {
 		return nil
 	}
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	meta := podMeta()
 	meta.Namespace, meta.Name = pod.Namespace, pod.Name
 	patched := meta.DeepCopy()
 	// The UID in the patch: a pod recreated by that name has another, which
