@@ -179,11 +179,12 @@ scale: kube-bin
 
 # The same at 30 runner pods on 10 nodes among 200 other pods, baseline
 # included: every death recorded exactly once across the leader kill, with
-# its class, no busy runner lost, and every kill path (namespace deletion,
+# its class while retention removes all but 5 records a namespace, no busy
+# runner lost, and every kill path (namespace deletion,
 # pod GC, autoscaler, ARC). Part of test (about 80 s warm, 40 s of it pod
 # GC's quarantine).
 scale-smoke: kube-bin
 	hack/tools.sh kwok
 	hack/kube.sh kube-controller-manager
-	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=30 SCALE_NODES=10 SCALE_OTHER_PODS=200 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
+	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=30 SCALE_NODES=10 SCALE_OTHER_PODS=200 SCALE_RECORDS_PER_NAMESPACE=5 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
 	  go test -tags scale -count=1 -v -run TestFleet -timeout 15m ./e2e/scale/

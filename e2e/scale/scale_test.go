@@ -92,6 +92,13 @@ func TestFleet(t *testing.T) {
 	}
 
 	cfg := config.Default()
+	if n := envInt("SCALE_RECORDS_PER_NAMESPACE", 0); n > 0 {
+		// Retention that bites during the run: the collector removes the
+		// oldest records of pods that may still show their deaths, and a
+		// leader that takes over must not write those again.
+		cfg.Records.MaxPerNamespace = n
+		cfg.Records.CollectInterval = metav1.Duration{Duration: 5 * time.Second}
+	}
 	// The chart's flags: leader election in the release namespace, the
 	// in-cluster config's client (no client-side rate limit).
 	server, err := apitest.StartServer(ctx, cluster, apitest.ServerOptions{WorkDir: dir, Config: cfg, LogName: "scale-runnerguard-1.log",

@@ -26,6 +26,10 @@ type Observation struct {
 	KeepSince time.Time
 	// KeepClean: clean exits and jobs' normal ends are recorded at all.
 	KeepClean bool
+	// CleanSince is KeepSince for clean exits and jobs' normal ends, which
+	// retention removes sooner: a pod that outlives its clean record must
+	// not have it written again.
+	CleanSince time.Time
 }
 
 // Timing of the waits a plan may ask for.
@@ -112,7 +116,7 @@ func Decide(o Observation) Plan {
 				EndedByOwner(&r)
 			}
 		}
-		if !o.KeepClean && !Class(r.Class).Abnormal() {
+		if !Class(r.Class).Abnormal() && (!o.KeepClean || r.FinishedAt != nil && r.FinishedAt.Time.Before(o.CleanSince)) {
 			continue
 		}
 		p.Records = append(p.Records, r)

@@ -56,6 +56,11 @@ func TestDecide(t *testing.T) {
 		{name: "a clean exit is recorded when kept",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed"), now: end.Add(time.Second), clean: true,
 			want: want{classes: []Class{CleanExit}}},
+		{name: "a clean exit past its shorter retention is not recorded again, though its pod lingers",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed"), now: end.Add(25 * time.Hour), clean: true},
+		{name: "an abnormal death as old is still recorded",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(25 * time.Hour), clean: true,
+			want: want{classes: []Class{ErrorExit}}},
 		{name: "a death past retention is not recorded again",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(31 * 24 * time.Hour)},
 		{name: "a deletion's death names the deleter the guard noted",
@@ -139,7 +144,7 @@ func TestDecide(t *testing.T) {
 			runner, ok := runnerpod.Match(pod, cfg.Presets)
 			require.True(t, ok)
 			p := Decide(Observation{Pod: pod, Runner: runner, GoneAt: tc.goneAt, Note: tc.note, Now: tc.now,
-				KeepSince: tc.now.Add(-cfg.Records.MaxAge.Duration), KeepClean: tc.clean})
+				KeepSince: tc.now.Add(-cfg.Records.MaxAge.Duration), KeepClean: tc.clean, CleanSince: tc.now.Add(-cfg.Records.CleanMaxAge.Duration)})
 			assert.Equal(t, tc.want.retry, p.Retry, "retry")
 			var classes []Class
 			for _, r := range p.Records {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +25,14 @@ const NoteMaxAge = time.Hour
 // Expired lists the records that retention removes: those past their age
 // (clean exits and jobs' normal ends sooner), then the oldest of each
 // namespace beyond MaxPerNamespace. items are RunnerDeaths as metadata.
-func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now time.Time) []metav1.PartialObjectMetadata {
+//
+// The count spares the records of pods that still exist (live reports
+// them, asked only of namespaces over the count): the watcher reads deaths
+// from pod status, and a leader that has not seen the death written (a new
+// one, or one that forgot) would write it again, a second record of one
+// death. Age needs no such care: a death older than its retention is never
+// written (death.Observation's KeepSince, CleanSince).
+func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now time.Time, live func(namespace string) (map[string]bool, error)) ([]metav1.PartialObjectMetadata, error) {
 	var out []metav1.PartialObjectMetadata
 	kept := map[string][]metav1.PartialObjectMetadata{}
 	for _, it := range items {
@@ -39,19 +47,32 @@ func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now ti
 		kept[it.Namespace] = append(kept[it.Namespace], it)
 	}
 	if policy.MaxPerNamespace == 0 {
-		return out
+		return out, nil
 	}
 	for _, ns := range slices.Sorted(maps.Keys(kept)) {
 		items := kept[ns]
-		if len(items) <= policy.MaxPerNamespace {
+		over := len(items) - policy.MaxPerNamespace
+		if over <= 0 {
 			continue
+		}
+		pods, err := live(ns)
+		if err != nil {
+			return nil, err
 		}
 		slices.SortFunc(items, func(a, b metav1.PartialObjectMetadata) int {
 			return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 		})
-		out = append(out, items[:len(items)-policy.MaxPerNamespace]...)
+		for _, it := range items {
+			if over == 0 {
+				break
+			}
+			if !pods[it.Labels[death.PodUIDLabel]] {
+				out = append(out, it)
+				over--
+			}
+		}
 	}
-	return out
+	return out, nil
 }
 
 // Collector removes expired RunnerDeaths and old deletion notes, on the
@@ -61,6 +82,9 @@ type Collector struct {
 	// Reader lists uncached; Client deletes.
 	Reader client.Reader
 	Client client.Client
+	// Pods reads the watcher's cache of runner pods: the pods whose
+	// records the count spares.
+	Pods   client.Reader
 	Policy config.Records
 	Now    func() time.Time
 }
@@ -85,7 +109,11 @@ func (c *Collector) Collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.remove(ctx, "RunnerDeath", Expired(deaths, c.Policy, now)); err != nil {
+	expired, err := Expired(deaths, c.Policy, now, c.livePods(ctx))
+	if err != nil {
+		return err
+	}
+	if err := c.remove(ctx, "RunnerDeath", expired); err != nil {
 		return err
 	}
 	notes, err := c.list(ctx, "RunnerDeletionList")
@@ -99,6 +127,23 @@ func (c *Collector) Collect(ctx context.Context) error {
 		}
 	}
 	return c.remove(ctx, "RunnerDeletion", old)
+}
+
+// livePods is the UIDs of the runner pods the watcher's cache holds in
+// namespace.
+func (c *Collector) livePods(ctx context.Context) func(namespace string) (map[string]bool, error) {
+	return func(namespace string) (map[string]bool, error) {
+		pods := &corev1.PodList{}
+		// Read only, so the cache's own objects need no copy.
+		if err := c.Pods.List(ctx, pods, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		uids := make(map[string]bool, len(pods.Items))
+		for i := range pods.Items {
+			uids[string(pods.Items[i].UID)] = true
+		}
+		return uids, nil
+	}
 }
 
 func (c *Collector) list(ctx context.Context, kind string) ([]metav1.PartialObjectMetadata, error) {

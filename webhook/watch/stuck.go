@@ -83,10 +83,6 @@ func truncate(s string, n int) string {
 func (w *Watcher) setStuck(pod types.NamespacedName, reason string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.setStuckLocked(pod, reason)
-}
-
-func (w *Watcher) setStuckLocked(pod types.NamespacedName, reason string) bool {
 	if w.stuck[pod] == reason {
 		return false
 	}

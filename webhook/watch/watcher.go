@@ -50,8 +50,9 @@ type Watcher struct {
 	stuck map[types.NamespacedName]string
 	// gone keeps the last state of pods the cache has dropped, and when,
 	// until their deaths are planned: a death reported just before the
-	// kubelet's final delete, or a pod removed while its runner ran.
-	gone map[types.NamespacedName]gonePod
+	// kubelet's final delete, or a pod removed while its runner ran. More
+	// than one pod of a name can wait: a pod recreated under its name.
+	gone map[types.NamespacedName][]gonePod
 	// seen spares the API server a create per resync of a recorded death.
 	seen *SeenSet
 }
@@ -73,7 +74,7 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		return ok && slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return slices.Contains(names, c.Name) })
 	})
 	w.stuck = map[types.NamespacedName]string{}
-	w.gone = map[types.NamespacedName]gonePod{}
+	w.gone = map[types.NamespacedName][]gonePod{}
 	w.seen = NewSeenSet(4096)
 	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)})
@@ -87,9 +88,7 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			if pod, ok := e.Object.(*corev1.Pod); ok {
-				w.mu.Lock()
-				w.gone[client.ObjectKeyFromObject(pod)] = gonePod{pod: pod.DeepCopy(), at: w.Now()}
-				w.mu.Unlock()
+				w.removed(pod)
 			}
 			enqueue(e.Object, q)
 		},
@@ -113,72 +112,120 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(w)
 }
 
-// Reconcile records the pod's runner deaths not yet on record and checks
-// whether its runner is stuck.
+// Reconcile records the deaths not yet on record of the pod named req and
+// of the pods of that name the cache has dropped, and checks whether the
+// runner is stuck.
 func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	pod, goneAt, err := w.pod(ctx, req.NamespacedName)
-	if err != nil || pod == nil {
+	// The dropped pods are read before the cache: the informer removes a
+	// pod from its store before it hands the delete to the watcher, so a
+	// pod read back from the cache here is not one of those, whatever
+	// comes in between.
+	gone := w.goneOf(req.NamespacedName)
+	pod := &corev1.Pod{}
+	switch err := w.Client.Get(ctx, req.NamespacedName, pod); {
+	case apierrors.IsNotFound(err):
+		pod = nil
+		w.setStuck(req.NamespacedName, "")
+	case err != nil:
 		return ctrl.Result{}, err
 	}
-	gone := !goneAt.IsZero()
-	forget := func() {
-		if gone {
-			w.mu.Lock()
-			delete(w.gone, req.NamespacedName)
-			w.mu.Unlock()
+	var res ctrl.Result
+	for _, g := range gone {
+		// Each removed pod is planned on its own: a runner pod recreated
+		// under the same name (legacy ARC) must not hide its predecessor's
+		// death.
+		if pod != nil && pod.UID == g.pod.UID {
+			w.forget(req.NamespacedName, g.pod.UID) // back in the cache
+			continue
 		}
+		retry, _, err := w.record(ctx, g.pod, g.at)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if retry == 0 {
+			w.forget(req.NamespacedName, g.pod.UID)
+		}
+		res = sooner(res, retry)
 	}
+	if pod == nil {
+		return res, nil
+	}
+	retry, runner, err := w.record(ctx, pod, time.Time{})
+	if err != nil || runner == nil {
+		return res, err
+	}
+	if retry > 0 {
+		return sooner(res, retry), nil
+	}
+	stuck, err := w.checkStuck(ctx, pod, *runner)
+	return sooner(res, stuck.RequeueAfter), err
+}
+
+// record writes the records of pod's deaths that are due, and says when to
+// look again for those still waiting; runner is nil for a pod the watcher
+// does not record (outside the opted-in namespaces, or not a runner).
+// goneAt is when the pod was seen removed, zero while it exists.
+func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time) (time.Duration, *runnerpod.Runner, error) {
 	if ok, err := w.optedIn(ctx, pod.Namespace); err != nil || !ok {
-		forget()
-		return ctrl.Result{}, err
+		return 0, nil, err
 	}
 	runner, ok := runnerpod.Match(pod, w.Config.Presets)
 	if !ok {
-		forget()
-		return ctrl.Result{}, nil
+		return 0, nil, nil
 	}
-	o := death.Observation{Pod: pod, Runner: runner, GoneAt: goneAt, Now: w.Now(),
-		KeepSince: w.Now().Add(-w.Config.Records.MaxAge.Duration), KeepClean: w.Config.Records.CleanMaxAge.Duration > 0}
-	if pod.DeletionTimestamp != nil || gone {
+	now, keep := w.Now(), w.Config.Records
+	o := death.Observation{Pod: pod, Runner: runner, GoneAt: goneAt, Now: now,
+		KeepSince: now.Add(-keep.MaxAge.Duration), KeepClean: keep.CleanMaxAge.Duration > 0, CleanSince: now.Add(-keep.CleanMaxAge.Duration)}
+	if pod.DeletionTimestamp != nil || !goneAt.IsZero() {
+		var err error
 		if o.Note, err = w.note(ctx, pod); err != nil {
-			return ctrl.Result{}, err
+			return 0, nil, err
 		}
 	}
 	plan := death.Decide(o)
 	for _, r := range plan.Records {
 		if err := w.write(ctx, pod, r); err != nil {
-			return ctrl.Result{}, err
+			return 0, nil, err
 		}
 	}
-	if plan.Retry > 0 {
-		return ctrl.Result{RequeueAfter: plan.Retry}, nil
-	}
-	if gone {
-		forget()
-		return ctrl.Result{}, nil
-	}
-	return w.checkStuck(ctx, pod, runner)
+	return plan.Retry, &runner, nil
 }
 
-// pod reads the pod from the cache, or its last state once it is gone
-// (with when it went); nil when neither is known.
-func (w *Watcher) pod(ctx context.Context, key types.NamespacedName) (*corev1.Pod, time.Time, error) {
-	pod := &corev1.Pod{}
-	err := w.Client.Get(ctx, key, pod)
+// sooner is res or a look after d (d > 0), whichever comes first.
+func sooner(res ctrl.Result, d time.Duration) ctrl.Result {
+	if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+		res.RequeueAfter = d
+	}
+	return res
+}
+
+// removed keeps the last state of a pod the cache dropped until its deaths
+// are planned.
+func (w *Watcher) removed(pod *corev1.Pod) {
+	key := client.ObjectKeyFromObject(pod)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case err == nil:
+	gs := slices.DeleteFunc(w.gone[key], func(g gonePod) bool { return g.pod.UID == pod.UID })
+	w.gone[key] = append(gs, gonePod{pod: pod.DeepCopy(), at: w.Now()})
+}
+
+// goneOf is the removed pods named key, not yet planned.
+func (w *Watcher) goneOf(key types.NamespacedName) []gonePod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.gone[key])
+}
+
+// forget drops the removed pod of that name and UID once planned.
+func (w *Watcher) forget(key types.NamespacedName, uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gs := slices.DeleteFunc(w.gone[key], func(g gonePod) bool { return g.pod.UID == uid })
+	if len(gs) == 0 {
 		delete(w.gone, key)
-		return pod, time.Time{}, nil
-	case !apierrors.IsNotFound(err):
-		return nil, time.Time{}, err
+		return
 	}
-	w.setStuckLocked(key, "")
-	if g, ok := w.gone[key]; ok {
-		return g.pod, g.at, nil
-	}
-	return nil, time.Time{}, nil
+	w.gone[key] = gs
 }
 
 // note reads the guard's note of the pod's deletion, named after its UID.

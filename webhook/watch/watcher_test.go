@@ -59,7 +59,7 @@ func newWatcher(t *testing.T, pods ...*corev1.Pod) *Watcher {
 		Client: c, Recorder: events.NewFakeRecorder(100), Config: config.Default(),
 		Namespaces: labels.SelectorFromSet(labels.Set{runnerpod.EnabledNamespaceLabel: "true"}),
 		StuckAfter: 10 * time.Minute, Now: func() time.Time { return podtest.Start.Add(time.Hour) },
-		stuck: map[types.NamespacedName]string{}, gone: map[types.NamespacedName]gonePod{}, seen: NewSeenSet(100),
+		stuck: map[types.NamespacedName]string{}, gone: map[types.NamespacedName][]gonePod{}, seen: NewSeenSet(100),
 	}
 }
 
@@ -256,7 +256,10 @@ func TestADeathWaitsForTheVitalsSidecarsFinalReading(t *testing.T) {
 // event left, at.
 func gone(t *testing.T, w *Watcher, last *corev1.Pod, at time.Time) ctrl.Result {
 	t.Helper()
-	w.gone[client.ObjectKeyFromObject(last)] = gonePod{pod: stripped(t, last), at: at}
+	now := w.Now
+	w.Now = func() time.Time { return at }
+	w.removed(stripped(t, last))
+	w.Now = now
 	return reconcileOnce(t, w, last)
 }
 
@@ -297,6 +300,55 @@ func TestAForceDeletedRunnerNamesTheDeleterWhoseNoteArrivesLate(t *testing.T) {
 	rs := records(t, w)
 	require.Len(t, rs, 1)
 	assert.Equal(t, "alice", rs[0].DeletedBy)
+}
+
+func TestAPodRecreatedUnderItsNameDoesNotHideItsPredecessorsDeath(t *testing.T) {
+	// Legacy ARC recreates a runner's pod under the Runner's name: the new
+	// pod can be in the cache before the old one's death is planned.
+	last := podtest.ARCLegacy("ci", "r").Running("runner").Obj()
+	next := podtest.ARCLegacy("ci", "r").Obj()
+	next.UID = "uid-r-2"
+	w := newWatcher(t, next)
+	at := w.Now()
+	assert.Equal(t, death.NoteWait, gone(t, w, last, at).RequeueAfter, "the old pod's death waits for a note")
+	w.Now = func() time.Time { return at.Add(death.NoteWait) }
+	reconcileOnce(t, w, next)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	assert.Equal(t, string(last.UID), rs[0].UID)
+	assert.Equal(t, string(death.DeletedRunning), rs[0].Class)
+	assert.Empty(t, w.gone, "forgotten once recorded")
+}
+
+func TestAPodRemovedWhileItsUpdateIsReconciledIsStillRecorded(t *testing.T) {
+	// Pod GC patches a lost node's pod (DisruptionTarget) and removes it at
+	// once: the update's reconcile can read the pod from the cache just
+	// before the removal reaches the watcher. That read must not make the
+	// watcher forget the removal.
+	pod := podtest.Runner("ci", "lost").Node("n-gone").Running("runner").Obj()
+	w := newWatcher(t, pod)
+	inner := w.Client.(client.WithWatch)
+	w.Client = interceptor.NewClient(inner, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if p, ok := obj.(*corev1.Pod); ok && p.Name == "lost" {
+				// The informer removes the pod and hands the delete to the
+				// watcher between this read and the reconcile's next step.
+				require.NoError(t, c.Delete(ctx, p.DeepCopy()))
+				w.removed(p)
+			}
+			return nil
+		},
+	})
+	reconcileOnce(t, w, pod)
+	assert.Len(t, w.gone[client.ObjectKeyFromObject(pod)], 1, "the removal is kept for the next reconcile")
+	w.Now = func() time.Time { return podtest.Start.Add(time.Hour).Add(death.NoteWait) }
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	assert.Equal(t, string(death.DeletedRunning), rs[0].Class)
 }
 
 func TestAGonePodThatNeverRanLeavesNoRecord(t *testing.T) {
