@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -94,8 +95,8 @@ func serve(args []string) error {
 		LeaderElectionNamespace: *leNamespace,
 		// Hand the watcher over at once on a rollout, not after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
-		// The pod caches keep labelled runner pods only, stripped: whole
-		// pods for the watcher (leader), metadata for the guard (all).
+		// The guard's metadata cache of pods keeps labelled runner pods
+		// only, their names and UIDs (the watcher keeps its own).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: watch.RunnerPods(), Transform: watch.StripPod}}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
@@ -125,12 +126,16 @@ func serve(args []string) error {
 		if err != nil {
 			return fmt.Errorf("--namespace-selector: %w", err)
 		}
-		w := &watch.Watcher{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
+		pods, err := podCache(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("setting up the pod watcher: %w", err)
+		}
+		w := &watch.Watcher{Pods: pods, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
 			Namespaces: sel, StuckAfter: *stuckAfter, Now: time.Now}
 		if err := w.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the pod watcher: %w", err)
 		}
-		c := &watch.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: mgr.GetClient(), Policy: cfg.Records, Now: time.Now}
+		c := &watch.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Policy: cfg.Records, Now: time.Now}
 		l := &watch.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: *labelEvery}
 		for _, r := range []manager.Runnable{c, l} {
 			if err := mgr.Add(r); err != nil {
@@ -200,4 +205,18 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		cfg.QPS = -1
 	}
 	return cfg, nil
+}
+
+// podCache is the watcher's informer of runner pods: in protobuf, the API
+// server's cheaper encoding for built-in types, and resynced every 10 hours
+// as the manager's caches are.
+func podCache(cfg *rest.Config) (*watch.PodCache, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return watch.NewPodCache(cs, 10*time.Hour)
 }

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -82,9 +82,9 @@ type Collector struct {
 	// Reader lists uncached; Client deletes.
 	Reader client.Reader
 	Client client.Client
-	// Pods reads the watcher's cache of runner pods: the pods whose
-	// records the count spares.
-	Pods   client.Reader
+	// Pods is the watcher's cache of runner pods: the pods whose records
+	// the count spares.
+	Pods   *PodCache
 	Policy config.Records
 	Now    func() time.Time
 }
@@ -94,6 +94,10 @@ func (c *Collector) NeedLeaderElection() bool { return true }
 
 // Start collects now and then every Policy.CollectInterval until ctx ends.
 func (c *Collector) Start(ctx context.Context) error {
+	// The count spares the pods the cache holds: not before it holds them.
+	if !toolscache.WaitForCacheSync(ctx.Done(), c.Pods.HasSynced) {
+		return nil
+	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.Collect(ctx); err != nil {
 			logf.FromContext(ctx).Error(err, "collecting expired death records")
@@ -109,7 +113,7 @@ func (c *Collector) Collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	expired, err := Expired(deaths, c.Policy, now, c.livePods(ctx))
+	expired, err := Expired(deaths, c.Policy, now, c.Pods.UIDs)
 	if err != nil {
 		return err
 	}
@@ -127,23 +131,6 @@ func (c *Collector) Collect(ctx context.Context) error {
 		}
 	}
 	return c.remove(ctx, "RunnerDeletion", old)
-}
-
-// livePods is the UIDs of the runner pods the watcher's cache holds in
-// namespace.
-func (c *Collector) livePods(ctx context.Context) func(namespace string) (map[string]bool, error) {
-	return func(namespace string) (map[string]bool, error) {
-		pods := &corev1.PodList{}
-		// Read only, so the cache's own objects need no copy.
-		if err := c.Pods.List(ctx, pods, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		uids := make(map[string]bool, len(pods.Items))
-		for i := range pods.Items {
-			uids[string(pods.Items[i].UID)] = true
-		}
-		return uids, nil
-	}
 }
 
 func (c *Collector) list(ctx context.Context, kind string) ([]metav1.PartialObjectMetadata, error) {

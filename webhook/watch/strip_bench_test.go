@@ -75,14 +75,15 @@ func heapOfPods(b *testing.B, n int, pod func(int) *corev1.Pod, transform func(a
 }
 
 // BenchmarkCacheMemory reports the watcher's pod cache for 1,000 runner
-// pods, stripped (what the watcher keeps) and whole (an unstripped cache).
+// pods, as it keeps them and whole (an unstripped cache). A corev1.Pod
+// stripped of the same fields took 4,003 bytes a pod.
 func BenchmarkCacheMemory(b *testing.B) {
 	const pods = 1000
 	for _, tc := range []struct {
 		name      string
 		transform func(any) (any, error)
 	}{
-		{"stripped", StripPod},
+		{"cached", compact},
 		{"whole", func(o any) (any, error) { return o, nil }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -111,7 +112,7 @@ func BenchmarkLeaderCache(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			var total uint64
 			for range b.N {
-				total += heapOf(b, runners, StripPod) + heapOfPods(b, tc.others, appPod, StripPod)
+				total += heapOf(b, runners, compact) + heapOfPods(b, tc.others, appPod, compact)
 			}
 			b.ReportMetric(float64(total)/float64(b.N)/(1<<20), "MiB")
 		})

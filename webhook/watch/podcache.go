@@ -1,0 +1,100 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// PodCache is the watcher's informer of runner pods (those RunnerPods
+// selects), each kept as a cachedPod. It runs on the leader only: the
+// followers keep no pods but the guard's metadata.
+//
+// It is an informer of its own, not the manager's cache, because the
+// manager's cache keeps corev1.Pods: at 10,000 runner pods the leader held
+// 33 MB of them, two thirds in the structs of fields it never read (a Pod's
+// spec and status take 1.2 KiB empty, and each container whose name alone
+// it kept 408 bytes). See BenchmarkCacheMemory.
+type PodCache struct {
+	informer toolscache.SharedIndexInformer
+}
+
+// NewPodCache builds the cache on cs; resync replays every pod to the
+// watcher that often.
+func NewPodCache(cs kubernetes.Interface, resync time.Duration) (*PodCache, error) {
+	selector := RunnerPods().String()
+	inf := coreinformers.NewFilteredPodInformer(cs, metav1.NamespaceAll, resync,
+		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
+		func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	if err := inf.SetTransform(compact); err != nil {
+		return nil, err
+	}
+	return &PodCache{informer: inf}, nil
+}
+
+// Start runs the informer until ctx ends (a manager.Runnable).
+func (c *PodCache) Start(ctx context.Context) error {
+	c.informer.RunWithContext(ctx)
+	return nil
+}
+
+// NeedLeaderElection: only the leader records deaths.
+func (c *PodCache) NeedLeaderElection() bool { return true }
+
+// Get returns the runner pod named key as the watcher reads it, or nil.
+func (c *PodCache) Get(key types.NamespacedName) *corev1.Pod {
+	obj, ok, err := c.informer.GetIndexer().GetByKey(key.String())
+	if err != nil || !ok {
+		return nil
+	}
+	return obj.(*cachedPod).pod()
+}
+
+// HasSynced reports whether the cache holds every runner pod listed at its
+// start.
+func (c *PodCache) HasSynced() bool { return c.informer.HasSynced() }
+
+// UIDs returns the UIDs of the runner pods in namespace; an error until the
+// cache has synced, when a pod missing from it may still exist.
+func (c *PodCache) UIDs(namespace string) (map[string]bool, error) {
+	if !c.informer.HasSynced() {
+		return nil, errors.New("the runner pod cache has not synced")
+	}
+	objs, err := c.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, err
+	}
+	uids := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		uids[string(o.(*cachedPod).UID)] = true
+	}
+	return uids, nil
+}
+
+// source is the cache's pod events as a controller's source; the
+// controller starts its workers once the cache has synced.
+func (c *PodCache) source(h handler.EventHandler, p ...predicate.Predicate) source.Source {
+	return syncingInformer{Informer: &source.Informer{Informer: c.informer, Handler: h, Predicates: p}, synced: c.HasSynced}
+}
+
+type syncingInformer struct {
+	*source.Informer
+	synced toolscache.InformerSynced
+}
+
+func (s syncingInformer) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced) {
+		return errors.New("the runner pod cache did not sync")
+	}
+	return nil
+}
