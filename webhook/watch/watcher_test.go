@@ -39,7 +39,6 @@ func stripped(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	return out.(*cachedPod).pod()
 }
 
-
 func newWatcher(t *testing.T, pods ...*corev1.Pod) *Watcher {
 	t.Helper()
 	s := runtime.NewScheme()
