@@ -59,6 +59,10 @@ func TestArchivesMatchTemplate(t *testing.T) {
 	for _, e := range entries {
 		files = append(files, e.Name())
 	}
+	contents := []string{"kubectl-runnerguard"}
+	if _, err := os.Stat(filepath.Join(root, "LICENSE")); err == nil {
+		contents = append(contents, "LICENSE")
+	}
 	host := ""
 	for _, pl := range p.Spec.Platforms {
 		name := strings.TrimPrefix(pl.URI, releaseURIs+tag+"/")
@@ -68,7 +72,7 @@ func TestArchivesMatchTemplate(t *testing.T) {
 		assert.Equal(t, "kubectl-runnerguard_"+goos+"_"+goarch+".tar.gz", name, "the selector's platform and the URI's differ")
 		assert.Equal(t, "kubectl-runnerguard", pl.Bin)
 		assert.Equal(t, sums[name], pl.SHA256, "%s: the manifest's sha256 and the checksums file's differ", name)
-		exe := unpack(t, filepath.Join(dir, name), pl.Bin)
+		exe := unpack(t, filepath.Join(dir, name), pl.Bin, contents)
 		assertPlatform(t, exe, goos, goarch)
 		if goos == runtime.GOOS && goarch == runtime.GOARCH {
 			host = exe
@@ -78,6 +82,15 @@ func TestArchivesMatchTemplate(t *testing.T) {
 	slices.Sort(built)
 	assert.Equal(t, uris, built, "the template's archives and the build's differ")
 	assert.ElementsMatch(t, append(slices.Clone(uris), checksums), files, "the build wrote other files")
+
+	build(t, root, again)
+	for _, name := range files {
+		a, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(again, name))
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(a, b), "%s differs between two builds of one commit", name)
+	}
 
 	if host == "" {
 		t.Skipf("the template has no archive for this machine's %s/%s to run", runtime.GOOS, runtime.GOARCH)
@@ -95,15 +108,6 @@ func TestArchivesMatchTemplate(t *testing.T) {
 		viaKubectl, err := cmd.CombinedOutput()
 		require.NoError(t, err, "kubectl runnerguard version: %s", viaKubectl)
 		assert.Equal(t, string(out), string(viaKubectl))
-	}
-
-	build(t, root, again)
-	for _, name := range files {
-		a, err := os.ReadFile(filepath.Join(dir, name))
-		require.NoError(t, err)
-		b, err := os.ReadFile(filepath.Join(again, name))
-		require.NoError(t, err)
-		assert.True(t, bytes.Equal(a, b), "%s differs between two builds of one commit", name)
 	}
 }
 
@@ -138,20 +142,16 @@ func readChecksums(t *testing.T, file string) map[string]string {
 	return sums
 }
 
-// unpack checks the archive holds bin, executable and owned by root, and
-// LICENSE when the repository has one, nothing else; it extracts bin and
-// returns its path.
-func unpack(t *testing.T, archive, bin string) string {
+// unpack checks the archive holds exactly the files want, regular and owned
+// by root, bin among them and executable; it extracts bin and returns its
+// path.
+func unpack(t *testing.T, archive, bin string, want []string) string {
 	t.Helper()
 	f, err := os.Open(archive)
 	require.NoError(t, err)
 	defer f.Close()
 	z, err := gzip.NewReader(f)
 	require.NoError(t, err)
-	want := []string{bin}
-	if _, err := os.Stat(filepath.Join("..", "..", "LICENSE")); err == nil {
-		want = append(want, "LICENSE")
-	}
 	exe := filepath.Join(t.TempDir(), bin)
 	var names []string
 	r := tar.NewReader(z)
