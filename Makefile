@@ -7,8 +7,8 @@ KUBE_VERSION := v1.37.2
 KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: test unit lint e2e-api kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
-test: lint workflow-lint unit e2e-api bench-smoke scale-smoke chart-test alerts-test image vitals-arm64 vitals-v1 vitals-v2 e2e-node
+.PHONY: test unit lint e2e-api kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
+test: lint workflow-lint krew-test unit e2e-api bench-smoke scale-smoke chart-test alerts-test image vitals-arm64 vitals-v1 vitals-v2 e2e-node
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -72,6 +72,15 @@ vitals-arm64: image
 workflow-lint:
 	hack/tools.sh actionlint
 	$(CACHE)/bin/actionlint .github/workflows/*.yml
+
+# The kubectl plugin's release archives (hack/plugin.sh, one per platform
+# the krew manifest template names) built twice to the same bytes, the
+# template rendered as krew-release-bot renders it against them (the same
+# archives, matching checksums, each selector's platform in its binary's
+# header), and this machine's archive run, also through a real kubectl.
+krew-test: kube-bin
+	go vet -tags krew ./e2e/krew/
+	KUBECTL=$(KUBE_BIN)/kubectl go test -tags krew -count=1 -timeout 20m ./e2e/krew/
 
 # Publishes the image index and the chart (its image pinned by digest) to
 # any OCI registry: make release REGISTRY=ghcr.io/OWNER. The node suite and

@@ -9,7 +9,8 @@
 # the layer is a sorted tar with fixed owners and mtimes; the config is
 # written whole here, its created time the commit's time (SOURCE_DATE_EPOCH
 # overrides it). Version, commit and date are stamped into the binaries
-# (internal/version).
+# (internal/version) as hack/buildinfo.sh says, alike in the kubectl
+# plugin's archives (hack/plugin.sh).
 #
 # crane edits images only in a registry, so the build happens in an
 # in-memory one on loopback. The result is kept as an OCI layout in
@@ -22,11 +23,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/hack/tools.sh" crane
 crane="$root/.cache/bin/crane"
 
-version=${VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$root/charts/runnerguard/Chart.yaml")}
-commit=$(git -C "$root" rev-parse HEAD)
-[ -z "$(git -C "$root" status --porcelain --untracked-files=no)" ] || commit+=-dirty
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct)}
-date=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+# shellcheck source=hack/buildinfo.sh
+. "$root/hack/buildinfo.sh"
 out="$root/.cache/images"
 platforms=(amd64 arm64)
 
@@ -39,8 +37,6 @@ quiet() {
   log=$("$@" 2>&1) || { echo "$log" >&2; return 1; }
 }
 
-pkg=github.com/runnerguard/runnerguard/internal/version
-ldflags="-s -w -buildid= -X $pkg.Version=$version -X $pkg.Commit=$commit -X $pkg.Date=$date"
 local_ref="127.0.0.1:$port/runnerguard:$version"
 manifests=()
 for arch in "${platforms[@]}"; do

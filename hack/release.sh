@@ -4,13 +4,15 @@
 # REGISTRY/runnerguard:VERSION; the chart, packaged with its image pinned by
 # that index's digest, goes to oci://REGISTRY/charts/runnerguard, version
 # VERSION. The chart in git keeps its tag-based default: only the packaged
-# copy's values.yaml is rewritten.
+# copy's values.yaml is rewritten. The kubectl plugin's archives and their
+# checksums (hack/plugin.sh) are built into .cache/release/plugin/ for the
+# release workflow to attach to the GitHub release.
 #
 # Credentials: the tools' own logins (docker's config.json for crane, helm
 # registry login for helm), or REGISTRY_USER and REGISTRY_PASSWORD, which
 # log both in. A loopback registry is spoken to over plain HTTP.
 # Outputs (also appended to $GITHUB_OUTPUT when set): image, digest,
-# chart, chart_digest, in .cache/release/outputs.
+# chart, chart_digest, version, plugin_dir, in .cache/release/outputs.
 # Usage: REGISTRY=ghcr.io/OWNER hack/release.sh   (VERSION, when set, must
 # equal the chart's version: bump charts/runnerguard/Chart.yaml to release)
 set -euo pipefail
@@ -35,11 +37,16 @@ if [ -n "${REGISTRY_USER:-}" ]; then
   "$helm" registry login "$host" "${plain[@]}" --username "$REGISTRY_USER" --password-stdin <<< "$REGISTRY_PASSWORD" >/dev/null
 fi
 
+out="$root/.cache/release"
+# Built before anything is pushed: a platform that fails to build stops the
+# release while nothing is published yet.
+rm -rf "$out/plugin"
+VERSION=$version "$root/hack/plugin.sh" "$out/plugin"
+
 image="$registry/runnerguard"
 VERSION=$version "$root/hack/image.sh" "$image:$version"
 digest=$(cat "$root/.cache/images/runnerguard.digest")
 
-out="$root/.cache/release"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$chart_dir" "$work/runnerguard"
@@ -64,12 +71,14 @@ digest=$digest
 chart=$registry/charts/runnerguard
 chart_digest=$chart_digest
 version=$version
+plugin_dir=$out/plugin
 EOF
 [ -z "${GITHUB_OUTPUT:-}" ] || cat "$out/outputs" >> "$GITHUB_OUTPUT"
 cat <<EOF
 released runnerguard $version
   image  $image:$version@$digest (linux/amd64, linux/arm64)
   chart  oci://$registry/charts/runnerguard:$version@$chart_digest (image pinned by digest)
+  kubectl plugin  $out/plugin/ ($(cd "$out/plugin" && echo *.tar.gz), checksums)
 install:
   helm install runnerguard oci://$registry/charts/runnerguard --version $version -n runnerguard --create-namespace${plain:+ ${plain[*]}}
 EOF
