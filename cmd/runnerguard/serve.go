@@ -117,7 +117,9 @@ func serve(args []string) error {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
-	guard.Register(mgr, cfg, *watchPods)
+	if err := guard.Register(mgr, cfg, *watchPods); err != nil {
+		return err
+	}
 	if err := inject.Register(mgr, cfg); err != nil {
 		return err
 	}

@@ -13,12 +13,16 @@ var (
 		Name: "runnerguard_guard_decisions_total",
 		Help: "Guard decisions on pod deletes and evictions, by operation, decision, the rule that decided and the requester's class (serviceaccount, node, system, user).",
 	}, []string{"operation", "decision", "rule", "requester"})
+	notesFailed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "runnerguard_guard_notes_failed_total",
+		Help: "Deletion notes the guard could not write while the pod watcher waited for them: those deaths' records name no deleter.",
+	})
 )
 
 // RegisterMetrics registers the guard's counters on reg (main passes
 // controller-runtime's metrics.Registry).
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{decisions} {
+	for _, c := range []prometheus.Collector{decisions, notesFailed} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -2,10 +2,8 @@ package guard
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,22 +46,17 @@ func (h *Handler) confirm(ctx context.Context, f Facts) (bool, error) {
 	return live.UID == f.Pod.UID && live.UID != "", nil
 }
 
-// note writes the RunnerDeletion that tells the pod watcher who asked for
-// this running runner's pod to go, before the deletion takes effect, so the
-// note exists before the runner ends. Named after the pod's UID: the first
+// noteOf is the RunnerDeletion that tells the pod watcher who asked for
+// this running runner's pod to go. Named after the pod's UID: the first
 // admitted deletion is the one that ends the runner; repeats find it there.
-func (h *Handler) note(ctx context.Context, f Facts, d Decision) error {
-	n := &v1alpha1.RunnerDeletion{
+func noteOf(f Facts, d Decision) *v1alpha1.RunnerDeletion {
+	return &v1alpha1.RunnerDeletion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.Pod.Namespace, Name: string(f.Pod.UID)},
 		Deletion: v1alpha1.DeletionNote{
 			Pod: f.Pod.Name, UID: string(f.Pod.UID), Requester: f.Requester,
 			Operation: string(f.Operation), Rule: string(d.Rule), Time: metav1.NewTime(f.Now),
 		},
 	}
-	if err := h.Writer.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("noting the deletion of %s/%s: %w", f.Pod.Namespace, f.Pod.Name, err)
-	}
-	return nil
 }
 
 // label gives a runner pod without the runner label (created while the

@@ -13,7 +13,7 @@ import (
 // evictions are rare and must see the pod as it is now.
 // With watcher, admitted deletions of running runners are noted for the pod
 // watcher's records; without it, nobody would read or collect the notes.
-func Register(mgr manager.Manager, cfg config.Config, watcher bool) {
+func Register(mgr manager.Manager, cfg config.Config, watcher bool) error {
 	h := NewHandler(cfg, mgr.GetAPIReader(), mgr.GetClient(), mgr.GetEventRecorder("runnerguard"))
 	// The namespace's mode label, from the metadata informer the injector
 	// reads too: a change takes effect without a restart.
@@ -23,8 +23,13 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool) {
 		// every replica (the watcher's informer of whole pods runs on the
 		// leader only).
 		h.Pods = mgr.GetClient()
+		// The notes in flight are written before the replica exits.
+		if err := mgr.Add(h.Notes); err != nil {
+			return err
+		}
 	} else {
-		h.Writer = nil
+		h.Writer, h.Notes = nil, nil
 	}
 	mgr.GetWebhookServer().Register(registration.GuardPath, &admission.Webhook{Handler: h})
+	return nil
 }

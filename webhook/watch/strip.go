@@ -2,7 +2,6 @@ package watch
 
 import (
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +41,13 @@ type cachedPod struct {
 	// running init container that is not one gates the runner (an idle
 	// pool runner's poller).
 	sidecars []string
-	status   corev1.PodStatus
+	// Of the status (a corev1.PodStatus is 384 bytes empty): its phase,
+	// reason and message, the conditions that tell why it is pending or
+	// taken down, and the container states.
+	phase                  corev1.PodPhase
+	reason, message        string
+	conditions             []corev1.PodCondition
+	statuses, initStatuses []corev1.ContainerStatus
 }
 
 // compact is the cache's transform. The informer may hand it what it
@@ -57,12 +62,11 @@ func compact(obj any) (any, error) {
 	c.Namespace, c.Name, c.UID, c.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
 	c.CreationTimestamp, c.DeletionTimestamp, c.DeletionGracePeriodSeconds = m.CreationTimestamp, m.DeletionTimestamp, m.DeletionGracePeriodSeconds
 	c.OwnerReferences = m.OwnerReferences
-	// Not even the runner label every cached pod has: nothing reads it
-	// here, and a map a pod costs 300 bytes.
+	// Not even the runner label every cached pod has, or the injector's
+	// annotations: nothing reads them here, and a map costs a pod 300
+	// bytes.
 	c.Labels = keep(m.Labels, func(k string) bool { return k == runnerpod.ARCScaleSetLabel || k == runnerpod.ARCWorkflowPodLabel })
-	c.Annotations = keep(m.Annotations, func(k string) bool {
-		return strings.HasPrefix(k, "runnerguard.io/") || k == runnerpod.ARCLegacyUnregistered
-	})
+	c.Annotations = keep(m.Annotations, func(k string) bool { return k == runnerpod.ARCLegacyUnregistered })
 	for _, ct := range pod.Spec.Containers {
 		c.containers = append(c.containers, ct.Name)
 	}
@@ -72,16 +76,16 @@ func compact(obj any) (any, error) {
 		}
 	}
 	s := pod.Status
-	c.status = corev1.PodStatus{Phase: s.Phase, Reason: s.Reason, Message: s.Message}
+	c.phase, c.reason, c.message = s.Phase, s.Reason, s.Message
 	for _, cd := range s.Conditions {
 		// DisruptionTarget: the control plane's note of why it takes the
 		// pod down (pod GC of a lost node), which classifies the death.
 		if cd.Type == corev1.PodScheduled || cd.Type == corev1.DisruptionTarget {
-			c.status.Conditions = append(c.status.Conditions, cd)
+			c.conditions = append(c.conditions, cd)
 		}
 	}
 	for _, cs := range s.ContainerStatuses {
-		c.status.ContainerStatuses = append(c.status.ContainerStatuses, strip(cs, true))
+		c.statuses = append(c.statuses, strip(cs, true))
 	}
 	for _, cs := range s.InitContainerStatuses {
 		// Of init containers, the vitals sidecar (its final reading is the
@@ -89,9 +93,9 @@ func compact(obj any) (any, error) {
 		// gates the runner (an idle pool runner's poller, not a stuck one).
 		switch {
 		case cs.Name == runnerpod.VitalsContainer:
-			c.status.InitContainerStatuses = append(c.status.InitContainerStatuses, strip(cs, false))
+			c.initStatuses = append(c.initStatuses, strip(cs, false))
 		case cs.State.Running != nil && !slices.Contains(c.sidecars, cs.Name):
-			c.status.InitContainerStatuses = append(c.status.InitContainerStatuses, strip(cs, true))
+			c.initStatuses = append(c.initStatuses, strip(cs, true))
 		}
 	}
 	return c, nil
@@ -130,7 +134,8 @@ func strip(cs corev1.ContainerStatus, dropMessages bool) corev1.ContainerStatus 
 // pod is the pod as the watcher reads it. It shares the cache's memory:
 // readers must not change it.
 func (c *cachedPod) pod() *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: c.ObjectMeta, Status: c.status}
+	p := &corev1.Pod{ObjectMeta: c.ObjectMeta, Status: corev1.PodStatus{Phase: c.phase, Reason: c.reason, Message: c.message,
+		Conditions: c.conditions, ContainerStatuses: c.statuses, InitContainerStatuses: c.initStatuses}}
 	p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds = c.node, c.grace
 	for _, n := range c.containers {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: n})
@@ -146,9 +151,12 @@ func (c *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjec
 
 // DeepCopyObject copies everything the cache's readers might share.
 func (c *cachedPod) DeepCopyObject() runtime.Object {
-	out := &cachedPod{node: c.node, containers: append([]string(nil), c.containers...), sidecars: append([]string(nil), c.sidecars...)}
+	out := &cachedPod{node: c.node, containers: slices.Clone(c.containers), sidecars: slices.Clone(c.sidecars),
+		phase: c.phase, reason: c.reason, message: c.message}
 	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	c.status.DeepCopyInto(&out.status)
+	// The status's own deep copy, of the fields kept.
+	st := c.pod().Status.DeepCopy()
+	out.conditions, out.statuses, out.initStatuses = st.Conditions, st.ContainerStatuses, st.InitContainerStatuses
 	if c.grace != nil {
 		out.grace = ptr.To(*c.grace)
 	}

@@ -27,7 +27,7 @@ func TestTheCacheKeepsWhatTheRecordReads(t *testing.T) {
 	s := stripped(t, pod)
 
 	assert.Nil(t, s.ManagedFields)
-	assert.Equal(t, map[string]string{runnerpod.CreatedBy: "me"}, s.Annotations)
+	assert.Nil(t, s.Annotations, "none the watcher reads")
 	assert.Equal(t, map[string]string{runnerpod.ARCScaleSetLabel: "True"}, s.Labels, "only the labels a preset reads")
 	assert.Empty(t, s.Spec.Containers[0].Env, "no specs beyond names")
 	assert.Equal(t, []string{"dind"}, names(s.Spec.InitContainers), "of init containers only the sidecars, which never gate the runner")
@@ -66,9 +66,9 @@ func TestTheCachesTransformKeepsWhatItMadeAndCopiesDeeply(t *testing.T) {
 	c := obj.(*cachedPod)
 	cp := c.DeepCopyObject().(*cachedPod)
 	assert.Equal(t, c, cp)
-	cp.status.ContainerStatuses[0].State.Terminated.ExitCode = 2
+	cp.statuses[0].State.Terminated.ExitCode = 2
 	cp.containers[0] = "x"
-	assert.Equal(t, int32(1), c.status.ContainerStatuses[0].State.Terminated.ExitCode)
+	assert.Equal(t, int32(1), c.statuses[0].State.Terminated.ExitCode)
 	assert.Equal(t, "runner", c.containers[0])
 }
 

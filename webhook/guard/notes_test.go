@@ -1,0 +1,87 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+)
+
+// notesClient stores notes, failing the first failures creates.
+func notesClient(t *testing.T, failures int32) (client.WithWatch, *atomic.Int32) {
+	t.Helper()
+	s := runtime.NewScheme()
+	require.NoError(t, v1alpha1.AddToScheme(s))
+	var calls atomic.Int32
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).Build(), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if calls.Add(1) <= failures {
+				return errors.New("etcdserver: request timed out")
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	return c, &calls
+}
+
+func testNote(name string) *v1alpha1.RunnerDeletion {
+	return &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name},
+		Deletion: v1alpha1.DeletionNote{Pod: "r", UID: name, Requester: "alice", Operation: "delete", Rule: "override", Time: metav1.Now()}}
+}
+
+func noted(t *testing.T, c client.Client, name string) bool {
+	t.Helper()
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: "ci", Name: name}, &v1alpha1.RunnerDeletion{})
+	return err == nil
+}
+
+func TestANoteIsRetriedPastTheAPIServersFailures(t *testing.T) {
+	c, calls := notesClient(t, 2)
+	n := NewNotes(c, 4)
+	n.Write(context.Background(), testNote("u1"))
+	n.pending.Wait()
+	assert.True(t, noted(t, c, "u1"))
+	assert.Equal(t, int32(3), calls.Load())
+}
+
+func TestANoteIsWrittenBeforeTheAnswerWhenEverySlotIsBusy(t *testing.T) {
+	c, _ := notesClient(t, 0)
+	n := NewNotes(c, 0)
+	n.Write(context.Background(), testNote("u1"))
+	assert.True(t, noted(t, c, "u1"), "no slot: written at once")
+}
+
+func TestAStoppingReplicaWritesItsNotesBeforeItGoes(t *testing.T) {
+	c, _ := notesClient(t, 1)
+	n := NewNotes(c, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = n.Start(ctx); close(done) }()
+	n.Write(context.Background(), testNote("u1"))
+	cancel()
+	<-done
+	assert.True(t, noted(t, c, "u1"), "the note in flight was written before Start returned")
+	n.Write(context.Background(), testNote("u2"))
+	assert.True(t, noted(t, c, "u2"), "once stopping, a note is written before the answer")
+}
+
+func TestANoteThatCannotBeWrittenWhileTheWatcherWaitsIsCounted(t *testing.T) {
+	c, _ := notesClient(t, 1<<30)
+	before := testutil.ToFloat64(notesFailed)
+	n := NewNotes(c, 4)
+	n.Write(context.Background(), testNote("u1"))
+	n.pending.Wait()
+	assert.False(t, noted(t, c, "u1"))
+	assert.Equal(t, before+1, testutil.ToFloat64(notesFailed))
+}
