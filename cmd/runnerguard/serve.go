@@ -137,7 +137,7 @@ func serve(args []string) error {
 		if err := w.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the pod watcher: %w", err)
 		}
-		c := &watch.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Policy: cfg.Records, Now: time.Now}
+		c := &watch.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Policy: cfg.Records, Now: time.Now}
 		l := &watch.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: *labelEvery}
 		for _, r := range []manager.Runnable{c, l} {
 			if err := mgr.Add(r); err != nil {

@@ -9,8 +9,11 @@ import (
 
 // procUsage is one process's memory and CPU as the kernel counts them.
 type procUsage struct {
-	RSS, HWM int64   // VmRSS and VmHWM (peak), bytes
-	CPU      float64 // utime+stime, seconds
+	RSS, HWM int64 // VmRSS and VmHWM (peak), bytes
+	// Anon is RssAnon, the RSS the process's own memory makes (the Go
+	// heap and runtime); the rest is mostly its binary's code pages.
+	Anon int64
+	CPU  float64 // utime+stime, seconds
 }
 
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
@@ -37,6 +40,8 @@ func readProc(pid int) (procUsage, error) {
 			u.RSS = kb << 10
 		case "VmHWM:":
 			u.HWM = kb << 10
+		case "RssAnon:":
+			u.Anon = kb << 10
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

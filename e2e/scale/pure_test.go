@@ -86,7 +86,7 @@ func TestReadProcReadsThisProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.RSS <= 0 || u.HWM < u.RSS || u.CPU < 0 {
+	if u.RSS <= 0 || u.HWM < u.RSS || u.Anon <= 0 || u.Anon > u.RSS || u.CPU < 0 {
 		t.Errorf("implausible usage of this very process: %+v", u)
 	}
 	if _, err := readProc(0); err == nil {

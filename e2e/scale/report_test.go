@@ -140,7 +140,7 @@ func (r *run) report() string {
 		p("round trip, %-24s %5d requests, p50 %s, p99 %s (the simulator's clock)", l.what, len(l.d), pct(l.d, .5), pct(l.d, .99))
 	}
 	p("")
-	p("replica usage (RSS now, peak VmHWM, CPU seconds since the process started; the killed replica restarts as follower):")
+	p("replica usage (RSS now and the anonymous part of it, peak VmHWM, CPU seconds since the process started; the killed replica restarts as follower):")
 	row := func(when string, s snapshot) {
 		for i := range 2 {
 			role := "follower"
@@ -150,8 +150,8 @@ func (r *run) report() string {
 			if s.usage[i].RSS == 0 {
 				continue
 			}
-			p("  %-22s replica %d %-8s RSS %6.1f MiB  peak %6.1f MiB  CPU %6.2f s", when, i+1, role,
-				mib(s.usage[i].RSS), mib(s.usage[i].HWM), s.usage[i].CPU)
+			p("  %-22s replica %d %-8s RSS %6.1f MiB (anon %5.1f)  peak %6.1f MiB  CPU %6.2f s", when, i+1, role,
+				mib(s.usage[i].RSS), mib(s.usage[i].Anon), mib(s.usage[i].HWM), s.usage[i].CPU)
 		}
 	}
 	row("all running", r.burstEnd)

@@ -40,9 +40,10 @@ const (
 	// exits: a record made at the first report would never carry it.
 	VitalsWait = 15 * time.Second
 	// NoteWait bounds how long a death caused by a deletion waits for the
-	// guard's note to reach the watcher's cache. The guard writes the note
-	// before it answers, so it exists before the deletion starts; only the
-	// watch that carries it can lag.
+	// guard's note to reach the watcher's cache, from when the deletion
+	// began or, for a pod removed at once, from when the watcher saw it
+	// go. The guard writes the note just after it answers and retries it
+	// for as long (guard.Notes); the watch that carries it can lag too.
 	NoteWait = 5 * time.Second
 	// NoteSkew is how far apart the note's time and the deletion's start
 	// may be (clocks of the webhook's pods and the API server) for the note
@@ -91,7 +92,8 @@ func Decide(o Observation) Plan {
 		}
 	}
 	for _, r := range deaths {
-		if r.FinishedAt != nil && r.FinishedAt.Time.Before(o.KeepSince) {
+		end, dated := endedBy(pod, r)
+		if dated && end.Before(o.KeepSince) {
 			continue
 		}
 		if left := vitalsLeft(o, r); left > 0 {
@@ -116,12 +118,30 @@ func Decide(o Observation) Plan {
 				EndedByOwner(&r)
 			}
 		}
-		if !Class(r.Class).Abnormal() && (!o.KeepClean || r.FinishedAt != nil && r.FinishedAt.Time.Before(o.CleanSince)) {
+		if !Class(r.Class).Abnormal() && (!o.KeepClean || dated && end.Before(o.CleanSince)) {
 			continue
 		}
 		p.Records = append(p.Records, r)
 	}
 	return p
+}
+
+// endedBy is when r's death happened, as far as retention goes: its end or,
+// for a runner whose end the kubelet could not date (ContainerStatusUnknown
+// has no times), its start or else its pod's creation, which came before
+// it. Once retention removed such a record, the pod would otherwise have it
+// written again. A runner still running when its pod went has no end: it
+// died as the watcher saw it go.
+func endedBy(pod *corev1.Pod, r Record) (time.Time, bool) {
+	switch {
+	case r.FinishedAt != nil:
+		return r.FinishedAt.Time, true
+	case r.ExitCode == nil:
+		return time.Time{}, false
+	case r.StartedAt != nil:
+		return r.StartedAt.Time, true
+	}
+	return pod.CreationTimestamp.Time, true
 }
 
 // The guard's rule names a note carries that change what a record says
@@ -204,9 +224,14 @@ func vitalsLeft(o Observation, r Record) time.Duration {
 }
 
 // noteLeft is how long a death caused by a deletion still waits for the
-// guard's note: up to NoteWait after the deletion seen began (a deleted pod's
-// deletion began no later than the watcher saw it gone).
+// guard's note: up to NoteWait after the deletion seen began or, for a pod
+// removed, after the watcher saw it go, whichever is later. A force delete
+// removes the pod as the guard's note is being written: a watcher that lags
+// sees the removal late, and the note's watch may lag as much.
 func noteLeft(o Observation) time.Duration {
 	start, _ := seenDeletion(o)
+	if o.GoneAt.After(start) {
+		start = o.GoneAt
+	}
 	return start.Add(NoteWait).Sub(o.Now)
 }

@@ -61,6 +61,12 @@ func TestDecide(t *testing.T) {
 		{name: "an abnormal death as old is still recorded",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(25 * time.Hour), clean: true,
 			want: want{classes: []Class{ErrorExit}}},
+		{name: "a death the kubelet could not date is dated by its start for retention",
+			pod: func() *podtest.Wrapper {
+				w := podtest.Runner("ci", "r").Terminated("runner", 137, "ContainerStatusUnknown")
+				w.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.Time{}
+				return w
+			}(), now: end.Add(31 * 24 * time.Hour)},
 		{name: "a death past retention is not recorded again",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(31 * 24 * time.Hour)},
 		{name: "a deletion's death names the deleter the guard noted",
@@ -86,6 +92,9 @@ func TestDecide(t *testing.T) {
 			now: end.Add(time.Second), want: want{classes: []Class{DeletedRunning}, deleted: true, deletedBy: "admin"}},
 		{name: "pod gone while its runner ran, no note yet: wait",
 			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, now: end.Add(time.Second),
+			want: want{retry: NoteWait - time.Second}},
+		{name: "force-deleted a minute before a lagging watcher saw it gone: the note still has its wait",
+			pod: podtest.Runner("ci", "r").Running("runner").Deleted(end.Add(-time.Minute), 0), goneAt: end, now: end.Add(time.Second),
 			want: want{retry: NoteWait - time.Second}},
 		{name: "pod gone while its runner ran, unreviewed (pod GC)",
 			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, now: end.Add(NoteWait),

@@ -19,34 +19,33 @@ import (
 // runner for a create round trip: at 10,000 runners on a saturated API
 // server a GitLab job end's DELETE took 393 to 664 ms at p99 against 65 to
 // 98 ms without runnerguard. The watcher needs a note only when it records
-// the death the delete causes, and waits up to death.NoteWait after the
-// deletion for it: a note written in the background is retried until then.
+// the death the delete causes, and waits for it up to death.NoteWait after
+// it saw the deletion: a note is retried for that long after the answer.
 // A note in flight is lost only with a replica that dies (a replica that is
 // stopped writes what it holds first); the record then names no deleter.
 type Notes struct {
-	Writer client.Writer
-	// InFlight bounds the notes written at once; when they are all busy
-	// the answer waits for its note, so memory stays bounded under a burst.
-	InFlight int
-
-	mu      sync.Mutex
+	writer client.Writer
+	// slots bounds the notes written at once; when they are all busy a
+	// note gets one try before the answer, so memory stays bounded under
+	// a burst and no review waits out the webhook's timeout.
 	slots   chan struct{}
+	mu      sync.Mutex
 	pending sync.WaitGroup
 	stopped bool
 }
 
 // NewNotes returns a Notes writing through w, up to inFlight at once.
 func NewNotes(w client.Writer, inFlight int) *Notes {
-	return &Notes{Writer: w, InFlight: inFlight, slots: make(chan struct{}, inFlight)}
+	return &Notes{writer: w, slots: make(chan struct{}, inFlight)}
 }
 
-// Write writes n in the background, or now when every slot is busy or the
-// replica is stopping.
+// Write writes n in the background; or tries once now, when every slot is
+// busy or the replica is stopping.
 func (s *Notes) Write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
-		s.write(ctx, n)
+		s.once(ctx, n)
 		return
 	}
 	select {
@@ -63,9 +62,12 @@ func (s *Notes) Write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 		}()
 	default:
 		s.mu.Unlock()
-		s.write(ctx, n)
+		s.once(ctx, n)
 	}
 }
+
+// retryEvery is how often a note is tried again; the first try is at once.
+const retryEvery = 200 * time.Millisecond
 
 // write creates n, retrying for as long as the watcher waits for a note. A
 // note of that name already there is this deletion's (the first admitted
@@ -74,20 +76,42 @@ func (s *Notes) write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 	ctx, cancel := context.WithTimeout(ctx, death.NoteWait)
 	defer cancel()
 	var last error
-	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 8, Cap: time.Second},
-		func(ctx context.Context) (bool, error) {
-			last = s.Writer.Create(ctx, n.DeepCopy())
-			return last == nil || apierrors.IsAlreadyExists(last), nil
-		})
-	if err != nil {
-		notesFailed.Inc()
-		logf.FromContext(ctx).Error(last, "noting the deletion for the death record: its record will name no deleter",
-			"pod", n.Namespace+"/"+n.Deletion.Pod, "uid", n.Deletion.UID)
+	if err := wait.PollUntilContextCancel(ctx, retryEvery, true, func(ctx context.Context) (bool, error) {
+		last = s.create(ctx, n)
+		return last == nil, nil
+	}); err != nil {
+		s.failed(ctx, n, last)
 	}
 }
 
+// onceTimeout bounds the one try a note gets before the answer, well within
+// the webhook's timeout (the chart's 5 s).
+const onceTimeout = time.Second
+
+// once tries n once, before the answer.
+func (s *Notes) once(ctx context.Context, n *v1alpha1.RunnerDeletion) {
+	ctx, cancel := context.WithTimeout(ctx, onceTimeout)
+	defer cancel()
+	if err := s.create(ctx, n); err != nil {
+		s.failed(ctx, n, err)
+	}
+}
+
+func (s *Notes) create(ctx context.Context, n *v1alpha1.RunnerDeletion) error {
+	if err := s.writer.Create(ctx, n.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+func (s *Notes) failed(ctx context.Context, n *v1alpha1.RunnerDeletion, err error) {
+	notesFailed.Inc()
+	logf.FromContext(ctx).Error(err, "noting the deletion for the death record: its record will name no deleter",
+		"pod", n.Namespace+"/"+n.Deletion.Pod, "uid", n.Deletion.UID)
+}
+
 // Start waits for the replica to stop, then for the notes in flight; the
-// notes of reviews answered after that are written before their answers.
+// notes of reviews answered after that get their one try before the answer.
 func (s *Notes) Start(ctx context.Context) error {
 	<-ctx.Done()
 	s.mu.Lock()

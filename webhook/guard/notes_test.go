@@ -47,19 +47,29 @@ func noted(t *testing.T, c client.Client, name string) bool {
 }
 
 func TestANoteIsRetriedPastTheAPIServersFailures(t *testing.T) {
-	c, calls := notesClient(t, 2)
+	// Ten failures at one try per retryEvery: an outage of 2 s, more than
+	// a capped exponential backoff would have waited.
+	c, calls := notesClient(t, 10)
 	n := NewNotes(c, 4)
 	n.Write(context.Background(), testNote("u1"))
 	n.pending.Wait()
 	assert.True(t, noted(t, c, "u1"))
-	assert.Equal(t, int32(3), calls.Load())
+	assert.Equal(t, int32(11), calls.Load())
 }
 
-func TestANoteIsWrittenBeforeTheAnswerWhenEverySlotIsBusy(t *testing.T) {
-	c, _ := notesClient(t, 0)
+func TestANoteGetsOneTryBeforeTheAnswerWhenEverySlotIsBusy(t *testing.T) {
+	c, calls := notesClient(t, 0)
 	n := NewNotes(c, 0)
 	n.Write(context.Background(), testNote("u1"))
 	assert.True(t, noted(t, c, "u1"), "no slot: written at once")
+
+	c, calls = notesClient(t, 1)
+	n = NewNotes(c, 0)
+	before := testutil.ToFloat64(notesFailed)
+	n.Write(context.Background(), testNote("u2"))
+	assert.Equal(t, int32(1), calls.Load(), "one try, no retries that would hold the review")
+	assert.False(t, noted(t, c, "u2"))
+	assert.Equal(t, before+1, testutil.ToFloat64(notesFailed))
 }
 
 func TestAStoppingReplicaWritesItsNotesBeforeItGoes(t *testing.T) {

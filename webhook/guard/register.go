@@ -20,8 +20,8 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool) error {
 	h.Namespaces = mgr.GetClient()
 	if watcher {
 		// The runner pods' metadata informer, which the server starts on
-		// every replica (the watcher's informer of whole pods runs on the
-		// leader only).
+		// every replica (the watcher's own informer of runner pods runs on
+		// the leader only).
 		h.Pods = mgr.GetClient()
 		// The notes in flight are written before the replica exits.
 		if err := mgr.Add(h.Notes); err != nil {

@@ -144,6 +144,14 @@ func Match(pod *corev1.Pod, presets []Preset) (Runner, bool) {
 	return Runner{}, false
 }
 
+// PresetLabels and PresetAnnotations are the pod labels and annotations
+// fits reads: a copy of a pod that keeps only these (the pod watcher's
+// cache) is matched as the pod is.
+var (
+	PresetLabels      = []string{ARCWorkflowPodLabel, ARCScaleSetLabel}
+	PresetAnnotations = []string{ARCLegacyUnregistered}
+)
+
 // fits reports whether the pod carries the marks of the fleet.
 func fits(pod *corev1.Pod, n PresetName) bool {
 	switch n {

@@ -14,6 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
 // PodCache is the watcher's informer of runner pods (those RunnerPods
@@ -64,9 +67,10 @@ func (c *PodCache) Get(key types.NamespacedName) *corev1.Pod {
 // start.
 func (c *PodCache) HasSynced() bool { return c.informer.HasSynced() }
 
-// UIDs returns the UIDs of the runner pods in namespace; an error until the
+// Shown names the records of the deaths the statuses of namespace's runner
+// pods still show: those a watcher would write again. An error until the
 // cache has synced, when a pod missing from it may still exist.
-func (c *PodCache) UIDs(namespace string) (map[string]bool, error) {
+func (c *PodCache) Shown(namespace string, presets []runnerpod.Preset) (map[string]bool, error) {
 	if !c.informer.HasSynced() {
 		return nil, errors.New("the runner pod cache has not synced")
 	}
@@ -74,11 +78,18 @@ func (c *PodCache) UIDs(namespace string) (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	uids := make(map[string]bool, len(objs))
+	names := map[string]bool{}
 	for _, o := range objs {
-		uids[string(o.(*cachedPod).UID)] = true
+		pod := o.(*cachedPod).pod()
+		runner, ok := runnerpod.Match(pod, presets)
+		if !ok {
+			continue
+		}
+		for _, r := range death.Deaths(pod, runner) {
+			names[death.ObjectName(r.Pod, r.Key())] = true
+		}
 	}
-	return uids, nil
+	return names, nil
 }
 
 // source is the cache's pod events as a controller's source; the

@@ -16,6 +16,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
 // NoteMaxAge is how long the guard's deletion notes are kept: the watcher
@@ -26,13 +27,15 @@ const NoteMaxAge = time.Hour
 // (clean exits and jobs' normal ends sooner), then the oldest of each
 // namespace beyond MaxPerNamespace. items are RunnerDeaths as metadata.
 //
-// The count spares the records of pods that still exist (live reports
-// them, asked only of namespaces over the count): the watcher reads deaths
-// from pod status, and a leader that has not seen the death written (a new
-// one, or one that forgot) would write it again, a second record of one
-// death. Age needs no such care: a death older than its retention is never
-// written (death.Observation's KeepSince, CleanSince).
-func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now time.Time, live func(namespace string) (map[string]bool, error)) ([]metav1.PartialObjectMetadata, error) {
+// The count spares the records of deaths that pods still show in their
+// status (shown names them, asked only of namespaces over the count): the
+// watcher reads deaths from pod status, and a leader that has not seen such
+// a record written (a new one, or one that forgot) would write it again, a
+// second record of one death. A pod shows its runner's current and last
+// termination only, so a crash-looping pod's older records still go. Age
+// needs no such care: a death older than its retention is never written
+// (death.Observation's KeepSince, CleanSince).
+func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now time.Time, shown func(namespace string) (map[string]bool, error)) ([]metav1.PartialObjectMetadata, error) {
 	var out []metav1.PartialObjectMetadata
 	kept := map[string][]metav1.PartialObjectMetadata{}
 	for _, it := range items {
@@ -55,7 +58,7 @@ func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now ti
 		if over <= 0 {
 			continue
 		}
-		pods, err := live(ns)
+		spare, err := shown(ns)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +69,7 @@ func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now ti
 			if over == 0 {
 				break
 			}
-			if !pods[it.Labels[death.PodUIDLabel]] {
+			if !spare[it.Name] {
 				out = append(out, it)
 				over--
 			}
@@ -82,11 +85,12 @@ type Collector struct {
 	// Reader lists uncached; Client deletes.
 	Reader client.Reader
 	Client client.Client
-	// Pods is the watcher's cache of runner pods: the pods whose records
-	// the count spares.
-	Pods   *PodCache
-	Policy config.Records
-	Now    func() time.Time
+	// Pods is the watcher's cache of runner pods, whose shown deaths'
+	// records the count spares; Presets tell its runners.
+	Pods    *PodCache
+	Presets []runnerpod.Preset
+	Policy  config.Records
+	Now     func() time.Time
 }
 
 // NeedLeaderElection: only the leader collects.
@@ -113,7 +117,7 @@ func (c *Collector) Collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	expired, err := Expired(deaths, c.Policy, now, c.Pods.UIDs)
+	expired, err := Expired(deaths, c.Policy, now, func(ns string) (map[string]bool, error) { return c.Pods.Shown(ns, c.Presets) })
 	if err != nil {
 		return err
 	}

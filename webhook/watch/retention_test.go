@@ -17,15 +17,15 @@ func TestExpired(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	rec := func(ns, name string, class death.Class, age time.Duration) metav1.PartialObjectMetadata {
 		return metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			CreationTimestamp: metav1.NewTime(now.Add(-age)), Labels: map[string]string{death.ClassLabel: string(class), death.PodUIDLabel: "uid-" + name}}}
+			CreationTimestamp: metav1.NewTime(now.Add(-age)), Labels: map[string]string{death.ClassLabel: string(class)}}}
 	}
-	// Pods that still exist, by namespace; asked only of namespaces over
-	// the count.
+	// The records of deaths pods still show, by namespace; asked only of
+	// namespaces over the count.
 	asked := map[string]bool{}
-	livePods := map[string]map[string]bool{"c": {"uid-1": true, "uid-2": true}}
+	shownDeaths := map[string]map[string]bool{"c": {"1": true, "2": true}}
 	live := func(ns string) (map[string]bool, error) {
 		asked[ns] = true
-		return livePods[ns], nil
+		return shownDeaths[ns], nil
 	}
 	policy := config.Records{MaxAge: metav1.Duration{Duration: 30 * 24 * time.Hour}, CleanMaxAge: metav1.Duration{Duration: 24 * time.Hour}, MaxPerNamespace: 2}
 	names := func(items []metav1.PartialObjectMetadata) []string {
@@ -51,10 +51,10 @@ func TestExpired(t *testing.T) {
 			items: []metav1.PartialObjectMetadata{rec("a", "1", death.SigKill, 3*time.Hour), rec("a", "2", death.SigKill, 2*time.Hour), rec("a", "3", death.SigKill, time.Hour),
 				rec("b", "1", death.SigKill, 3*time.Hour), rec("b", "2", death.SigKill, 2*time.Hour)},
 			want: []string{"a/1"}},
-		{name: "the count spares the records of pods that still exist: a leader would write them again",
+		{name: "the count spares the records of deaths pods still show: a leader would write them again",
 			items: []metav1.PartialObjectMetadata{rec("c", "1", death.SigKill, 4*time.Hour), rec("c", "2", death.SigKill, 3*time.Hour), rec("c", "3", death.SigKill, 2*time.Hour), rec("c", "4", death.SigKill, time.Hour)},
 			want:  []string{"c/3", "c/4"}},
-		{name: "past its age, a live pod's record goes: its death is never written again",
+		{name: "past its age, a shown death's record goes: it is never written again",
 			items: []metav1.PartialObjectMetadata{rec("c", "1", death.CleanExit, 25*time.Hour)},
 			want:  []string{"c/1"}},
 		{name: "a record without a class label is kept the longer time",

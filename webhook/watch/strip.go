@@ -62,11 +62,11 @@ func compact(obj any) (any, error) {
 	c.Namespace, c.Name, c.UID, c.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
 	c.CreationTimestamp, c.DeletionTimestamp, c.DeletionGracePeriodSeconds = m.CreationTimestamp, m.DeletionTimestamp, m.DeletionGracePeriodSeconds
 	c.OwnerReferences = m.OwnerReferences
-	// Not even the runner label every cached pod has, or the injector's
-	// annotations: nothing reads them here, and a map costs a pod 300
-	// bytes.
-	c.Labels = keep(m.Labels, func(k string) bool { return k == runnerpod.ARCScaleSetLabel || k == runnerpod.ARCWorkflowPodLabel })
-	c.Annotations = keep(m.Annotations, func(k string) bool { return k == runnerpod.ARCLegacyUnregistered })
+	// Only the marks of a fleet Match reads: not the runner label every
+	// cached pod has, nor the injector's annotations (a map costs a pod 300
+	// bytes).
+	c.Labels = keep(m.Labels, runnerpod.PresetLabels)
+	c.Annotations = keep(m.Annotations, runnerpod.PresetAnnotations)
 	for _, ct := range pod.Spec.Containers {
 		c.containers = append(c.containers, ct.Name)
 	}
@@ -101,11 +101,11 @@ func compact(obj any) (any, error) {
 	return c, nil
 }
 
-// keep is the entries of m whose keys want names; nil when none.
-func keep(m map[string]string, want func(string) bool) map[string]string {
+// keep is the entries of m whose keys are among keys; nil when none.
+func keep(m map[string]string, keys []string) map[string]string {
 	var out map[string]string
 	for k, v := range m {
-		if want(k) {
+		if slices.Contains(keys, k) {
 			if out == nil {
 				out = map[string]string{}
 			}

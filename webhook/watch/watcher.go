@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -130,6 +131,7 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		w.setStuck(req.NamespacedName, "")
 	}
 	var res ctrl.Result
+	var errs []error
 	for _, g := range gone {
 		// Each removed pod is planned on its own: a runner pod recreated
 		// under the same name (legacy ARC) must not hide its predecessor's
@@ -140,7 +142,10 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		}
 		retry, _, err := w.record(ctx, g.pod, g.at)
 		if err != nil {
-			return ctrl.Result{}, err
+			// The others are still planned: one record that cannot be
+			// written holds up no other death.
+			errs = append(errs, err)
+			continue
 		}
 		if retry == 0 {
 			w.forget(req.NamespacedName, g.pod.UID)
@@ -148,17 +153,17 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		res = sooner(res, retry)
 	}
 	if pod == nil {
-		return res, nil
+		return res, errors.Join(errs...)
 	}
 	retry, runner, err := w.record(ctx, pod, time.Time{})
 	if err != nil || runner == nil {
-		return res, err
+		return res, errors.Join(append(errs, err)...)
 	}
 	if retry > 0 {
-		return sooner(res, retry), nil
+		return sooner(res, retry), errors.Join(errs...)
 	}
 	stuck, err := w.checkStuck(ctx, pod, *runner)
-	return sooner(res, stuck.RequeueAfter), err
+	return sooner(res, stuck.RequeueAfter), errors.Join(append(errs, err)...)
 }
 
 // record writes the records of pod's deaths that are due, and says when to
