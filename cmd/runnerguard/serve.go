@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -216,9 +216,9 @@ func podCache(cfg *rest.Config) (*watch.PodCache, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cs, err := kubernetes.NewForConfig(cfg)
+	c, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewPodCache(cs, 10*time.Hour)
+	return watch.NewPodCache(c, 10*time.Hour)
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/runnerguard/runnerguard/webhook/config"
@@ -18,6 +19,12 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
+// fakePods is the pods of a fake clientset, which tells the reflector it
+// cannot stream lists (WatchList).
+type fakePods struct{ *k8sfake.Clientset }
+
+func (f fakePods) Pods(ns string) corev1client.PodInterface { return f.CoreV1().Pods(ns) }
+
 func TestTheCacheNamesTheRecordsOfTheDeathsItsPodsShow(t *testing.T) {
 	labelled := func(w *podtest.Wrapper) *corev1.Pod { return w.Label(runnerpod.RunnerLabel, "true").Obj() }
 	crashed := labelled(podtest.Runner("ci", "crashed").Restarting("runner", 137, "OOMKilled"))
@@ -25,7 +32,7 @@ func TestTheCacheNamesTheRecordsOfTheDeathsItsPodsShow(t *testing.T) {
 	running := labelled(podtest.Runner("ci", "running").Running("runner"))
 	unlabelled := podtest.Runner("ci", "unlabelled").Terminated("runner", 1, "Error").Obj()
 	other := labelled(podtest.Runner("elsewhere", "ended").Terminated("runner", 1, "Error"))
-	cache, err := NewPodCache(k8sfake.NewClientset([]runtime.Object{crashed, ended, running, unlabelled, other}...), 0)
+	cache, err := NewPodCache(fakePods{k8sfake.NewClientset([]runtime.Object{crashed, ended, running, unlabelled, other}...)}, 0)
 	require.NoError(t, err)
 	presets := config.Default().Presets
 

@@ -53,7 +53,7 @@ func newWatcher(t *testing.T, pods ...*corev1.Pod) *Watcher {
 	jobsEndedTotal.Reset()
 	peakRatio.Reset()
 	stuckGauge.Reset()
-	cache, err := NewPodCache(k8sfake.NewClientset(), 0)
+	cache, err := NewPodCache(fakePods{k8sfake.NewClientset()}, 0)
 	require.NoError(t, err)
 	w := &Watcher{
 		Pods: cache, Client: c, Recorder: events.NewFakeRecorder(100), Config: config.Default(),
