@@ -43,11 +43,15 @@ func ObjectName(podName, key string) string {
 	return fmt.Sprintf("%s.%016x", podName, h.Sum64())
 }
 
+// Name is the name of the RunnerDeath that keeps r: its death's, so the API
+// server keeps one per death.
+func (r Record) Name() string { return ObjectName(r.Pod, r.Key()) }
+
 // Object is the RunnerDeath that keeps r.
 func (r Record) Object() *v1alpha1.RunnerDeath {
 	return &v1alpha1.RunnerDeath{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: r.Namespace, Name: ObjectName(r.Pod, r.Key()),
+			Namespace: r.Namespace, Name: r.Name(),
 			Labels: map[string]string{ClassLabel: r.Class, PodUIDLabel: r.UID},
 		},
 		Record: r.DeathRecord,

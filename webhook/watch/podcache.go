@@ -100,7 +100,7 @@ func (c *PodCache) Shown(namespace string, presets []runnerpod.Preset) (map[stri
 			continue
 		}
 		for _, r := range death.Deaths(pod, runner) {
-			names[death.ObjectName(r.Pod, r.Key())] = true
+			names[r.Name()] = true
 		}
 	}
 	return names, nil
