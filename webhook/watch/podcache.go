@@ -26,7 +26,7 @@ import (
 //
 // It is an informer of its own, not the manager's cache, because the
 // manager's cache keeps corev1.Pods: at 10,000 runner pods the leader held
-// 33 MB of them, two thirds in the structs of fields it never read (a Pod's
+// 33 MB of them, three quarters in the structs of fields it never read (a Pod's
 // spec and status take 1.2 KiB empty, and each container whose name alone
 // it kept 408 bytes). See BenchmarkCacheMemory.
 type PodCache struct {

@@ -85,7 +85,7 @@ func compact(obj any) (any, error) {
 		}
 	}
 	for _, cs := range s.ContainerStatuses {
-		c.statuses = append(c.statuses, strip(cs, true))
+		c.statuses = append(c.statuses, stripStatus(cs, true))
 	}
 	for _, cs := range s.InitContainerStatuses {
 		// Of init containers, the vitals sidecar (its final reading is the
@@ -93,9 +93,9 @@ func compact(obj any) (any, error) {
 		// gates the runner (an idle pool runner's poller, not a stuck one).
 		switch {
 		case cs.Name == runnerpod.VitalsContainer:
-			c.initStatuses = append(c.initStatuses, strip(cs, false))
+			c.initStatuses = append(c.initStatuses, stripStatus(cs, false))
 		case cs.State.Running != nil && !slices.Contains(c.sidecars, cs.Name):
-			c.initStatuses = append(c.initStatuses, strip(cs, true))
+			c.initStatuses = append(c.initStatuses, stripStatus(cs, true))
 		}
 	}
 	return c, nil
@@ -115,7 +115,9 @@ func keep(m map[string]string, keys []string) map[string]string {
 	return out
 }
 
-func strip(cs corev1.ContainerStatus, dropMessages bool) corev1.ContainerStatus {
+// stripStatus is cs without what no record reads: images, resources, mounts
+// and, with dropMessages, its termination messages.
+func stripStatus(cs corev1.ContainerStatus, dropMessages bool) corev1.ContainerStatus {
 	cs.Image, cs.ImageID = "", ""
 	cs.Resources, cs.VolumeMounts, cs.AllocatedResources, cs.AllocatedResourcesStatus, cs.User = nil, nil, nil, nil, nil
 	if !dropMessages {
