@@ -30,7 +30,7 @@ tools:
 	hack/tools.sh
 
 # The chart with both Helm versions: lint --strict, renders per option,
-# schema refusals, equality with webhook/registration, manifests in sync,
+# schema refusals, equality with e2e/internal/registration, manifests in sync,
 # and every rendered object through a real kube-apiserver with
 # cert-manager's CRDs.
 chart-test: kube-bin
@@ -144,7 +144,7 @@ demo: node-deps
 bench: kube-bin
 	@mkdir -p $(CACHE)/bench
 	set -o pipefail; go test -run '^$$' -bench . -benchmem -count 5 -benchtime 2000x ./webhook/guard/ ./webhook/inject/ | tee $(CACHE)/bench/handler.txt
-	set -o pipefail; go test -run '^$$' -bench 'CacheMemory|LeaderCache' -benchtime 1x ./webhook/watch/ | tee $(CACHE)/bench/watch.txt
+	set -o pipefail; go test -run '^$$' -bench 'CacheMemory|LeaderCache' -benchtime 1x ./internal/recorder/ | tee $(CACHE)/bench/watch.txt
 	-$(MAKE) --no-print-directory vitals-v1 > $(CACHE)/bench/vitals-v1.txt 2>&1
 	go test -c -tags load -o $(CACHE)/bench/load.test ./e2e/load/
 	set -o pipefail; cd e2e/load && LOAD_MICRO=$(CACHE)/bench/handler.txt LOAD_VITALS=$(CACHE)/bench/vitals-v1.txt \

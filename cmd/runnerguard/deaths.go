@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/internal/report"
 )
 
 // deaths answers "what kills our runners?": counts by class and the recent
@@ -47,6 +47,6 @@ func deaths(args []string, out io.Writer) error {
 	if err := c.List(ctx, list, opts...); err != nil {
 		return fmt.Errorf("listing RunnerDeaths: %w", err)
 	}
-	s := death.Summarize(list.Items, time.Now().Add(-*since))
+	s := report.Summarize(list.Items, time.Now().Add(-*since))
 	return write(out, *output, s, func() string { return s.Table(*since, *output == "wide", *limit) })
 }

@@ -28,12 +28,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/recorder"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/internal/version"
-	"github.com/runnerguard/runnerguard/webhook/config"
 	"github.com/runnerguard/runnerguard/webhook/guard"
 	"github.com/runnerguard/runnerguard/webhook/inject"
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
-	"github.com/runnerguard/runnerguard/webhook/watch"
 )
 
 func serve(args []string) error {
@@ -97,7 +97,7 @@ func serve(args []string) error {
 		LeaderElectionReleaseOnCancel: true,
 		// The guard's metadata cache of pods keeps labelled runner pods
 		// only, their names and UIDs (the watcher keeps its own).
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: watch.RunnerPods(), Transform: watch.StripPod}}},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: recorder.RunnerPods(), Transform: recorder.StripPod}}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
 		WebhookServer: boundedServer{
@@ -110,7 +110,7 @@ func serve(args []string) error {
 	}
 	for _, register := range []func() error{
 		func() error { return guard.RegisterMetrics(metrics.Registry) },
-		func() error { return watch.RegisterMetrics(metrics.Registry) },
+		func() error { return recorder.RegisterMetrics(metrics.Registry) },
 		func() error { return registerBuildInfo(metrics.Registry) },
 	} {
 		if err := register(); err != nil {
@@ -132,13 +132,13 @@ func serve(args []string) error {
 		if err != nil {
 			return fmt.Errorf("setting up the pod watcher: %w", err)
 		}
-		w := &watch.Watcher{Pods: pods, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
+		w := &recorder.Watcher{Pods: pods, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
 			Namespaces: sel, StuckAfter: *stuckAfter, Now: time.Now}
 		if err := w.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the pod watcher: %w", err)
 		}
-		c := &watch.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Policy: cfg.Records, Now: time.Now}
-		l := &watch.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: *labelEvery}
+		c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Policy: cfg.Records, Now: time.Now}
+		l := &recorder.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: *labelEvery}
 		for _, r := range []manager.Runnable{c, l} {
 			if err := mgr.Add(r); err != nil {
 				return fmt.Errorf("setting up the pod watcher: %w", err)
@@ -212,7 +212,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 // podCache is the watcher's informer of runner pods: in protobuf, the API
 // server's cheaper encoding for built-in types, and resynced every 10 hours
 // as the manager's caches are.
-func podCache(cfg *rest.Config) (*watch.PodCache, error) {
+func podCache(cfg *rest.Config) (*recorder.PodCache, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
@@ -220,5 +220,5 @@ func podCache(cfg *rest.Config) (*watch.PodCache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewPodCache(c, 10*time.Hour)
+	return recorder.NewPodCache(c, 10*time.Hour)
 }

@@ -9,8 +9,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/report"
 )
 
 // why prints the death records of one pod, alive or gone.
@@ -42,7 +42,7 @@ func why(args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rep, err := death.Lookup(ctx, c, cfg.Presets, ns, pos[0])
+	rep, err := report.Lookup(ctx, c, cfg.Presets, ns, pos[0])
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/webhook/inject"
-	"github.com/runnerguard/runnerguard/webhook/podtest"
 )
 
 // The QoS class the API server writes into status.qosClass at creation is

@@ -24,9 +24,10 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
-	"github.com/runnerguard/runnerguard/webhook/death"
-	"github.com/runnerguard/runnerguard/webhook/podtest"
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/report"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 func writeAdminKubeconfig(c *apitest.Cluster, dir string) error {
@@ -246,7 +247,7 @@ func TestWhyTellsHowAGonePodsRunnerDied(t *testing.T) {
 	for _, want := range []string{`runner "runner" died: cgroup-oom`, "exit code 137, signal 9, reason OOMKilled", "peak 256Mi of 256Mi limit, oom 1, oom_kill 1", "the vitals confirm an OOM kill"} {
 		assert.Contains(t, out, want)
 	}
-	var rep death.Report
+	var rep report.Report
 	require.NoError(t, json.Unmarshal([]byte(runWhy(t, "-n", ns, "oom-gone", "-o", "json")), &rep))
 	assert.False(t, rep.Exists)
 	require.Len(t, rep.Records, 1)

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/vitals/record"
-	"github.com/runnerguard/runnerguard/webhook/death"
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
 )
 
 // Each runner dies its own way in a real container; the kubelet reports

@@ -14,8 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerguard/runnerguard/webhook/death"
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // drain runs kubectl drain on the node for the runner pods of ns. The

@@ -15,7 +15,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 func TestABusyRunnerSurvivesTheReaperAndFinishesItsJob(t *testing.T) {

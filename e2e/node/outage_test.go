@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerguard/runnerguard/webhook/podtest"
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // scaleWebhook sets the webhook Deployment's replicas and waits until that

@@ -21,7 +21,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 // A pool runner that restarts in place dies more than once in one pod: each

@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 // restartWebhook rolls the webhook Deployment as kubectl rollout restart

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // otherLabel marks the cluster's other pods: the workloads a fleet's

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerguard/runnerguard/webhook/death"
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Who acts in the simulated fleet (impersonated, as system:masters so RBAC

@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
-	"github.com/runnerguard/runnerguard/webhook/death"
-	"github.com/runnerguard/runnerguard/webhook/registration"
-	"github.com/runnerguard/runnerguard/webhook/runnerpod"
+	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // The kill paths that need cluster machinery: a namespace deleted under

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 // seenRecord is a RunnerDeath as the observer saw it arrive.

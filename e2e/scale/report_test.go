@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runnerguard/runnerguard/webhook/death"
-	"github.com/runnerguard/runnerguard/webhook/registration"
+	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 func formatFloat(f float64, prec int) string { return strconv.FormatFloat(f, 'f', prec, 64) }

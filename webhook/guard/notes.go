@@ -11,7 +11,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/webhook/death"
+	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 // Notes writes the guard's deletion notes after the guard has answered. A

@@ -4,11 +4,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/registration"
+	"github.com/runnerguard/runnerguard/internal/config"
 )
 
-// Register serves the guard at registration.GuardPath on mgr's webhook
+// Path is where the webhook server serves the guard; the chart's
+// ValidatingWebhookConfiguration names it.
+const Path = "/validate-runner-pod"
+
+// Register serves the guard at Path on mgr's webhook
 // server. It reads evictions' pods through the API reader, not the cache:
 // evictions are rare and must see the pod as it is now.
 // With watcher, admitted deletions of running runners are noted for the pod
@@ -30,6 +33,6 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool) error {
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}
-	mgr.GetWebhookServer().Register(registration.GuardPath, &admission.Webhook{Handler: h})
+	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
 	return nil
 }

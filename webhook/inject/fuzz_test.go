@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/internal/config"
 )
 
 // problems lists what makes a pod spec invalid in ways the injector could

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
 
-	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/internal/config"
 )
 
 // Handler is the injector's admission handler. It implements

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
-	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/internal/config"
 )
 
 // handler returns a Handler whose namespaces are ci (no Pod Security

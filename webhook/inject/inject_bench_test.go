@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
-	"github.com/runnerguard/runnerguard/webhook/config"
+	"github.com/runnerguard/runnerguard/internal/config"
 )
 
 // benchInputs are golden inputs: pods as the API server sends them at

@@ -7,11 +7,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/registration"
+	"github.com/runnerguard/runnerguard/internal/config"
 )
 
-// Register serves the injector at registration.InjectPath on mgr's webhook
+// Path is where the webhook server serves the injector; the chart's
+// MutatingWebhookConfiguration names it.
+const Path = "/mutate-runner-pod"
+
+// Register serves the injector at Path on mgr's webhook
 // server and registers its metrics. Namespaces are read through the
 // manager's cached client, as metadata only (the chart grants get, list and
 // watch on namespaces), and from the API server when the cache has not seen
@@ -22,6 +25,6 @@ func Register(mgr manager.Manager, cfg config.Config) error {
 	}
 	h := NewHandler(cfg, mgr.GetClient())
 	h.Live = mgr.GetAPIReader()
-	mgr.GetWebhookServer().Register(registration.InjectPath, &admission.Webhook{Handler: h})
+	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
 	return nil
 }

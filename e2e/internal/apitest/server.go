@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/runnerguard/runnerguard/webhook/config"
-	"github.com/runnerguard/runnerguard/webhook/registration"
+	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/config"
 )
 
 // ServerUser is the webhook's identity; it holds only the RBAC that

@@ -1,0 +1,137 @@
+package registration
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// trusted is who each fleet-owned rule of the policy lets change its field,
+// keyed by the field's name in the rule's message.
+func trusted(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, v := range p.Spec.Validations {
+		_, list, ok := strings.Cut(v.Expression, "request.userInfo.username in ")
+		if !ok {
+			continue
+		}
+		for _, field := range []string{runnerpod.ARCLegacyUnregistered, runnerpod.ARCScaleSetLabel, runnerpod.ARCWorkflowPodLabel, "ownerReferences"} {
+			if strings.Contains(v.Message, field) {
+				out[field] = list
+			}
+		}
+	}
+	return out
+}
+
+func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
+	const gc = `"system:serviceaccount:kube-system:generic-garbage-collector"`
+	cases := []struct {
+		name      string
+		configure func(*config.Config)
+		want      map[string]string
+	}{
+		{
+			name: "by default the garbage collector, and legacy ARC's controller with its signal",
+			want: map[string]string{
+				runnerpod.ARCLegacyUnregistered: "[" + gc + `, "` + runnerpod.ARCLegacyController + `"]`,
+				runnerpod.ARCScaleSetLabel:      "[" + gc + "]",
+				runnerpod.ARCWorkflowPodLabel:   "[" + gc + "]",
+				"ownerReferences":               "[" + gc + `, "` + runnerpod.ARCLegacyController + `"]`,
+			},
+		},
+		{
+			name: "a preset's controllers get its own fields and every fleet's ownerReferences, once each",
+			configure: func(c *config.Config) {
+				for i := range c.Presets {
+					switch c.Presets[i].Name {
+					case runnerpod.ARCScaleSet:
+						c.Presets[i].ControllerPrincipals = []string{"arc", "shared"}
+					case runnerpod.ARCWorkflow:
+						c.Presets[i].ControllerPrincipals = []string{"kube-mode"}
+					case runnerpod.ARCLegacy:
+						c.Presets[i].ControllerPrincipals = []string{"shared"}
+					}
+				}
+				c.Policy.GarbageCollectors = []string{"kcm"}
+			},
+			want: map[string]string{
+				runnerpod.ARCLegacyUnregistered: `["kcm", "shared"]`,
+				runnerpod.ARCScaleSetLabel:      `["kcm", "arc", "shared"]`,
+				runnerpod.ARCWorkflowPodLabel:   `["kcm", "kube-mode"]`,
+				"ownerReferences":               `["kcm", "arc", "kube-mode", "shared"]`,
+			},
+		},
+		{
+			name: "with nobody trusted nobody may change them",
+			configure: func(c *config.Config) {
+				c.Policy.GarbageCollectors = nil
+				for i := range c.Presets {
+					c.Presets[i].ControllerPrincipals = nil
+				}
+			},
+			want: map[string]string{
+				runnerpod.ARCLegacyUnregistered: "[]", runnerpod.ARCScaleSetLabel: "[]", runnerpod.ARCWorkflowPodLabel: "[]", "ownerReferences": "[]",
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			if tc.configure != nil {
+				tc.configure(&cfg)
+			}
+			p, _ := Policy(cfg, Options{Name: "rg"})
+			assert.Equal(t, tc.want, trusted(t, p))
+		})
+	}
+}
+
+func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.T) {
+	cfg := config.Default()
+	p, b := Policy(cfg, Options{Name: "rg"})
+
+	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
+	rule := p.Spec.MatchConstraints.ResourceRules[0]
+	assert.Equal(t, []string{"pods", "pods/status"}, rule.Resources, "pods/status can change labels and annotations")
+	assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, rule.Operations)
+	assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
+	assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: "runner-pod", Expression: `object.spec.containers.exists(c, c.name in ["job", "build", "runner"])`}},
+		p.Spec.MatchConditions, "the same runner pods the guard protects")
+	for _, v := range p.Spec.Validations {
+		assert.Equal(t, metav1.StatusReasonForbidden, *v.Reason)
+		assert.True(t, strings.HasPrefix(v.Message, "runnerguard: "), v.Message)
+	}
+
+	assert.Equal(t, "rg", b.Spec.PolicyName)
+	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
+	assert.Equal(t, &metav1.LabelSelector{
+		MatchLabels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-public", "kube-node-lease"},
+		}},
+	}, b.Spec.MatchResources.NamespaceSelector, "the webhooks' namespaces, never the cluster's own, even if labelled")
+
+	given := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "ci"}}
+	_, b = Policy(cfg, Options{Name: "rg", NamespaceSelector: given})
+	assert.Equal(t, map[string]string{"team": "ci"}, b.Spec.MatchResources.NamespaceSelector.MatchLabels)
+	assert.Empty(t, given.MatchExpressions, "the caller's selector is not modified")
+}
+
+func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
+	p, _ := Policy(config.Default(), Options{Name: "rg"})
+	role := OverrideClusterRole(Options{Name: "rg"})
+	assert.Equal(t, "rg-override", role.Name)
+	r := role.Rules[0]
+	check := `authorizer.group("` + r.APIGroups[0] + `").resource("` + r.Resources[0] + `").namespace(object.metadata.namespace).check("` + r.Verbs[0] + `").allowed()`
+	assert.Contains(t, p.Spec.Variables, admissionregistrationv1.Variable{Name: "mayOverride", Expression: check})
+	assert.Contains(t, p.Spec.Validations[0].Message, "the ClusterRole rg-override")
+}

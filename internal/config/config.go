@@ -1,0 +1,197 @@
+package config
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Config configures both webhooks.
+type Config struct {
+	// Presets are the fleets whose pods are runner pods, in match order.
+	Presets []runnerpod.Preset `json:"presets"`
+	Guard   Guard              `json:"guard"`
+	Inject  Inject             `json:"inject"`
+	Records Records            `json:"records"`
+	Policy  Policy             `json:"policy"`
+}
+
+// Policy configures the ValidatingAdmissionPolicy that says who may write
+// the signals the guard trusts. The server does not read it; the chart and
+// webhook/registration build the policy from it.
+type Policy struct {
+	// GarbageCollectors are the usernames of the garbage collector, which
+	// removes a deleted owner from its dependents' ownerReferences: with a
+	// fleet's controllers, the only principals that may change a runner
+	// pod's ownerReferences, preset labels and idle signal.
+	GarbageCollectors []string `json:"garbageCollectors"`
+}
+
+// Records configures how long the RunnerDeath records are kept; the pod
+// watcher's leader collects them.
+type Records struct {
+	// MaxAge: records of deaths an operator must look at are removed this
+	// long after they were written.
+	MaxAge metav1.Duration `json:"maxAge"`
+	// CleanMaxAge: records of clean exits and jobs ended by their owner are
+	// removed this long after they were written; 0: they are not written.
+	CleanMaxAge metav1.Duration `json:"cleanMaxAge"`
+	// MaxPerNamespace keeps at most this many records in a namespace, the
+	// oldest removed first but not those of pods that still exist; 0: no
+	// limit.
+	MaxPerNamespace int `json:"maxPerNamespace"`
+	// CollectInterval is how often the collector runs.
+	CollectInterval metav1.Duration `json:"collectInterval"`
+}
+
+// Mode is what the guard does with a busy runner's delete or eviction.
+type Mode string
+
+// The guard's modes.
+const (
+	// ModeEnforce refuses it (403 for a delete, 429 for an eviction).
+	ModeEnforce Mode = "enforce"
+	// ModeWarn allows it, with the refusal's text as an admission warning,
+	// a Warning Event and decision="warn" in the decisions metric: what a
+	// platform team runs first, to see what enforce would refuse.
+	ModeWarn Mode = "warn"
+)
+
+// Guard configures the validating webhook.
+type Guard struct {
+	// Mode applies where a namespace's runnerguard.io/mode label does not
+	// say otherwise.
+	Mode Mode `json:"mode"`
+	// ExemptPrincipals are usernames whose deletes and evictions are always
+	// allowed (rule 8): cluster machinery that must never be blocked.
+	ExemptPrincipals []string `json:"exemptPrincipals"`
+	// Owner principals are per preset (presets[].ownerPrincipals): one
+	// global list made the GitLab manager an owner of ARC's workflow pods.
+}
+
+// Inject configures the mutating webhook.
+type Inject struct {
+	// TerminationMessagePolicy makes runner containers that kept the default
+	// policy use FallbackToLogsOnError, so their last log lines survive.
+	TerminationMessagePolicy bool `json:"terminationMessagePolicy"`
+	// PodAnnotations are added to runner pods where absent, by default the
+	// autoscalers' do-not-disrupt marks.
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+	// PodSecurityDefault is the Pod Security level the API server enforces
+	// on a namespace without a pod-security.kubernetes.io/enforce label (its
+	// AdmissionConfiguration's defaults.enforce, which a webhook cannot
+	// read): privileged, baseline or restricted. Empty means privileged,
+	// the API server's own default.
+	PodSecurityDefault string `json:"podSecurityDefault,omitempty"`
+	Vitals             Vitals `json:"vitals"`
+}
+
+// The Pod Security levels (k8s.io/pod-security-admission/api; three strings
+// are not worth the module).
+const (
+	PodSecurityPrivileged = "privileged"
+	PodSecurityBaseline   = "baseline"
+	PodSecurityRestricted = "restricted"
+)
+
+// Vitals configures the vitals sidecar the injector adds.
+type Vitals struct {
+	Enabled         bool                        `json:"enabled"`
+	Image           string                      `json:"image"`
+	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy,omitempty"`
+	Interval        metav1.Duration             `json:"interval"`
+	Resources       corev1.ResourceRequirements `json:"resources"`
+	// CgroupHostPath is the node's cgroup filesystem, mounted read-only.
+	CgroupHostPath string `json:"cgroupHostPath"`
+	// MountPath is where the runner containers find the vitals files
+	// (memory.events, memory.peak, vitals.json), read-only.
+	MountPath string `json:"mountPath"`
+}
+
+// Default exempt principals. Taint-based eviction runs with the
+// node-controller's credentials (kube-controller-manager core.go,
+// newTaintEvictionController), not a taint-eviction-controller account.
+var (
+	NamespaceController = "system:serviceaccount:kube-system:namespace-controller"
+	PodGC               = "system:serviceaccount:kube-system:pod-garbage-collector"
+	TaintEviction       = "system:serviceaccount:kube-system:node-controller"
+	// GarbageCollector is kube-controller-manager's garbage collector with
+	// --use-service-account-credentials (without it, every controller is
+	// system:kube-controller-manager).
+	GarbageCollector = "system:serviceaccount:kube-system:generic-garbage-collector"
+)
+
+// Default returns the configuration used when no file is given.
+func Default() Config {
+	return Config{
+		Presets: runnerpod.DefaultPresets(),
+		Guard: Guard{
+			Mode:             ModeEnforce,
+			ExemptPrincipals: []string{NamespaceController, PodGC, TaintEviction},
+		},
+		Policy: Policy{GarbageCollectors: []string{GarbageCollector}},
+		Inject: Inject{
+			TerminationMessagePolicy: true,
+			PodAnnotations: map[string]string{
+				runnerpod.KarpenterDoNotDisrupt:      "true",
+				runnerpod.ClusterAutoscalerSafeEvict: "false",
+			},
+			Vitals: Vitals{
+				Enabled:         true,
+				Image:           "ghcr.io/runnerguard/runnerguard:latest",
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Interval:        metav1.Duration{Duration: 5 * time.Second},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{
+						corev1.ResourceCPU:    resource.MustParse("5m"),
+						corev1.ResourceMemory: resource.MustParse("16Mi"),
+					},
+					Limits: corev1.ResourceList{
+						corev1.ResourceCPU:    resource.MustParse("50m"),
+						corev1.ResourceMemory: resource.MustParse("32Mi"),
+					},
+				},
+				CgroupHostPath: "/sys/fs/cgroup",
+				MountPath:      "/runnerguard/vitals",
+			},
+		},
+		Records: Records{
+			MaxAge:          metav1.Duration{Duration: 30 * 24 * time.Hour},
+			CleanMaxAge:     metav1.Duration{Duration: 24 * time.Hour},
+			MaxPerNamespace: 1000,
+			CollectInterval: metav1.Duration{Duration: 10 * time.Minute},
+		},
+	}
+}
+
+// RunnerContainerNames is every container name of the enabled presets: the
+// names the DELETE webhook's matchConditions look for.
+func (c Config) RunnerContainerNames() []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, p := range c.Presets {
+		if !p.Enabled {
+			continue
+		}
+		for _, n := range p.RunnerContainers {
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
+// ModeFor is the guard's mode in a namespace with labels: its
+// runnerguard.io/mode label when that names a mode, else def.
+func ModeFor(labels map[string]string, def Mode) Mode {
+	if m := Mode(labels[runnerpod.ModeLabel]); m == ModeEnforce || m == ModeWarn {
+		return m
+	}
+	return def
+}

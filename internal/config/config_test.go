@@ -1,0 +1,134 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	require.NoError(t, Default().Validate())
+	assert.Equal(t, []string{"job", "build", "runner"}, Default().RunnerContainerNames())
+}
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		name    string
+		yaml    string
+		wantErr []string
+		check   func(t *testing.T, c Config)
+	}{
+		{name: "an empty file gives the defaults", yaml: "",
+			check: func(t *testing.T, c Config) { assert.Equal(t, Default(), c) }},
+		{name: "a listed preset replaces its default and keeps the others", yaml: `
+presets:
+- name: generic
+  enabled: true
+  runnerContainers: [runner, worker]
+`, check: func(t *testing.T, c Config) {
+			require.Len(t, c.Presets, 5)
+			assert.Equal(t, runnerpod.Generic, c.Presets[4].Name, "match order is kept")
+			assert.Equal(t, []string{"runner", "worker"}, c.Presets[4].RunnerContainers)
+			assert.Empty(t, c.Presets[4].DiagnosticEnv, "replaced whole")
+			assert.Equal(t, []string{"job", "build", "runner", "worker"}, c.RunnerContainerNames())
+		}},
+		{name: "presets in any order are matched most specific first", yaml: `
+presets:
+- {name: generic, enabled: true, runnerContainers: [runner]}
+- {name: arc-workflow, enabled: false, runnerContainers: [job]}
+`, check: func(t *testing.T, c Config) {
+			assert.Equal(t, runnerpod.ARCWorkflow, c.Presets[0].Name)
+			assert.Equal(t, []string{"build", "runner"}, c.RunnerContainerNames())
+		}},
+		{name: "the interval and principals are read", yaml: `
+presets: [{name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [b], maxProtected: 2h}]
+guard: {exemptPrincipals: [a]}
+inject: {vitals: {enabled: true, image: x, interval: 2s, cgroupHostPath: /sys/fs/cgroup, mountPath: /v}}
+`, check: func(t *testing.T, c Config) {
+			assert.Equal(t, 2*time.Second, c.Inject.Vitals.Interval.Duration)
+			assert.Equal(t, []string{"a"}, c.Guard.ExemptPrincipals)
+			assert.Equal(t, []string{"b"}, c.Presets[1].OwnerPrincipals)
+			assert.Equal(t, 2*time.Hour, c.Presets[1].MaxProtected.Duration)
+		}},
+		{name: "a listed preset without a cap gets its fleet's default", yaml: "presets: [{name: gitlab, enabled: true, runnerContainers: [build]}]",
+			check: func(t *testing.T, c Config) {
+				assert.Equal(t, 744*time.Hour, c.Presets[1].MaxProtected.Duration, "GitLab: under one month")
+				assert.Equal(t, 120*time.Hour, c.Presets[0].MaxProtected.Duration, "GitHub: 5 days per job")
+				assert.Equal(t, 168*time.Hour, c.Presets[4].MaxProtected.Duration, "GitHub: 5 days, plus up to 2 days queued")
+			}},
+		{name: "the global owner principals were removed", yaml: "guard: {ownerPrincipals: [b]}", wantErr: []string{"guard.ownerPrincipals was removed: set presets[].ownerPrincipals"}},
+		{name: "only presets whose owner ends the job take owners, and caps have a floor", yaml: `presets: [{name: generic, enabled: true, runnerContainers: [runner], ownerPrincipals: [x], maxProtected: 10s}, {name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [""]}]`,
+			wantErr: []string{"presets[generic].ownerPrincipals: only the presets", "presets[generic].maxProtected: 10s is below the 1m floor", "presets[gitlab].ownerPrincipals: principals must not be empty"}},
+		{name: "the policy's trusted principals are read, and empty ones refused", yaml: `
+presets:
+- {name: arc-legacy, enabled: true, runnerContainers: [runner], controllerPrincipals: [legacy, ""]}
+policy: {garbageCollectors: [kcm]}
+`, wantErr: []string{"principals must not be empty"}},
+		{name: "a preset listed without controllers trusts none, and the garbage collector stays by default", yaml: `
+presets:
+- {name: arc-legacy, enabled: true, runnerContainers: [runner]}
+`, check: func(t *testing.T, c Config) {
+			assert.Empty(t, c.Presets[3].ControllerPrincipals, "replaced whole")
+			assert.Equal(t, []string{GarbageCollector}, c.Policy.GarbageCollectors)
+		}},
+		{name: "a map the file sets replaces the default whole", yaml: `
+inject:
+  podAnnotations: {}
+  vitals: {enabled: true, image: x, interval: 5s, cgroupHostPath: /sys/fs/cgroup, mountPath: /v, resources: {requests: {memory: 8Mi}}}
+`, check: func(t *testing.T, c Config) {
+			assert.Empty(t, c.Inject.PodAnnotations, "the autoscaler annotations can be turned off")
+			assert.Empty(t, c.Inject.Vitals.Resources.Limits, "a default limit can be dropped")
+			assert.Equal(t, "8Mi", c.Inject.Vitals.Resources.Requests.Memory().String())
+		}},
+		{name: "maps the file leaves out keep their defaults", yaml: "inject: {terminationMessagePolicy: false}",
+			check: func(t *testing.T, c Config) {
+				assert.Equal(t, Default().Inject.PodAnnotations, c.Inject.PodAnnotations)
+				assert.Equal(t, Default().Inject.Vitals.Resources, c.Inject.Vitals.Resources)
+			}},
+		{name: "a typo'd key is an error", yaml: "gaurd: {}", wantErr: []string{`unknown field "gaurd"`}},
+		{name: "an unknown preset is an error", yaml: "presets: [{name: jenkins, enabled: true, runnerContainers: [x]}]", wantErr: []string{`unknown preset "jenkins"`}},
+		{name: "a preset listed twice is an error", yaml: "presets: [{name: generic, enabled: true, runnerContainers: [x]}, {name: generic, enabled: true, runnerContainers: [y]}]", wantErr: []string{`"generic" listed twice`}},
+		{name: "an enabled preset needs containers", yaml: "presets: [{name: gitlab, enabled: true}]", wantErr: []string{"presets[gitlab].runnerContainers: must name at least one"}},
+		{name: "container names must be DNS labels", yaml: "presets: [{name: gitlab, enabled: true, runnerContainers: [Build_1]}]", wantErr: []string{`"Build_1"`}},
+		{name: "env names must be valid and literal", yaml: `presets: [{name: generic, enabled: true, runnerContainers: [runner], diagnosticEnv: [{name: "1X", value: a}, {name: MY_VAR, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]}]`,
+			wantErr: []string{`diagnosticEnv: "1X"`, `"MY_VAR": only literal values`}},
+		{name: "every problem is reported at once", yaml: `
+presets: [{name: a-b, enabled: true, runnerContainers: [x]}]
+guard: {exemptPrincipals: [""]}
+inject: {vitals: {enabled: true, image: "", interval: 10ms, cgroupHostPath: rel, mountPath: ""}}
+`, wantErr: []string{"unknown preset", "principals must not be empty", "image: required", "below the 100ms floor", `cgroupHostPath: "rel"`, `mountPath: ""`}},
+		{name: "a Pod Security default is one of the three levels", yaml: "inject: {podSecurityDefault: baseline}",
+			check: func(t *testing.T, c Config) { assert.Equal(t, PodSecurityBaseline, c.Inject.PodSecurityDefault) }},
+		{name: "an unknown Pod Security default is an error", yaml: "inject: {podSecurityDefault: Restricted}",
+			wantErr: []string{`inject.podSecurityDefault: "Restricted" is not a Pod Security level`}},
+		{name: "a sidecar request above its limit is an error", yaml: "inject: {vitals: {resources: {requests: {cpu: 100m}, limits: {cpu: 50m}}}}",
+			wantErr: []string{"inject.vitals.resources.requests.cpu: 100m is above its limit 50m"}},
+		{name: "all presets disabled is an error", yaml: `presets: [{name: arc-workflow}, {name: gitlab}, {name: arc-scale-set}, {name: arc-legacy}, {name: generic}]`,
+			wantErr: []string{"no preset is enabled"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yaml))
+			if len(tc.wantErr) > 0 {
+				require.Error(t, err)
+				for _, w := range tc.wantErr {
+					assert.Contains(t, err.Error(), w)
+				}
+				return
+			}
+			require.NoError(t, err)
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestLoadReportsAMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}

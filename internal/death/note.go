@@ -1,0 +1,143 @@
+package death
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+)
+
+// Event reasons: the Events are notifications for kubectl describe and
+// event exporters; the RunnerDeath is the record.
+const (
+	ReasonDied     = "RunnerDied"
+	ReasonJobEnded = "RunnerJobEnded"
+	ReasonStuck    = "RunnerStuck"
+)
+
+// Labels on a RunnerDeath: the class lets retention list records as
+// metadata only; the pod UID finds a pod's records.
+const (
+	ClassLabel  = "runnerguard.io/class"
+	PodUIDLabel = "runnerguard.io/pod-uid"
+)
+
+// maxNote is the events.k8s.io limit on an Event's note.
+const maxNote = 1024
+
+// ObjectName is the name of the RunnerDeath of the death with key on pod. It
+// is a function of the death alone, so every replica, restart and leader
+// writes the same object: the API server's AlreadyExists is what keeps a
+// death recorded exactly once.
+func ObjectName(podName, key string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	if len(podName) > 200 {
+		podName = podName[:200]
+	}
+	return fmt.Sprintf("%s.%016x", podName, h.Sum64())
+}
+
+// Name is the name of the RunnerDeath that keeps r: its death's, so the API
+// server keeps one per death.
+func (r Record) Name() string { return ObjectName(r.Pod, r.Key()) }
+
+// Object is the RunnerDeath that keeps r.
+func (r Record) Object() *v1alpha1.RunnerDeath {
+	return &v1alpha1.RunnerDeath{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: r.Namespace, Name: r.Name(),
+			Labels: map[string]string{ClassLabel: r.Class, PodUIDLabel: r.UID},
+		},
+		Record: r.DeathRecord,
+	}
+}
+
+// FromObject reads the record a RunnerDeath keeps.
+func FromObject(o *v1alpha1.RunnerDeath) Record {
+	return Record{Namespace: o.Namespace, DeathRecord: o.Record}
+}
+
+// EventReason is the reason of the Event that notifies r.
+func (r Record) EventReason() string {
+	if Class(r.Class) == JobEnded {
+		return ReasonJobEnded
+	}
+	return ReasonDied
+}
+
+// EventType is Normal for a clean exit or a job's normal end and Warning
+// for every other death.
+func (r Record) EventType() string {
+	if !Class(r.Class).Abnormal() {
+		return corev1.EventTypeNormal
+	}
+	return corev1.EventTypeWarning
+}
+
+// Note is the Event's one-line summary: class, exit, reason, memory, deleter.
+func (r Record) Note() string {
+	parts := []string{fmt.Sprintf("runner %q died: %s", r.Container, r.Class)}
+	if Class(r.Class) == JobEnded {
+		parts[0] = fmt.Sprintf("runner %q: its job ended (%s)", r.Container, r.Class)
+	}
+	if r.ExitCode != nil {
+		exit := fmt.Sprintf("exit %d", *r.ExitCode)
+		if r.Signal != 0 {
+			exit += fmt.Sprintf(" (signal %d)", r.Signal)
+		}
+		if r.Reason != "" {
+			exit += ", reason " + r.Reason
+		}
+		parts = append(parts, exit)
+	}
+	if v := r.Vitals; v != nil {
+		mem := fmt.Sprintf("oom %d, oom_kill %d", v.OOM, v.OOMKill)
+		if v.Peak != nil {
+			mem = "peak " + bytes(*v.Peak)
+			if v.Limit != nil {
+				mem += " of " + bytes(*v.Limit) + " limit"
+			}
+			mem += fmt.Sprintf(", oom %d, oom_kill %d", v.OOM, v.OOMKill)
+		}
+		parts = append(parts, mem)
+	}
+	if e := r.Ending(); e != "" {
+		parts = append(parts, e)
+	}
+	note := strings.Join(parts, "; ")
+	if len(note) > maxNote {
+		note = note[:maxNote-3] + "..."
+	}
+	return note
+}
+
+// Ending says who ended the runner, as the Event and `runnerguard why`
+// both put it: the deleter as the guard noted them, or that the delete went
+// unreviewed.
+func (r Record) Ending() string {
+	switch {
+	case Class(r.Class) == JobEnded:
+		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
+	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == RuleBusy:
+		return fmt.Sprintf("ended by its pod's deletion, requested by %s: allowed only because the guard was in warn mode; enforce would have refused it", r.DeletedBy)
+	case r.Deleted && r.DeletedBy != "" && r.DeleteRule != "":
+		return fmt.Sprintf("ended by its pod's deletion, requested by %s (allowed: %s)", r.DeletedBy, r.DeleteRule)
+	case r.Deleted && r.DeletedBy != "":
+		return fmt.Sprintf("ended by its pod's deletion, requested by %s", r.DeletedBy)
+	case r.Deleted:
+		return "ended by its pod's deletion; the delete was not reviewed (an exempt principal, or the guard was down)"
+	case r.DeletedBy != "":
+		return "pod deleted afterwards by " + r.DeletedBy
+	}
+	return ""
+}
+
+func bytes(n int64) string {
+	return resource.NewQuantity(n, resource.BinarySI).String()
+}

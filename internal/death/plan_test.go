@@ -1,0 +1,167 @@
+package death
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// end is when podtest's terminated runners end.
+var end = podtest.Start.Add(10 * time.Minute)
+
+const (
+	v2Final   = `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":0,"oom_kill":0}`
+	v2OOMKill = `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":1,"oom_kill":1}`
+)
+
+func note(requester, rule string, at time.Time) *v1alpha1.DeletionNote {
+	return &v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: requester, Rule: rule, Operation: "delete", Time: metav1.NewTime(at)}
+}
+
+func TestDecide(t *testing.T) {
+	type want struct {
+		classes   []Class
+		deleted   bool
+		deletedBy string
+		retry     time.Duration
+	}
+	cases := []struct {
+		name   string
+		pod    *podtest.Wrapper
+		goneAt time.Time
+		note   *v1alpha1.DeletionNote
+		now    time.Time
+		clean  bool // KeepClean false when unset
+		want   want
+	}{
+		{name: "a death with its vitals is recorded at once",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error").SidecarTerminated(runnerpod.VitalsContainer, v2Final),
+			now: end.Add(time.Second), want: want{classes: []Class{ErrorExit}}},
+		{name: "vitals still to come: wait for the sidecar's final reading",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error").SidecarRunning(runnerpod.VitalsContainer),
+			now: end.Add(time.Second), want: want{retry: VitalsWait - time.Second}},
+		{name: "vitals late past the wait: recorded without them",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error").SidecarRunning(runnerpod.VitalsContainer),
+			now: end.Add(VitalsWait), want: want{classes: []Class{ErrorExit}}},
+		{name: "a clean exit is not recorded when clean records are off",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed"), now: end.Add(time.Second)},
+		{name: "a clean exit is recorded when kept",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed"), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{CleanExit}}},
+		{name: "a clean exit past its shorter retention is not recorded again, though its pod lingers",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed"), now: end.Add(25 * time.Hour), clean: true},
+		{name: "an abnormal death as old is still recorded",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(25 * time.Hour), clean: true,
+			want: want{classes: []Class{ErrorExit}}},
+		{name: "a death the kubelet could not date is dated by its start for retention",
+			pod: func() *podtest.Wrapper {
+				w := podtest.Runner("ci", "r").Terminated("runner", 137, "ContainerStatusUnknown")
+				w.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.Time{}
+				return w
+			}(), now: end.Add(31 * 24 * time.Hour)},
+		{name: "a death past retention is not recorded again",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(31 * 24 * time.Hour)},
+		{name: "a deletion's death names the deleter the guard noted",
+			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
+			note: note("reaper", "override", end.Add(-time.Second)), now: end.Add(time.Second),
+			want: want{classes: []Class{SigTerm}, deleted: true, deletedBy: "reaper"}},
+		{name: "deleter noted late: wait for the note",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
+			now: end.Add(time.Second), want: want{retry: NoteWait - 2*time.Second}},
+		{name: "no note after the wait: an unreviewed deletion",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
+			now: end.Add(NoteWait), want: want{classes: []Class{SigTerm}, deleted: true}},
+		{name: "a note of a deletion that did not follow names nobody",
+			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
+			note: note("forger", "override", end.Add(-time.Hour)), now: end.Add(NoteWait),
+			want: want{classes: []Class{SigTerm}, deleted: true}},
+		{name: "a note of another pod's UID names nobody",
+			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
+			note: &v1alpha1.DeletionNote{UID: "uid-other", Requester: "x", Time: metav1.NewTime(end)}, now: end.Add(NoteWait),
+			want: want{classes: []Class{SigTerm}, deleted: true}},
+		{name: "grace 0: a pod removed while its runner ran is deleted-running",
+			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, note: note("admin", "override", end),
+			now: end.Add(time.Second), want: want{classes: []Class{DeletedRunning}, deleted: true, deletedBy: "admin"}},
+		{name: "pod gone while its runner ran, no note yet: wait",
+			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, now: end.Add(time.Second),
+			want: want{retry: NoteWait - time.Second}},
+		{name: "force-deleted a minute before a lagging watcher saw it gone: the note still has its wait",
+			pod: podtest.Runner("ci", "r").Running("runner").Deleted(end.Add(-time.Minute), 0), goneAt: end, now: end.Add(time.Second),
+			want: want{retry: NoteWait - time.Second}},
+		{name: "pod gone while its runner ran, unreviewed (pod GC)",
+			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, now: end.Add(NoteWait),
+			want: want{classes: []Class{DeletedRunning}, deleted: true}},
+		{name: "a gone pod does not wait for vitals that will never come",
+			pod:    podtest.Runner("ci", "r").Terminated("runner", 1, "Error").SidecarRunning(runnerpod.VitalsContainer),
+			goneAt: end.Add(time.Second), now: end.Add(2 * time.Second), want: want{classes: []Class{ErrorExit}}},
+		{name: "a runner that ended before its pod's deletion is not blamed on it",
+			pod:  podtest.Runner("ci", "r").Terminated("runner", 1, "Error").Deleted(end.Add(time.Minute), 30),
+			note: note("reaper", "override", end.Add(time.Minute)), now: end.Add(2 * time.Minute),
+			want: want{classes: []Class{ErrorExit}, deletedBy: "reaper"}},
+		{name: "GitLab: the owner's delete ending its job is the job's normal end",
+			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30).SidecarTerminated(runnerpod.VitalsContainer, v2Final),
+			note: note("system:serviceaccount:glr:gitlab-runner", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "system:serviceaccount:glr:gitlab-runner"}},
+		{name: "GitLab: seen only after the kubelet's final delete moved the deletionTimestamp, the owner's note still makes it the job's end",
+			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(time.Second), 0).SidecarTerminated(runnerpod.VitalsContainer, v2Final),
+			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Minute), clean: true,
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "glr"}},
+		{name: "GitLab: a final delete that came minutes after the grace period still leaves the owner's note counting",
+			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(2*time.Minute), 0),
+			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(3 * time.Minute), clean: true,
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "glr"}},
+		{name: "a note from longer than a grace period and the kubelet's lag before the deletion seen names nobody",
+			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(time.Second), 0),
+			note: note("forger", "job-owner", end.Add(-10*time.Minute)), now: end.Add(time.Minute), clean: true,
+			want: want{classes: []Class{SigKill}}},
+		{name: "GitLab: job-ended is not recorded when clean records are off",
+			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30),
+			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(NoteWait)},
+		{name: "GitLab: the owner's delete after a step was OOM-killed keeps the OOM evidence",
+			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30).SidecarTerminated(runnerpod.VitalsContainer, v2OOMKill),
+			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Second),
+			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "glr"}},
+		{name: "ARC workflow pod removed at once by the runner: the job's normal end",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job"), goneAt: end, now: end, clean: true,
+			note: &v1alpha1.DeletionNote{UID: "uid-r-workflow", Requester: "arc-runner", Rule: "job-owner", Time: metav1.NewTime(end)},
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc-runner"}},
+		{name: "a generic runner's delete under job-owner stays a death (its preset's owner does not end jobs)",
+			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
+			note: note("x", "job-owner", end.Add(-time.Second)), now: end.Add(time.Second),
+			want: want{classes: []Class{SigTerm}, deleted: true, deletedBy: "x"}},
+		{name: "activeDeadlineSeconds ran out: a job timeout",
+			pod: podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Reason("DeadlineExceeded"), now: end.Add(time.Second),
+			want: want{classes: []Class{JobTimeout}}},
+		{name: "a restart in place is two deaths",
+			pod: podtest.Runner("ci", "r").Restarting("runner", 1, "Error").Terminated("runner", 137, "OOMKilled"), now: end.Add(time.Second),
+			want: want{classes: []Class{ErrorExit, CgroupOOM}}},
+		{name: "a runner that never ran has no death",
+			pod: podtest.Runner("ci", "r").Waiting("runner", "ErrImagePull"), goneAt: end, now: end.Add(time.Minute)},
+	}
+	cfg := config.Default()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := tc.pod.Obj()
+			runner, ok := runnerpod.Match(pod, cfg.Presets)
+			require.True(t, ok)
+			p := Decide(Observation{Pod: pod, Runner: runner, GoneAt: tc.goneAt, Note: tc.note, Now: tc.now,
+				KeepSince: tc.now.Add(-cfg.Records.MaxAge.Duration), KeepClean: tc.clean, CleanSince: tc.now.Add(-cfg.Records.CleanMaxAge.Duration)})
+			assert.Equal(t, tc.want.retry, p.Retry, "retry")
+			var classes []Class
+			for _, r := range p.Records {
+				classes = append(classes, Class(r.Class))
+				assert.Equal(t, tc.want.deleted, r.Deleted, "deleted")
+				assert.Equal(t, tc.want.deletedBy, r.DeletedBy, "deletedBy")
+			}
+			assert.Equal(t, tc.want.classes, classes)
+		})
+	}
+}

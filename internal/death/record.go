@@ -1,0 +1,117 @@
+package death
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/vitals/record"
+)
+
+// Record is one runner's death: the API's DeathRecord and the namespace
+// it happened in, which the RunnerDeath object keeps in its metadata.
+type Record struct {
+	Namespace            string `json:"namespace"`
+	v1alpha1.DeathRecord `json:",inline"`
+}
+
+// Key identifies a death: one record per pod UID and container start. A
+// container that never got an ID (it failed to be created) is told apart by
+// its name and end time.
+func (r Record) Key() string {
+	if r.ContainerID != "" {
+		return r.UID + "/" + r.ContainerID
+	}
+	end := ""
+	if r.FinishedAt != nil {
+		end = r.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	return r.UID + "/" + r.Container + "@" + end
+}
+
+// New builds the record of runner's death on pod from st, the runner's
+// status (whose Terminated is nil when the runner was still running).
+func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
+	r := Record{Namespace: pod.Namespace, DeathRecord: v1alpha1.DeathRecord{
+		Pod: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName,
+		Preset: string(runner.Preset.Name), PodReason: podReason(pod),
+	}}
+	if len(runner.Containers) > 0 {
+		r.Container = runner.Containers[0]
+	}
+	if cs := st.Container; cs != nil {
+		r.Container, r.ContainerID, r.Restarts = cs.Name, cs.ContainerID, cs.RestartCount
+		if run := cs.State.Running; run != nil {
+			r.StartedAt = timePtr(run.StartedAt.Time)
+		}
+	}
+	t := st.Terminated
+	r.Class = string(Classify(pod, t))
+	if t != nil {
+		r.ExitCode, r.Signal, r.Reason = &t.ExitCode, Signal(t), t.Reason
+		r.StartedAt, r.FinishedAt = timePtr(t.StartedAt.Time), timePtr(t.FinishedAt.Time)
+		if t.ContainerID != "" {
+			r.ContainerID = t.ContainerID
+		}
+	}
+	if f, ok := FinalVitals(pod); ok {
+		r.Vitals = vitals(f)
+	}
+	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
+	return r
+}
+
+// oomConfirmed says what the vitals say of an OOM-shaped death. On cgroup
+// v1 the kernel counts a kill only in the victim's own cgroup, which the
+// runtime may remove before the sidecar reads it: there a zero count proves
+// nothing. v2 counts at the pod level.
+func oomConfirmed(c Class, v *v1alpha1.Vitals) *bool {
+	if v == nil || (c != CgroupOOM && c != SigKill) || (v.OOMKill == 0 && v.Cgroup != "v2") {
+		return nil
+	}
+	confirmed := v.OOMKill > 0
+	return &confirmed
+}
+
+// vitals is the API's form of the sidecar's final reading.
+func vitals(f record.Final) *v1alpha1.Vitals {
+	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, PeakObserved: f.PeakObserved, OOM: int64(f.OOM), OOMKill: int64(f.OOMKill)}
+	if f.Peak != nil {
+		v.Peak = ptr.To(int64(*f.Peak))
+	}
+	if f.Limit != nil {
+		v.Limit = ptr.To(int64(*f.Limit))
+	}
+	return v
+}
+
+// FinalVitals reads the final reading the vitals sidecar left in its
+// termination message, current or last.
+func FinalVitals(pod *corev1.Pod) (record.Final, bool) {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.Name != runnerpod.VitalsContainer {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t == nil {
+				continue
+			}
+			if f, err := record.ParseFinal(t.Message); err == nil {
+				return f, true
+			}
+		}
+	}
+	return record.Final{}, false
+}
+
+func timePtr(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t}
+}

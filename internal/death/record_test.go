@@ -1,0 +1,82 @@
+package death
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+func newRecord(t *testing.T, w *podtest.Wrapper) Record {
+	t.Helper()
+	pod := w.Obj()
+	runner, ok := runnerpod.Match(pod, config.Default().Presets)
+	require.True(t, ok)
+	return New(pod, runner, runnerpod.RunnerStatus(pod, runner.Containers))
+}
+
+func TestNewRecordOfAnOOMKill(t *testing.T) {
+	final := `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v1","oom":1,"oom_kill":1,"peak":67108864,"limit":67108864}`
+	r := newRecord(t, podtest.ARCScaleSet("ci", "r").Node("n1").Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final))
+	start, end := metav1.NewTime(podtest.Start), metav1.NewTime(podtest.Start.Add(10*time.Minute))
+	assert.Equal(t, Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{
+		Pod: "r", UID: "uid-r", Node: "n1", Preset: "arc-scale-set",
+		Container: "runner", ContainerID: "containerd://runner-1",
+		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "OOMKilled", Class: string(CgroupOOM),
+		StartedAt: &start, FinishedAt: &end,
+		Vitals:       &v1alpha1.Vitals{Cgroup: "v1", OOM: 1, OOMKill: 1, Peak: ptr.To(int64(67108864)), Limit: ptr.To(int64(67108864))},
+		OOMConfirmed: ptr.To(true),
+	}}, r)
+	assert.Equal(t, "uid-r/containerd://runner-1", r.Key())
+	o := r.Object()
+	assert.Equal(t, "ci", o.Namespace)
+	assert.Equal(t, ObjectName("r", r.Key()), o.Name, "the name is the death's, so a second writer gets AlreadyExists")
+	assert.Equal(t, map[string]string{ClassLabel: "cgroup-oom", PodUIDLabel: "uid-r"}, o.Labels)
+	assert.Equal(t, r, FromObject(o))
+}
+
+func TestVitalsRefuteAnOOMShapedSigkill(t *testing.T) {
+	final := `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":0,"oom_kill":0}`
+	r := newRecord(t, podtest.Runner("ci", "r").Terminated("runner", 137, "Error").SidecarTerminated(runnerpod.VitalsContainer, final))
+	assert.Equal(t, string(SigKill), r.Class)
+	assert.Equal(t, ptr.To(false), r.OOMConfirmed, "no oom_kill counted: the SIGKILL came from elsewhere")
+}
+
+func TestRecordWithoutVitals(t *testing.T) {
+	r := newRecord(t, podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").SidecarTerminated(runnerpod.VitalsContainer, "not json"))
+	assert.Nil(t, r.Vitals, "a message the sidecar did not write is ignored")
+	assert.Nil(t, r.OOMConfirmed)
+	assert.Equal(t, string(CleanExit), r.Class)
+}
+
+func TestRecordOfARunnerDeletedWhileRunning(t *testing.T) {
+	w := podtest.Runner("ci", "r").Running("runner")
+	pod := w.Obj()
+	runner, _ := runnerpod.Match(pod, config.Default().Presets)
+	r := New(pod, runner, runnerpod.RunnerStatus(pod, runner.Containers))
+	assert.Equal(t, string(DeletedRunning), r.Class)
+	assert.Nil(t, r.ExitCode)
+	assert.Equal(t, podtest.Start, r.StartedAt.Time)
+}
+
+func TestRecordOfARestartInPlaceUsesTheLastTermination(t *testing.T) {
+	r := newRecord(t, podtest.Runner("ci", "r").Restarting("runner", 139, "Error"))
+	assert.Equal(t, string(Crash), r.Class)
+	assert.Equal(t, int32(1), r.Restarts)
+	assert.Equal(t, int32(11), r.Signal)
+}
+
+func TestNoOOMCountOnCgroupV1ProvesNothing(t *testing.T) {
+	final := `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v1","oom":0,"oom_kill":0}`
+	r := newRecord(t, podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final))
+	assert.Equal(t, string(CgroupOOM), r.Class)
+	assert.Nil(t, r.OOMConfirmed, "v1 counts a kill only in the victim's cgroup, which may be gone before the sidecar read it")
+}

@@ -1,0 +1,7 @@
+// Package recorder is the pod watcher, leader-elected in runnerguard's
+// manager: the one writer of RunnerDeath records (every runner death the
+// kubelet reports, restarts in place included, and runners whose pod was
+// removed while they ran), of the RunnerStuck reports, of retention (old
+// records and deletion notes go), and the labeler that brings runner pods
+// the injector did not see into its cache of labelled runner pods.
+package recorder

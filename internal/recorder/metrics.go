@@ -1,0 +1,55 @@
+package recorder
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/runnerguard/runnerguard/internal/death"
+)
+
+// The watcher is the one writer of these: it counts a death when it creates
+// its RunnerDeath, so a resync, a restart or another replica never counts
+// it again.
+var (
+	deathsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runnerguard_runner_deaths_total",
+		Help: "Runner deaths recorded, by namespace and class of death (jobs ended by their owner are counted in runnerguard_runner_jobs_ended_total).",
+	}, []string{"namespace", "class"})
+	jobsEndedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runnerguard_runner_jobs_ended_total",
+		Help: "Runner pods whose job's owner ended the job by deleting the pod (class job-ended): the fleet's normal work, not deaths.",
+	}, []string{"namespace"})
+	stuckGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "runnerguard_runner_pods_stuck",
+		Help: "Runner pods whose runner container has waited longer than the threshold to start, by namespace and waiting reason.",
+	}, []string{"namespace", "reason"})
+	peakRatio = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "runnerguard_runner_memory_peak_ratio",
+		Help:    "The vitals' memory peak over the pod's limit at each recorded runner death (jobs ended by their owner included), by namespace.",
+		Buckets: []float64{0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1},
+	}, []string{"namespace"})
+	recordsCollected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runnerguard_records_collected_total",
+		Help: "RunnerDeath and RunnerDeletion objects removed by retention, by kind.",
+	}, []string{"kind"})
+)
+
+// RegisterMetrics registers the watcher's metrics on reg.
+func RegisterMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, stuckGauge, peakRatio, recordsCollected} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func countDeath(r death.Record) {
+	if v := r.Vitals; v != nil && v.Peak != nil && v.Limit != nil && *v.Limit > 0 {
+		peakRatio.WithLabelValues(r.Namespace).Observe(float64(*v.Peak) / float64(*v.Limit))
+	}
+	if death.Class(r.Class) == death.JobEnded {
+		jobsEndedTotal.WithLabelValues(r.Namespace).Inc()
+		return
+	}
+	deathsTotal.WithLabelValues(r.Namespace, r.Class).Inc()
+}

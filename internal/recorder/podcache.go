@@ -1,0 +1,125 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// PodCache is the watcher's informer of runner pods (those RunnerPods
+// selects), each kept as a cachedPod. It runs on the leader only: the
+// followers keep no pods but the guard's metadata.
+//
+// It is an informer of its own, not the manager's cache, because the
+// manager's cache keeps corev1.Pods: at 10,000 runner pods the leader held
+// 33 MB of them, three quarters in the structs of fields it never read (a Pod's
+// spec and status take 1.2 KiB empty, and each container whose name alone
+// it kept 408 bytes). See BenchmarkCacheMemory.
+type PodCache struct {
+	informer toolscache.SharedIndexInformer
+}
+
+// NewPodCache builds the cache on pods, a client of the core API group's
+// pods (its own typed client: the whole clientset would add 12 MB to the
+// binary, most of it resident); resync replays every pod to the watcher
+// that often.
+func NewPodCache(pods corev1client.PodsGetter, resync time.Duration) (*PodCache, error) {
+	selector := RunnerPods().String()
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return pods.Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return pods.Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
+	// The API server streams the initial list (WatchList) to a client that
+	// can take it, as client-go's own informers ask.
+	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, pods), &corev1.Pod{}, resync,
+		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	if err := inf.SetTransform(compact); err != nil {
+		return nil, err
+	}
+	return &PodCache{informer: inf}, nil
+}
+
+// Start runs the informer until ctx ends (a manager.Runnable).
+func (c *PodCache) Start(ctx context.Context) error {
+	c.informer.RunWithContext(ctx)
+	return nil
+}
+
+// NeedLeaderElection: only the leader records deaths.
+func (c *PodCache) NeedLeaderElection() bool { return true }
+
+// Get returns the runner pod named key as the watcher reads it, or nil.
+func (c *PodCache) Get(key types.NamespacedName) *corev1.Pod {
+	obj, ok, err := c.informer.GetIndexer().GetByKey(key.String())
+	if err != nil || !ok {
+		return nil
+	}
+	return obj.(*cachedPod).pod()
+}
+
+// HasSynced reports whether the cache holds every runner pod listed at its
+// start.
+func (c *PodCache) HasSynced() bool { return c.informer.HasSynced() }
+
+// Shown names the records of the deaths the statuses of namespace's runner
+// pods still show: those a watcher would write again. An error until the
+// cache has synced, when a pod missing from it may still exist.
+func (c *PodCache) Shown(namespace string, presets []runnerpod.Preset) (map[string]bool, error) {
+	if !c.informer.HasSynced() {
+		return nil, errors.New("the runner pod cache has not synced")
+	}
+	objs, err := c.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, o := range objs {
+		pod := o.(*cachedPod).pod()
+		runner, ok := runnerpod.Match(pod, presets)
+		if !ok {
+			continue
+		}
+		for _, r := range death.Deaths(pod, runner) {
+			names[r.Name()] = true
+		}
+	}
+	return names, nil
+}
+
+// source is the cache's pod events as a controller's source; the
+// controller starts its workers once the cache has synced.
+func (c *PodCache) source(h handler.EventHandler, p ...predicate.Predicate) source.Source {
+	return syncingInformer{Informer: &source.Informer{Informer: c.informer, Handler: h, Predicates: p}, synced: c.HasSynced}
+}
+
+type syncingInformer struct {
+	*source.Informer
+	synced toolscache.InformerSynced
+}
+
+func (s syncingInformer) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced) {
+		return errors.New("the runner pod cache did not sync")
+	}
+	return nil
+}

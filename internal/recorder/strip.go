@@ -1,0 +1,166 @@
+package recorder
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// StripPod is the transform of the guard's metadata informer of runner
+// pods, on every replica: it reads only which pod has which UID.
+func StripPod(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+	out.Namespace, out.Name, out.UID, out.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
+	return out, nil
+}
+
+// cachedPod is what the watcher's cache keeps of a runner pod: what the
+// death record and the stuck check read (pod reads it back as a Pod). No
+// managed fields, no specs beyond container names, no image names, no
+// runner termination messages (which can be 4 KiB each), only the labels
+// and annotations runnerguard reads. At 10,000 runner pods a corev1.Pod
+// stripped of as much took 33 MB of the leader's heap.
+type cachedPod struct {
+	metav1.ObjectMeta
+	node string
+	// grace is how long a graceful deletion can take: the guard's note of
+	// a delete counts within it (death.Decide).
+	grace      *int64
+	containers []string
+	// sidecars are the init containers that run for the pod's life: a
+	// running init container that is not one gates the runner (an idle
+	// pool runner's poller).
+	sidecars []string
+	// Of the status (a corev1.PodStatus is 384 bytes empty): its phase,
+	// reason and message, the conditions that tell why it is pending or
+	// taken down, and the container states.
+	phase                  corev1.PodPhase
+	reason, message        string
+	conditions             []corev1.PodCondition
+	statuses, initStatuses []corev1.ContainerStatus
+}
+
+// compact is the cache's transform. The informer may hand it what it
+// already made (a resync), which it keeps.
+func compact(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	c := &cachedPod{node: pod.Spec.NodeName, grace: pod.Spec.TerminationGracePeriodSeconds}
+	m := pod.ObjectMeta
+	c.Namespace, c.Name, c.UID, c.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
+	c.CreationTimestamp, c.DeletionTimestamp, c.DeletionGracePeriodSeconds = m.CreationTimestamp, m.DeletionTimestamp, m.DeletionGracePeriodSeconds
+	c.OwnerReferences = m.OwnerReferences
+	// Only the marks of a fleet Match reads: not the runner label every
+	// cached pod has, nor the injector's annotations (a map costs a pod 300
+	// bytes).
+	c.Labels = keep(m.Labels, runnerpod.PresetLabels)
+	c.Annotations = keep(m.Annotations, runnerpod.PresetAnnotations)
+	for _, ct := range pod.Spec.Containers {
+		c.containers = append(c.containers, ct.Name)
+	}
+	for _, ct := range pod.Spec.InitContainers {
+		if ct.RestartPolicy != nil && *ct.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			c.sidecars = append(c.sidecars, ct.Name)
+		}
+	}
+	s := pod.Status
+	c.phase, c.reason, c.message = s.Phase, s.Reason, s.Message
+	for _, cd := range s.Conditions {
+		// DisruptionTarget: the control plane's note of why it takes the
+		// pod down (pod GC of a lost node), which classifies the death.
+		if cd.Type == corev1.PodScheduled || cd.Type == corev1.DisruptionTarget {
+			c.conditions = append(c.conditions, cd)
+		}
+	}
+	for _, cs := range s.ContainerStatuses {
+		c.statuses = append(c.statuses, stripStatus(cs, true))
+	}
+	for _, cs := range s.InitContainerStatuses {
+		// Of init containers, the vitals sidecar (its final reading is the
+		// one message a record joins) and a running init container that
+		// gates the runner (an idle pool runner's poller, not a stuck one).
+		switch {
+		case cs.Name == runnerpod.VitalsContainer:
+			c.initStatuses = append(c.initStatuses, stripStatus(cs, false))
+		case cs.State.Running != nil && !slices.Contains(c.sidecars, cs.Name):
+			c.initStatuses = append(c.initStatuses, stripStatus(cs, true))
+		}
+	}
+	return c, nil
+}
+
+// keep is the entries of m whose keys are among keys; nil when none.
+func keep(m map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if slices.Contains(keys, k) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// stripStatus is cs without what no record reads: images, resources, mounts
+// and, with dropMessages, its termination messages.
+func stripStatus(cs corev1.ContainerStatus, dropMessages bool) corev1.ContainerStatus {
+	cs.Image, cs.ImageID = "", ""
+	cs.Resources, cs.VolumeMounts, cs.AllocatedResources, cs.AllocatedResourcesStatus, cs.User = nil, nil, nil, nil, nil
+	if !dropMessages {
+		return cs
+	}
+	for _, t := range []**corev1.ContainerStateTerminated{&cs.State.Terminated, &cs.LastTerminationState.Terminated} {
+		if *t != nil {
+			c := **t
+			c.Message = ""
+			*t = &c
+		}
+	}
+	return cs
+}
+
+// pod is the pod as the watcher reads it. It shares the cache's memory:
+// readers must not change it.
+func (c *cachedPod) pod() *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: c.ObjectMeta, Status: corev1.PodStatus{Phase: c.phase, Reason: c.reason, Message: c.message,
+		Conditions: c.conditions, ContainerStatuses: c.statuses, InitContainerStatuses: c.initStatuses}}
+	p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds = c.node, c.grace
+	for _, n := range c.containers {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: n})
+	}
+	for _, n := range c.sidecars {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: n, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
+	}
+	return p
+}
+
+// GetObjectKind: the cache's objects carry no type.
+func (c *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies everything the cache's readers might share.
+func (c *cachedPod) DeepCopyObject() runtime.Object {
+	out := &cachedPod{node: c.node, containers: slices.Clone(c.containers), sidecars: slices.Clone(c.sidecars),
+		phase: c.phase, reason: c.reason, message: c.message}
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	// The status's own deep copy, of the fields kept.
+	st := c.pod().Status.DeepCopy()
+	out.conditions, out.statuses, out.initStatuses = st.Conditions, st.ContainerStatuses, st.InitContainerStatuses
+	if c.grace != nil {
+		out.grace = ptr.To(*c.grace)
+	}
+	return out
+}

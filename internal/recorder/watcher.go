@@ -1,0 +1,290 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Watcher records runner deaths as the kubelet reports them: the one
+// writer of RunnerDeath objects.
+type Watcher struct {
+	// Pods is the cache of runner pods the watcher records from.
+	Pods *PodCache
+	// Client reads namespaces and the guard's deletion notes from the
+	// manager's cache, and writes RunnerDeaths.
+	Client client.Client
+	// Recorder writes the Events that notify each death and stuck runner.
+	Recorder events.EventRecorder
+	Config   config.Config
+	// Namespaces selects the opted-in namespaces by their labels.
+	Namespaces labels.Selector
+	// StuckAfter is how long a runner may wait to start before it is
+	// reported stuck.
+	StuckAfter time.Duration
+	Now        func() time.Time
+
+	mu sync.Mutex
+	// stuck holds the waiting reason of each stuck runner's pod.
+	stuck map[types.NamespacedName]string
+	// gone keeps the last state of pods the cache has dropped, and when,
+	// until their deaths are planned: a death reported just before the
+	// kubelet's final delete, or a pod removed while its runner ran. More
+	// than one pod of a name can wait: a pod recreated under its name.
+	gone map[types.NamespacedName][]gonePod
+	// seen spares the API server a create per resync of a recorded death.
+	seen *SeenSet
+}
+
+// recordWorkers is how many pods the watcher reconciles at once.
+const recordWorkers = 4
+
+type gonePod struct {
+	pod *corev1.Pod
+	at  time.Time
+}
+
+// SetupWithManager runs the watcher, leader-elected, on its cache of runner
+// pods (which it adds to mgr) and mgr's cache of the guard's deletion notes.
+func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.Add(w.Pods); err != nil {
+		return err
+	}
+	names := w.Config.RunnerContainerNames()
+	hasRunner := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		pod, ok := o.(*cachedPod)
+		return ok && slices.ContainsFunc(pod.containers, func(c string) bool { return slices.Contains(names, c) })
+	})
+	w.stuck = map[types.NamespacedName]string{}
+	w.gone = map[types.NamespacedName][]gonePod{}
+	w.seen = NewSeenSet(4096)
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+	}
+	pods := handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			if pod, ok := e.Object.(*cachedPod); ok {
+				w.removed(pod.pod())
+			}
+			enqueue(e.Object, q)
+		},
+	}
+	// A note reaching the cache after its pod's update brings the pod back.
+	notes := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		n, ok := o.(*v1alpha1.RunnerDeletion)
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: n.Namespace, Name: n.Deletion.Pod}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("runner-deaths").
+		WatchesRawSource(w.Pods.source(pods, hasRunner)).
+		Watches(&v1alpha1.RunnerDeletion{}, notes).
+		// A record is one create round trip: with one worker a fleet whose
+		// jobs end together waits seconds per thousand deaths (the fleet
+		// simulation's record latency). The queue never hands one pod to
+		// two workers at once, and the watcher's own state is locked.
+		WithOptions(controller.Options{MaxConcurrentReconciles: recordWorkers}).
+		Complete(w)
+}
+
+// Reconcile records the deaths not yet on record of the pod named req and
+// of the pods of that name the cache has dropped, and checks whether the
+// runner is stuck.
+func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// The dropped pods are read before the cache: the informer removes a
+	// pod from its store before it hands the delete to the watcher, so a
+	// pod read back from the cache here is not one of those, whatever
+	// comes in between.
+	gone := w.goneOf(req.NamespacedName)
+	pod := w.Pods.Get(req.NamespacedName)
+	if pod == nil {
+		w.setStuck(req.NamespacedName, "")
+	}
+	var res ctrl.Result
+	var errs []error
+	for _, g := range gone {
+		// Each removed pod is planned on its own: a runner pod recreated
+		// under the same name (legacy ARC) must not hide its predecessor's
+		// death.
+		if pod != nil && pod.UID == g.pod.UID {
+			w.forget(req.NamespacedName, g.pod.UID) // back in the cache
+			continue
+		}
+		retry, _, err := w.record(ctx, g.pod, g.at)
+		if err != nil {
+			// The others are still planned: one record that cannot be
+			// written holds up no other death.
+			errs = append(errs, err)
+			continue
+		}
+		if retry == 0 {
+			w.forget(req.NamespacedName, g.pod.UID)
+		}
+		res = sooner(res, retry)
+	}
+	if pod == nil {
+		return res, errors.Join(errs...)
+	}
+	retry, runner, err := w.record(ctx, pod, time.Time{})
+	if err != nil || runner == nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+	if retry > 0 {
+		return sooner(res, retry), errors.Join(errs...)
+	}
+	stuck, err := w.checkStuck(ctx, pod, *runner)
+	return sooner(res, stuck.RequeueAfter), errors.Join(append(errs, err)...)
+}
+
+// record writes the records of pod's deaths that are due, and says when to
+// look again for those still waiting; runner is nil for a pod the watcher
+// does not record (outside the opted-in namespaces, or not a runner).
+// goneAt is when the pod was seen removed, zero while it exists.
+func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time) (time.Duration, *runnerpod.Runner, error) {
+	if ok, err := w.optedIn(ctx, pod.Namespace); err != nil || !ok {
+		return 0, nil, err
+	}
+	runner, ok := runnerpod.Match(pod, w.Config.Presets)
+	if !ok {
+		return 0, nil, nil
+	}
+	now, keep := w.Now(), w.Config.Records
+	o := death.Observation{Pod: pod, Runner: runner, GoneAt: goneAt, Now: now,
+		KeepSince: now.Add(-keep.MaxAge.Duration), KeepClean: keep.CleanMaxAge.Duration > 0, CleanSince: now.Add(-keep.CleanMaxAge.Duration)}
+	if pod.DeletionTimestamp != nil || !goneAt.IsZero() {
+		var err error
+		if o.Note, err = w.note(ctx, pod); err != nil {
+			return 0, nil, err
+		}
+	}
+	plan := death.Decide(o)
+	for _, r := range plan.Records {
+		if err := w.write(ctx, pod, r); err != nil {
+			return 0, nil, err
+		}
+	}
+	return plan.Retry, &runner, nil
+}
+
+// sooner is res or a look after d (d > 0), whichever comes first.
+func sooner(res ctrl.Result, d time.Duration) ctrl.Result {
+	if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+		res.RequeueAfter = d
+	}
+	return res
+}
+
+// removed keeps the last state of a pod the cache dropped until its deaths
+// are planned.
+func (w *Watcher) removed(pod *corev1.Pod) {
+	key := client.ObjectKeyFromObject(pod)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gs := slices.DeleteFunc(w.gone[key], func(g gonePod) bool { return g.pod.UID == pod.UID })
+	w.gone[key] = append(gs, gonePod{pod: pod.DeepCopy(), at: w.Now()})
+}
+
+// goneOf is the removed pods named key, not yet planned.
+func (w *Watcher) goneOf(key types.NamespacedName) []gonePod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.gone[key])
+}
+
+// forget drops the removed pod of that name and UID once planned.
+func (w *Watcher) forget(key types.NamespacedName, uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gs := slices.DeleteFunc(w.gone[key], func(g gonePod) bool { return g.pod.UID == uid })
+	if len(gs) == 0 {
+		delete(w.gone, key)
+		return
+	}
+	w.gone[key] = gs
+}
+
+// note reads the guard's note of the pod's deletion, named after its UID.
+func (w *Watcher) note(ctx context.Context, pod *corev1.Pod) (*v1alpha1.DeletionNote, error) {
+	n := &v1alpha1.RunnerDeletion{}
+	err := w.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: string(pod.UID)}, n)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &n.Deletion, nil
+}
+
+// write creates r's RunnerDeath unless the death is already on record (by
+// this process or any other: the name is the death's), then notifies it.
+func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) error {
+	key := r.Key()
+	if w.seen.Has(key) {
+		return nil
+	}
+	err := w.Client.Create(ctx, r.Object())
+	if apierrors.IsAlreadyExists(err) {
+		w.seen.Add(key)
+		return nil
+	}
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace is being deleted and takes its records with it: no
+		// retry can store this one, and no Event can be written there
+		// either. The death is still counted, and the log keeps the record.
+		w.seen.Add(key)
+		countDeath(r)
+		logf.FromContext(ctx).WithName("death").Info("runner death not stored: its namespace is being deleted", "record", r)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.seen.Add(key)
+	countDeath(r)
+	w.Recorder.Eventf(pod, nil, r.EventType(), r.EventReason(), "Died", "%s", r.Note())
+	// One key holding the whole record: its JSON is the record's schema,
+	// and its fields cannot collide with the request's own log keys.
+	logf.FromContext(ctx).WithName("death").Info("runner death recorded", "record", r)
+	return nil
+}
+
+func (w *Watcher) optedIn(ctx context.Context, name string) (bool, error) {
+	// Metadata only: the same namespace informer the injector reads.
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := w.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return w.Namespaces.Matches(labels.Set(ns.Labels)), nil
+}

@@ -1,0 +1,105 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
+)
+
+// Fleet answers "what kills our runners?" over a window: counts by class,
+// the deaths an operator must look at first, and the records newest first.
+type Fleet struct {
+	Since   time.Time      `json:"since"`
+	Total   int            `json:"total"`
+	ByClass map[string]int `json:"byClass"`
+	Records []death.Record `json:"records"`
+}
+
+// Summarize gathers the records written since then.
+func Summarize(items []v1alpha1.RunnerDeath, since time.Time) Fleet {
+	f := Fleet{Since: since, ByClass: map[string]int{}}
+	for i := range items {
+		if items[i].CreationTimestamp.Time.Before(since) {
+			continue
+		}
+		r := death.FromObject(&items[i])
+		f.Total++
+		f.ByClass[r.Class]++
+		f.Records = append(f.Records, r)
+	}
+	SortNewestFirst(f.Records)
+	return f
+}
+
+// Table renders the summary for the terminal: classes by count (abnormal
+// first), then the most recent records.
+func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
+	var b strings.Builder
+	if f.Total == 0 {
+		fmt.Fprintf(&b, "no runner deaths recorded in the last %s\n", window)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d runner deaths recorded in the last %s\n\n", f.Total, window)
+	classes := slices.SortedFunc(maps.Keys(f.ByClass), func(a, b string) int {
+		if x, y := death.Class(a).Abnormal(), death.Class(b).Abnormal(); x != y {
+			if x {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(f.ByClass[b], f.ByClass[a]), cmp.Compare(a, b))
+	})
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLASS\tCOUNT\tMEANING")
+	for _, c := range classes {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", c, f.ByClass[c], Meaning[death.Class(c)])
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(&b, "\nmost recent:\n")
+	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	head := "NAMESPACE\tPOD\tCLASS\tEXIT\tREASON\tDELETED BY\tENDED"
+	if wide {
+		head += "\tNODE\tPRESET\tPEAK\tOOM KILLS"
+	}
+	fmt.Fprintln(tw, head)
+	for i, r := range f.Records {
+		if i == limit {
+			break
+		}
+		exit, ended := "-", "-"
+		if r.ExitCode != nil {
+			exit = fmt.Sprint(*r.ExitCode)
+		}
+		if r.FinishedAt != nil {
+			ended = r.FinishedAt.UTC().Format(time.RFC3339)
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Namespace, r.Pod, r.Class, exit, dash(r.Reason), dash(r.DeletedBy), ended)
+		if wide {
+			peak, kills := "-", "-"
+			if v := r.Vitals; v != nil {
+				kills = fmt.Sprint(v.OOMKill)
+				if v.Peak != nil {
+					peak = quantity(*v.Peak)
+				}
+			}
+			line += fmt.Sprintf("\t%s\t%s\t%s\t%s", dash(r.Node), r.Preset, peak, kills)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
