@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 )
 
 // seenRecord is a RunnerDeath as the observer saw it arrive.
@@ -37,7 +37,7 @@ type observer struct {
 	// deleting and removed: when a pod's deletion was first seen and when
 	// the pod went, for the report on records without their deleter.
 	deleting, removed map[types.UID]time.Time
-	// startFirst and startLast: death.DeletionStart of a pod as its
+	// startFirst and startLast: deletion.Start of a pod as its
 	// deletion was first seen and as its removal carried it.
 	startFirst, startLast map[types.UID]time.Time
 	// restarted: pods seen with a container restarted in place.
@@ -63,10 +63,10 @@ func runnerEnded(pod *corev1.Pod) bool {
 	return false
 }
 
-// start keeps pod's death.DeletionStart in m (replacing any earlier one
+// start keeps pod's deletion.Start in m (replacing any earlier one
 // when last).
 func (o *observer) start(m map[types.UID]time.Time, pod *corev1.Pod, last bool) {
-	at, ok := death.DeletionStart(pod)
+	at, ok := deletion.Start(pod)
 	if !ok {
 		return
 	}

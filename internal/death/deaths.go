@@ -2,10 +2,10 @@ package death
 
 import (
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -33,19 +33,6 @@ func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
 // deletion began: the deletion (SIGTERM, then SIGKILL) is what ended it.
 // The deletion began a grace period before the deletionTimestamp.
 func CausedByDeletion(pod *corev1.Pod, r Record) bool {
-	began, ok := DeletionStart(pod)
+	began, ok := deletion.Start(pod)
 	return ok && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began)
-}
-
-// DeletionStart is when the pod's deletion was asked for: a grace period
-// before its deletionTimestamp.
-func DeletionStart(pod *corev1.Pod) (time.Time, bool) {
-	if pod.DeletionTimestamp == nil {
-		return time.Time{}, false
-	}
-	began := pod.DeletionTimestamp.Time
-	if g := pod.DeletionGracePeriodSeconds; g != nil {
-		began = began.Add(-time.Duration(*g) * time.Second)
-	}
-	return began, true
 }

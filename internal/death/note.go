@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 )
 
 // Event reasons: the Events are notifications for kubectl describe and
@@ -124,7 +125,7 @@ func (r Record) Ending() string {
 	switch {
 	case Class(r.Class) == JobEnded:
 		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
-	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == RuleBusy:
+	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == deletion.RuleBusy:
 		return fmt.Sprintf("ended by its pod's deletion, requested by %s: allowed only because the guard was in warn mode; enforce would have refused it", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "" && r.DeleteRule != "":
 		return fmt.Sprintf("ended by its pod's deletion, requested by %s (allowed: %s)", r.DeletedBy, r.DeleteRule)

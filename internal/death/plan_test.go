@@ -10,6 +10,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -75,29 +76,29 @@ func TestDecide(t *testing.T) {
 			want: want{classes: []Class{SigTerm}, deleted: true, deletedBy: "reaper"}},
 		{name: "deleter noted late: wait for the note",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
-			now: end.Add(time.Second), want: want{retry: NoteWait - 2*time.Second}},
+			now: end.Add(time.Second), want: want{retry: deletion.NoteWait - 2*time.Second}},
 		{name: "no note after the wait: an unreviewed deletion",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
-			now: end.Add(NoteWait), want: want{classes: []Class{SigTerm}, deleted: true}},
+			now: end.Add(deletion.NoteWait), want: want{classes: []Class{SigTerm}, deleted: true}},
 		{name: "a note of a deletion that did not follow names nobody",
 			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
-			note: note("forger", "override", end.Add(-time.Hour)), now: end.Add(NoteWait),
+			note: note("forger", "override", end.Add(-time.Hour)), now: end.Add(deletion.NoteWait),
 			want: want{classes: []Class{SigTerm}, deleted: true}},
 		{name: "a note of another pod's UID names nobody",
 			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
-			note: &v1alpha1.DeletionNote{UID: "uid-other", Requester: "x", Time: metav1.NewTime(end)}, now: end.Add(NoteWait),
+			note: &v1alpha1.DeletionNote{UID: "uid-other", Requester: "x", Time: metav1.NewTime(end)}, now: end.Add(deletion.NoteWait),
 			want: want{classes: []Class{SigTerm}, deleted: true}},
 		{name: "grace 0: a pod removed while its runner ran is deleted-running",
 			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, note: note("admin", "override", end),
 			now: end.Add(time.Second), want: want{classes: []Class{DeletedRunning}, deleted: true, deletedBy: "admin"}},
 		{name: "pod gone while its runner ran, no note yet: wait",
 			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, now: end.Add(time.Second),
-			want: want{retry: NoteWait - time.Second}},
+			want: want{retry: deletion.NoteWait - time.Second}},
 		{name: "force-deleted a minute before a lagging watcher saw it gone: the note still has its wait",
 			pod: podtest.Runner("ci", "r").Running("runner").Deleted(end.Add(-time.Minute), 0), goneAt: end, now: end.Add(time.Second),
-			want: want{retry: NoteWait - time.Second}},
+			want: want{retry: deletion.NoteWait - time.Second}},
 		{name: "pod gone while its runner ran, unreviewed (pod GC)",
-			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, now: end.Add(NoteWait),
+			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, now: end.Add(deletion.NoteWait),
 			want: want{classes: []Class{DeletedRunning}, deleted: true}},
 		{name: "a gone pod does not wait for vitals that will never come",
 			pod:    podtest.Runner("ci", "r").Terminated("runner", 1, "Error").SidecarRunning(runnerpod.VitalsContainer),
@@ -124,7 +125,7 @@ func TestDecide(t *testing.T) {
 			want: want{classes: []Class{SigKill}}},
 		{name: "GitLab: job-ended is not recorded when clean records are off",
 			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30),
-			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(NoteWait)},
+			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(deletion.NoteWait)},
 		{name: "GitLab: the owner's delete after a step was OOM-killed keeps the OOM evidence",
 			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30).SidecarTerminated(runnerpod.VitalsContainer, v2OOMKill),
 			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Second),

@@ -26,6 +26,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -281,9 +282,9 @@ func TestAPodRemovedWhileItsRunnerRanIsRecordedAsSuch(t *testing.T) {
 	// reviewed, and the kubelet never reports the end.
 	last := podtest.Runner("ci", "lost").Node("n-gone").Running("runner").Obj()
 	at := w.Now().Add(-time.Second)
-	assert.Equal(t, death.NoteWait-time.Second, gone(t, w, last, at).RequeueAfter, "a look for the guard's note of the deleter")
+	assert.Equal(t, deletion.NoteWait-time.Second, gone(t, w, last, at).RequeueAfter, "a look for the guard's note of the deleter")
 	assert.Empty(t, records(t, w))
-	w.Now = func() time.Time { return at.Add(death.NoteWait) }
+	w.Now = func() time.Time { return at.Add(deletion.NoteWait) }
 	reconcileOnce(t, w, last)
 	rs := records(t, w)
 	require.Len(t, rs, 1)
@@ -313,8 +314,8 @@ func TestAPodRecreatedUnderItsNameDoesNotHideItsPredecessorsDeath(t *testing.T) 
 	next.UID = "uid-r-2"
 	w := newWatcher(t, next)
 	at := w.Now()
-	assert.Equal(t, death.NoteWait, gone(t, w, last, at).RequeueAfter, "the old pod's death waits for a note")
-	w.Now = func() time.Time { return at.Add(death.NoteWait) }
+	assert.Equal(t, deletion.NoteWait, gone(t, w, last, at).RequeueAfter, "the old pod's death waits for a note")
+	w.Now = func() time.Time { return at.Add(deletion.NoteWait) }
 	reconcileOnce(t, w, next)
 	rs := records(t, w)
 	require.Len(t, rs, 1)

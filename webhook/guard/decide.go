@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -64,13 +64,13 @@ const (
 	RuleNotStarted       Rule = "not-started"
 	RuleRunnerTerminated Rule = "runner-terminated"
 	RuleIdle             Rule = "idle"
-	RuleJobOwner         Rule = death.RuleJobOwner
+	RuleJobOwner         Rule = deletion.RuleJobOwner
 	RuleExempt           Rule = "exempt-principal"
 	RuleOverride         Rule = "override"
 	// RuleProtectionExpired: the runner has run past its preset's
 	// maxProtected, so it no longer pins its node.
 	RuleProtectionExpired Rule = "protection-expired"
-	RuleBusy              Rule = death.RuleBusy
+	RuleBusy              Rule = deletion.RuleBusy
 )
 
 // Decision is the guard's answer and what it knew.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -44,7 +45,7 @@ type Handler struct {
 	// writes through it the deletion notes the watcher reads; nil without
 	// a watcher.
 	Writer   client.Writer
-	Notes    *Notes
+	Notes    *deletion.Notes
 	Recorder events.EventRecorder
 	Now      func() time.Time
 }
@@ -57,7 +58,7 @@ const noteSlots = 64
 
 // NewHandler returns a Handler reading the clock.
 func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.EventRecorder) *Handler {
-	return &Handler{Config: cfg, Reader: r, Writer: w, Notes: NewNotes(w, noteSlots), Recorder: rec, Now: time.Now}
+	return &Handler{Config: cfg, Reader: r, Writer: w, Notes: deletion.NewNotes(w, noteSlots, notesFailed), Recorder: rec, Now: time.Now}
 }
 
 // Handle judges one review.
@@ -237,7 +238,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 			"%s by %s allowed: %s", f.Operation, f.Requester, d.Message)
 	}
 	if running && h.Writer != nil {
-		h.Notes.Write(ctx, noteOf(f, d))
+		h.Notes.Write(ctx, deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now))
 		// Before the answer: the watcher's cache must hold the pod before
 		// the deletion removes it.
 		if err := h.label(ctx, f.Pod); err != nil {

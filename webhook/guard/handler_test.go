@@ -231,7 +231,7 @@ func TestHandleEviction(t *testing.T) {
 
 func deletionNote(t *testing.T, h *Handler, pod *corev1.Pod) *v1alpha1.DeletionNote {
 	t.Helper()
-	h.Notes.pending.Wait() // written after the answer
+	h.Notes.Wait() // written after the answer
 	n := &v1alpha1.RunnerDeletion{}
 	err := h.Reader.Get(context.Background(), client.ObjectKey{Namespace: pod.Namespace, Name: string(pod.UID)}, n)
 	if apierrors.IsNotFound(err) {

@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -44,19 +43,6 @@ func (h *Handler) confirm(ctx context.Context, f Facts) (bool, error) {
 		return false, err
 	}
 	return live.UID == f.Pod.UID && live.UID != "", nil
-}
-
-// noteOf is the RunnerDeletion that tells the pod watcher who asked for
-// this running runner's pod to go. Named after the pod's UID: the first
-// admitted deletion is the one that ends the runner; repeats find it there.
-func noteOf(f Facts, d Decision) *v1alpha1.RunnerDeletion {
-	return &v1alpha1.RunnerDeletion{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.Pod.Namespace, Name: string(f.Pod.UID)},
-		Deletion: v1alpha1.DeletionNote{
-			Pod: f.Pod.Name, UID: string(f.Pod.UID), Requester: f.Requester,
-			Operation: string(f.Operation), Rule: string(d.Rule), Time: metav1.NewTime(f.Now),
-		},
-	}
 }
 
 // label gives a runner pod without the runner label (created while the

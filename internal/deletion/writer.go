@@ -1,26 +1,26 @@
-package guard
+package deletion
 
 import (
 	"context"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/death"
 )
 
-// Notes writes the guard's deletion notes after the guard has answered. A
-// note written before the answer held every allowed delete of a running
-// runner for a create round trip: at 10,000 runners on a saturated API
-// server a GitLab job end's DELETE took 393 to 664 ms at p99 against 65 to
-// 98 ms without runnerguard. The watcher needs a note only when it records
-// the death the delete causes, and waits for it up to death.NoteWait after
-// it saw the deletion: a note is retried for that long after the answer.
+// Notes writes the guard's deletion notes after the guard has answered: a
+// note written before the answer would hold every allowed delete of a
+// running runner for a create round trip through the API server, which is
+// slowest exactly when the fleet is busiest. The recorder needs a note only
+// when it records the death the delete causes, and waits for it up to
+// NoteWait after it saw the deletion: a note is retried for that long after
+// the answer.
 // A note in flight is lost only with a replica that dies (a replica that is
 // stopped writes what it holds first); the record then names no deleter.
 type Notes struct {
@@ -28,15 +28,18 @@ type Notes struct {
 	// slots bounds the notes written at once; when they are all busy a
 	// note gets one try before the answer, so memory stays bounded under
 	// a burst and no review waits out the webhook's timeout.
-	slots   chan struct{}
+	slots chan struct{}
+	// failed counts the notes not written while the recorder waited.
+	failed  prometheus.Counter
 	mu      sync.Mutex
 	pending sync.WaitGroup
 	stopped bool
 }
 
-// NewNotes returns a Notes writing through w, up to inFlight at once.
-func NewNotes(w client.Writer, inFlight int) *Notes {
-	return &Notes{writer: w, slots: make(chan struct{}, inFlight)}
+// NewNotes returns a Notes writing through w, up to inFlight at once,
+// counting on failed the notes it could not write in time.
+func NewNotes(w client.Writer, inFlight int, failed prometheus.Counter) *Notes {
+	return &Notes{writer: w, slots: make(chan struct{}, inFlight), failed: failed}
 }
 
 // Write writes n in the background; or tries once now, when every slot is
@@ -73,14 +76,14 @@ const retryEvery = 200 * time.Millisecond
 // note of that name already there is this deletion's (the first admitted
 // deletion of a pod UID is the one that ends its runner).
 func (s *Notes) write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
-	ctx, cancel := context.WithTimeout(ctx, death.NoteWait)
+	ctx, cancel := context.WithTimeout(ctx, NoteWait)
 	defer cancel()
 	var last error
 	if err := wait.PollUntilContextCancel(ctx, retryEvery, true, func(ctx context.Context) (bool, error) {
 		last = s.create(ctx, n)
 		return last == nil, nil
 	}); err != nil {
-		s.failed(ctx, n, last)
+		s.fail(ctx, n, last)
 	}
 }
 
@@ -93,7 +96,7 @@ func (s *Notes) once(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 	ctx, cancel := context.WithTimeout(ctx, onceTimeout)
 	defer cancel()
 	if err := s.create(ctx, n); err != nil {
-		s.failed(ctx, n, err)
+		s.fail(ctx, n, err)
 	}
 }
 
@@ -104,8 +107,8 @@ func (s *Notes) create(ctx context.Context, n *v1alpha1.RunnerDeletion) error {
 	return nil
 }
 
-func (s *Notes) failed(ctx context.Context, n *v1alpha1.RunnerDeletion, err error) {
-	notesFailed.Inc()
+func (s *Notes) fail(ctx context.Context, n *v1alpha1.RunnerDeletion, err error) {
+	s.failed.Inc()
 	logf.FromContext(ctx).Error(err, "noting the deletion for the death record: its record will name no deleter",
 		"pod", n.Namespace+"/"+n.Deletion.Pod, "uid", n.Deletion.UID)
 }
@@ -117,9 +120,12 @@ func (s *Notes) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
-	s.pending.Wait()
+	s.Wait()
 	return nil
 }
+
+// Wait returns once the notes in flight are written or given up.
+func (s *Notes) Wait() { s.pending.Wait() }
 
 // NeedLeaderElection: every replica's guard answers, and writes notes.
 func (s *Notes) NeedLeaderElection() bool { return false }

@@ -1,4 +1,4 @@
-package guard
+package deletion
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,6 +36,9 @@ func notesClient(t *testing.T, failures int32) (client.WithWatch, *atomic.Int32)
 	return c, &calls
 }
 
+// notesFailed stands for the guard's counter of notes not written.
+var notesFailed = prometheus.NewCounter(prometheus.CounterOpts{Name: "test_notes_failed_total"})
+
 func testNote(name string) *v1alpha1.RunnerDeletion {
 	return &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name},
 		Deletion: v1alpha1.DeletionNote{Pod: "r", UID: name, Requester: "alice", Operation: "delete", Rule: "override", Time: metav1.Now()}}
@@ -50,7 +54,7 @@ func TestANoteIsRetriedPastTheAPIServersFailures(t *testing.T) {
 	// Ten failures at one try per retryEvery: an outage of 2 s, more than
 	// a capped exponential backoff would have waited.
 	c, calls := notesClient(t, 10)
-	n := NewNotes(c, 4)
+	n := NewNotes(c, 4, notesFailed)
 	n.Write(context.Background(), testNote("u1"))
 	n.pending.Wait()
 	assert.True(t, noted(t, c, "u1"))
@@ -59,12 +63,12 @@ func TestANoteIsRetriedPastTheAPIServersFailures(t *testing.T) {
 
 func TestANoteGetsOneTryBeforeTheAnswerWhenEverySlotIsBusy(t *testing.T) {
 	c, calls := notesClient(t, 0)
-	n := NewNotes(c, 0)
+	n := NewNotes(c, 0, notesFailed)
 	n.Write(context.Background(), testNote("u1"))
 	assert.True(t, noted(t, c, "u1"), "no slot: written at once")
 
 	c, calls = notesClient(t, 1)
-	n = NewNotes(c, 0)
+	n = NewNotes(c, 0, notesFailed)
 	before := testutil.ToFloat64(notesFailed)
 	n.Write(context.Background(), testNote("u2"))
 	assert.Equal(t, int32(1), calls.Load(), "one try, no retries that would hold the review")
@@ -74,7 +78,7 @@ func TestANoteGetsOneTryBeforeTheAnswerWhenEverySlotIsBusy(t *testing.T) {
 
 func TestAStoppingReplicaWritesItsNotesBeforeItGoes(t *testing.T) {
 	c, _ := notesClient(t, 1)
-	n := NewNotes(c, 4)
+	n := NewNotes(c, 4, notesFailed)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = n.Start(ctx); close(done) }()
@@ -89,7 +93,7 @@ func TestAStoppingReplicaWritesItsNotesBeforeItGoes(t *testing.T) {
 func TestANoteThatCannotBeWrittenWhileTheWatcherWaitsIsCounted(t *testing.T) {
 	c, _ := notesClient(t, 1<<30)
 	before := testutil.ToFloat64(notesFailed)
-	n := NewNotes(c, 4)
+	n := NewNotes(c, 4, notesFailed)
 	n.Write(context.Background(), testNote("u1"))
 	n.pending.Wait()
 	assert.False(t, noted(t, c, "u1"))
