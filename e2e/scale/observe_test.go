@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 )
 
