@@ -100,6 +100,16 @@ func mergePresets(defaults, given []runnerpod.Preset) []runnerpod.Preset {
 // Validate reports every problem in the configuration at once.
 func (c Config) Validate() error {
 	var errs []error
+	for _, check := range []func(Config) []error{validatePresets, validatePrincipals, validateInject, validateGuard, validateRecords} {
+		errs = append(errs, check(c)...)
+	}
+	return errors.Join(errs...)
+}
+
+// validatePresets checks that the presets are known, listed once, at least
+// one enabled, and each enabled one complete.
+func validatePresets(c Config) []error {
+	var errs []error
 	seen := map[runnerpod.PresetName]bool{}
 	enabled := 0
 	for _, p := range c.Presets {
@@ -111,46 +121,63 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("presets: %q listed twice", p.Name))
 		}
 		seen[p.Name] = true
-		if !p.Enabled {
-			continue
-		}
-		enabled++
-		if len(p.RunnerContainers) == 0 {
-			errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: must name at least one container", p.Name))
-		}
-		for _, n := range p.RunnerContainers {
-			for _, msg := range validation.IsDNS1123Label(n) {
-				errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: %q: %s", p.Name, n, msg))
-			}
-		}
-		if p.MaxProtected.Duration < time.Minute {
-			errs = append(errs, fmt.Errorf("presets[%s].maxProtected: %s is below the 1m floor", p.Name, p.MaxProtected.Duration))
-		}
-		if len(p.OwnerPrincipals) > 0 && !p.Name.OwnerEndsJob() {
-			errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: only the presets whose owner ends the job by deleting its pod (gitlab, arc-workflow) have owners", p.Name))
-		}
-		if slices.Contains(p.OwnerPrincipals, "") {
-			errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: principals must not be empty strings", p.Name))
-		}
-		for _, e := range p.DiagnosticEnv {
-			for _, msg := range validation.IsEnvVarName(e.Name) {
-				errs = append(errs, fmt.Errorf("presets[%s].diagnosticEnv: %q: %s", p.Name, e.Name, msg))
-			}
-			if e.ValueFrom != nil {
-				errs = append(errs, fmt.Errorf("presets[%s].diagnosticEnv: %q: only literal values are supported", p.Name, e.Name))
-			}
+		if p.Enabled {
+			enabled++
+			errs = append(errs, validatePreset(p)...)
 		}
 	}
 	if enabled == 0 {
 		errs = append(errs, errors.New("presets: no preset is enabled"))
 	}
+	return errs
+}
+
+// validatePreset checks one enabled preset.
+func validatePreset(p runnerpod.Preset) []error {
+	var errs []error
+	if len(p.RunnerContainers) == 0 {
+		errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: must name at least one container", p.Name))
+	}
+	for _, n := range p.RunnerContainers {
+		for _, msg := range validation.IsDNS1123Label(n) {
+			errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: %q: %s", p.Name, n, msg))
+		}
+	}
+	if p.MaxProtected.Duration < time.Minute {
+		errs = append(errs, fmt.Errorf("presets[%s].maxProtected: %s is below the 1m floor", p.Name, p.MaxProtected.Duration))
+	}
+	if len(p.OwnerPrincipals) > 0 && !p.Name.OwnerEndsJob() {
+		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: only the presets whose owner ends the job by deleting its pod (gitlab, arc-workflow) have owners", p.Name))
+	}
+	if slices.Contains(p.OwnerPrincipals, "") {
+		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: principals must not be empty strings", p.Name))
+	}
+	for _, e := range p.DiagnosticEnv {
+		for _, msg := range validation.IsEnvVarName(e.Name) {
+			errs = append(errs, fmt.Errorf("presets[%s].diagnosticEnv: %q: %s", p.Name, e.Name, msg))
+		}
+		if e.ValueFrom != nil {
+			errs = append(errs, fmt.Errorf("presets[%s].diagnosticEnv: %q: only literal values are supported", p.Name, e.Name))
+		}
+	}
+	return errs
+}
+
+// validatePrincipals refuses empty principal names anywhere: an empty
+// username would match no one in CEL but reads as a wildcard to a person.
+func validatePrincipals(c Config) []error {
 	principals := slices.Concat(c.Guard.ExemptPrincipals, c.Policy.GarbageCollectors)
 	for _, p := range c.Presets {
 		principals = slices.Concat(principals, p.ControllerPrincipals, p.OwnerPrincipals)
 	}
 	if slices.Contains(principals, "") {
-		errs = append(errs, errors.New("guard, policy, presets: principals must not be empty strings"))
+		return []error{errors.New("guard, policy, presets: principals must not be empty strings")}
 	}
+	return nil
+}
+
+func validateInject(c Config) []error {
+	var errs []error
 	for k := range c.Inject.PodAnnotations {
 		for _, msg := range validation.IsQualifiedName(k) {
 			errs = append(errs, fmt.Errorf("inject.podAnnotations: %q: %s", k, msg))
@@ -161,31 +188,42 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("inject.podSecurityDefault: %q is not a Pod Security level (privileged, baseline or restricted)", c.Inject.PodSecurityDefault))
 	}
-	if v := c.Inject.Vitals; v.Enabled {
-		errs = append(errs, validateResources(v.Resources)...)
-		if v.Image == "" {
-			errs = append(errs, errors.New("inject.vitals.image: required when the sidecar is enabled"))
-		}
-		if v.Interval.Duration < 100*time.Millisecond {
-			errs = append(errs, fmt.Errorf("inject.vitals.interval: %s is below the 100ms floor", v.Interval.Duration))
-		}
-		if v.CgroupHostPath == "" || v.CgroupHostPath[0] != '/' {
-			errs = append(errs, fmt.Errorf("inject.vitals.cgroupHostPath: %q must be an absolute path", v.CgroupHostPath))
-		}
-		if v.MountPath == "" || v.MountPath[0] != '/' {
-			errs = append(errs, fmt.Errorf("inject.vitals.mountPath: %q must be an absolute path", v.MountPath))
-		}
+	v := c.Inject.Vitals
+	if !v.Enabled {
+		return errs
 	}
+	errs = append(errs, validateResources(v.Resources)...)
+	if v.Image == "" {
+		errs = append(errs, errors.New("inject.vitals.image: required when the sidecar is enabled"))
+	}
+	if v.Interval.Duration < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("inject.vitals.interval: %s is below the 100ms floor", v.Interval.Duration))
+	}
+	if v.CgroupHostPath == "" || v.CgroupHostPath[0] != '/' {
+		errs = append(errs, fmt.Errorf("inject.vitals.cgroupHostPath: %q must be an absolute path", v.CgroupHostPath))
+	}
+	if v.MountPath == "" || v.MountPath[0] != '/' {
+		errs = append(errs, fmt.Errorf("inject.vitals.mountPath: %q must be an absolute path", v.MountPath))
+	}
+	return errs
+}
+
+func validateGuard(c Config) []error {
 	if m := c.Guard.Mode; m != ModeEnforce && m != ModeWarn {
-		errs = append(errs, fmt.Errorf("guard.mode: %q is neither %q nor %q", m, ModeEnforce, ModeWarn))
+		return []error{fmt.Errorf("guard.mode: %q is neither %q nor %q", m, ModeEnforce, ModeWarn)}
 	}
+	return nil
+}
+
+func validateRecords(c Config) []error {
+	var errs []error
 	if r := c.Records; r.MaxAge.Duration < time.Hour || r.CleanMaxAge.Duration < 0 || r.CleanMaxAge.Duration > r.MaxAge.Duration {
 		errs = append(errs, fmt.Errorf("records: maxAge %s must be at least 1h, and cleanMaxAge %s between 0 (not kept) and maxAge", r.MaxAge.Duration, r.CleanMaxAge.Duration))
 	}
 	if r := c.Records; r.MaxPerNamespace < 0 || r.CollectInterval.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("records: maxPerNamespace %d must be 0 (no limit) or more, and collectInterval %s at least 1s", r.MaxPerNamespace, r.CollectInterval.Duration))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // validateResources checks the sidecar's resources: a request above its
