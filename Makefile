@@ -7,8 +7,8 @@ KUBE_VERSION := v1.37.2
 KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: test unit lint e2e-api kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
-test: lint workflow-lint krew-test unit e2e-api bench-smoke scale-smoke chart-test alerts-test image vitals-arm64 vitals-v1 vitals-v2 e2e-node
+.PHONY: test unit lint drift e2e-api kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo
+test: lint drift workflow-lint krew-test unit e2e-api bench-smoke scale-smoke chart-test alerts-test image vitals-arm64 vitals-v1 vitals-v2 e2e-node
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -16,6 +16,15 @@ lint:
 
 unit:
 	go test ./...
+
+# What is written twice, checked in seconds before the slow suites: the
+# chart's rendered config equals the built-in defaults, its webhook
+# configurations and admission policy equal e2e/internal/registration's (the
+# suites register those), manifests/ is the chart rendered. Helm only.
+drift:
+	hack/tools.sh helm helm3
+	HELM=$(CACHE)/bin/helm HELM3=$(CACHE)/bin/helm3 go test -count=1 \
+	  -run 'TestConfigFromValues|TestWebhookConfigurationsEqualRegistration|TestPolicyEqualsRegistration|TestManifestsAreInSyncWithTheChart' ./e2e/chart/
 
 kube-bin:
 	hack/kube.sh etcd kube-apiserver kubectl
