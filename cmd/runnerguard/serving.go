@@ -101,8 +101,8 @@ func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 // harder, so the limit is where the heap peaks: a quarter keeps the whole
 // process (heap, stacks, TLS buffers, memory freed but not yet returned,
 // the binary) under half the container's limit through a burst of the
-// largest reviews with a margin (100-108 MiB of 128 here; a third left
-// only 5-11 MiB), and a burst slows the server rather than getting it
+// largest reviews with a margin (a third left too little: see
+// docs/performance), and a burst slows the server rather than getting it
 // OOM-killed. A GOMEMLIMIT set by hand wins.
 func setMemoryLimit() {
 	limit, err := strconv.ParseInt(os.Getenv("MEMORY_LIMIT"), 10, 64)

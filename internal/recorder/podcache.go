@@ -25,18 +25,18 @@ import (
 // followers keep no pods but the guard's metadata.
 //
 // It is an informer of its own, not the manager's cache, because the
-// manager's cache keeps corev1.Pods: at 10,000 runner pods the leader held
-// 33 MB of them, three quarters in the structs of fields it never read (a Pod's
-// spec and status take 1.2 KiB empty, and each container whose name alone
-// it kept 408 bytes). See BenchmarkCacheMemory.
+// manager's cache keeps corev1.Pods, and most of a Pod, even stripped, is
+// the empty structs of fields the recorder never reads: the leader's memory
+// grows with the fleet, so each cached pod keeps only what a record needs.
+// BenchmarkCacheMemory measures both; docs/performance has the figures.
 type PodCache struct {
 	informer toolscache.SharedIndexInformer
 }
 
 // NewPodCache builds the cache on pods, a client of the core API group's
-// pods (its own typed client: the whole clientset would add 12 MB to the
-// binary, most of it resident); resync replays every pod to the watcher
-// that often.
+// pods (its own typed client: the whole clientset would add every API
+// group's code to the binary, most of it resident); resync replays every
+// pod to the watcher that often.
 func NewPodCache(pods corev1client.PodsGetter, resync time.Duration) (*PodCache, error) {
 	selector := RunnerPods().String()
 	lw := &toolscache.ListWatch{

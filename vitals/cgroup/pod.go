@@ -33,8 +33,9 @@ type Options struct {
 	// where the pod cgroup is; may be nil.
 	Self []procfs.Cgroup
 	// Poll is how often OOM counters are read where they cannot be
-	// watched (v1). Default 250ms: a quarter second at most to an OOM
-	// line, for 1.7 ms/s of CPU (100ms: 3.9 ms/s, on a loaded 2-core VM).
+	// watched (v1). The default, 250ms, puts an OOM on a line within a
+	// quarter second for a CPU cost the sidecar's budget absorbs; a shorter
+	// one costs more than it buys (docs/performance has the measurements).
 	Poll time.Duration
 	Log  *slog.Logger
 }
