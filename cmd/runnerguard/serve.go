@@ -29,6 +29,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/internal/version"
@@ -154,9 +155,7 @@ func serve(args []string) error {
 	// The injector judges a pod by its namespace's Pod Security level, read
 	// from the cache: start that informer with the manager and report ready
 	// only once it has synced, so no first pod waits on it past its timeout.
-	nsMeta := &metav1.PartialObjectMetadata{}
-	nsMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if _, err := mgr.GetCache().GetInformer(context.Background(), nsMeta); err != nil {
+	if _, err := mgr.GetCache().GetInformer(context.Background(), namespace.Meta()); err != nil {
 		return fmt.Errorf("starting the namespace informer: %w", err)
 	}
 	if *watchPods {

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -26,6 +25,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -281,10 +281,9 @@ func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) er
 
 func (w *Watcher) optedIn(ctx context.Context, name string) (bool, error) {
 	// Metadata only: the same namespace informer the injector reads.
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := w.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+	nsLabels, err := namespace.Labels(ctx, w.Client, nil, name)
+	if err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	return w.Namespaces.Matches(labels.Set(ns.Labels)), nil
+	return w.Namespaces.Matches(labels.Set(nsLabels)), nil
 }

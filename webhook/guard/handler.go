@@ -23,6 +23,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -254,12 +255,11 @@ func (h *Handler) mode(ctx context.Context, ns string) config.Mode {
 	if h.Namespaces == nil {
 		return h.Config.Guard.Mode
 	}
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: ns}, meta); err != nil {
+	nsLabels, err := namespace.Labels(ctx, h.Namespaces, nil, ns)
+	if err != nil {
 		return h.Config.Guard.Mode
 	}
-	return config.ModeFor(meta.Labels, h.Config.Guard.Mode)
+	return config.ModeFor(nsLabels, h.Config.Guard.Mode)
 }
 
 func refusedReason(op Operation) string {

@@ -10,14 +10,13 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	ns "github.com/runnerguard/runnerguard/internal/namespace"
 )
 
 // Handler is the injector's admission handler. It implements
@@ -121,15 +120,10 @@ func uninstrumented(ctx context.Context, why string) admission.Response {
 // its Pod Security level forbids hostPath, adding one would make the pod
 // fail admission, which is worse than a pod without vitals.
 func (h *Handler) hostMountRefusal(ctx context.Context, namespace string) string {
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	err := h.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns)
-	if apierrors.IsNotFound(err) && h.Live != nil {
-		err = h.Live.Get(ctx, client.ObjectKey{Name: namespace}, ns)
-	}
+	nsLabels, err := ns.Labels(ctx, h.Namespaces, h.Live, namespace)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "reading the namespace's Pod Security level", "namespace", namespace)
 		return fmt.Sprintf("its namespace %q could not be read to check its Pod Security level: %v", namespace, err)
 	}
-	return HostMountRefusal(namespace, ns.Labels, h.Config.Inject.PodSecurityDefault)
+	return HostMountRefusal(namespace, nsLabels, h.Config.Inject.PodSecurityDefault)
 }

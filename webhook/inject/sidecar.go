@@ -10,13 +10,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Names of the sidecar contract: the vitals binary, the chart and the
 // guard's death record rely on them.
 const (
 	// ContainerName is the vitals sidecar's container name.
-	ContainerName = "runnerguard-vitals"
+	ContainerName = runnerpod.VitalsContainer
 	// CgroupVolume is the hostPath volume of the node's cgroup filesystem.
 	CgroupVolume = "runnerguard-cgroup"
 	// CgroupMountPath is where the sidecar finds it, read-only; its
