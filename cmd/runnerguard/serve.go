@@ -98,7 +98,7 @@ func serve(args []string) error {
 		LeaderElectionReleaseOnCancel: true,
 		// The guard's metadata cache of pods keeps labelled runner pods
 		// only, their names and UIDs (the watcher keeps its own).
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: recorder.RunnerPods(), Transform: recorder.StripPod}}},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCache()}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
 		WebhookServer: boundedServer{

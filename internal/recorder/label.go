@@ -16,13 +16,6 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// RunnerPods selects the pods the watcher's cache holds: those with the
-// runner label, so its memory grows with the fleet, not with the cluster.
-func RunnerPods() labels.Selector {
-	r, _ := labels.NewRequirement(runnerpod.RunnerLabel, selection.Exists, nil) // a valid key
-	return labels.NewSelector().Add(*r)
-}
-
 // unlabelled selects the pods the Labeler looks at.
 func unlabelled() labels.Selector {
 	r, _ := labels.NewRequirement(runnerpod.RunnerLabel, selection.DoesNotExist, nil)
@@ -76,12 +69,7 @@ func (l *Labeler) Label(ctx context.Context) error {
 				if _, ok := runnerpod.Match(pod, l.Config.Presets); !ok || pod.DeletionTimestamp != nil {
 					continue
 				}
-				patch := client.MergeFrom(pod.DeepCopy())
-				if pod.Labels == nil {
-					pod.Labels = map[string]string{}
-				}
-				pod.Labels[runnerpod.RunnerLabel] = "true"
-				if err := l.Client.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+				if err := Label(ctx, l.Client, pod); err != nil {
 					return err
 				}
 				n++
@@ -96,4 +84,25 @@ func (l *Labeler) Label(ctx context.Context) error {
 		logf.FromContext(ctx).Info("labelled runner pods the injector did not see", "count", n)
 	}
 	return nil
+}
+
+// Label gives pod the runner label, so that the recorder's cache holds it,
+// unless it has it. It is the one way runnerguard writes that label after a
+// pod's creation (the injector sets it in the pod it admits): the labeler
+// for pods the injector did not see, and the guard for such a pod whose
+// deletion it lets through, before the deletion can remove it unseen. The
+// patch carries the pod's UID: a pod recreated under that name has another,
+// which the API server refuses to change, so it never gets the label by
+// mistake. A pod already gone needs no label.
+func Label(ctx context.Context, w client.Writer, pod *corev1.Pod) error {
+	if _, ok := pod.Labels[runnerpod.RunnerLabel]; ok {
+		return nil
+	}
+	base := &metav1.PartialObjectMetadata{}
+	base.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	base.Namespace, base.Name = pod.Namespace, pod.Name
+	patched := base.DeepCopy()
+	patched.UID = pod.UID
+	patched.Labels = map[string]string{runnerpod.RunnerLabel: "true"}
+	return client.IgnoreNotFound(w.Patch(ctx, patched, client.MergeFrom(base)))
 }

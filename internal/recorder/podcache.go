@@ -38,7 +38,7 @@ type PodCache struct {
 // group's code to the binary, most of it resident); resync replays every
 // pod to the watcher that often.
 func NewPodCache(pods corev1client.PodsGetter, resync time.Duration) (*PodCache, error) {
-	selector := RunnerPods().String()
+	selector := runnerpod.Labelled().String()
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector

@@ -12,18 +12,6 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// StripPod is the transform of the guard's metadata informer of runner
-// pods, on every replica: it reads only which pod has which UID.
-func StripPod(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
-	}
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
-	out.Namespace, out.Name, out.UID, out.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
-	return out, nil
-}
-
 // cachedPod is what the watcher's cache keeps of a runner pod: what the
 // death record and the stuck check read (pod reads it back as a Pod). No
 // managed fields, no specs beyond container names, no image names, no

@@ -1,5 +1,10 @@
 package runnerpod
 
+import (
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+)
+
 // Keys runnerguard reads or writes on pods and namespaces. One prefix,
 // runnerguard.io/, for everything of ours.
 const (
@@ -65,3 +70,11 @@ const (
 // VitalsContainer is the name of the vitals native sidecar the injector
 // adds; its termination message holds the final memory reading.
 const VitalsContainer = "runnerguard-vitals"
+
+// Labelled selects the pods that carry RunnerLabel: the runner pods the
+// guard's and the recorder's caches hold, so that their memory grows with
+// the fleet, not with the cluster.
+func Labelled() labels.Selector {
+	r, _ := labels.NewRequirement(RunnerLabel, selection.Exists, nil) // a valid key
+	return labels.NewSelector().Add(*r)
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -243,7 +244,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		h.Notes.Write(ctx, deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now))
 		// Before the answer: the watcher's cache must hold the pod before
 		// the deletion removes it.
-		if err := h.label(ctx, f.Pod); err != nil {
+		if err := recorder.Label(ctx, h.Writer, f.Pod); err != nil {
 			log.Error(err, "labelling the runner pod for the pod watcher")
 		}
 	}

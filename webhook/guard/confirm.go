@@ -6,11 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// podMeta is an empty pod's metadata: what confirm reads and label patches.
+// podMeta is an empty pod's metadata: what confirm reads.
 func podMeta() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
@@ -43,23 +41,4 @@ func (h *Handler) confirm(ctx context.Context, f Facts) (bool, error) {
 		return false, err
 	}
 	return live.UID == f.Pod.UID && live.UID != "", nil
-}
-
-// label gives a runner pod without the runner label (created while the
-// injector was down, before the leader's labeler passed) that label before
-// its deletion goes on: the pod watcher's cache holds labelled pods only, so
-// without it the runner's end would never be recorded. The patch makes the
-// API server check the delete once more, which then finds the label set.
-func (h *Handler) label(ctx context.Context, pod *corev1.Pod) error {
-	if _, ok := pod.Labels[runnerpod.RunnerLabel]; ok {
-		return nil
-	}
-	meta := podMeta()
-	meta.Namespace, meta.Name = pod.Namespace, pod.Name
-	patched := meta.DeepCopy()
-	// The UID in the patch: a pod recreated by that name has another, which
-	// the API server refuses to change, so it never gets the label.
-	patched.UID = pod.UID
-	patched.Labels = map[string]string{runnerpod.RunnerLabel: "true"}
-	return client.IgnoreNotFound(h.Writer.Patch(ctx, patched, client.MergeFrom(meta)))
 }
