@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -37,63 +38,117 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/inject"
 )
 
+// serveOptions are serve's flags.
+type serveOptions struct {
+	configPath, kubeconfig, certDir, metricsAddr, metricsCertDir string
+	probeAddr, pprofAddr, leNamespace, nsSelector                string
+	port                                                         int
+	metricsSecure, watchPods, leaderElect                        bool
+	reviewBudget                                                 int64
+	stuckAfter, labelEvery                                       time.Duration
+	zap                                                          zap.Options
+}
+
+func (o *serveOptions) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.configPath, "config", "", "config file (YAML); built-in defaults when empty")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config when empty")
+	fs.StringVar(&o.certDir, "cert-dir", "", "directory holding tls.crt and tls.key, reloaded when they change")
+	fs.IntVar(&o.port, "port", 9443, "webhook server port")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (0 disables)")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients with a token allowed to get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory holding the metrics server's tls.crt and tls.key; default: --cert-dir")
+	fs.Int64Var(&o.reviewBudget, "review-budget-bytes", 4<<20, "bytes of review bodies handled at once (each review charged at least 64 KiB); more wait")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling a replica's memory and CPU (0 disables; bind it to localhost and port-forward)")
+	fs.BoolVar(&o.watchPods, "watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
+	fs.StringVar(&o.leNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease")
+	fs.StringVar(&o.nsSelector, "namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers (the webhooks' namespaceSelector)")
+	fs.DurationVar(&o.stuckAfter, "stuck-after", 10*time.Minute, "report a runner that has not started after this long")
+	fs.DurationVar(&o.labelEvery, "label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
+	o.zap.BindFlags(fs)
+}
+
 func serve(args []string) error {
+	var o serveOptions
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	configPath := fs.String("config", "", "config file (YAML); built-in defaults when empty")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; in-cluster config when empty")
-	certDir := fs.String("cert-dir", "", "directory holding tls.crt and tls.key, reloaded when they change")
-	port := fs.Int("port", 9443, "webhook server port")
-	metricsAddr := fs.String("metrics-bind-address", ":8443", "metrics endpoint address (0 disables)")
-	metricsSecure := fs.Bool("metrics-secure", true, "serve metrics over HTTPS to clients with a token allowed to get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone")
-	metricsCertDir := fs.String("metrics-cert-dir", "", "directory holding the metrics server's tls.crt and tls.key; default: --cert-dir")
-	reviewBudget := fs.Int64("review-budget-bytes", 4<<20, "bytes of review bodies handled at once (each review charged at least 64 KiB); more wait")
-	probeAddr := fs.String("health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
-	pprofAddr := fs.String("pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling a replica's memory and CPU (0 disables; bind it to localhost and port-forward)")
-	watchPods := fs.Bool("watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
-	leaderElect := fs.Bool("leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
-	leNamespace := fs.String("leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease")
-	nsSelector := fs.String("namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers (the webhooks' namespaceSelector)")
-	stuckAfter := fs.Duration("stuck-after", 10*time.Minute, "report a runner that has not started after this long")
-	labelEvery := fs.Duration("label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	o.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	setMemoryLimit()
-
-	cfg := config.Default()
-	if *configPath != "" {
-		var err error
-		if cfg, err = config.Load(*configPath); err != nil {
-			return err
-		}
-	}
-	if *reviewBudget < maxReviewBytes {
-		return fmt.Errorf("--review-budget-bytes: %d is below the largest review, %d bytes", *reviewBudget, maxReviewBytes)
-	}
-	if *metricsCertDir == "" {
-		*metricsCertDir = *certDir
-	}
-	restCfg, err := restConfig(*kubeconfig)
+	cfg, err := o.config()
 	if err != nil {
 		return err
+	}
+	mgr, err := newManager(o)
+	if err != nil {
+		return err
+	}
+	if err := registerMetrics(); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	if err := guard.Register(mgr, cfg, o.watchPods); err != nil {
+		return err
+	}
+	if err := inject.Register(mgr, cfg); err != nil {
+		return err
+	}
+	if o.watchPods {
+		if err := addRecorder(mgr, cfg, o); err != nil {
+			return fmt.Errorf("setting up the pod watcher: %w", err)
+		}
+	}
+	if err := addProbes(mgr, o.watchPods); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "version", version.Version, "commit", version.Commit, "built", version.Date, "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", o.watchPods, "leaderElect", o.leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// config is the configuration serve runs with: the file's, over the
+// defaults, checked with the flags it must agree with.
+func (o serveOptions) config() (config.Config, error) {
+	cfg := config.Default()
+	if o.configPath != "" {
+		var err error
+		if cfg, err = config.Load(o.configPath); err != nil {
+			return cfg, err
+		}
+	}
+	if o.reviewBudget < maxReviewBytes {
+		return cfg, fmt.Errorf("--review-budget-bytes: %d is below the largest review, %d bytes", o.reviewBudget, maxReviewBytes)
+	}
+	return cfg, nil
+}
+
+// newManager is the manager every part runs in: the webhook server with its
+// review budget, metrics, probes, leader election for the recorder, and the
+// guard's metadata cache of runner pods.
+func newManager(o serveOptions) (manager.Manager, error) {
+	metricsCertDir := o.metricsCertDir
+	if metricsCertDir == "" {
+		metricsCertDir = o.certDir
+	}
+	restCfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return nil, err
 	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsOptions(*metricsAddr, *metricsSecure, *metricsCertDir),
-		HealthProbeBindAddress:  *probeAddr,
-		PprofBindAddress:        *pprofAddr,
-		LeaderElection:          *leaderElect,
+		Metrics:                 metricsOptions(o.metricsAddr, o.metricsSecure, metricsCertDir),
+		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
+		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "runnerguard-watcher",
-		LeaderElectionNamespace: *leNamespace,
+		LeaderElectionNamespace: o.leNamespace,
 		// Hand the watcher over at once on a rollout, not after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
 		// The guard's metadata cache of pods keeps labelled runner pods
@@ -102,50 +157,54 @@ func serve(args []string) error {
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
 		WebhookServer: boundedServer{
-			Server: webhook.NewServer(webhook.Options{Port: *port, CertDir: *certDir, TLSOpts: []func(*tls.Config){http1Only}}),
-			limits: newReviewLimits(*reviewBudget),
+			Server: webhook.NewServer(webhook.Options{Port: o.port, CertDir: o.certDir, TLSOpts: []func(*tls.Config){http1Only}}),
+			limits: newReviewLimits(o.reviewBudget),
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	for _, register := range []func() error{
-		func() error { return guard.RegisterMetrics(metrics.Registry) },
-		func() error { return recorder.RegisterMetrics(metrics.Registry) },
-		func() error { return registerBuildInfo(metrics.Registry) },
-	} {
-		if err := register(); err != nil {
-			return fmt.Errorf("registering metrics: %w", err)
+	return mgr, nil
+}
+
+func registerMetrics() error {
+	for _, register := range []func(prometheus.Registerer) error{guard.RegisterMetrics, recorder.RegisterMetrics, registerBuildInfo} {
+		if err := register(metrics.Registry); err != nil {
+			return err
 		}
 	}
-	if err := guard.Register(mgr, cfg, *watchPods); err != nil {
+	return nil
+}
+
+// addRecorder adds the leader's pod watcher, its retention collector and
+// its labeler.
+func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions) error {
+	sel, err := labels.Parse(o.nsSelector)
+	if err != nil {
+		return fmt.Errorf("--namespace-selector: %w", err)
+	}
+	pods, err := podCache(mgr.GetConfig())
+	if err != nil {
 		return err
 	}
-	if err := inject.Register(mgr, cfg); err != nil {
+	w := &recorder.Watcher{Pods: pods, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
+		Namespaces: sel, StuckAfter: o.stuckAfter, Now: time.Now}
+	if err := w.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if *watchPods {
-		sel, err := labels.Parse(*nsSelector)
-		if err != nil {
-			return fmt.Errorf("--namespace-selector: %w", err)
-		}
-		pods, err := podCache(mgr.GetConfig())
-		if err != nil {
-			return fmt.Errorf("setting up the pod watcher: %w", err)
-		}
-		w := &recorder.Watcher{Pods: pods, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
-			Namespaces: sel, StuckAfter: *stuckAfter, Now: time.Now}
-		if err := w.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("setting up the pod watcher: %w", err)
-		}
-		c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Policy: cfg.Records, Now: time.Now}
-		l := &recorder.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: *labelEvery}
-		for _, r := range []manager.Runnable{c, l} {
-			if err := mgr.Add(r); err != nil {
-				return fmt.Errorf("setting up the pod watcher: %w", err)
-			}
+	c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Policy: cfg.Records, Now: time.Now}
+	l := &recorder.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: o.labelEvery}
+	for _, r := range []manager.Runnable{c, l} {
+		if err := mgr.Add(r); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// addProbes adds liveness, and readiness once the webhook server serves and
+// the caches the webhooks read have synced.
+func addProbes(mgr manager.Manager, runnerPods bool) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -158,28 +217,24 @@ func serve(args []string) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), namespace.Meta()); err != nil {
 		return fmt.Errorf("starting the namespace informer: %w", err)
 	}
-	if *watchPods {
+	if runnerPods {
 		// The guard confirms a review's pod in the runner pods' metadata on
-		// every replica (names and UIDs: a few hundred bytes a pod, so the
-		// followers hold no whole pods).
+		// every replica (names and UIDs, so the followers hold no whole
+		// pods).
 		podMeta := &metav1.PartialObjectMetadata{}
 		podMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 		if _, err := mgr.GetCache().GetInformer(context.Background(), podMeta); err != nil {
 			return fmt.Errorf("starting the runner pod metadata informer: %w", err)
 		}
 	}
-	if err := mgr.AddReadyzCheck("cache", func(r *http.Request) error {
+	return mgr.AddReadyzCheck("cache", func(r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return errors.New("the namespace and runner pod caches have not synced")
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	ctrl.Log.Info("starting", "version", version.Version, "commit", version.Commit, "built", version.Date, "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", *watchPods, "leaderElect", *leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	})
 }
 
 // instanceName names this replica in the Events it writes.
