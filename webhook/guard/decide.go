@@ -44,7 +44,12 @@ type Facts struct {
 	Operation Operation
 	// Requester is the username of the request's userInfo.
 	Requester string
+	// Job is the fleet's record of the job when already known; otherwise
+	// LookupJob reads it, and Decide calls it only when its answer decides
+	// (a running ARC scale-set runner, after rules 1 to 5), so the handler
+	// reads the EphemeralRunner only then.
 	Job       JobSignal
+	LookupJob func() JobSignal
 	Now       time.Time
 	// Mode is the guard's mode in the pod's namespace: enforce or warn.
 	Mode config.Mode
@@ -113,6 +118,9 @@ func Decide(f Facts, cfg config.Config) Decision {
 	case d.Status.State == runnerpod.Terminated:
 		return allow(RuleRunnerTerminated, "the runner has ended")
 	}
+	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobNotRead && f.LookupJob != nil {
+		f.Job = f.LookupJob()
+	}
 	if idle, why := isIdle(pod, runner.Preset.Name, f.Job); idle {
 		return allow(RuleIdle, why)
 	}
@@ -139,16 +147,6 @@ func Decide(f Facts, cfg config.Config) Decision {
 		d.Message = "runnerguard (warn mode) would refuse this: " + strings.TrimPrefix(d.Message, "runnerguard: ")
 	}
 	return d
-}
-
-// NeedsJobSignal reports whether Decide would read f.Job, so the handler
-// looks the fleet's record up only then.
-func NeedsJobSignal(pod *corev1.Pod, cfg config.Config) bool {
-	runner, ok := runnerpod.Match(pod, cfg.Presets)
-	return ok && runner.Preset.Name == runnerpod.ARCScaleSet && pod.DeletionTimestamp == nil &&
-		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
-		runnerpod.EphemeralRunnerOwner(pod) != "" &&
-		runnerpod.RunnerStatus(pod, runner.Containers).State == runnerpod.Running
 }
 
 // isIdle is rule 6: the fleet's own signal that the runner has no job.

@@ -203,15 +203,28 @@ func initOnly() *corev1.Pod {
 	return w.Obj()
 }
 
-func TestNeedsJobSignal(t *testing.T) {
+func TestTheJobIsLookedUpOnlyWhenItDecides(t *testing.T) {
 	cfg := config.Default()
-	assert.True(t, NeedsJobSignal(podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), cfg), "a running ARC runner needs its EphemeralRunner read")
-	assert.False(t, NeedsJobSignal(podtest.ARCScaleSet("ci", "r").Terminated("runner", 0, "Completed").Obj(), cfg), "an ended runner needs no lookup")
-	assert.False(t, NeedsJobSignal(podtest.ARCScaleSet("ci", "r").Running("runner").Terminating(podtest.Start).Obj(), cfg), "a terminating pod needs no lookup")
-	assert.False(t, NeedsJobSignal(podtest.Runner("ci", "r").Running("runner").Obj(), cfg), "a generic runner has no EphemeralRunner")
-	noOwner := podtest.ARCScaleSet("ci", "r").Running("runner")
-	noOwner.OwnerReferences = nil
-	assert.False(t, NeedsJobSignal(noOwner.Obj(), cfg), "without an owner there is nothing to read")
+	now := podtest.Start.Add(time.Minute)
+	cases := map[string]struct {
+		pod    *corev1.Pod
+		looked bool
+		rule   Rule
+	}{
+		"a running ARC runner's job decides":      {pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), looked: true, rule: RuleIdle},
+		"an ended runner needs no lookup":         {pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 0, "Completed").Obj(), rule: RuleRunnerTerminated},
+		"a terminating pod needs no lookup":       {pod: podtest.ARCScaleSet("ci", "r").Running("runner").Terminating(podtest.Start).Obj(), rule: RuleTerminating},
+		"a generic runner has no EphemeralRunner": {pod: podtest.Runner("ci", "r").Running("runner").Obj(), rule: RuleBusy},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			looked := false
+			d := Decide(Facts{Pod: tc.pod, Operation: Delete, Requester: reaper, Now: now, Mode: config.ModeEnforce,
+				LookupJob: func() JobSignal { looked = true; return JobNone }}, cfg)
+			assert.Equal(t, tc.looked, looked)
+			assert.Equal(t, tc.rule, d.Rule)
+		})
+	}
 }
 
 func TestRequesterClass(t *testing.T) {

@@ -153,8 +153,11 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 	}
 	f.Pod = pod
 	f.Mode = h.mode(ctx, pod.Namespace)
-	if NeedsJobSignal(pod, h.Config) {
-		f.Job = h.jobSignal(ctx, pod)
+	f.LookupJob = func() JobSignal {
+		if runnerpod.EphemeralRunnerOwner(pod) == "" {
+			return JobNotRead // no EphemeralRunner to read: taken to be busy
+		}
+		return h.jobSignal(ctx, pod)
 	}
 	return f, rv, nil
 }
