@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -36,8 +38,23 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/inject"
 )
 
-func serve(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+// newServeCommand is `serve`: the webhooks and the pod watcher, as the
+// chart's Deployment runs them. Its flags are the chart's contract
+// (templates/deployment.yaml passes them): renaming one breaks an install.
+func newServeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "serve",
+		Short:             "Serve the guard (validating) and inject (mutating) webhooks and the pod watcher",
+		Args:              positional(0, "serve [flags]"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+	}
+	run := serveFlags(cmd.Flags())
+	cmd.RunE = func(*cobra.Command, []string) error { return failed(run()) }
+	return cmd
+}
+
+// serveFlags binds serve's flags to fs and returns what serves with them.
+func serveFlags(fs *pflag.FlagSet) func() error {
 	configPath := fs.String("config", "", "config file (YAML); built-in defaults when empty")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; in-cluster config when empty")
 	certDir := fs.String("cert-dir", "", "directory holding tls.crt and tls.key, reloaded when they change")
@@ -54,12 +71,36 @@ func serve(args []string) error {
 	nsSelector := fs.String("namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers (the webhooks' namespaceSelector)")
 	stuckAfter := fs.Duration("stuck-after", 10*time.Minute, "report a runner that has not started after this long")
 	labelEvery := fs.Duration("label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
+	// controller-runtime binds its logging flags (--zap-log-level, ...) to
+	// a Go flag set only.
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
+	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	zapOpts.BindFlags(goFlags)
+	fs.AddGoFlagSet(goFlags)
+	return func() error {
+		return serve(serveOptions{configPath: configPath, kubeconfig: kubeconfig, certDir: certDir, port: port,
+			metricsAddr: metricsAddr, metricsSecure: metricsSecure, metricsCertDir: metricsCertDir, reviewBudget: reviewBudget,
+			probeAddr: probeAddr, pprofAddr: pprofAddr, watchPods: watchPods, leaderElect: leaderElect, leNamespace: leNamespace,
+			nsSelector: nsSelector, stuckAfter: stuckAfter, labelEvery: labelEvery, zap: &zapOpts})
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+}
+
+// serveOptions points at serve's flags' values.
+type serveOptions struct {
+	configPath, kubeconfig, certDir, metricsAddr, metricsCertDir, probeAddr, pprofAddr, leNamespace, nsSelector *string
+	port                                                                                                        *int
+	reviewBudget                                                                                                *int64
+	metricsSecure, watchPods, leaderElect                                                                       *bool
+	stuckAfter, labelEvery                                                                                      *time.Duration
+	zap                                                                                                         *zap.Options
+}
+
+func serve(o serveOptions) error {
+	configPath, kubeconfig, certDir, port := o.configPath, o.kubeconfig, o.certDir, o.port
+	metricsAddr, metricsSecure, metricsCertDir, reviewBudget := o.metricsAddr, o.metricsSecure, o.metricsCertDir, o.reviewBudget
+	probeAddr, pprofAddr, watchPods, leaderElect, leNamespace := o.probeAddr, o.pprofAddr, o.watchPods, o.leaderElect, o.leNamespace
+	nsSelector, stuckAfter, labelEvery, zapOpts := o.nsSelector, o.stuckAfter, o.labelEvery, o.zap
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
 	setMemoryLimit()
 
 	cfg := config.Default()
