@@ -133,3 +133,25 @@ func TestMain(m *testing.M) {
 	os.Args[0] = "runnerguard"
 	os.Exit(m.Run())
 }
+
+// serve's flags are the chart's contract: every flag its Deployment and
+// the e2e servers pass parses, to the value given.
+func TestServeTakesTheChartsFlags(t *testing.T) {
+	cmd := newServeCommand()
+	require.NoError(t, cmd.ParseFlags([]string{
+		"--config=/etc/runnerguard/config.yaml", "--cert-dir=/var/run/secrets/runnerguard/tls", "--port=9443",
+		"--metrics-bind-address=:8443", "--metrics-secure=false", "--health-probe-bind-address=:8081", "--zap-log-level=info",
+		"--leader-elect", "--namespace-selector=runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (kube-system)",
+		"--stuck-after=10m", "--watch=false", "--leader-election-namespace=rg", "--pprof-bind-address=127.0.0.1:6060",
+		"--kubeconfig=/k", "--label-interval=2m", "--review-budget-bytes=8388608", "--metrics-cert-dir=/m", "--zap-log-level=2",
+	}))
+	for flag, want := range map[string]string{
+		"config": "/etc/runnerguard/config.yaml", "cert-dir": "/var/run/secrets/runnerguard/tls", "port": "9443",
+		"metrics-bind-address": ":8443", "metrics-secure": "false", "health-probe-bind-address": ":8081", "leader-elect": "true",
+		"namespace-selector": "runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (kube-system)", "stuck-after": "10m0s",
+		"watch": "false", "leader-election-namespace": "rg", "pprof-bind-address": "127.0.0.1:6060", "kubeconfig": "/k",
+		"label-interval": "2m0s", "review-budget-bytes": "8388608", "metrics-cert-dir": "/m", "zap-log-level": "2",
+	} {
+		assert.Equal(t, want, cmd.Flags().Lookup(flag).Value.String(), flag)
+	}
+}
