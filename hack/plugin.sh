@@ -4,7 +4,9 @@
 # template is the one list, so it and the release cannot drift apart (and
 # e2e/krew renders it against what this builds). Each
 # kubectl-runnerguard_<os>_<arch>.tar.gz holds cmd/runnerguard built as
-# kubectl-runnerguard (and LICENSE when the repository has one);
+# kubectl-runnerguard, kubectl_complete-runnerguard (hack/krew's script that
+# lets kubectl complete `kubectl runnerguard <TAB>`) and LICENSE when the
+# repository has one;
 # kubectl-runnerguard_checksums.txt lists their sha256 as sha256sum -c reads
 # it.
 #
@@ -37,7 +39,8 @@ for archive in "${archives[@]}"; do
   (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" \
     -o "$dir/kubectl-runnerguard" ./cmd/runnerguard)
   chmod 0755 "$dir/kubectl-runnerguard"
-  files=(kubectl-runnerguard)
+  install -m 0755 "$root/hack/krew/kubectl_complete-runnerguard" "$dir/kubectl_complete-runnerguard"
+  files=(kubectl-runnerguard kubectl_complete-runnerguard)
   if [ -f "$root/LICENSE" ]; then
     install -m 0644 "$root/LICENSE" "$dir/LICENSE"
     files+=(LICENSE)

@@ -6,47 +6,83 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/report"
 )
 
-// deaths answers "what kills our runners?": counts by class and the recent
-// records, from the RunnerDeath objects.
-func deaths(args []string, out io.Writer) error {
-	fs := newFlagSet("deaths", "deaths [-n NAMESPACE | -A] [--since 24h] [-o text|wide|json]", out)
-	var kf kubeFlags
-	kf.bind(fs)
-	all := fs.Bool("A", false, "all namespaces")
-	fs.BoolVar(all, "all-namespaces", false, "all namespaces")
-	since := fs.Duration("since", 24*time.Hour, "only deaths recorded within this long")
-	output := fs.String("o", "text", "output: text, wide or json")
-	limit := fs.Int("limit", 20, "recent records shown (text and wide)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+// deathsOptions are deaths' own flags.
+type deathsOptions struct {
+	all   bool
+	since time.Duration
+	limit int
+}
+
+// newDeathsCommand is `deaths`: what kills the runners, counts by class
+// and the recent records, from the RunnerDeath objects.
+func newDeathsCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	var o deathsOptions
+	cmd := &cobra.Command{
+		Use:   "deaths",
+		Short: "Tell what kills the runners: deaths and job ends by class, and the recent records",
+		Long: `deaths counts the RunnerDeath records written within --since by class
+(runner deaths apart from job ends, which are a job's normal end) and lists
+the most recent. With -o json, yaml, name, jsonpath or custom-columns it
+prints every record of the window as RunnerDeath objects.
+
+Exit status: 0 listed (none found included); 1 the cluster could not be
+read; 2 a usage error.`,
+		Example: `  runnerguard deaths -n ci
+  runnerguard deaths -A --since 168h -o wide
+  runnerguard deaths -A -o custom-columns=NAMESPACE:.metadata.namespace,POD:.record.pod,CLASS:.record.class`,
+		Args:              positional(0, "deaths [-n NAMESPACE | -A] [--since 24h] [-o ...]"),
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	if len(pos) != 0 {
-		return fmt.Errorf("%w: deaths takes no arguments: deaths [-n NAMESPACE | -A] [--since 24h] [-o text|wide|json]", errUsage)
+	k := newKube(cmd)
+	out := newOutput(cmd)
+	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "the records of every namespace")
+	cmd.Flags().DurationVar(&o.since, "since", 24*time.Hour, "only records written within this long")
+	cmd.Flags().IntVar(&o.limit, "limit", 20, "recent records listed by the text for people")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		if o.since <= 0 || o.limit < 0 {
+			return usageErrorf("--since must be positive and --limit not negative")
+		}
+		return failed(deaths(cmd.Context(), k, out, o, streams.Out))
 	}
-	if *output != "text" && *output != "wide" && *output != "json" {
-		return fmt.Errorf("%w: -o %q: want text, wide or json", errUsage, *output)
-	}
-	c, ns, err := kf.client()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	list := &v1alpha1.RunnerDeathList{}
+	return cmd
+}
+
+func deaths(ctx context.Context, k kube, out *output, o deathsOptions, w io.Writer) error {
 	var opts []client.ListOption
-	if !*all {
+	if !o.all {
+		ns, err := k.namespace()
+		if err != nil {
+			return err
+		}
 		opts = append(opts, client.InNamespace(ns))
 	}
+	c, err := k.client()
+	if err != nil {
+		return err
+	}
+	list := &v1alpha1.RunnerDeathList{}
 	if err := c.List(ctx, list, opts...); err != nil {
 		return fmt.Errorf("listing RunnerDeaths: %w", err)
 	}
-	s := report.Summarize(list.Items, time.Now().Add(-*since))
-	return write(out, *output, s, func() string { return s.Table(*since, *output == "wide", *limit) })
+	s := report.Summarize(list.Items, time.Now().Add(-o.since))
+	if human, wide := out.human(); human {
+		_, err = io.WriteString(w, s.Table(o.since, wide, o.limit))
+	} else {
+		err = out.printRecords(w, s.Records)
+	}
+	if err != nil {
+		return fmt.Errorf("printing: %w", err)
+	}
+	return nil
 }

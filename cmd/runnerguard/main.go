@@ -3,100 +3,151 @@
 // kubectl-runnerguard it is a kubectl plugin: kubectl runnerguard why POD.
 //
 //	runnerguard serve --config=/etc/runnerguard/config.yaml --cert-dir=DIR
-//	runnerguard why POD [-n NAMESPACE] [-o text|json|yaml]
-//	runnerguard deaths [-n NAMESPACE | -A] [--since 24h] [-o text|wide|json]
-//	runnerguard version
-//	runnerguard completion bash|zsh
+//	runnerguard why POD [-n NAMESPACE] [-o wide|json|yaml|name|jsonpath=...|custom-columns=...]
+//	runnerguard deaths [-n NAMESPACE | -A] [--since 24h] [-o ...]
+//	runnerguard version | --version
+//	runnerguard completion bash|zsh|fish|powershell
+//
+// The CLI is built as kubectl plugins are: cobra and pflag for commands and
+// flags, k8s.io/cli-runtime for the kubeconfig flags and the printers.
+//
+// Exit codes, which scripts may rely on: 0 the command did what was asked
+// (why: the pod has a death on record or in its status); 1 it failed (the
+// API server could not be reached, refused the request, no kubeconfig);
+// 2 a usage error (unknown command or flag, wrong arguments, an unknown
+// output format); 3 why found no death for the pod (gone and no record of
+// it left, or alive and its runner has not died): the report is printed
+// all the same.
 package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/runnerguard/runnerguard/internal/version"
 )
 
-// command is one subcommand: its one-line summary and what runs it.
-type command struct {
-	summary string
-	run     func(args []string, out io.Writer) error
+// The exit codes (the package comment says what each means).
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitUsage    = 2
+	exitNoRecord = 3
+)
+
+// exitError is an error that ends the command with its code.
+type exitError struct {
+	code int
+	err  error
 }
 
-var commands = map[string]command{
-	"serve":      {"serve the guard (validating) and inject (mutating) webhooks and the pod watcher", func(args []string, _ io.Writer) error { return serve(args) }},
-	"why":        {"how a runner pod's runner died: why POD [-n NAMESPACE] [-o text|json|yaml]", why},
-	"deaths":     {"what kills the runners, counts by class and recent records: deaths [-n NAMESPACE | -A] [--since 24h] [-o text|wide|json]", deaths},
-	"version":    {"the release, commit and build date", func(_ []string, out io.Writer) error { return printVersion(out) }},
-	"completion": {"a shell completion script: completion bash|zsh", completion},
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error {
+	return exitError{exitUsage, fmt.Errorf(format, a...)}
 }
 
-// order is how usage lists the commands.
-var order = []string{"why", "deaths", "version", "completion", "serve"}
+// errNoRecord ends why with exitNoRecord after its report is printed.
+var errNoRecord = exitError{exitNoRecord, errors.New("no runner death is known for this pod")}
 
-// name is how the user invoked us: "kubectl runnerguard" as a plugin.
-func name() string {
-	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
-		return "kubectl runnerguard"
-	}
-	return "runnerguard"
+func main() {
+	os.Exit(run(os.Args[1:], genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: %s <command> [flags]\n\nCommands:\n", name())
-	for _, c := range order {
-		fmt.Fprintf(w, "  %-11s %s\n", c, commands[c].summary)
+// run is main without the exit.
+func run(args []string, streams genericiooptions.IOStreams) int {
+	root := newRootCommand(filepath.Base(os.Args[0]), streams)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
 	}
-	fmt.Fprintf(w, "\n%s <command> --help shows a command's flags.\n", name())
+	if errors.Is(err, errNoRecord) {
+		return exitNoRecord // the report said it
+	}
+	fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+	var e exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	// What cobra refuses before a command runs: an unknown command or
+	// flag, a flag's bad value, the wrong number of arguments.
+	fmt.Fprintf(streams.ErrOut, "See '%s --help' for usage.\n", root.DisplayName())
+	return exitUsage
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
-
-// run is main without the exit: 0 on success and on --help, 1 when a
-// command fails, 2 on a usage error.
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
+// newRootCommand builds the command tree. binary is the executable's name:
+// installed as kubectl-runnerguard, help and completion name it as kubectl
+// runs it.
+func newRootCommand(binary string, streams genericiooptions.IOStreams) *cobra.Command {
+	name, display := "runnerguard", "runnerguard"
+	if strings.HasPrefix(binary, "kubectl-") {
+		name, display = "kubectl-runnerguard", "kubectl runnerguard"
 	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		usage(stdout)
-		return 0
+	root := &cobra.Command{
+		Use:   name,
+		Short: "Keep CI runner pods from being deleted mid-job, and tell how a runner died",
+		Long: `runnerguard serves the admission webhooks that keep busy CI runner pods from
+being deleted or evicted mid-job, records every runner's death, and tells
+an operator how a runner died (why) and what kills the runners (deaths).`,
+		Version:     version.Version,
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: display},
+		// Errors are printed once, by run, with the exit code they carry;
+		// a failed command does not repeat its usage.
+		SilenceErrors: true,
+		SilenceUsage:  true,
 	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", name(), args[0])
-		usage(stderr)
-		return 2
+	root.SetVersionTemplate(version.String() + "\n")
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newVersionCommand(streams), newServeCommand())
+	// Cobra's completion command, for bash, zsh, fish and powershell; a
+	// shell it has no script for is a usage error, not its help.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.RunE = func(*cobra.Command, []string) error {
+				return usageErrorf("completion: name the shell: bash, zsh, fish or powershell")
+			}
+		}
 	}
-	err := c.run(args[1:], stdout)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		// The flag package printed the command's usage.
-		return 0
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "%s: %v\n", name(), err)
-		return 2
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", name(), err)
-	return 1
+	return root
 }
 
-// errUsage marks a wrong invocation: exit 2, as for an unknown flag.
-var errUsage = errors.New("usage")
-
-// newFlagSet is a command's flag set: its usage (on -h or --help) goes to
-// stdout, so `runnerguard why --help | less` works, and a wrong flag is a
-// usage error.
-func newFlagSet(cmd, synopsis string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "usage: %s %s\n\nFlags:\n", name(), synopsis)
-		fs.PrintDefaults()
+// positional checks a command's argument count as a usage error.
+func positional(n int, synopsis string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf("%s takes %d argument(s), got %d: %s", cmd.Name(), n, len(args), synopsis)
+		}
+		return nil
 	}
-	return fs
+}
+
+func newVersionCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:               "version",
+		Short:             "Print the release, commit and build date",
+		Args:              positional(0, "version"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              func(*cobra.Command, []string) error { return printVersion(streams.Out) },
+	}
+}
+
+// failed marks what a command returns as a failure (exit 1), unless it
+// already carries its code.
+func failed(err error) error {
+	var e exitError
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	return exitError{exitFailed, err}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -49,7 +51,23 @@ type serveOptions struct {
 	zap                                                          zap.Options
 }
 
-func (o *serveOptions) bind(fs *flag.FlagSet) {
+// newServeCommand is `serve`: the webhooks and the pod watcher, as the
+// chart's Deployment runs them. Its flags are the chart's contract
+// (templates/deployment.yaml passes them): renaming one breaks an install.
+func newServeCommand() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:               "serve",
+		Short:             "Serve the guard (validating) and inject (mutating) webhooks and the pod watcher",
+		Args:              positional(0, "serve [flags]"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              func(*cobra.Command, []string) error { return failed(serve(o)) },
+	}
+	o.bind(cmd.Flags())
+	return cmd
+}
+
+func (o *serveOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.configPath, "config", "", "config file (YAML); built-in defaults when empty")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config when empty")
 	fs.StringVar(&o.certDir, "cert-dir", "", "directory holding tls.crt and tls.key, reloaded when they change")
@@ -66,16 +84,14 @@ func (o *serveOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.nsSelector, "namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers (the webhooks' namespaceSelector)")
 	fs.DurationVar(&o.stuckAfter, "stuck-after", 10*time.Minute, "report a runner that has not started after this long")
 	fs.DurationVar(&o.labelEvery, "label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
-	o.zap.BindFlags(fs)
+	// controller-runtime binds its logging flags (--zap-log-level, ...) to
+	// a Go flag set only.
+	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.zap.BindFlags(goFlags)
+	fs.AddGoFlagSet(goFlags)
 }
 
-func serve(args []string) error {
-	var o serveOptions
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	o.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+func serve(o serveOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	setMemoryLimit()
 	cfg, err := o.config()

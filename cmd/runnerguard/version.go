@@ -10,8 +10,8 @@ import (
 	"github.com/runnerguard/runnerguard/internal/version"
 )
 
-// printVersion is `runnerguard version`: the release, commit and build date
-// stamped in at build time.
+// printVersion is `runnerguard version` and --version: the release, commit
+// and build date stamped in at build time.
 func printVersion(w io.Writer) error {
 	_, err := fmt.Fprintln(w, version.String())
 	return err

@@ -2,68 +2,84 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/report"
 )
 
-// why prints the death records of one pod, alive or gone.
-func why(args []string, out io.Writer) error {
-	fs := newFlagSet("why", "why POD [-n NAMESPACE] [-o text|json|yaml]", out)
-	var kf kubeFlags
-	kf.bind(fs)
-	output := fs.String("o", "text", "output: text, json or yaml")
-	configPath := fs.String("config", "", "runnerguard config file, for non-default presets")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+const whySynopsis = "why POD [-n NAMESPACE] [-o wide|json|yaml|name|jsonpath=...|custom-columns=...]"
+
+// newWhyCommand is `why POD`: the death records of one pod, alive or gone.
+func newWhyCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "why POD",
+		Short: "Tell how a runner pod's runner died, from its records and, while it exists, its status",
+		Long: `why prints what is known of a pod's runner deaths: the RunnerDeath records
+runnerguard's pod watcher wrote (they outlive the pod until retention
+removes them) and, while the pod exists, the deaths its status shows that
+are not on record yet. It never reads Events: anyone who may create an
+Event could have written one.
+
+Exit status: 0 a death is known; 3 none is (the pod is gone and no record
+of it is left, or its runner has not died), the report printed all the
+same; 1 the cluster could not be read; 2 a usage error.`,
+		Example: `  runnerguard why runner-abc12 -n ci
+  runnerguard why runner-abc12 -n ci -o yaml
+  runnerguard why runner-abc12 -n ci -o jsonpath='{.items[*].record.class}'`,
+		Args: positional(1, whySynopsis),
 	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%w: why POD [-n NAMESPACE] [-o text|json|yaml]", errUsage)
-	}
-	if *output != "text" && *output != "json" && *output != "yaml" {
-		return fmt.Errorf("%w: -o %q: want text, json or yaml", errUsage, *output)
-	}
-	cfg := config.Default()
-	if *configPath != "" {
-		if cfg, err = config.Load(*configPath); err != nil {
+	k := newKube(cmd)
+	out := newOutput(cmd)
+	cmd.Flags().StringVar(&configPath, "config", "", "runnerguard config file, for non-default presets")
+	cmd.ValidArgsFunction = k.completePods
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := out.validate(); err != nil {
 			return err
 		}
+		return failed(why(cmd.Context(), k, out, configPath, args[0], streams.Out))
 	}
-	c, ns, err := kf.client()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rep, err := report.Lookup(ctx, c, cfg.Presets, ns, pos[0])
-	if err != nil {
-		return err
-	}
-	return write(out, *output, rep, rep.Text)
+	return cmd
 }
 
-// write prints v as json or yaml, or text as text.
-func write(out io.Writer, format string, v any, text func() string) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
+func why(ctx context.Context, k kube, out *output, configPath, pod string, w io.Writer) error {
+	cfg := config.Default()
+	if configPath != "" {
+		var err error
+		if cfg, err = config.Load(configPath); err != nil {
 			return err
 		}
-		_, err = out.Write(b)
+	}
+	ns, err := k.namespace()
+	if err != nil {
 		return err
 	}
-	_, err := io.WriteString(out, text())
-	return err
+	c, err := k.client()
+	if err != nil {
+		return err
+	}
+	rep, err := report.Lookup(ctx, c, cfg.Presets, ns, pod)
+	if err != nil {
+		return err
+	}
+	switch human, wide := out.human(); {
+	case wide && len(rep.Records) > 0:
+		_, err = io.WriteString(w, report.RecordsTable(rep.Records, true, len(rep.Records)))
+	case human:
+		_, err = io.WriteString(w, rep.Text())
+	default:
+		err = out.printRecords(w, rep.Records)
+	}
+	if err != nil {
+		return fmt.Errorf("printing: %w", err)
+	}
+	if len(rep.Records) == 0 {
+		return errNoRecord
+	}
+	return nil
 }

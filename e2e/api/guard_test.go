@@ -4,6 +4,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -42,7 +44,12 @@ func TestDeleteOfABusyRunnerIsRefusedOnceWithAWarningEvent(t *testing.T) {
 	n := calls(t, func() { err = deletePod(as(t, reaper), pod) })
 	require.Error(t, err)
 	assert.True(t, apierrors.IsForbidden(err), "403, got %v", err)
-	for _, want := range []string{`runner container "runner" of pod ` + ns + `/busy (generic)`, "has been running for 3m", `kubectl annotate pod -n ` + ns + ` busy runnerguard.io/allow-delete="<reason>"`} {
+	// The refusal says what runs and for how long, that the job would be
+	// lost, and what a deliberate drain takes: the permission the chart's
+	// policy checks before anyone may set the annotation.
+	for _, want := range []string{`runner container "runner" of pod ` + ns + `/busy (generic)`, "has been running for 3m", "removing the pod now would lose that job",
+		fmt.Sprintf(`have someone granted the verb %q on %s.%s in %s (the ClusterRole %s in a default install) first run: kubectl annotate pod -n %s busy runnerguard.io/allow-delete="<reason>"`,
+			registration.OverrideVerb, registration.OverrideResource, registration.OverrideGroup, ns, registration.OverrideRole("runnerguard"), ns)} {
 		assert.Contains(t, err.Error(), want)
 	}
 	assert.Equal(t, 1.0, n, "a refused delete is reviewed once")

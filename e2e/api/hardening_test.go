@@ -77,8 +77,7 @@ func TestARunnerPastItsCapMayBeDeleted(t *testing.T) {
 	c, warnings := warningsAs(t, reaper)
 	require.NoError(t, deletePod(c, pod), "protection has expired")
 	require.Len(t, *warnings, 1)
-	assert.Contains(t, (*warnings)[0], "the protection expired: runner \"runner\" has run for 170h")
-	assert.Contains(t, (*warnings)[0], "past the 168h0m0s cap of preset generic")
+	assert.Contains(t, (*warnings)[0], "the protection expired: runner \"runner\" has run for 7d2h, past the 7d cap of preset generic", "durations as kubectl prints ages")
 	assert.True(t, apierrors.IsTooManyRequests(evict(as(t, reaper), young, false)), "a runner inside its cap stays protected")
 }
 

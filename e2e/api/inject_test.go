@@ -11,11 +11,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -150,6 +153,41 @@ func TestABaselineNamespaceGetsNoSidecarAndAWarning(t *testing.T) {
 	assert.Equal(t, corev1.TerminationMessageFallbackToLogsOnError, got.Spec.Containers[0].TerminationMessagePolicy, "the rest is injected")
 	require.Len(t, *warnings, 1)
 	assert.Contains(t, (*warnings)[0], `vitals sidecar not injected: namespace "`+ns+`" enforces Pod Security level "baseline"`)
+	assert.Contains(t, (*warnings)[0], "to get the vitals, run the runners in a namespace labelled pod-security.kubernetes.io/enforce=privileged", "it says what to change")
+
+	// The warning is also an Event where a person looks: on the pod's
+	// controller, or on a bare pod by the name it was created with. The
+	// dry run above left none.
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"}, Spec: appsv1.ReplicaSetSpec{
+		Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pool"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "pool"}}, Spec: in.Spec}}}
+	require.NoError(t, admin.Create(context.Background(), rs))
+	owned := in.DeepCopy()
+	owned.Namespace, owned.Name = ns, "pool-owned"
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}
+	require.NoError(t, c.Create(context.Background(), owned))
+	bare := in.DeepCopy()
+	bare.Namespace, bare.Name, bare.GenerateName = ns, "", "runner-abc-project-1-concurrent-0-"
+	require.NoError(t, c.Create(context.Background(), bare))
+	incomplete := func() map[string]eventsv1.Event {
+		list := &eventsv1.EventList{}
+		require.NoError(t, admin.List(context.Background(), list, client.InNamespace(ns)))
+		out := map[string]eventsv1.Event{}
+		for _, e := range list.Items {
+			if e.Reason == inject.ReasonIncomplete {
+				out[e.Regarding.Kind+"/"+e.Regarding.Name] = e
+			}
+		}
+		return out
+	}
+	eventually(t, func() bool { return len(incomplete()) == 2 }, "an Event on the ReplicaSet and one on the bare pod")
+	got2 := incomplete()
+	onRS, onPod := got2["ReplicaSet/pool"], got2["Pod/runner-abc-project-1-concurrent-0-"]
+	assert.Equal(t, rs.UID, onRS.Regarding.UID)
+	assert.Equal(t, corev1.EventTypeWarning, onRS.Type)
+	assert.Equal(t, "pod pool-owned: "+(*warnings)[0], onRS.Note)
+	assert.Equal(t, "pod runner-abc-project-1-concurrent-0-: "+(*warnings)[0], onPod.Note)
+	assert.NotContains(t, got2, "Pod/"+in.Name, "not for the dry run")
 }
 
 func TestRunnerPodsAreAdmittedUninstrumentedWhileTheInjectorIsDown(t *testing.T) {

@@ -81,5 +81,5 @@ func TestAPodsOwnContainersNeverGetTheHostMount(t *testing.T) {
 	require.Len(t, got.Spec.InitContainers, 1)
 	assert.Equal(t, "example.com/miner:1", got.Spec.InitContainers[0].Image)
 	assert.Empty(t, got.Spec.InitContainers[0].VolumeMounts)
-	assert.Equal(t, []string{`runnerguard: vitals sidecar not injected: the pod has a container named "runnerguard-vitals" that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar`}, *warnings)
+	assert.Equal(t, []string{`runnerguard: vitals sidecar not injected: the pod has a container named "runnerguard-vitals" that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar; rename the pod's own container, or create the pod from its template rather than from a copy of an instrumented pod`}, *warnings)
 }

@@ -3,12 +3,10 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -26,7 +24,6 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
-	"github.com/runnerguard/runnerguard/internal/report"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -247,62 +244,20 @@ func TestWhyTellsHowAGonePodsRunnerDied(t *testing.T) {
 	for _, want := range []string{`runner "runner" died: cgroup-oom`, "exit code 137, signal 9, reason OOMKilled", "peak 256Mi of 256Mi limit, oom 1, oom_kill 1", "the vitals confirm an OOM kill"} {
 		assert.Contains(t, out, want)
 	}
-	var rep report.Report
-	require.NoError(t, json.Unmarshal([]byte(runWhy(t, "-n", ns, "oom-gone", "-o", "json")), &rep))
-	assert.False(t, rep.Exists)
-	require.Len(t, rep.Records, 1)
-	assert.Equal(t, string(death.CgroupOOM), rep.Records[0].Class)
+	var list v1alpha1.RunnerDeathList
+	require.NoError(t, json.Unmarshal([]byte(runWhy(t, "-n", ns, "oom-gone", "-o", "json")), &list))
+	require.Len(t, list.Items, 1)
+	assert.Equal(t, string(death.CgroupOOM), list.Items[0].Record.Class)
 
 	assert.Contains(t, runWhy(t, "never-was", "-n", ns), "is gone and no runnerguard record of it remains")
 }
 
+// runWhy runs runnerguard why as an operator would, with the admin's
+// kubeconfig: its report, printed whether a death is known (exit 0) or not
+// (exit 3).
 func runWhy(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(server.Binary(), append([]string{"why", "--kubeconfig", adminKubeconfig}, args...)...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	require.NoError(t, cmd.Run(), errOut.String())
-	return out.String()
-}
-
-// Installed as kubectl-runnerguard, the binary is a kubectl plugin: a real
-// kubectl finds it on PATH and hands it the arguments a kubectl user types.
-func TestTheKubectlPluginFindsADeath(t *testing.T) {
-	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Fatalf("kubectl is built by make kube-bin: %v", err)
-	}
-	ns := newNamespace(t, nil)
-	pod := create(t, nil, busyRunner(ns, "plugged"))
-	setStatus(t, pod, podtest.Runner(ns, "plugged").Terminated("runner", 137, "OOMKilled").Obj().Status)
-	oneDeath(t, pod)
-
-	dir := t.TempDir()
-	plugin := filepath.Join(dir, "kubectl-runnerguard")
-	b, err := os.ReadFile(server.Binary())
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(plugin, b, 0o755))
-	kc := func(args ...string) (string, error) {
-		cmd := exec.Command(kubectl, args...)
-		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+adminKubeconfig)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		return out.String() + errOut.String(), err
-	}
-	out, err := kc("plugin", "list")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, plugin)
-	out, err = kc("runnerguard", "why", "plugged", "-n", ns)
-	require.NoError(t, err, out)
-	assert.Contains(t, out, `runner "runner" died: cgroup-oom`)
-	out, err = kc("runnerguard", "why", "plugged", "--namespace", ns, "-o", "yaml")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "class: cgroup-oom")
-	out, err = kc("runnerguard", "deaths", "--namespace", ns, "-o", "wide")
-	require.NoError(t, err, out)
-	assert.Regexp(t, ns+`\s+plugged\s+cgroup-oom\s+137\s+OOMKilled`, out)
-	out, err = kc("runnerguard", "--help")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "usage: kubectl runnerguard <command>")
+	out, errOut, code := runCLI(t, nil, append([]string{"why", "--kubeconfig", adminKubeconfig}, args...)...)
+	require.Contains(t, []int{0, 3}, code, errOut)
+	return out
 }

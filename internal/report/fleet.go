@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/duration"
+
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 )
@@ -43,10 +45,12 @@ func Summarize(items []v1alpha1.RunnerDeath, since time.Time) Fleet {
 func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 	var b strings.Builder
 	if f.Total == 0 {
-		fmt.Fprintf(&b, "no runner deaths recorded in the last %s\n", window)
+		fmt.Fprintf(&b, "no runner deaths or job ends recorded in the last %s\n", duration.HumanDuration(window))
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%d runner deaths recorded in the last %s\n\n", f.Total, window)
+	// A job end is the job's normal end, not a death: counted apart.
+	ends := f.ByClass[string(death.JobEnded)]
+	fmt.Fprintf(&b, "%s and %s recorded in the last %s\n\n", plural(f.Total-ends, "runner death"), plural(ends, "job end"), duration.HumanDuration(window))
 	classes := slices.SortedFunc(maps.Keys(f.ByClass), func(a, b string) int {
 		if x, y := death.Class(a).Abnormal(), death.Class(b).Abnormal(); x != y {
 			if x {
@@ -63,13 +67,21 @@ func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(&b, "\nmost recent:\n")
-	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	b.WriteString(RecordsTable(f.Records, wide, limit))
+	return b.String()
+}
+
+// RecordsTable renders records one a line, at most limit of them; wide
+// adds the node, preset and memory columns.
+func RecordsTable(records []death.Record, wide bool, limit int) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	head := "NAMESPACE\tPOD\tCLASS\tEXIT\tREASON\tDELETED BY\tENDED"
 	if wide {
 		head += "\tNODE\tPRESET\tPEAK\tOOM KILLS"
 	}
 	fmt.Fprintln(tw, head)
-	for i, r := range f.Records {
+	for i, r := range records {
 		if i == limit {
 			break
 		}
@@ -95,6 +107,13 @@ func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 	}
 	_ = tw.Flush()
 	return b.String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func dash(s string) string {

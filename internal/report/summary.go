@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/runnerguard/runnerguard/internal/death"
 )
@@ -50,7 +51,7 @@ func Summary(r death.Record) string {
 		b.WriteString("\n")
 	}
 	if r.StartedAt != nil && r.FinishedAt != nil {
-		fmt.Fprintf(&b, "  ran %s to %s (%s)\n", r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339), r.FinishedAt.Sub(r.StartedAt.Time))
+		fmt.Fprintf(&b, "  ran %s to %s (%s)\n", r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339), duration.HumanDuration(r.FinishedAt.Sub(r.StartedAt.Time)))
 	} else if r.StartedAt != nil {
 		fmt.Fprintf(&b, "  running since %s\n", r.StartedAt.UTC().Format(time.RFC3339))
 	}

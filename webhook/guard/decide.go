@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/deletion"
@@ -138,13 +139,12 @@ func Decide(f Facts, cfg config.Config) Decision {
 	if ran, ok := runningFor(d.Status, f.Now); ok && ran > runner.Preset.MaxProtected.Duration {
 		d.Ran = ran
 		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
-			d.Status.Container.Name, ran, runner.Preset.MaxProtected.Duration, runner.Preset.Name))
+			d.Status.Container.Name, duration.HumanDuration(ran), duration.HumanDuration(runner.Preset.MaxProtected.Duration), runner.Preset.Name))
 	}
 	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
 	if f.Mode == config.ModeWarn {
 		// Warn mode: the refusal is said, not done.
 		d.Allowed, d.Warned = true, true
-		d.Message = "runnerguard (warn mode) would refuse this: " + strings.TrimPrefix(d.Message, "runnerguard: ")
 	}
 	return d
 }
@@ -183,13 +183,31 @@ func runningFor(s runnerpod.Status, now time.Time) (time.Duration, bool) {
 	return now.Sub(run.StartedAt.Time).Truncate(time.Second), true
 }
 
-// busyMessage says what is running, for how long, and how to override.
+// OverridePermission is what setting runnerpod.AllowDelete takes: the
+// chart's ValidatingAdmissionPolicy checks this verb on this resource in
+// the pod's namespace, which its <release>-override ClusterRole grants; a
+// reaper that sets the annotation without it meets a second refusal.
+const OverridePermission = `the verb "override" on runners.runnerguard.io`
+
+// overrideRole names the chart's ClusterRole that grants it; the release's
+// name prefixes it, which the server is not told.
+const overrideRole = "the ClusterRole runnerguard-override in a default install"
+
+// busyMessage says what is running, for how long, that removing it loses
+// its job, and what a deliberate drain takes; in warn mode, that the
+// request was allowed and what enforce mode would have done instead.
 func busyMessage(f Facts, d Decision) string {
 	pod := f.Pod
 	var b strings.Builder
-	fmt.Fprintf(&b, "runnerguard: runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
-	if ran, ok := runningFor(d.Status, f.Now); ok {
-		fmt.Fprintf(&b, " has been running for %s", ran)
+	if f.Mode == config.ModeWarn {
+		b.WriteString("runnerguard (warn mode) allowed this; enforce mode would have refused it: ")
+	} else {
+		b.WriteString("runnerguard: ")
+	}
+	fmt.Fprintf(&b, "runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
+	ran, started := runningFor(d.Status, f.Now)
+	if started {
+		fmt.Fprintf(&b, " has been running for %s", duration.HumanDuration(ran))
 	} else {
 		b.WriteString(" is running")
 	}
@@ -201,15 +219,25 @@ func busyMessage(f Facts, d Decision) string {
 	default:
 		b.WriteString(" and is taken to be busy with a job")
 	}
-	if f.Operation == Eviction {
+	if f.Mode == config.ModeWarn {
+		b.WriteString("; removing the pod now loses that job")
+	} else {
+		b.WriteString("; removing the pod now would lose that job")
+	}
+	if f.Operation == Eviction && f.Mode != config.ModeWarn {
 		b.WriteString("; the eviction will succeed once the job ends")
 	}
-	if ran, ok := runningFor(d.Status, f.Now); ok {
-		fmt.Fprintf(&b, "; its protection expires in %s (preset cap %s)", d.Runner.Preset.MaxProtected.Duration-ran, d.Runner.Preset.MaxProtected.Duration)
+	if started {
+		fmt.Fprintf(&b, "; its protection expires in %s (preset cap %s)", duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration-ran), duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration))
 	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)
 	}
-	fmt.Fprintf(&b, "; to delete it anyway, first run: kubectl annotate pod -n %s %s %s=\"<reason>\"", pod.Namespace, pod.Name, runnerpod.AllowDelete)
+	annotate := fmt.Sprintf("kubectl annotate pod -n %s %s %s=\"<reason>\"", pod.Namespace, pod.Name, runnerpod.AllowDelete)
+	if f.Mode == config.ModeWarn {
+		fmt.Fprintf(&b, "; enforce mode would wait for the job to end, unless someone granted %s in %s (%s) first ran: %s", OverridePermission, pod.Namespace, overrideRole, annotate)
+	} else {
+		fmt.Fprintf(&b, "; let the job finish, or, to drain it deliberately, have someone granted %s in %s (%s) first run: %s", OverridePermission, pod.Namespace, overrideRole, annotate)
+	}
 	return b.String()
 }

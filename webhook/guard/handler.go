@@ -232,7 +232,8 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	switch {
 	case !d.Allowed:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
-			"refused %s by %s: runner %q is busy; set %s=\"<reason>\" to override", f.Operation, f.Requester, d.Status.Container.Name, runnerpod.AllowDelete)
+			"refused %s by %s: runner %q is busy and its job would be lost; someone granted %s may set %s=\"<reason>\" to drain it deliberately",
+			f.Operation, f.Requester, d.Status.Container.Name, OverridePermission, runnerpod.AllowDelete)
 	case d.Warned:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation)+"InWarnMode", string(f.Operation),
 			"%s by %s allowed in warn mode: runner %q is busy and enforce mode would refuse it", f.Operation, f.Requester, d.Status.Container.Name)

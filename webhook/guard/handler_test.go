@@ -103,13 +103,13 @@ func TestHandleDelete(t *testing.T) {
 		events  []string
 	}{
 		{name: "a busy runner's delete is refused with 403 and a Warning Event naming the requester",
-			req: deleteReq(t, busy, reaper, false, nil), code: http.StatusForbidden, msg: "running for 5m0s",
+			req: deleteReq(t, busy, reaper, false, nil), code: http.StatusForbidden, msg: "running for 5m and",
 			events: []string{"Warning DeleteRefused refused delete by " + reaper}},
 		{name: "a force delete of a busy runner is refused too",
-			req: deleteReq(t, busy, reaper, false, ptr.To(int64(0))), code: http.StatusForbidden, msg: "running for 5m0s",
+			req: deleteReq(t, busy, reaper, false, ptr.To(int64(0))), code: http.StatusForbidden, msg: "running for 5m and",
 			events: []string{"Warning DeleteRefused"}},
 		{name: "a dry-run delete gets the same answer and no Event",
-			req: deleteReq(t, busy, reaper, true, nil), code: http.StatusForbidden, msg: "running for 5m0s"},
+			req: deleteReq(t, busy, reaper, true, nil), code: http.StatusForbidden, msg: "running for 5m and"},
 		{name: "an override is allowed with a warning and a Normal Event",
 			req:     deleteReq(t, podtest.Runner("ci", "o").Running("runner").Annotate(runnerpod.AllowDelete, "node upgrade").Obj(), "alice", false, nil),
 			allowed: true, code: http.StatusOK, warning: "node upgrade", events: []string{"Normal DeleteOverridden delete by alice allowed by runnerguard.io/allow-delete: node upgrade"}},
@@ -275,7 +275,7 @@ func TestWarnModeAllowsABusyRunnersDeleteAndSaysSo(t *testing.T) {
 	resp := h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
 	require.True(t, resp.Allowed)
 	require.Len(t, resp.Warnings, 1)
-	assert.Contains(t, resp.Warnings[0], "runnerguard (warn mode) would refuse this: runner container")
+	assert.Contains(t, resp.Warnings[0], "runnerguard (warn mode) allowed this; enforce mode would have refused it: runner container")
 	assert.Equal(t, []string{"Warning DeleteRefusedInWarnMode delete by " + reaper + ` allowed in warn mode: runner "runner" is busy and enforce mode would refuse it`}, drain(rec))
 	n := deletionNote(t, h, pod)
 	require.NotNil(t, n)

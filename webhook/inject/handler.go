@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -32,6 +36,10 @@ type Handler struct {
 	// Live reads a namespace the cache has not seen yet (created a moment
 	// before the pod, as CI systems do per job); nil: no second look.
 	Live client.Reader
+	// Recorder, when set, repeats each warning as a Warning Event where a
+	// person looks (warningEvents): the admission warning reaches only the
+	// client that created the pod, usually a controller that drops it.
+	Recorder events.EventRecorder
 }
 
 var _ admission.Handler = &Handler{}
@@ -97,6 +105,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	log.V(1).Info("pod create", "result", out.Result, "preset", out.Preset)
 
+	if len(out.Warnings) > 0 && (req.DryRun == nil || !*req.DryRun) {
+		h.warningEvents(req.Namespace, pod, out.Warnings)
+	}
 	if !changed {
 		return admission.Allowed("").WithWarnings(out.Warnings...)
 	}
@@ -107,11 +118,53 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	return resp.WithWarnings(out.Warnings...)
 }
 
+// Why the Events are emitted.
+const (
+	// ReasonIncomplete: the pod was admitted without part of its
+	// instrumentation; the note says what to change.
+	ReasonIncomplete = "InjectionIncomplete"
+	// maxNote is the longest note the API server accepts on an Event.
+	maxNote = 1024
+)
+
+// warningEvents repeats each warning as a Warning Event. The pod does not
+// exist yet (at admission it may not even have its name), so the Event
+// regards its controller (the ReplicaSet, Job or EphemeralRunner that
+// `kubectl describe` shows) and, for a pod without one, the pod by its name
+// or generateName, where `kubectl events -n NAMESPACE` shows it. The
+// recorder sends Events from its own goroutine: none waits on the answer.
+// The owner named is the pod's author's word, so an Event may land on
+// another object of the namespace; its text is runnerguard's own and
+// nothing runnerguard decides reads Events.
+func (h *Handler) warningEvents(namespace string, pod *corev1.Pod, warnings []string) {
+	if h.Recorder == nil {
+		return
+	}
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName
+	}
+	var regarding runtime.Object = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if owner := metav1.GetControllerOfNoCopy(pod); owner != nil {
+		regarding = &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: owner.APIVersion, Kind: owner.Kind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: owner.Name, UID: owner.UID},
+		}
+	}
+	for _, w := range warnings {
+		note := "pod " + name + ": " + w
+		if len(note) > maxNote {
+			note = strings.ToValidUTF8(note[:maxNote-3], "") + "..."
+		}
+		h.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonIncomplete, "Create", "%s", note)
+	}
+}
+
 // uninstrumented admits the pod as it came and says why: failing to
 // build the patch must not fail the pod.
 func uninstrumented(ctx context.Context, why string) admission.Response {
 	logf.FromContext(ctx).Error(nil, "building the patch", "message", why)
-	return admission.Allowed("").WithWarnings("runnerguard: the pod was not instrumented: " + why)
+	return admission.Allowed("").WithWarnings("runnerguard: the pod was not instrumented: " + why + "; this is a runnerguard bug: report it with this message")
 }
 
 // hostMountRefusal reads the namespace's labels. The namespace is read as
@@ -123,7 +176,7 @@ func (h *Handler) hostMountRefusal(ctx context.Context, namespace string) string
 	nsLabels, err := ns.Labels(ctx, h.Namespaces, h.Live, namespace)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "reading the namespace's Pod Security level", "namespace", namespace)
-		return fmt.Sprintf("its namespace %q could not be read to check its Pod Security level: %v", namespace, err)
+		return fmt.Sprintf("its namespace %q could not be read to check its Pod Security level: %v; check that runnerguard may get namespaces (its ClusterRole) and its logs", namespace, err)
 	}
 	return HostMountRefusal(namespace, nsLabels, h.Config.Inject.PodSecurityDefault)
 }

@@ -236,7 +236,7 @@ func TestHandlerAppliesTheClusterPodSecurityDefault(t *testing.T) {
 
 	resp := h.Handle(context.Background(), create("ci", raw))
 	require.True(t, resp.Allowed)
-	assert.Equal(t, []string{`runnerguard: vitals sidecar not injected: namespace "ci" has no pod-security.kubernetes.io/enforce label and the cluster's default Pod Security level is "baseline", which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads`}, resp.Warnings)
+	assert.Equal(t, []string{`runnerguard: vitals sidecar not injected: namespace "ci" has no pod-security.kubernetes.io/enforce label and the cluster's default Pod Security level is "baseline", which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads; to get the vitals, run the runners in a namespace labelled pod-security.kubernetes.io/enforce=privileged (the guard and the death records work without them)`}, resp.Warnings)
 	assert.Len(t, decodePod(t, patched(t, raw, resp)).Spec.InitContainers, 1, "only the pod's own poller")
 
 	h.Namespaces = fake.NewClientBuilder().WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{

@@ -59,6 +59,10 @@ type Outcome struct {
 // (k8s.io/pod-security-admission/api).
 const psaEnforceLabel = "pod-security.kubernetes.io/enforce"
 
+// hostMountRemedy is what to change when Pod Security keeps the sidecar
+// out.
+const hostMountRemedy = "; to get the vitals, run the runners in a namespace labelled " + psaEnforceLabel + "=privileged (the guard and the death records work without them)"
+
 // HostMountRefusal says why a namespace with these labels would refuse a
 // pod with a hostPath volume, or returns "" when it would not. The
 // namespace's enforce label decides; a namespace without one gets
@@ -70,13 +74,13 @@ func HostMountRefusal(namespace string, labels map[string]string, clusterDefault
 	level, labelled := labels[psaEnforceLabel]
 	switch {
 	case !labelled && (clusterDefault == config.PodSecurityBaseline || clusterDefault == config.PodSecurityRestricted):
-		return fmt.Sprintf("namespace %q has no %s label and the cluster's default Pod Security level is %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads", namespace, psaEnforceLabel, clusterDefault)
+		return fmt.Sprintf("namespace %q has no %s label and the cluster's default Pod Security level is %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads"+hostMountRemedy, namespace, psaEnforceLabel, clusterDefault)
 	case !labelled || level == config.PodSecurityPrivileged:
 		return ""
 	case level == config.PodSecurityBaseline || level == config.PodSecurityRestricted:
-		return fmt.Sprintf("namespace %q enforces Pod Security level %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads", namespace, level)
+		return fmt.Sprintf("namespace %q enforces Pod Security level %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads"+hostMountRemedy, namespace, level)
 	}
-	return fmt.Sprintf("namespace %q sets %s=%q, which Pod Security enforces as %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads", namespace, psaEnforceLabel, level, config.PodSecurityRestricted)
+	return fmt.Sprintf("namespace %q sets %s=%q, which Pod Security enforces as %q, which forbids the hostPath volume of the node's cgroup filesystem that the sidecar reads"+hostMountRemedy, namespace, psaEnforceLabel, level, config.PodSecurityRestricted)
 }
 
 // Mutate instruments pod in place if it is a runner pod and reports what it
@@ -102,7 +106,7 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 		inject, err := strconv.ParseBool(v)
 		switch {
 		case err != nil:
-			out.Warnings = append(out.Warnings, fmt.Sprintf("runnerguard: annotation %s=%q is not a boolean (true or false); the pod is instrumented", runnerpod.Inject, v))
+			out.Warnings = append(out.Warnings, fmt.Sprintf("runnerguard: annotation %s=%q is not a boolean; the pod is instrumented; set it to \"true\", or \"false\" to opt the pod out", runnerpod.Inject, v))
 		case !inject:
 			out.Result = OptedOut
 			// created-by is the guard's evidence, not instrumentation: it is

@@ -59,7 +59,7 @@ func TestMutate(t *testing.T) {
 	restricted := Facts{Requester: requester, HostMountRefused: HostMountRefusal("ci", map[string]string{psaEnforceLabel: "baseline"}, "")}
 	podRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	tightRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("128Mi")}
-	clashWarning := `runnerguard: vitals sidecar not injected: the pod has a container named "runnerguard-vitals" that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar`
+	clashWarning := `runnerguard: vitals sidecar not injected: the pod has a container named "runnerguard-vitals" that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar; rename the pod's own container, or create the pod from its template rather than from a copy of an instrumented pod`
 	// forged is the injector's sidecar with one change an author could make
 	// to get the host mount into a container of their own.
 	forged := func(change func(*corev1.Container)) *podtest.Wrapper {
@@ -121,7 +121,7 @@ func TestMutate(t *testing.T) {
 		want: marked(podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "off"), runnerpod.Generic).
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
 		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{
-			`runnerguard: annotation runnerguard.io/inject="off" is not a boolean (true or false); the pod is instrumented`,
+			`runnerguard: annotation runnerguard.io/inject="off" is not a boolean; the pod is instrumented; set it to "true", or "false" to opt the pod out`,
 		}},
 	}, {
 		name: "the sidecar goes first, before the pod's own native sidecar",
@@ -181,7 +181,7 @@ func TestMutate(t *testing.T) {
 		pod: podtest.Runner("ci", "p").OS(corev1.Windows).Obj(),
 		want: marked(podtest.Runner("ci", "p").OS(corev1.Windows), runnerpod.Generic).
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{"runnerguard: vitals sidecar not injected: the pod runs on Windows, which has no cgroup filesystem to read"}},
+		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{"runnerguard: vitals sidecar not injected: the pod runs on Windows, which has no cgroup filesystem to read; nothing to change: the runner is guarded and its deaths recorded without vitals"}},
 	}, {
 		name: "a regular container with the sidecar's name keeps the sidecar out",
 		cfg:  def, facts: Facts{Requester: requester},
@@ -212,7 +212,7 @@ func TestMutate(t *testing.T) {
 		pod:  podtest.Runner("ci", "p").Container("cache").Mount("cache", CgroupVolume, "/host").Obj(),
 		want: notInjected(podtest.Runner("ci", "p").Container("cache").Mount("cache", CgroupVolume, "/host")),
 		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{
-			`runnerguard: vitals sidecar not injected: container "cache" mounts a volume named "runnerguard-cgroup", which would be the node's cgroup filesystem`,
+			`runnerguard: vitals sidecar not injected: container "cache" mounts a volume named "runnerguard-cgroup", which would be the node's cgroup filesystem; rename that volume (the names runnerguard-cgroup and runnerguard-vitals are runnerguard's)`,
 		}},
 	}, {
 		name: "the sidecar the injector added, back on a reinvocation with the API token mount, is left as it is",
@@ -245,7 +245,7 @@ func TestMutate(t *testing.T) {
 			w.Spec.Volumes = []corev1.Volume{{Name: CgroupVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 			return notInjected(w)
 		}(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: vitals sidecar not injected: the pod has a volume of its own named "runnerguard-cgroup"`}},
+		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: vitals sidecar not injected: the pod has a volume of its own named "runnerguard-cgroup"; rename it (the names runnerguard-cgroup and runnerguard-vitals are runnerguard's)`}},
 	}, {
 		name: "a runner that already mounts something at the vitals path keeps it and is warned about",
 		cfg:  def, facts: Facts{Requester: requester},
@@ -258,7 +258,7 @@ func TestMutate(t *testing.T) {
 			w.Spec.Volumes = append(w.Spec.Volumes, Volumes(def.Inject.Vitals)...)
 			return w.Obj()
 		}(),
-		out: Outcome{Result: Injected, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: container "runner" already mounts a volume at /runnerguard/vitals; the vitals files are not mounted there`}},
+		out: Outcome{Result: Injected, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: container "runner" already mounts a volume at /runnerguard/vitals; the vitals files are not mounted there; move that mount, or set the chart's inject.vitals.mountPath to a path the runner does not use`}},
 	}, {
 		name: "with pod-level resources the sidecar's requests count in the pod's budget",
 		cfg:  def, facts: Facts{Requester: requester},
@@ -276,7 +276,7 @@ func TestMutate(t *testing.T) {
 		pod:  podtest.Runner("ci", "p").PodResources(tightRequests).Resources("runner", tightRequests, nil).Obj(),
 		want: notInjected(podtest.Runner("ci", "p").PodResources(tightRequests).Resources("runner", tightRequests, nil)),
 		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{
-			"runnerguard: vitals sidecar not injected: it does not fit within the pod-level resources: cpu requests would total 1005m, above the pod's 1; memory requests would total 144Mi, above the pod's 128Mi",
+			"runnerguard: vitals sidecar not injected: it does not fit within the pod-level resources: cpu requests would total 1005m, above the pod's 1; memory requests would total 144Mi, above the pod's 128Mi; raise the pod's spec.resources by the sidecar's (the chart's inject.vitals.resources), or lower those",
 		}},
 	}}
 	for _, tc := range cases {

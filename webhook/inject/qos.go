@@ -88,7 +88,7 @@ func sidecarResources(qos corev1.PodQOSClass, cfg corev1.ResourceRequirements) (
 			}
 			req, ok := cfg.Requests[name]
 			if !ok {
-				return corev1.ResourceRequirements{}, fmt.Sprintf("the pod is Guaranteed and the sidecar's configured resources set no %s, so it would make the pod Burstable", name)
+				return corev1.ResourceRequirements{}, fmt.Sprintf("the pod is Guaranteed and the sidecar's configured resources set no %s, so it would make the pod Burstable; set inject.vitals.resources.limits.%s in the chart's values", name, name)
 			}
 			both[name] = req.DeepCopy()
 		}
@@ -128,7 +128,7 @@ func podLevelMisfit(pod *corev1.Pod, sidecar corev1.Container) string {
 	if len(over) == 0 {
 		return ""
 	}
-	return "it does not fit within the pod-level resources: " + strings.Join(over, "; ")
+	return "it does not fit within the pod-level resources: " + strings.Join(over, "; ") + "; raise the pod's spec.resources by the sidecar's (the chart's inject.vitals.resources), or lower those"
 }
 
 func sortedNames(l corev1.ResourceList) []corev1.ResourceName {

@@ -84,16 +84,16 @@ func TestMutateKeepsTheQoSClass(t *testing.T) {
 			sidecar: &corev1.ResourceRequirements{Requests: list("5m", "32Mi"), Limits: list("5m", "32Mi")}},
 		{name: "Guaranteed with a config that sets no memory: no sidecar", cfg: noMemory,
 			pod: podtest.Runner("ci", "p").Resources("runner", g, g), class: corev1.PodQOSGuaranteed,
-			warning: "the pod is Guaranteed and the sidecar's configured resources set no memory, so it would make the pod Burstable"},
+			warning: "the pod is Guaranteed and the sidecar's configured resources set no memory, so it would make the pod Burstable; set inject.vitals.resources.limits.memory in the chart's values"},
 		{name: "Guaranteed by pod-level resources with room: requests equal limits, counted in the pod's", cfg: cfg,
 			pod: podtest.Runner("ci", "p").Resources("runner", list("1", "512Mi"), nil).PodLimits(list("2", "1Gi"), list("2", "1Gi")), class: corev1.PodQOSGuaranteed,
 			sidecar: &corev1.ResourceRequirements{Requests: list("50m", "32Mi"), Limits: list("50m", "32Mi")}},
 		{name: "Guaranteed by pod-level resources its runner takes whole: no sidecar", cfg: cfg,
 			pod: podtest.Runner("ci", "p").Resources("runner", list("2", "1Gi"), nil).PodLimits(list("2", "1Gi"), list("2", "1Gi")), class: corev1.PodQOSGuaranteed,
-			warning: "it does not fit within the pod-level resources: cpu requests would total 2050m, above the pod's 2; memory requests would total 1056Mi, above the pod's 1Gi"},
+			warning: "it does not fit within the pod-level resources: cpu requests would total 2050m, above the pod's 2; memory requests would total 1056Mi, above the pod's 1Gi; raise the pod's spec.resources by the sidecar's (the chart's inject.vitals.resources), or lower those"},
 		{name: "a sidecar limit above the pod-level limit: no sidecar", cfg: cfg,
 			pod: podtest.Runner("ci", "p").PodLimits(list("1", "1Gi"), list("1", "16Mi")), class: corev1.PodQOSBurstable,
-			warning: "it does not fit within the pod-level resources: its memory limit 32Mi is above the pod's 16Mi"},
+			warning: "it does not fit within the pod-level resources: its memory limit 32Mi is above the pod's 16Mi; raise the pod's spec.resources by the sidecar's (the chart's inject.vitals.resources), or lower those"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ func Register(mgr manager.Manager, cfg config.Config) error {
 	}
 	h := NewHandler(cfg, mgr.GetClient())
 	h.Live = mgr.GetAPIReader()
+	h.Recorder = mgr.GetEventRecorder("runnerguard")
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
 	return nil
 }

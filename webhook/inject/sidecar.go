@@ -142,11 +142,11 @@ func sidecarRefusal(pod *corev1.Pod, facts Facts, v config.Vitals) string {
 	if own >= 0 && !ownSidecar(pod.Spec.InitContainers[own], v) ||
 		slices.ContainsFunc(pod.Spec.Containers, named(ContainerName)) ||
 		slices.ContainsFunc(pod.Spec.EphemeralContainers, func(c corev1.EphemeralContainer) bool { return c.Name == ContainerName }) {
-		return fmt.Sprintf("the pod has a container named %q that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar", ContainerName)
+		return fmt.Sprintf("the pod has a container named %q that is not the sidecar runnerguard builds (the pod's own, or one copied under another runnerguard version or configuration); the node's cgroup filesystem is mounted only into runnerguard's own sidecar; rename the pod's own container, or create the pod from its template rather than from a copy of an instrumented pod", ContainerName)
 	}
 	for _, c := range otherContainers(pod, own) {
 		if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == CgroupVolume }) {
-			return fmt.Sprintf("container %q mounts a volume named %q, which would be the node's cgroup filesystem", c.Name, CgroupVolume)
+			return fmt.Sprintf("container %q mounts a volume named %q, which would be the node's cgroup filesystem; rename that volume (the names %s and %s are runnerguard's)", c.Name, CgroupVolume, CgroupVolume, VitalsVolume)
 		}
 	}
 	hasCgroupVolume := false
@@ -156,7 +156,7 @@ func sidecarRefusal(pod *corev1.Pod, facts Facts, v config.Vitals) string {
 			continue
 		}
 		if !equality.Semantic.DeepEqual(want, pod.Spec.Volumes[i]) {
-			return fmt.Sprintf("the pod has a volume of its own named %q", want.Name)
+			return fmt.Sprintf("the pod has a volume of its own named %q; rename it (the names %s and %s are runnerguard's)", want.Name, CgroupVolume, VitalsVolume)
 		}
 		hasCgroupVolume = hasCgroupVolume || want.Name == CgroupVolume
 	}
@@ -168,7 +168,7 @@ func sidecarRefusal(pod *corev1.Pod, facts Facts, v config.Vitals) string {
 	case pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows:
 		// Besides having no cgroups, a Windows pod may not carry the
 		// sidecar's Linux security settings: the pod would be refused.
-		return "the pod runs on Windows, which has no cgroup filesystem to read"
+		return "the pod runs on Windows, which has no cgroup filesystem to read; nothing to change: the runner is guarded and its deaths recorded without vitals"
 	}
 	return ""
 }
@@ -228,7 +228,7 @@ func addVitals(pod *corev1.Pod, sc *corev1.Container, runners []string, v config
 			continue
 		}
 		if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == v.MountPath }) {
-			warnings = append(warnings, fmt.Sprintf("runnerguard: container %q already mounts a volume at %s; the vitals files are not mounted there", c.Name, v.MountPath))
+			warnings = append(warnings, fmt.Sprintf("runnerguard: container %q already mounts a volume at %s; the vitals files are not mounted there; move that mount, or set the chart's inject.vitals.mountPath to a path the runner does not use", c.Name, v.MountPath))
 			continue
 		}
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VitalsVolume, MountPath: v.MountPath, ReadOnly: true})
