@@ -2,7 +2,7 @@ package death
 
 import corev1 "k8s.io/api/core/v1"
 
-// Class is the kind of death, from product.md's table.
+// Class is the kind of death, from the classes' table in docs/design.
 type Class string
 
 // The classes of death.

@@ -12,7 +12,7 @@ import (
 )
 
 // Meaning says what a class of death means, for the human reading the
-// record (product.md's table).
+// record (the classes' table in docs/design).
 var Meaning = map[death.Class]string{
 	death.CleanExit:      "the runner quit on its own; a \"lost communication\" here is the completion handshake, not a death",
 	death.CgroupOOM:      "the container hit its memory limit and the kernel OOM-killed it",

@@ -62,7 +62,7 @@ type Facts struct {
 // Rule names the row of the decision table that decided.
 type Rule string
 
-// The rows of product.md's decision table, in order.
+// The rows of the guard's decision table (docs/design), in order.
 const (
 	RuleNotRunnerPod     Rule = "not-runner-pod"
 	RuleTerminating      Rule = "terminating"
