@@ -181,7 +181,7 @@ generate:
 # controllers, runnerguard as two leader-electing replicas, kwok
 # (hack/tools.sh) playing the kubelet of simulated Nodes through e2e/scale/testdata/stages.yaml, and a simulator
 # that bursts runner pods in, kills them the ways fleets do and scores the
-# death records; prints the report (README "Fleet scale"), kept in
+# death records; prints the report (docs/performance/fleet-scale.md), kept in
 # e2e/.artifacts/scale-report-N.txt. SCALE_RUNNERS (default 200) and
 # SCALE_NODES (default 100) set the size; SCALE_OTHER_PODS (default 0) other
 # pods run in the cluster first; the same simulation runs once without
