@@ -2,11 +2,12 @@
 # Installs the pinned Go tools the chart and image targets need into
 # .cache/bin, built from the Go module proxy: helm (Helm 4), helm3 (Helm 3),
 # crane, actionlint (the release workflow's linter), promtool (the
-# chart's alert rules) and kwok (the simulated nodes of make scale). Each version is
+# chart's alert rules), helm-docs (the chart's README from values.yaml's
+# comments) and kwok (the simulated nodes of make scale). Each version is
 # built once into .cache/tools/<name>-<version> and linked from .cache/bin,
 # so a warm run builds nothing and a version bump here rebuilds only that
 # tool.
-# Usage: hack/tools.sh [helm|helm3|crane|actionlint|promtool|kwok ...]   (default: all but promtool and kwok)
+# Usage: hack/tools.sh [helm|helm3|crane|actionlint|promtool|helm-docs|kwok ...]   (default: all but promtool and kwok)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/.cache/bin"
@@ -25,6 +26,9 @@ promtool_release=3.16.0
 # kwok plays the kubelet of make scale's simulated nodes (its go.mod has
 # no replace directives at this tag).
 kwok_version=v0.8.0
+# helm-docs renders charts/runnerguard/README.md from values.yaml's `# --`
+# comments (make chart-docs; make test checks it is not stale).
+helm_docs_version=v1.14.2
 
 # install <link name> <version> <package> <binary name> <ldflags>
 install() {
@@ -70,6 +74,13 @@ promtool() {
     "-s -w -X github.com/prometheus/common/version.Version=$promtool_release"
 }
 
+# make chart-docs renders the chart's README; its version is printed in
+# the README's footer, so the check is the same on every machine.
+helm_docs() {
+  install helm-docs "$helm_docs_version" github.com/norwoodj/helm-docs/cmd/helm-docs helm-docs \
+    "-s -w -X main.version=${helm_docs_version#v}"
+}
+
 # make scale: kwok drives the simulated fleet's nodes and pods through the
 # Stages in e2e/scale/testdata.
 kwok() {
@@ -86,6 +97,7 @@ for t in "${want[@]}"; do
     crane) crane ;;
     actionlint) actionlint ;;
     promtool) promtool ;;
+    helm-docs) helm_docs ;;
     kwok) kwok ;;
     *) echo "hack/tools.sh: unknown tool $t" >&2; exit 2 ;;
   esac

@@ -132,7 +132,7 @@ func TestGitLabsManagerEndingItsJobIsNotADeath(t *testing.T) {
 }
 
 // What a record costs in etcd: the object as the API server stores it (JSON,
-// managed fields included), for the README's retention figures.
+// managed fields included), for the retention figures in docs/concepts/death-record.md.
 func TestTheRecordsFootprint(t *testing.T) {
 	ns := newNamespace(t, nil)
 	pod := busyRunner(ns, "runner-7x2k9")

@@ -26,8 +26,8 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// The fleets' controllers the suite trusts with their fields (legacy ARC's
-// is the chart's default).
+// The fleets' controllers the suite trusts with their fields; legacy ARC's
+// is runnerpod.ARCLegacyController, which no default trusts.
 const (
 	arcController  = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
 	workflowRunner = "system:serviceaccount:arc-runners:arc-runner-kube-mode"
@@ -42,6 +42,8 @@ func trustControllers(cfg *config.Config) {
 			cfg.Presets[i].ControllerPrincipals = []string{arcController}
 		case runnerpod.ARCWorkflow:
 			cfg.Presets[i].ControllerPrincipals = []string{workflowRunner}
+		case runnerpod.ARCLegacy:
+			cfg.Presets[i].ControllerPrincipals = []string{runnerpod.ARCLegacyController}
 		}
 	}
 }

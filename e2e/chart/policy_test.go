@@ -27,7 +27,7 @@ func TestPolicyEqualsRegistration(t *testing.T) {
 		values   string
 		selector *metav1.LabelSelector
 	}{
-		{name: "defaults trust the garbage collector and legacy ARC's controller", selector: optIn},
+		{name: "defaults trust only the garbage collector", selector: optIn},
 		{
 			name:   "listed namespaces are the policy's too, never the cluster's own",
 			values: "namespaces: [ci, kube-system]",

@@ -150,6 +150,6 @@ func printVitals(out io.Writer) {
 		found = true
 	}
 	if !found {
-		fmt.Fprintln(out, "no figures in its output (it needs root and a cgroup v1 memory hierarchy; see the README)")
+		fmt.Fprintln(out, "no figures in its output (it needs root and a cgroup v1 memory hierarchy; see docs/development/README.md)")
 	}
 }

@@ -106,7 +106,7 @@ func run(t *testing.T, pod *corev1.Pod) timeline {
 
 // What the sidecar costs a runner's start and end on the real node:
 // rounds of the same Burstable runner with and without it, in turn. The
-// figures are logged for the README, not asserted: they depend on the
+// figures are logged for docs/performance/cost.md, not asserted: they depend on the
 // machine.
 func TestWhatTheSidecarAddsToARunnersStartAndEnd(t *testing.T) {
 	const rounds = 5

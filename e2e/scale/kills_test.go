@@ -355,7 +355,7 @@ func (k *kills) tally(f func()) {
 // awaitLost waits for pod GC to remove the lost node's pods and for their
 // records. The fleet's plan calls it before it stops the leader: a pod
 // removed while no replica leads is never seen by the next leader, whose
-// informer lists only the pods still there (a gap the README names; a run
+// informer lists only the pods still there (a gap docs/design/departures.md names; a run
 // at 5,000 runners where pod GC's removal fell into it missed those
 // records), and this path measures pod GC, not that gap.
 func (k *kills) awaitLost(ctx context.Context, t *testing.T, obs *observer) {

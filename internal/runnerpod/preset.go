@@ -95,8 +95,10 @@ func DefaultPresets() []Preset {
 		{Name: ARCWorkflow, Enabled: true, RunnerContainers: []string{"job"}},
 		{Name: GitLab, Enabled: true, RunnerContainers: []string{"build"}},
 		{Name: ARCScaleSet, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
-		{Name: ARCLegacy, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv(),
-			ControllerPrincipals: []string{ARCLegacyController}},
+		// No controller is trusted by default: a ServiceAccount named here
+		// would be trusted to whoever may create its namespace on a
+		// cluster without legacy ARC. Legacy ARC's users name their own.
+		{Name: ARCLegacy, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
 		{Name: Generic, Enabled: true, RunnerContainers: []string{"runner"}, DiagnosticEnv: githubRunnerEnv()},
 	}
 	for i := range ps {
@@ -107,7 +109,9 @@ func DefaultPresets() []Preset {
 
 // ARCLegacyController is legacy ARC's controller as its documented install
 // names it (release actions-runner-controller in namespace
-// actions-runner-system): it writes the unregistration annotation.
+// actions-runner-system): it writes the unregistration annotation. It is
+// not trusted by default (see DefaultPresets); an operator who runs legacy
+// ARC names it in the preset's ControllerPrincipals.
 const ARCLegacyController = "system:serviceaccount:actions-runner-system:actions-runner-controller"
 
 // githubRunnerEnv makes the GitHub runner copy its _diag log to stdout, so

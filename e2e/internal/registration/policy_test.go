@@ -40,12 +40,12 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 		want      map[string]string
 	}{
 		{
-			name: "by default the garbage collector, and legacy ARC's controller with its signal",
+			name: "by default only the garbage collector: no fleet's controller is trusted unnamed",
 			want: map[string]string{
-				runnerpod.ARCLegacyUnregistered: "[" + gc + `, "` + runnerpod.ARCLegacyController + `"]`,
+				runnerpod.ARCLegacyUnregistered: "[" + gc + "]",
 				runnerpod.ARCScaleSetLabel:      "[" + gc + "]",
 				runnerpod.ARCWorkflowPodLabel:   "[" + gc + "]",
-				"ownerReferences":               "[" + gc + `, "` + runnerpod.ARCLegacyController + `"]`,
+				"ownerReferences":               "[" + gc + "]",
 			},
 		},
 		{
