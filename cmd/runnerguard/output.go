@@ -92,7 +92,8 @@ func (o *output) printRecords(w io.Writer, records []death.Record) error {
 	if err != nil {
 		return err
 	}
-	list := &v1alpha1.RunnerDeathList{}
+	// No record prints as an empty list, as kubectl prints one.
+	list := &v1alpha1.RunnerDeathList{Items: []v1alpha1.RunnerDeath{}}
 	for _, r := range records {
 		obj := r.Object()
 		obj.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RunnerDeath"))

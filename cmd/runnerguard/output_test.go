@@ -82,3 +82,12 @@ func TestBadColumnsAreAUsageError(t *testing.T) {
 		assert.Equal(t, exitUsage, e.code, spec)
 	}
 }
+
+func TestNoRecordPrintsAnEmptyList(t *testing.T) {
+	cmd := &cobra.Command{}
+	o := newOutput(cmd)
+	require.NoError(t, cmd.Flags().Set("output", "json"))
+	var out bytes.Buffer
+	require.NoError(t, o.printRecords(&out, nil))
+	assert.Contains(t, out.String(), `"items": []`)
+}

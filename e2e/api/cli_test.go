@@ -90,7 +90,7 @@ func TestTheKubectlPluginFindsADeath(t *testing.T) {
 	assert.Contains(t, out, `runner "runner" died: cgroup-oom`)
 	out, errOut, code = kc("runnerguard", "why", "plugged", "--namespace", ns, "-o", "wide")
 	require.Equal(t, 0, code, errOut)
-	assert.Regexp(t, ns+`\s+plugged\s+cgroup-oom\s+137\s+OOMKilled\s+-\s+\S+\s+\S+\s+arc-scale-set`, out)
+	assert.Regexp(t, ns+`\s+plugged\s+cgroup-oom\s+137\s+OOMKilled\s+-\s+\S+\s+\S+\s+generic`, out)
 
 	out, errOut, code = kc("runnerguard", "deaths", "--namespace", ns)
 	require.Equal(t, 0, code, errOut)

@@ -160,7 +160,8 @@ func TestABaselineNamespaceGetsNoSidecarAndAWarning(t *testing.T) {
 	// dry run above left none.
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"}, Spec: appsv1.ReplicaSetSpec{
 		Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pool"}},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "pool"}}, Spec: in.Spec}}}
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "pool"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: "example.com/runner:1"}}}}}}
 	require.NoError(t, admin.Create(context.Background(), rs))
 	owned := in.DeepCopy()
 	owned.Namespace, owned.Name = ns, "pool-owned"
