@@ -21,7 +21,7 @@ const (
 )
 
 // Labels on a RunnerDeath: the class lets retention list records as
-// metadata only; the pod UID finds a pod's records.
+// metadata only; the pod UID finds a pod's records; JobLabel, a job's.
 const (
 	ClassLabel  = "runnerguard.io/class"
 	PodUIDLabel = "runnerguard.io/pod-uid"
@@ -49,13 +49,17 @@ func (r Record) Name() string { return ObjectName(r.Pod, r.Key()) }
 
 // Object is the RunnerDeath that keeps r.
 func (r Record) Object() *v1alpha1.RunnerDeath {
-	return &v1alpha1.RunnerDeath{
+	o := &v1alpha1.RunnerDeath{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.Namespace, Name: r.Name(),
 			Labels: map[string]string{ClassLabel: r.Class, PodUIDLabel: r.UID},
 		},
 		Record: r.DeathRecord,
 	}
+	if id := jobLabelValue(r.Job); id != "" {
+		o.Labels[JobLabel] = id
+	}
+	return o
 }
 
 // FromObject reads the record a RunnerDeath keeps.

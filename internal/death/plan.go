@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -100,8 +101,12 @@ func Decide(o Observation) Plan {
 			wait(left)
 			continue
 		}
-		if began, ok := deletionBegan(o, note); ok && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began) {
+		began, deleting := deletionBegan(o, note)
+		if deleting && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began) {
 			r.Deleted = true
+		}
+		if r.Deleted && deleting {
+			r.DeletedAt = &metav1.Time{Time: began}
 		}
 		// Only a runner that a deletion ended waits for its deleter: the
 		// guard reviews deletes of running runners only, so a finished

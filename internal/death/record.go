@@ -1,9 +1,11 @@
 package death
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -39,8 +41,11 @@ func (r Record) Key() string {
 func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 	r := Record{Namespace: pod.Namespace, DeathRecord: v1alpha1.DeathRecord{
 		Pod: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName,
-		Preset: string(runner.Preset.Name), PodReason: podReason(pod),
+		Preset: string(runner.Preset.Name), PodReason: podReason(pod), Disruption: disruption(pod),
 	}}
+	if r.PodReason != "" {
+		r.PodMessage = head(pod.Status.Message, maxNoteBytes)
+	}
 	if len(runner.Containers) > 0 {
 		r.Container = runner.Containers[0]
 	}
@@ -50,9 +55,12 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 			r.StartedAt = timePtr(run.StartedAt.Time)
 		}
 	}
+	r.LivenessProbe = HasLivenessProbe(pod, r.Container)
 	t := st.Terminated
-	r.Class = string(Classify(pod, t))
+	c, basis := classify(pod, r.Container, t)
+	r.Class, r.ClassBasis = string(c), basis
 	if t != nil {
+		r.Message, r.MessageTruncated = Tail(t.Message, MaxMessageBytes)
 		r.ExitCode, r.Signal, r.Reason = &t.ExitCode, Signal(t), t.Reason
 		r.StartedAt, r.FinishedAt = timePtr(t.StartedAt.Time), timePtr(t.FinishedAt.Time)
 		if t.ContainerID != "" {
@@ -60,7 +68,7 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 		}
 	}
 	if f, ok := FinalVitals(pod); ok {
-		r.Vitals = vitals(f)
+		r.Vitals = vitals(f, r.ContainerID)
 	}
 	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 	return r
@@ -78,16 +86,41 @@ func oomConfirmed(c Class, v *v1alpha1.Vitals) *bool {
 	return &confirmed
 }
 
-// vitals is the API's form of the sidecar's final reading.
-func vitals(f record.Final) *v1alpha1.Vitals {
-	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, PeakObserved: f.PeakObserved, OOM: int64(f.OOM), OOMKill: int64(f.OOMKill)}
-	if f.Peak != nil {
-		v.Peak = ptr.To(int64(*f.Peak))
+// vitals is the API's form of the sidecar's final reading: the runner
+// container's own cgroup (by its container id) when the sidecar saw it,
+// with the pod's beside it where they differ; else the pod's.
+func vitals(f record.Final, containerID string) *v1alpha1.Vitals {
+	pod := memory(record.FinalMemory{Peak: f.Peak, PeakObserved: f.PeakObserved, Limit: f.Limit, OOM: f.OOM, OOMKill: f.OOMKill, OOMKillAt: f.OOMKillAt})
+	_, id, _ := strings.Cut(containerID, "://")
+	c, ok := f.Containers[id]
+	if id == "" || !ok {
+		return &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopePod, Memory: pod}
 	}
-	if f.Limit != nil {
-		v.Limit = ptr.To(int64(*f.Limit))
+	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopeContainer, Memory: memory(c)}
+	if !equality.Semantic.DeepEqual(v.Memory, pod) {
+		v.Pod = &pod
 	}
 	return v
+}
+
+// The scopes of a record's vitals.
+const (
+	ScopeContainer = "container" // the runner container's own cgroup
+	ScopePod       = "pod"       // the pod's cgroup: every container and the sidecar
+)
+
+func memory(m record.FinalMemory) v1alpha1.Memory {
+	out := v1alpha1.Memory{PeakObserved: m.PeakObserved, OOM: int64(m.OOM), OOMKill: int64(m.OOMKill)}
+	if m.Peak != nil {
+		out.Peak = ptr.To(int64(*m.Peak))
+	}
+	if m.Limit != nil {
+		out.Limit = ptr.To(int64(*m.Limit))
+	}
+	if m.OOMKillAt != nil {
+		out.OOMKillAt = timePtr(*m.OOMKillAt)
+	}
+	return out
 }
 
 // FinalVitals reads the final reading the vitals sidecar left in its
