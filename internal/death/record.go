@@ -74,16 +74,28 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 	return r
 }
 
-// oomConfirmed says what the vitals say of an OOM-shaped death. On cgroup
-// v1 the kernel counts a kill only in the victim's own cgroup, which the
-// runtime may remove before the sidecar reads it: there a zero count proves
-// nothing. v2 counts at the pod level.
+// oomConfirmed says what the vitals say of an OOM-shaped death: a kill
+// counted in the reading (the runner container's own cgroup when it was
+// seen) confirms it; no kill counted anywhere in the pod on cgroup v2,
+// which counts at the pod level, refutes it. On v1 the kernel counts a kill
+// only in the victim's own cgroup, which the runtime may remove before the
+// sidecar reads it, and a container's own cgroup can go unread on either:
+// there a zero count proves nothing.
 func oomConfirmed(c Class, v *v1alpha1.Vitals) *bool {
-	if v == nil || (c != CgroupOOM && c != SigKill) || (v.OOMKill == 0 && v.Cgroup != "v2") {
+	if v == nil || (c != CgroupOOM && c != SigKill) {
 		return nil
 	}
-	confirmed := v.OOMKill > 0
-	return &confirmed
+	podKills := v.OOMKill
+	if v.Pod != nil {
+		podKills = v.Pod.OOMKill
+	}
+	switch {
+	case v.OOMKill > 0:
+		return ptr.To(true)
+	case v.Cgroup == "v2" && podKills == 0:
+		return ptr.To(false)
+	}
+	return nil
 }
 
 // vitals is the API's form of the sidecar's final reading: the runner

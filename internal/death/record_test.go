@@ -67,6 +67,31 @@ func TestTheRecordsVitalsAreTheRunnerContainersOwn(t *testing.T) {
 	assert.Nil(t, r.Vitals.Pod)
 }
 
+func TestWhatTheRunnersOwnVitalsSayOfAnOOM(t *testing.T) {
+	own := func(cg string, container, pod int64) *v1alpha1.Vitals {
+		v := &v1alpha1.Vitals{Cgroup: cg, Scope: ScopeContainer, Memory: v1alpha1.Memory{OOMKill: container}}
+		if pod != container {
+			v.Pod = &v1alpha1.Memory{OOMKill: pod}
+		}
+		return v
+	}
+	cases := []struct {
+		name  string
+		class Class
+		v     *v1alpha1.Vitals
+		want  *bool
+	}{
+		{name: "the runner's own kill confirms it", class: SigKill, v: own("v1", 1, 1), want: ptr.To(true)},
+		{name: "no kill anywhere in a v2 pod refutes it", class: SigKill, v: own("v2", 0, 0), want: ptr.To(false)},
+		{name: "a kill elsewhere in a v2 pod neither confirms nor refutes the runner's", class: SigKill, v: own("v2", 0, 1)},
+		{name: "no kill counted on v1 proves nothing", class: CgroupOOM, v: own("v1", 0, 0)},
+		{name: "a class that is no OOM's shape is not judged", class: ErrorExit, v: own("v2", 1, 1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, oomConfirmed(tc.class, tc.v)) })
+	}
+}
+
 func TestARecordKeepsTheRunnersLastWordsBounded(t *testing.T) {
 	w := podtest.Runner("ci", "r").Terminated("runner", 1, "Error")
 	w.Status.ContainerStatuses[0].State.Terminated.Message = "[RUNNER 2026-11-01 12:09:58Z ERR  JobDispatcher] agent quit"
