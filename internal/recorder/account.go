@@ -17,20 +17,27 @@ import (
 )
 
 // account adds to a record due now what the pod's status does not hold:
-// the job as the fleet states it, and the node's state. Both are read only
-// for a death about to be written, never on a resync of one on record.
+// the job as the fleet states it, and, for a death an operator must look
+// at, the node's state. Both are read only for a death about to be
+// written, never on a resync of one on record, and once per pod.
 func (w *Watcher) account(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner, rs []death.Record) []death.Record {
 	var job *v1alpha1.Job
 	var node *v1alpha1.NodeState
-	read := false
+	jobRead, nodeRead := false, false
 	for i := range rs {
 		if w.seen.Has(rs[i].Key()) {
 			continue
 		}
-		if !read {
-			job, node, read = w.job(ctx, pod, runner), w.nodeState(ctx, pod.Spec.NodeName), true
+		if !jobRead {
+			job, jobRead = w.job(ctx, pod, runner), true
 		}
 		rs[i].Job = job
+		if !death.Class(rs[i].Class).Abnormal() {
+			continue // a clean exit or a job's normal end: no node explains it
+		}
+		if !nodeRead {
+			node, nodeRead = w.nodeState(ctx, pod.Spec.NodeName), true
+		}
 		if node != nil {
 			death.WithNode(&rs[i], node)
 		}
