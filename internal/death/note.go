@@ -84,11 +84,15 @@ func (r Record) EventType() string {
 	return corev1.EventTypeWarning
 }
 
-// Note is the Event's one-line summary: class, exit, reason, memory, deleter.
+// Note is the Event's one-line summary: class, job, exit, reason, memory,
+// deleter.
 func (r Record) Note() string {
 	parts := []string{fmt.Sprintf("runner %q died: %s", r.Container, r.Class)}
 	if Class(r.Class) == JobEnded {
 		parts[0] = fmt.Sprintf("runner %q: its job ended (%s)", r.Container, r.Class)
+	}
+	if r.Job != nil && r.Job.ID != "" {
+		parts = append(parts, "job "+r.Job.ID)
 	}
 	if r.ExitCode != nil {
 		exit := fmt.Sprintf("exit %d", *r.ExitCode)
