@@ -45,6 +45,7 @@ func TestAnARCRunnersRecordNamesTheJobOfItsOwnEphemeralRunner(t *testing.T) {
 	list := &v1alpha1.RunnerDeathList{}
 	require.NoError(t, w.Client.List(context.Background(), list))
 	assert.Equal(t, "7311", list.Items[0].Labels[death.JobLabel], "found by its job")
+	assert.Equal(t, []string{`Warning RunnerDied runner "runner" died: error-exit; job 7311; exit 1, reason Error`}, notified(w))
 }
 
 func TestAnEphemeralRunnerThatIsNotThePodsOwnerNamesNoJob(t *testing.T) {
