@@ -108,6 +108,16 @@ func Decide(o Observation) Plan {
 		if r.Deleted && deleting {
 			r.DeletedAt = &metav1.Time{Time: began}
 		}
+		if r.Deleted && Class(r.Class) == ProbeKill {
+			// The guard's note dates a deletion before the kill that the
+			// pod's own deletionTimestamp (moved by a later delete) hid:
+			// the deletion's signal, not the kubelet's probe.
+			r.Class, r.ClassBasis = string(SigTerm), ""
+			if r.ExitCode != nil && *r.ExitCode == 137 {
+				r.Class = string(SigKill)
+			}
+			r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
+		}
 		// Only a runner that a deletion ended waits for its deleter: the
 		// guard reviews deletes of running runners only, so a finished
 		// runner's cleanup leaves no note to wait for.
