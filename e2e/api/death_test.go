@@ -130,6 +130,10 @@ func TestGitLabsManagerEndingItsJobIsNotADeath(t *testing.T) {
 	assert.Equal(t, string(death.JobEnded), r.Class)
 	assert.Equal(t, ownerPrincipal, r.DeletedBy)
 	assert.Equal(t, "job-owner", r.DeleteRule)
+	require.NotNil(t, r.DeletedAt, "when the owner ended the job")
+	why := runWhy(t, "-n", ns, pod.Name)
+	assert.Contains(t, why, "when its owner deleted the pod to end it")
+	assert.Contains(t, why, "exit code 137 is the owner's stop of the container at the end, not the job's result")
 }
 
 // What a record costs in etcd: the object as the API server stores it (JSON,
