@@ -43,7 +43,7 @@ func Run(ctx context.Context, r cgroup.Reader, w io.Writer, o Options) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &sampler{r: r, w: w, o: o, logged: map[string]bool{}}
+	s := &sampler{r: r, w: w, o: o, logged: map[string]bool{}, containers: map[string]record.FinalMemory{}}
 	s.emit(record.TriggerStart, false)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -68,6 +68,12 @@ type sampler struct {
 	o      Options
 	known  *record.Events // the last OOM counters read
 	logged map[string]bool
+	// containers is each container cgroup seen so far, for the final
+	// reading: a runner's own cgroup is often gone by then (the runtime
+	// removes it when the runner ends).
+	containers map[string]record.FinalMemory
+	// oomKillAt is when a reading first saw the pod's oom_kill rise.
+	oomKillAt *time.Time
 }
 
 // emit takes a reading and writes it. A reading whose OOM counters changed
@@ -80,8 +86,12 @@ func (s *sampler) emit(trigger string, onlyOOM bool) record.Line {
 	if e := l.Pod.Events; e != nil {
 		k := s.known
 		changed = k != nil && (e.OOM != k.OOM || e.OOMKill != k.OOMKill || e.OOMGroupKill != k.OOMGroupKill)
+		if s.oomKillAt == nil && e.OOMKill > 0 {
+			s.oomKillAt = &l.Time
+		}
 		s.known = e
 	}
+	s.track(l)
 	if onlyOOM && !changed {
 		return l
 	}
@@ -100,13 +110,50 @@ func (s *sampler) emit(trigger string, onlyOOM bool) record.Line {
 	return l
 }
 
+// track keeps each container cgroup's highest peak and OOM counts, its
+// last limit, and when its oom_kill first rose (the first reading that saw
+// it above zero), removed cgroups included.
+func (s *sampler) track(l record.Line) {
+	at := l.Time
+	kill := func(f *record.FinalMemory, n uint64) {
+		if n > f.OOMKill && f.OOMKillAt == nil {
+			f.OOMKillAt = &at
+		}
+		f.OOMKill = max(f.OOMKill, n)
+	}
+	for id, m := range l.Containers {
+		f := s.containers[id]
+		if m.Peak != nil && (f.Peak == nil || *m.Peak > *f.Peak) {
+			f.Peak, f.PeakObserved = m.Peak, m.PeakObserved
+		}
+		if m.Limit != nil || m.Current != nil {
+			f.Limit = m.Limit // absent: no limit
+		}
+		if e := m.Events; e != nil {
+			f.OOM = max(f.OOM, e.OOM)
+			kill(&f, e.OOMKill)
+		}
+		s.containers[id] = f
+	}
+	for id, n := range l.GoneOOMKills {
+		f := s.containers[id]
+		kill(&f, n)
+		s.containers[id] = f
+	}
+}
+
 // final writes the last line and the termination message.
 func (s *sampler) final() error {
 	l := s.emit(record.TriggerFinal, false)
 	if s.o.TerminationPath == "" {
 		return nil
 	}
-	b, err := record.EncodeFinal(l.Final())
+	f := l.Final()
+	f.OOMKillAt = s.oomKillAt
+	if len(s.containers) > 0 {
+		f.Containers = s.containers
+	}
+	b, err := record.EncodeFinal(f)
 	if err == nil {
 		err = os.WriteFile(s.o.TerminationPath, b, 0o644)
 	}

@@ -162,6 +162,49 @@ func TestRunStreams(t *testing.T) {
 	assert.Equal(t, record.TriggerFinal, h.out.next(t).Trigger)
 }
 
+func TestTheFinalReadingKeepsEachContainerOverThePodsLife(t *testing.T) {
+	const runner, sidecar = "aaaa000000000000000000000000000000000000000000000000000000000001", "bbbb000000000000000000000000000000000000000000000000000000000002"
+	u := func(n uint64) *uint64 { return &n }
+	dir := t.TempDir()
+	h := start(t, Options{TerminationPath: filepath.Join(dir, "termination-log")})
+	h.out.next(t)
+	set := func(l record.Line) {
+		h.r.mu.Lock()
+		defer h.r.mu.Unlock()
+		h.r.line = l
+	}
+	// The runner nears its 96Mi limit, then is OOM-killed and its cgroup
+	// removed (v1): only the ledger's count of it is left.
+	set(record.Line{Cgroup: "v1", Pod: record.Memory{Peak: u(110 << 20), Limit: u(128 << 20), Events: &record.Events{}},
+		Containers: map[string]record.Memory{
+			runner:  {Current: u(90 << 20), Peak: u(96 << 20), Limit: u(96 << 20), Events: &record.Events{}},
+			sidecar: {Current: u(8 << 20), Peak: u(9 << 20), Limit: u(32 << 20), Events: &record.Events{}},
+		}})
+	h.tick(t)
+	h.out.next(t)
+	set(record.Line{Cgroup: "v1", Pod: record.Memory{Peak: u(110 << 20), Limit: u(128 << 20), Events: &record.Events{OOMKill: 1}},
+		Containers: map[string]record.Memory{
+			sidecar: {Current: u(8 << 20), Peak: u(9 << 20), Limit: u(32 << 20), Events: &record.Events{}},
+		}, GoneOOMKills: map[string]uint64{runner: 1}})
+	h.tick(t)
+	killedAt := h.out.next(t).Time
+	h.tick(t)
+	h.out.next(t)
+	require.NoError(t, h.stop(t))
+	h.out.next(t)
+
+	msg, err := os.ReadFile(h.opts.TerminationPath)
+	require.NoError(t, err)
+	final, err := record.ParseFinal(string(msg))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]record.FinalMemory{
+		runner:  {Peak: u(96 << 20), Limit: u(96 << 20), OOMKill: 1, OOMKillAt: &killedAt},
+		sidecar: {Peak: u(9 << 20), Limit: u(32 << 20)},
+	}, final.Containers, "the runner's own peak, limit and kill, though its cgroup is gone")
+	assert.Equal(t, &killedAt, final.OOMKillAt, "the pod's kill at the reading that first saw it, not at the stop")
+	assert.Equal(t, t0.Add(interval*2), killedAt)
+}
+
 func TestRunFinal(t *testing.T) {
 	many := record.Line{Cgroup: "v1", Pod: record.Memory{Events: &record.Events{OOMKill: 3}}, Containers: map[string]record.Memory{}}
 	for i := range 300 {
@@ -197,6 +240,9 @@ func TestRunFinal(t *testing.T) {
 			final, err := record.ParseFinal(string(msg))
 			require.NoError(t, err)
 			want := last.Final()
+			if tc.oomKill > 0 {
+				want.OOMKillAt = &last.Time // the first reading that saw it
+			}
 			if n := len(final.Missing); n < len(want.Missing) {
 				// Shortened to fit (record's tests check how): a prefix and "...".
 				require.NotZero(t, n)

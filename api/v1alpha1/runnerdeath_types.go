@@ -18,6 +18,9 @@ import (
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.record.exitCode`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.record.reason`
 // +kubebuilder:printcolumn:name="Deleted By",type=string,JSONPath=`.record.deletedBy`
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.record.job.id`
+// +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.record.job.project`,priority=1
+// +kubebuilder:printcolumn:name="Disruption",type=string,JSONPath=`.record.disruption.reason`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.record.node`,priority=1
 // +kubebuilder:printcolumn:name="Preset",type=string,JSONPath=`.record.preset`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -54,8 +57,44 @@ type DeathRecord struct {
 	// (Evicted, DeadlineExceeded, NodeLost).
 	// +optional
 	PodReason string `json:"podReason,omitempty"`
+	// PodMessage is the pod's status message that goes with PodReason (the
+	// kubelet's eviction message names the resource and the usage).
+	// +optional
+	PodMessage string `json:"podMessage,omitempty"`
 	// Class is the kind of death; see the contract's table of classes.
 	Class string `json:"class"`
+	// ClassBasis says what the class rests on when it is not the runner's
+	// own terminated state alone: an inference (a probe kill), the node's
+	// state, or the evidence that overrode the exit code.
+	// +optional
+	ClassBasis string `json:"classBasis,omitempty"`
+	// Message is the runner container's termination message: with the
+	// injected FallbackToLogsOnError policy, its last log lines when it
+	// failed. The container writes it (so does the job running in it): it
+	// is the runner's own word, never evidence for the class. At most
+	// MaxMessageBytes, its tail when longer.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+	// MessageTruncated: the message was longer than MaxMessageBytes and
+	// only its end is kept.
+	// +optional
+	MessageTruncated bool `json:"messageTruncated,omitempty"`
+	// Job is the CI job the runner ran, as its fleet stated it when the
+	// death was recorded.
+	// +optional
+	Job *Job `json:"job,omitempty"`
+	// Disruption is the pod's DisruptionTarget condition: the control
+	// plane's or the kubelet's note of why it took the pod down.
+	// +optional
+	Disruption *Disruption `json:"disruption,omitempty"`
+	// LivenessProbe: the runner container had a liveness probe, so the
+	// kubelet could kill it for failing one.
+	// +optional
+	LivenessProbe bool `json:"livenessProbe,omitempty"`
+	// NodeState is the node's state when the death was recorded.
+	// +optional
+	NodeState *NodeState `json:"nodeState,omitempty"`
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// +optional
@@ -75,6 +114,10 @@ type DeathRecord struct {
 	// (job-owner, override, idle, ...).
 	// +optional
 	DeleteRule string `json:"deleteRule,omitempty"`
+	// DeletedAt is when the deletion that ended the runner was asked for
+	// (the guard's note, else a grace period before the deletionTimestamp).
+	// +optional
+	DeletedAt *metav1.Time `json:"deletedAt,omitempty"`
 	// Vitals is the vitals sidecar's final reading, when it left one.
 	// +optional
 	Vitals *Vitals `json:"vitals,omitempty"`
@@ -86,20 +129,102 @@ type DeathRecord struct {
 	OOMConfirmed *bool `json:"oomConfirmed,omitempty"`
 }
 
-// Vitals is the pod-level memory reading the sidecar left as it stopped.
+// Job is a CI job as its fleet names it. Source says where it was read,
+// and so who could have written it.
+type Job struct {
+	// ID is the job's id in the CI service (ARC: the EphemeralRunner's
+	// status.jobId; GitLab: the annotation job.runner.gitlab.com/id).
+	// +optional
+	ID string `json:"id,omitempty"`
+	// RequestID is ARC's job request id (status.jobRequestId), which older
+	// ARC releases carry without a job id.
+	// +optional
+	RequestID string `json:"requestID,omitempty"`
+	// Run is the workflow run (ARC: status.workflowRunId).
+	// +optional
+	Run string `json:"run,omitempty"`
+	// Project is the repository (ARC: status.jobRepositoryName) or the
+	// project (GitLab: the label project.runner.gitlab.com/id).
+	// +optional
+	Project string `json:"project,omitempty"`
+	// Workflow is the workflow's ref (ARC: status.jobWorkflowRef).
+	// +optional
+	Workflow string `json:"workflow,omitempty"`
+	// Name is the job's display name.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// URL is the job's page.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Source: "EphemeralRunner/<name>" (the status of the pod's owner,
+	// matched by UID, which only ARC's controllers write), or "pod" (the
+	// pod's labels and annotations named in the preset, which whoever may
+	// update pods in the namespace can also write).
+	Source string `json:"source"`
+}
+
+// Disruption is a pod's DisruptionTarget condition.
+type Disruption struct {
+	// Reason: EvictionByEvictionAPI, PreemptionByScheduler,
+	// DeletionByTaintManager, DeletionByPodGC, TerminationByKubelet.
+	Reason string `json:"reason"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// NodeState is what the Node object said when a death was recorded: the
+// conditions a healthy node does not have and the marks of a node being
+// taken away. Only the node's kubelet, the control plane and principals
+// allowed to update nodes write these.
+type NodeState struct {
+	// Gone: no Node of that name existed.
+	// +optional
+	Gone bool `json:"gone,omitempty"`
+	// Conditions lists the node's unhealthy conditions as
+	// "Type=Status" (Ready not True, a pressure True).
+	// +optional
+	Conditions []string `json:"conditions,omitempty"`
+	// Taints lists the node's disruption taints by key (Karpenter's
+	// karpenter.sh/disrupted, the cluster autoscaler's
+	// ToBeDeletedByClusterAutoscaler, the node controller's unreachable
+	// and not-ready, a cordon's unschedulable).
+	// +optional
+	Taints []string `json:"taints,omitempty"`
+	// Deleting: the Node object had a deletionTimestamp.
+	// +optional
+	Deleting bool `json:"deleting,omitempty"`
+}
+
+// Vitals is the memory reading the sidecar left as it stopped: the runner
+// container's own cgroup when the sidecar saw it (Scope container), else
+// the pod's (Scope pod), with the pod's beside the container's where they
+// differ.
 type Vitals struct {
 	// Cgroup is v1 or v2.
 	Cgroup string `json:"cgroup"`
+	// Scope is "container" (the runner container's cgroup) or "pod".
+	// +optional
+	Scope string `json:"scope,omitempty"`
+	// Memory is the reading of the cgroup Scope names.
+	Memory `json:",inline"`
+	// Pod is the pod cgroup's reading, when Scope is container and the
+	// two differ (the pod's includes the sidecar and other containers).
+	// +optional
+	Pod *Memory `json:"pod,omitempty"`
+}
+
+// Memory is one cgroup's reading.
+type Memory struct {
 	// +optional
 	Peak *int64 `json:"peak,omitempty"`
-	// PeakObserved: the kernel has no memory.peak; Peak is the highest
-	// current the sidecar saw.
 	// +optional
 	PeakObserved bool `json:"peakObserved,omitempty"`
 	// +optional
 	Limit   *int64 `json:"limit,omitempty"`
 	OOM     int64  `json:"oom"`
 	OOMKill int64  `json:"oomKill"`
+	// +optional
+	OOMKillAt *metav1.Time `json:"oomKillAt,omitempty"`
 }
 
 // RunnerDeathList is a list of RunnerDeaths.

@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/report"
 )
 
@@ -19,6 +22,10 @@ type deathsOptions struct {
 	all   bool
 	since time.Duration
 	limit int
+	// job: only this CI job's records, of all time unless --since is
+	// given.
+	job      string
+	sinceSet bool
 }
 
 // newDeathsCommand is `deaths`: what kills the runners, counts by class
@@ -37,6 +44,7 @@ Exit status: 0 listed (none found included); 1 the cluster could not be
 read; 2 a usage error.`,
 		Example: `  runnerguard deaths -n ci
   runnerguard deaths -A --since 168h -o wide
+  runnerguard deaths -A --job 31885502817
   runnerguard deaths -A -o custom-columns=NAMESPACE:.metadata.namespace,POD:.record.pod,CLASS:.record.class`,
 		Args:              positional(0, "deaths [-n NAMESPACE | -A] [--since 24h] [-o ...]"),
 		ValidArgsFunction: cobra.NoFileCompletions,
@@ -46,6 +54,7 @@ read; 2 a usage error.`,
 	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "the records of every namespace")
 	cmd.Flags().DurationVar(&o.since, "since", 24*time.Hour, "only records written within this long")
 	cmd.Flags().IntVar(&o.limit, "limit", 20, "recent records listed by the text for people")
+	cmd.Flags().StringVar(&o.job, "job", "", "only the records of this CI job (its id, as the record names it); of all time unless --since is given")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := out.validate(); err != nil {
 			return err
@@ -53,6 +62,10 @@ read; 2 a usage error.`,
 		if o.since <= 0 || o.limit < 0 {
 			return usageErrorf("--since must be positive and --limit not negative")
 		}
+		if errs := validation.IsValidLabelValue(o.job); len(errs) > 0 {
+			return usageErrorf("--job %q: %s", o.job, strings.Join(errs, "; "))
+		}
+		o.sinceSet = cmd.Flags().Changed("since")
 		return failed(deaths(cmd.Context(), k, out, o, streams.Out))
 	}
 	return cmd
@@ -67,6 +80,13 @@ func deaths(ctx context.Context, k kube, out *output, o deathsOptions, w io.Writ
 		}
 		opts = append(opts, client.InNamespace(ns))
 	}
+	from := time.Now().Add(-o.since)
+	if o.job != "" {
+		opts = append(opts, client.MatchingLabels{death.JobLabel: o.job})
+		if !o.sinceSet {
+			from = time.Time{}
+		}
+	}
 	c, err := k.client()
 	if err != nil {
 		return err
@@ -75,7 +95,7 @@ func deaths(ctx context.Context, k kube, out *output, o deathsOptions, w io.Writ
 	if err := c.List(ctx, list, opts...); err != nil {
 		return fmt.Errorf("listing RunnerDeaths: %w", err)
 	}
-	s := report.Summarize(list.Items, time.Now().Add(-o.since))
+	s := report.Summarize(list.Items, from)
 	if human, wide := out.human(); human {
 		_, err = io.WriteString(w, s.Table(o.since, wide, o.limit))
 	} else {

@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,6 +130,10 @@ func TestGitLabsManagerEndingItsJobIsNotADeath(t *testing.T) {
 	assert.Equal(t, string(death.JobEnded), r.Class)
 	assert.Equal(t, ownerPrincipal, r.DeletedBy)
 	assert.Equal(t, "job-owner", r.DeleteRule)
+	require.NotNil(t, r.DeletedAt, "when the owner ended the job")
+	why := runWhy(t, "-n", ns, pod.Name)
+	assert.Contains(t, why, "when its owner deleted the pod to end it")
+	assert.Contains(t, why, "exit code 137 is the owner's stop of the container at the end, not the job's result")
 }
 
 // What a record costs in etcd: the object as the API server stores it (JSON,
@@ -139,13 +144,21 @@ func TestTheRecordsFootprint(t *testing.T) {
 	pod.Annotations = map[string]string{runnerpod.AllowDelete: "node rotation"}
 	pod = create(t, nil, pod)
 	require.NoError(t, deletePod(as(t, reaper), pod))
-	final := `{"v":1,"ts":"2026-11-22T10:00:00Z","cg":"v2","oom":3,"oom_kill":1,"peak":2147483648,"limit":2147483648,"current":1216512}`
+	// The sidecar's final reading with the runner's own cgroup and the
+	// sidecar's, and the runner's last words at the record's bound.
+	final := `{"v":1,"ts":"2026-11-22T10:00:00Z","cg":"v2","oom":3,"oom_kill":1,"peak":2147483648,"limit":2147483648,"current":1216512,` +
+		`"oom_kill_at":"2026-11-22T09:59:59.75Z","containers":{"runner-1":{"peak":2080374784,"limit":2080374784,"oom":3,"oom_kill":1,"oom_kill_at":"2026-11-22T09:59:59.75Z"},` +
+		`"runnerguard-vitals-1":{"peak":9437184,"limit":33554432,"oom":0,"oom_kill":0}}}`
 	st := podtest.Runner(ns, pod.Name).Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final).Obj().Status
+	st.ContainerStatuses[0].State.Terminated.Message = strings.Repeat("[WORKER 2026-11-22 09:59:59Z INFO StepsRunner] Processing step: make test\n", 60)
 	st.ContainerStatuses[0].State.Terminated.StartedAt.Time = time.Now().Add(-time.Hour)
 	st.ContainerStatuses[0].State.Terminated.FinishedAt.Time = time.Now()
 	setStatus(t, pod, st)
 	r := oneDeath(t, pod)
 	require.Equal(t, reaper, r.DeletedBy)
+	require.Len(t, r.Message, death.MaxMessageBytes, "the last words at their bound")
+	require.True(t, r.MessageTruncated)
+	require.Equal(t, death.ScopeContainer, r.Vitals.Scope)
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RunnerDeath"))
 	require.NoError(t, admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: r.Object().Name}, u))
@@ -155,5 +168,5 @@ func TestTheRecordsFootprint(t *testing.T) {
 	kept := perDay*1 + abnormal*30 // clean kept 24h, abnormal 30 days
 	t.Logf("a RunnerDeath is stored as %d bytes of JSON; at the defaults, 10,000 jobs a day keep %d records, %.1f MiB",
 		len(b), kept, float64(kept*len(b))/(1<<20))
-	assert.Less(t, len(b), 4096, "a record stays small")
+	assert.Less(t, len(b), 8192, "a record stays small: its last words are bounded at 4 KiB")
 }

@@ -48,6 +48,18 @@ func TestConfigFromValues(t *testing.T) {
 			},
 		},
 		{
+			name:   "a home-grown pool names the labels and annotations of its jobs",
+			values: `presets: {generic: {job: {id: {label: ci.example.com/job-id}, url: {annotation: ci.example.com/job-url}}}}`,
+			want: func(c *config.Config, image string) {
+				c.Inject.Vitals.Image = image
+				for i, p := range c.Presets {
+					if p.Name == runnerpod.Generic {
+						c.Presets[i].Job = runnerpod.JobKeys{ID: runnerpod.PodKey{Label: "ci.example.com/job-id"}, URL: runnerpod.PodKey{Annotation: "ci.example.com/job-url"}}
+					}
+				}
+			},
+		},
+		{
 			name: "preset settings replace that preset's defaults",
 			values: `presets:
   gitlab: {runnerContainers: [build, step], diagnosticEnv: [{name: CI_DEBUG_SERVICES, value: "true"}]}

@@ -334,3 +334,13 @@ func TestOwnerPrincipalsOfOtherPresetsFailTheInstall(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "presets.generic.ownerPrincipals: only gitlab and arc-workflow")
 }
+
+// A job key names a label or an annotation: the schema refuses both, and
+// anything else, at install.
+func TestAJobKeyOfBothKindsFailsTheInstall(t *testing.T) {
+	_, err := helm4(t).template(t, "presets: {generic: {job: {id: {label: a, annotation: b}}}}")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/presets/generic/job/id")
+	_, err = helm4(t).template(t, "presets: {generic: {job: {id: {field: a}}}}")
+	require.Error(t, err)
+}

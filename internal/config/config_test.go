@@ -62,6 +62,18 @@ inject: {vitals: {enabled: true, image: x, interval: 2s, cgroupHostPath: /sys/fs
 				assert.Equal(t, 120*time.Hour, c.Presets[0].MaxProtected.Duration, "GitHub: 5 days per job")
 				assert.Equal(t, 168*time.Hour, c.Presets[4].MaxProtected.Duration, "GitHub: 5 days, plus up to 2 days queued")
 			}},
+		{name: "a home-grown pool names the labels and annotations of its job, and gitlab keeps its own when left out", yaml: `
+presets:
+- {name: generic, enabled: true, runnerContainers: [runner], job: {id: {label: ci.example.com/job-id}, url: {annotation: ci.example.com/job-url}}}
+- {name: gitlab, enabled: true, runnerContainers: [build]}
+`, check: func(t *testing.T, c Config) {
+			assert.Equal(t, runnerpod.JobKeys{ID: runnerpod.PodKey{Label: "ci.example.com/job-id"}, URL: runnerpod.PodKey{Annotation: "ci.example.com/job-url"}}, c.Presets[4].Job)
+			assert.Equal(t, runnerpod.GitLab.DefaultJobKeys(), c.Presets[1].Job)
+		}},
+		{name: "a job key names a label or an annotation, not both, by a valid key", yaml: `
+presets:
+- {name: generic, enabled: true, runnerContainers: [runner], job: {id: {label: a, annotation: b}, name: {label: "not a key!"}}}
+`, wantErr: []string{"presets[generic].job.id: name a label or an annotation, not both", `presets[generic].job.name: "not a key!"`}},
 		{name: "the global owner principals were removed", yaml: "guard: {ownerPrincipals: [b]}", wantErr: []string{"guard.ownerPrincipals was removed: set presets[].ownerPrincipals"}},
 		{name: "only presets whose owner ends the job take owners, and caps have a floor", yaml: `presets: [{name: generic, enabled: true, runnerContainers: [runner], ownerPrincipals: [x], maxProtected: 10s}, {name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [""]}]`,
 			wantErr: []string{"presets[generic].ownerPrincipals: only the presets", "presets[generic].maxProtected: 10s is below the 1m floor", "presets[gitlab].ownerPrincipals: principals must not be empty"}},

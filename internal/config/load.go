@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,12 +79,15 @@ func Parse(raw []byte) (Config, error) {
 // mergePresets replaces defaults by name and keeps runnerpod.Order, so
 // matching stays most-specific-first whatever order the file lists. A listed
 // preset without maxProtected gets its fleet's default cap: protection never
-// goes uncapped by omission.
+// goes uncapped by omission; one without job keys, its fleet's.
 func mergePresets(defaults, given []runnerpod.Preset) []runnerpod.Preset {
 	out := slices.Clone(defaults)
 	for _, g := range given {
 		if g.MaxProtected.Duration == 0 {
 			g.MaxProtected.Duration = g.Name.DefaultMaxProtected()
+		}
+		if g.Job == (runnerpod.JobKeys{}) {
+			g.Job = g.Name.DefaultJobKeys()
 		}
 		if i := slices.IndexFunc(out, func(p runnerpod.Preset) bool { return p.Name == g.Name }); i >= 0 {
 			out[i] = g
@@ -152,6 +156,7 @@ func validatePreset(p runnerpod.Preset) []error {
 	if slices.Contains(p.OwnerPrincipals, "") {
 		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: principals must not be empty strings", p.Name))
 	}
+	errs = append(errs, validateJobKeys(p)...)
 	for _, e := range p.DiagnosticEnv {
 		for _, msg := range validation.IsEnvVarName(e.Name) {
 			errs = append(errs, fmt.Errorf("presets[%s].diagnosticEnv: %q: %s", p.Name, e.Name, msg))
@@ -235,5 +240,26 @@ func validateResources(r corev1.ResourceRequirements) []error {
 			errs = append(errs, fmt.Errorf("inject.vitals.resources.requests.%s: %s is above its limit %s", name, req.String(), lim.String()))
 		}
 	}
+	return errs
+}
+
+// validateJobKeys: each job key names a label or an annotation, not both,
+// by a valid key.
+func validateJobKeys(p runnerpod.Preset) []error {
+	var errs []error
+	for field, k := range map[string]runnerpod.PodKey{"id": p.Job.ID, "project": p.Job.Project, "name": p.Job.Name, "url": p.Job.URL} {
+		if k.Label != "" && k.Annotation != "" {
+			errs = append(errs, fmt.Errorf("presets[%s].job.%s: name a label or an annotation, not both", p.Name, field))
+		}
+		for _, key := range []string{k.Label, k.Annotation} {
+			if key == "" {
+				continue
+			}
+			for _, msg := range validation.IsQualifiedName(key) {
+				errs = append(errs, fmt.Errorf("presets[%s].job.%s: %q: %s", p.Name, field, key, msg))
+			}
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errs
 }

@@ -1,6 +1,10 @@
 package death
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/internal/deletion"
+)
 
 // Class is the kind of death, from the classes' table in docs/design.
 type Class string
@@ -28,6 +32,23 @@ const (
 	// JobTimeout: the pod's activeDeadlineSeconds ran out (GitLab sets it
 	// to the job's timeout): pod reason DeadlineExceeded.
 	JobTimeout Class = "job-timeout"
+	// ProbeKill: the runner was killed (SIGTERM or SIGKILL from outside)
+	// while its pod was not being deleted or disrupted, and it has a
+	// liveness probe: the kubelet killed it for failing the probe. The
+	// kubelet writes no probe reason into the status (only Events, which
+	// anyone with events create can forge), so this is an inference, said
+	// in the record's ClassBasis.
+	ProbeKill Class = "probe-kill"
+	// StorageEviction: the kubelet evicted the pod for outgrowing its own
+	// ephemeral-storage limit (a container's, the pod's, or an emptyDir's
+	// sizeLimit): the job's disk use, not node pressure.
+	StorageEviction Class = "storage-eviction"
+	// NodeDisrupted: the runner was ended because its node was being taken
+	// away: a drain, Karpenter's or the cluster autoscaler's removal, a
+	// Node deleted, a graceful node shutdown.
+	NodeDisrupted Class = "node-disrupted"
+	// Preempted: the scheduler preempted the pod for a higher-priority one.
+	Preempted Class = "preempted"
 )
 
 // Abnormal reports whether the class is a death an operator must look at:
@@ -41,9 +62,17 @@ const (
 	reasonOOMKilled              = "OOMKilled"
 	reasonContainerStatusUnknown = "ContainerStatusUnknown"
 	reasonDeadlineExceeded       = "DeadlineExceeded"
+	// reasonTerminated is the pod reason of the kubelet's graceful node
+	// shutdown.
+	reasonTerminated = "Terminated"
 	// reasonDeletionByPodGC is the DisruptionTarget condition's reason pod
 	// GC sets on an orphaned pod (its node is gone) before it deletes it.
 	reasonDeletionByPodGC = "DeletionByPodGC"
+	// reasonPreemption: the scheduler preempted the pod.
+	reasonPreemption = "PreemptionByScheduler"
+	// reasonTerminationByKubelet: the kubelet took the pod down (an
+	// eviction, a graceful node shutdown).
+	reasonTerminationByKubelet = "TerminationByKubelet"
 )
 
 // disruptedBy reports whether the pod carries a true DisruptionTarget
@@ -61,37 +90,80 @@ func disruptedBy(pod *corev1.Pod, reason string) bool {
 // Classify names the death of a runner container that ended with t, on pod.
 // Pod-level causes (eviction, a lost node) come first: they explain the
 // container's exit code, not the other way round.
-func Classify(pod *corev1.Pod, t *corev1.ContainerStateTerminated) Class {
+func Classify(pod *corev1.Pod, container string, t *corev1.ContainerStateTerminated) Class {
+	c, _ := classify(pod, container, t)
+	return c
+}
+
+// classify is Classify with the basis of a class that is not read from the
+// runner's terminated state alone.
+func classify(pod *corev1.Pod, container string, t *corev1.ContainerStateTerminated) (Class, string) {
 	switch {
 	case pod.Status.Reason == reasonEvicted:
-		return NodeEviction
+		if EvictedFor(pod.Status.Message) == "ephemeral-storage limit" {
+			return StorageEviction, "the kubelet's eviction message: " + head(pod.Status.Message, maxNoteBytes)
+		}
+		return NodeEviction, ""
 	case pod.Status.Reason == reasonNodeLost:
-		return NodeLost
+		return NodeLost, ""
 	case pod.Status.Reason == reasonDeadlineExceeded:
-		return JobTimeout
+		return JobTimeout, ""
+	case pod.Status.Reason == reasonTerminated && disruptedBy(pod, reasonTerminationByKubelet):
+		return NodeDisrupted, "the kubelet shut the pod down with its node: " + head(pod.Status.Message, maxNoteBytes)
 	case t == nil && disruptedBy(pod, reasonDeletionByPodGC):
 		// Pod GC removes the pods of a Node object that is gone, with no
 		// kubelet left to report their containers' end.
-		return NodeLost
+		return NodeLost, ""
+	case t == nil && disruptedBy(pod, reasonPreemption):
+		return Preempted, ""
 	case t == nil:
-		return DeletedRunning
+		return DeletedRunning, ""
 	case t.Reason == reasonOOMKilled:
 		// An OOM kill of a child can leave exit code 0 with OOMKilled.
-		return CgroupOOM
+		return CgroupOOM, ""
 	case t.Reason == reasonContainerStatusUnknown:
-		return NodeLost
+		return NodeLost, ""
 	case t.ExitCode == 0:
-		return CleanExit
-	case t.ExitCode == 137:
-		return SigKill
-	case t.ExitCode == 143 || Signal(t) == 15:
-		return SigTerm
-	case t.ExitCode == 9:
-		return ExternalKill
-	case t.ExitCode == 139 || t.ExitCode == 134:
-		return Crash
+		return CleanExit, ""
 	}
-	return ErrorExit
+	killed := t.ExitCode == 137 || t.ExitCode == 143 || Signal(t) == 15
+	switch {
+	case killed && disruptedBy(pod, reasonPreemption):
+		return Preempted, ""
+	case killed && probeKilled(pod, container, t):
+		return ProbeKill, "inferred: the container has a liveness probe and was killed from outside while its pod was neither being deleted nor disrupted; the kubelet states no probe failure in the pod's status"
+	case t.ExitCode == 137:
+		return SigKill, ""
+	case t.ExitCode == 143 || Signal(t) == 15:
+		return SigTerm, ""
+	case t.ExitCode == 9:
+		return ExternalKill, ""
+	case t.ExitCode == 139 || t.ExitCode == 134:
+		return Crash, ""
+	}
+	return ErrorExit, ""
+}
+
+// probeKilled reports whether a kill of container that ended with t has
+// the shape of the kubelet's liveness-probe kill: the container has a
+// liveness probe, and its pod carried no DisruptionTarget and was not being
+// deleted when it ended (a deletion's SIGTERM is the deletion's).
+func probeKilled(pod *corev1.Pod, container string, t *corev1.ContainerStateTerminated) bool {
+	if !HasLivenessProbe(pod, container) || disruption(pod) != nil {
+		return false
+	}
+	began, deleting := deletion.Start(pod)
+	return !deleting || t.FinishedAt.Time.Before(began)
+}
+
+// HasLivenessProbe reports whether the pod's container has a liveness probe.
+func HasLivenessProbe(pod *corev1.Pod, container string) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == container {
+			return c.LivenessProbe != nil
+		}
+	}
+	return false
 }
 
 // Signal is the signal that ended the container: the runtime's report when
@@ -112,7 +184,7 @@ func Signal(t *corev1.ContainerStateTerminated) int32 {
 // podReason is the pod's status reason when it is one Classify reads.
 func podReason(pod *corev1.Pod) string {
 	switch r := pod.Status.Reason; r {
-	case reasonEvicted, reasonNodeLost, reasonDeadlineExceeded:
+	case reasonEvicted, reasonNodeLost, reasonDeadlineExceeded, reasonTerminated:
 		return r
 	}
 	return ""

@@ -22,7 +22,7 @@ const (
 )
 
 // Labels on a RunnerDeath: the class lets retention list records as
-// metadata only; the pod UID finds a pod's records.
+// metadata only; the pod UID finds a pod's records; JobLabel, a job's.
 const (
 	ClassLabel  = "runnerguard.io/class"
 	PodUIDLabel = "runnerguard.io/pod-uid"
@@ -50,13 +50,17 @@ func (r Record) Name() string { return ObjectName(r.Pod, r.Key()) }
 
 // Object is the RunnerDeath that keeps r.
 func (r Record) Object() *v1alpha1.RunnerDeath {
-	return &v1alpha1.RunnerDeath{
+	o := &v1alpha1.RunnerDeath{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.Namespace, Name: r.Name(),
 			Labels: map[string]string{ClassLabel: r.Class, PodUIDLabel: r.UID},
 		},
 		Record: r.DeathRecord,
 	}
+	if id := jobLabelValue(r.Job); id != "" {
+		o.Labels[JobLabel] = id
+	}
+	return o
 }
 
 // FromObject reads the record a RunnerDeath keeps.
@@ -81,11 +85,15 @@ func (r Record) EventType() string {
 	return corev1.EventTypeWarning
 }
 
-// Note is the Event's one-line summary: class, exit, reason, memory, deleter.
+// Note is the Event's one-line summary: class, job, exit, reason, memory,
+// deleter.
 func (r Record) Note() string {
 	parts := []string{fmt.Sprintf("runner %q died: %s", r.Container, r.Class)}
 	if Class(r.Class) == JobEnded {
 		parts[0] = fmt.Sprintf("runner %q: its job ended (%s)", r.Container, r.Class)
+	}
+	if r.Job != nil && r.Job.ID != "" {
+		parts = append(parts, "job "+r.Job.ID)
 	}
 	if r.ExitCode != nil {
 		exit := fmt.Sprintf("exit %d", *r.ExitCode)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
@@ -79,8 +80,22 @@ func Decide(o Observation) Plan {
 			wait(left)
 			continue
 		}
-		if began, ok := deletion.Began(o.Pod, o.GoneAt, note); ok && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began) {
+		began, deleting := deletion.Began(o.Pod, o.GoneAt, note)
+		if deleting && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began) {
 			r.Deleted = true
+		}
+		if r.Deleted && deleting {
+			r.DeletedAt = &metav1.Time{Time: began}
+		}
+		if r.Deleted && Class(r.Class) == ProbeKill {
+			// The guard's note dates a deletion before the kill that the
+			// pod's own deletionTimestamp (moved by a later delete) hid:
+			// the deletion's signal, not the kubelet's probe.
+			r.Class, r.ClassBasis = string(SigTerm), ""
+			if r.ExitCode != nil && *r.ExitCode == 137 {
+				r.Class = string(SigKill)
+			}
+			r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 		}
 		// Only a runner that a deletion ended waits for its deleter: the
 		// guard reviews deletes of running runners only, so a finished

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
@@ -74,6 +75,14 @@ func TestDecide(t *testing.T) {
 			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
 			note: note("reaper", "override", end.Add(-time.Second)), now: end.Add(time.Second),
 			want: want{classes: []Class{SigTerm}, deleted: true, deletedBy: "reaper"}},
+		{name: "a probed runner's kill after the noted deletion is the deletion's, though a later delete moved the pod's deletionTimestamp",
+			pod: func() *podtest.Wrapper {
+				w := podtest.Runner("ci", "r").Terminated("runner", 137, "Error").Deleted(end.Add(time.Minute), 0)
+				w.Spec.Containers[0].LivenessProbe = &corev1.Probe{}
+				return w
+			}(),
+			note: note("reaper", "override", end.Add(-20*time.Second)), now: end.Add(2 * time.Minute),
+			want: want{classes: []Class{SigKill}, deleted: true, deletedBy: "reaper"}},
 		{name: "deleter noted late: wait for the note",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
 			now: end.Add(time.Second), want: want{retry: deletion.NoteWait - 2*time.Second}},

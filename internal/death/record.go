@@ -1,9 +1,11 @@
 package death
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -39,8 +41,11 @@ func (r Record) Key() string {
 func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 	r := Record{Namespace: pod.Namespace, DeathRecord: v1alpha1.DeathRecord{
 		Pod: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName,
-		Preset: string(runner.Preset.Name), PodReason: podReason(pod),
+		Preset: string(runner.Preset.Name), PodReason: podReason(pod), Disruption: disruption(pod),
 	}}
+	if r.PodReason != "" {
+		r.PodMessage = head(pod.Status.Message, maxNoteBytes)
+	}
 	if len(runner.Containers) > 0 {
 		r.Container = runner.Containers[0]
 	}
@@ -50,9 +55,12 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 			r.StartedAt = timePtr(run.StartedAt.Time)
 		}
 	}
+	r.LivenessProbe = HasLivenessProbe(pod, r.Container)
 	t := st.Terminated
-	r.Class = string(Classify(pod, t))
+	c, basis := classify(pod, r.Container, t)
+	r.Class, r.ClassBasis = string(c), basis
 	if t != nil {
+		r.Message, r.MessageTruncated = Tail(t.Message, MaxMessageBytes)
 		r.ExitCode, r.Signal, r.Reason = &t.ExitCode, Signal(t), t.Reason
 		r.StartedAt, r.FinishedAt = timePtr(t.StartedAt.Time), timePtr(t.FinishedAt.Time)
 		if t.ContainerID != "" {
@@ -60,34 +68,71 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 		}
 	}
 	if f, ok := FinalVitals(pod); ok {
-		r.Vitals = vitals(f)
+		r.Vitals = vitals(f, r.ContainerID)
 	}
 	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 	return r
 }
 
-// oomConfirmed says what the vitals say of an OOM-shaped death. On cgroup
-// v1 the kernel counts a kill only in the victim's own cgroup, which the
-// runtime may remove before the sidecar reads it: there a zero count proves
-// nothing. v2 counts at the pod level.
+// oomConfirmed says what the vitals say of an OOM-shaped death: a kill
+// counted in the reading (the runner container's own cgroup when it was
+// seen) confirms it; no kill counted anywhere in the pod on cgroup v2,
+// which counts at the pod level, refutes it. On v1 the kernel counts a kill
+// only in the victim's own cgroup, which the runtime may remove before the
+// sidecar reads it, and a container's own cgroup can go unread on either:
+// there a zero count proves nothing.
 func oomConfirmed(c Class, v *v1alpha1.Vitals) *bool {
-	if v == nil || (c != CgroupOOM && c != SigKill) || (v.OOMKill == 0 && v.Cgroup != "v2") {
+	if v == nil || (c != CgroupOOM && c != SigKill) {
 		return nil
 	}
-	confirmed := v.OOMKill > 0
-	return &confirmed
+	podKills := v.OOMKill
+	if v.Pod != nil {
+		podKills = v.Pod.OOMKill
+	}
+	switch {
+	case v.OOMKill > 0:
+		return ptr.To(true)
+	case v.Cgroup == "v2" && podKills == 0:
+		return ptr.To(false)
+	}
+	return nil
 }
 
-// vitals is the API's form of the sidecar's final reading.
-func vitals(f record.Final) *v1alpha1.Vitals {
-	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, PeakObserved: f.PeakObserved, OOM: int64(f.OOM), OOMKill: int64(f.OOMKill)}
-	if f.Peak != nil {
-		v.Peak = ptr.To(int64(*f.Peak))
+// vitals is the API's form of the sidecar's final reading: the runner
+// container's own cgroup (by its container id) when the sidecar saw it,
+// with the pod's beside it where they differ; else the pod's.
+func vitals(f record.Final, containerID string) *v1alpha1.Vitals {
+	pod := memory(record.FinalMemory{Peak: f.Peak, PeakObserved: f.PeakObserved, Limit: f.Limit, OOM: f.OOM, OOMKill: f.OOMKill, OOMKillAt: f.OOMKillAt})
+	_, id, _ := strings.Cut(containerID, "://")
+	c, ok := f.Containers[id]
+	if id == "" || !ok {
+		return &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopePod, Memory: pod}
 	}
-	if f.Limit != nil {
-		v.Limit = ptr.To(int64(*f.Limit))
+	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopeContainer, Memory: memory(c)}
+	if !equality.Semantic.DeepEqual(v.Memory, pod) {
+		v.Pod = &pod
 	}
 	return v
+}
+
+// The scopes of a record's vitals.
+const (
+	ScopeContainer = "container" // the runner container's own cgroup
+	ScopePod       = "pod"       // the pod's cgroup: every container and the sidecar
+)
+
+func memory(m record.FinalMemory) v1alpha1.Memory {
+	out := v1alpha1.Memory{PeakObserved: m.PeakObserved, OOM: int64(m.OOM), OOMKill: int64(m.OOMKill)}
+	if m.Peak != nil {
+		out.Peak = ptr.To(int64(*m.Peak))
+	}
+	if m.Limit != nil {
+		out.Limit = ptr.To(int64(*m.Limit))
+	}
+	if m.OOMKillAt != nil {
+		out.OOMKillAt = timePtr(*m.OOMKillAt)
+	}
+	return out
 }
 
 // FinalVitals reads the final reading the vitals sidecar left in its

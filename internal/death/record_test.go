@@ -1,8 +1,10 @@
 package death
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,7 +34,8 @@ func TestNewRecordOfAnOOMKill(t *testing.T) {
 		Container: "runner", ContainerID: "containerd://runner-1",
 		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "OOMKilled", Class: string(CgroupOOM),
 		StartedAt: &start, FinishedAt: &end,
-		Vitals:       &v1alpha1.Vitals{Cgroup: "v1", OOM: 1, OOMKill: 1, Peak: ptr.To(int64(67108864)), Limit: ptr.To(int64(67108864))},
+		Vitals: &v1alpha1.Vitals{Cgroup: "v1", Scope: ScopePod,
+			Memory: v1alpha1.Memory{OOM: 1, OOMKill: 1, Peak: ptr.To(int64(67108864)), Limit: ptr.To(int64(67108864))}},
 		OOMConfirmed: ptr.To(true),
 	}}, r)
 	assert.Equal(t, "uid-r/containerd://runner-1", r.Key())
@@ -41,6 +44,67 @@ func TestNewRecordOfAnOOMKill(t *testing.T) {
 	assert.Equal(t, ObjectName("r", r.Key()), o.Name, "the name is the death's, so a second writer gets AlreadyExists")
 	assert.Equal(t, map[string]string{ClassLabel: "cgroup-oom", PodUIDLabel: "uid-r"}, o.Labels)
 	assert.Equal(t, r, FromObject(o))
+}
+
+func TestTheRecordsVitalsAreTheRunnerContainersOwn(t *testing.T) {
+	// The issue's real ARC runner: OOM-killed at its 96Mi limit, on v1,
+	// where the pod's cgroup (runner plus the 32Mi sidecar) counted no kill.
+	final := `{"v":1,"ts":"2026-11-01T12:10:05Z","cg":"v1","oom":0,"oom_kill":1,"peak":109080576,"limit":134217728,` +
+		`"oom_kill_at":"2026-11-01T12:09:59.75Z","containers":{` +
+		`"runner-1":{"peak":100663296,"limit":100663296,"oom":0,"oom_kill":1,"oom_kill_at":"2026-11-01T12:09:59.75Z"},` +
+		`"vitals-1":{"peak":9437184,"limit":33554432,"oom":0,"oom_kill":0}}}`
+	r := newRecord(t, podtest.ARCScaleSet("ci", "r").Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final))
+	at := metav1.NewTime(time.Date(2026, 11, 1, 12, 9, 59, 750_000_000, time.UTC))
+	assert.Equal(t, &v1alpha1.Vitals{Cgroup: "v1", Scope: ScopeContainer,
+		Memory: v1alpha1.Memory{Peak: ptr.To(int64(96 << 20)), Limit: ptr.To(int64(96 << 20)), OOMKill: 1, OOMKillAt: &at},
+		Pod:    &v1alpha1.Memory{Peak: ptr.To(int64(109080576)), Limit: ptr.To(int64(128 << 20)), OOMKill: 1, OOMKillAt: &at},
+	}, r.Vitals, "the runner's own limit, peak, kill and its time; the pod's beside")
+	assert.Equal(t, ptr.To(true), r.OOMConfirmed, "the container's own count confirms it")
+
+	noOwn := `{"v":1,"ts":"2026-11-01T12:10:05Z","cg":"v2","oom":0,"oom_kill":0,"peak":1024,"containers":{"other-1":{"oom":0,"oom_kill":0}}}`
+	r = newRecord(t, podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").SidecarTerminated(runnerpod.VitalsContainer, noOwn))
+	assert.Equal(t, ScopePod, r.Vitals.Scope, "the runner's cgroup was never seen: the pod's reading, said to be the pod's")
+	assert.Nil(t, r.Vitals.Pod)
+}
+
+func TestWhatTheRunnersOwnVitalsSayOfAnOOM(t *testing.T) {
+	own := func(cg string, container, pod int64) *v1alpha1.Vitals {
+		v := &v1alpha1.Vitals{Cgroup: cg, Scope: ScopeContainer, Memory: v1alpha1.Memory{OOMKill: container}}
+		if pod != container {
+			v.Pod = &v1alpha1.Memory{OOMKill: pod}
+		}
+		return v
+	}
+	cases := []struct {
+		name  string
+		class Class
+		v     *v1alpha1.Vitals
+		want  *bool
+	}{
+		{name: "the runner's own kill confirms it", class: SigKill, v: own("v1", 1, 1), want: ptr.To(true)},
+		{name: "no kill anywhere in a v2 pod refutes it", class: SigKill, v: own("v2", 0, 0), want: ptr.To(false)},
+		{name: "a kill elsewhere in a v2 pod neither confirms nor refutes the runner's", class: SigKill, v: own("v2", 0, 1)},
+		{name: "no kill counted on v1 proves nothing", class: CgroupOOM, v: own("v1", 0, 0)},
+		{name: "a class that is no OOM's shape is not judged", class: ErrorExit, v: own("v2", 1, 1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, oomConfirmed(tc.class, tc.v)) })
+	}
+}
+
+func TestARecordKeepsTheRunnersLastWordsBounded(t *testing.T) {
+	w := podtest.Runner("ci", "r").Terminated("runner", 1, "Error")
+	w.Status.ContainerStatuses[0].State.Terminated.Message = "[RUNNER 2026-11-01 12:09:58Z ERR  JobDispatcher] agent quit"
+	r := newRecord(t, w)
+	assert.Equal(t, "[RUNNER 2026-11-01 12:09:58Z ERR  JobDispatcher] agent quit", r.Message)
+	assert.False(t, r.MessageTruncated)
+
+	w.Status.ContainerStatuses[0].State.Terminated.Message = strings.Repeat("é", MaxMessageBytes) + "the end"
+	r = newRecord(t, w)
+	assert.LessOrEqual(t, len(r.Message), MaxMessageBytes)
+	assert.True(t, utf8.ValidString(r.Message), "cut at a character")
+	assert.True(t, strings.HasSuffix(r.Message, "the end"), "the tail: the last words")
+	assert.True(t, r.MessageTruncated)
 }
 
 func TestVitalsRefuteAnOOMShapedSigkill(t *testing.T) {

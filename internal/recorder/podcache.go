@@ -59,6 +59,12 @@ func NewPodCache(pods corev1client.PodsGetter, resync time.Duration) (*PodCache,
 	return &PodCache{informer: inf}, nil
 }
 
+// KeepJobKeys makes the cache keep these pod labels and annotations too:
+// those the presets read a job from (runnerpod.JobPodKeys). Before Start.
+func (c *PodCache) KeepJobKeys(labels, annotations []string) error {
+	return c.informer.SetTransform(compactor{labels: labels, annotations: annotations}.compact)
+}
+
 // Start runs the informer until ctx ends (a manager.Runnable).
 func (c *PodCache) Start(ctx context.Context) error {
 	c.informer.RunWithContext(ctx)

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"slices"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,15 +10,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // cachedPod is what the watcher's cache keeps of a runner pod: what the
 // death record and the stuck check read (pod reads it back as a Pod). No
 // managed fields, no specs beyond container names, no image names, no
-// runner termination messages (which can be 4 KiB each), only the labels
-// and annotations runnerguard reads: a corev1.Pod stripped of as much still
-// carries its empty structs, which dominate the leader's heap at fleet size.
+// termination messages but a container's last words (its tail, at most
+// death.MaxMessageBytes, which only a container that has ended has), only
+// the labels and annotations runnerguard reads: a corev1.Pod stripped of as
+// much still carries its empty structs, which dominate the leader's heap at
+// fleet size.
 type cachedPod struct {
 	metav1.ObjectMeta
 	node string
@@ -25,6 +29,9 @@ type cachedPod struct {
 	// a delete counts within it (death.Decide).
 	grace      *int64
 	containers []string
+	// probed are the containers with a liveness probe: a kill of one while
+	// its pod is not being deleted is the kubelet's (death.ProbeKill).
+	probed []string
 	// sidecars are the init containers that run for the pod's life: a
 	// running init container that is not one gates the runner (an idle
 	// pool runner's poller).
@@ -38,9 +45,17 @@ type cachedPod struct {
 	statuses, initStatuses []corev1.ContainerStatus
 }
 
+// compact is the cache's transform when no preset reads a job from pod
+// labels or annotations.
+func compact(obj any) (any, error) { return compactor{}.compact(obj) }
+
+// compactor is the cache's transform: it keeps, beyond what Match reads,
+// the labels and annotations presets read a job from.
+type compactor struct{ labels, annotations []string }
+
 // compact is the cache's transform. The informer may hand it what it
 // already made (a resync), which it keeps.
-func compact(obj any) (any, error) {
+func (k compactor) compact(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
@@ -53,10 +68,13 @@ func compact(obj any) (any, error) {
 	// Only the marks of a fleet Match reads: not the runner label every
 	// cached pod has, nor the injector's annotations (a map costs a pod 300
 	// bytes).
-	c.Labels = keep(m.Labels, runnerpod.PresetLabels)
-	c.Annotations = keep(m.Annotations, runnerpod.PresetAnnotations)
+	c.Labels = keep(m.Labels, runnerpod.PresetLabels, k.labels)
+	c.Annotations = keep(m.Annotations, runnerpod.PresetAnnotations, k.annotations)
 	for _, ct := range pod.Spec.Containers {
 		c.containers = append(c.containers, ct.Name)
+		if ct.LivenessProbe != nil {
+			c.probed = append(c.probed, ct.Name)
+		}
 	}
 	for _, ct := range pod.Spec.InitContainers {
 		if ct.RestartPolicy != nil && *ct.RestartPolicy == corev1.ContainerRestartPolicyAlways {
@@ -65,6 +83,9 @@ func compact(obj any) (any, error) {
 	}
 	s := pod.Status
 	c.phase, c.reason, c.message = s.Phase, s.Reason, s.Message
+	if len(c.message) > maxPodMessage {
+		c.message = c.message[:maxPodMessage] // the record keeps less
+	}
 	for _, cd := range s.Conditions {
 		// DisruptionTarget: the control plane's note of why it takes the
 		// pod down (pod GC of a lost node), which classifies the death.
@@ -73,7 +94,7 @@ func compact(obj any) (any, error) {
 		}
 	}
 	for _, cs := range s.ContainerStatuses {
-		c.statuses = append(c.statuses, stripStatus(cs, true))
+		c.statuses = append(c.statuses, stripStatus(cs, false))
 	}
 	for _, cs := range s.InitContainerStatuses {
 		// Of init containers, the vitals sidecar (its final reading is the
@@ -89,11 +110,11 @@ func compact(obj any) (any, error) {
 	return c, nil
 }
 
-// keep is the entries of m whose keys are among keys; nil when none.
-func keep(m map[string]string, keys []string) map[string]string {
+// keep is the entries of m whose keys are among keys or more; nil when none.
+func keep(m map[string]string, keys, more []string) map[string]string {
 	var out map[string]string
 	for k, v := range m {
-		if slices.Contains(keys, k) {
+		if slices.Contains(keys, k) || slices.Contains(more, k) {
 			if out == nil {
 				out = map[string]string{}
 			}
@@ -103,18 +124,29 @@ func keep(m map[string]string, keys []string) map[string]string {
 	return out
 }
 
+// maxPodMessage bounds the pod's status message in the cache: the kubelet's
+// eviction message is a sentence or two.
+const maxPodMessage = 2048
+
 // stripStatus is cs without what no record reads: images, resources, mounts
-// and, with dropMessages, its termination messages.
+// and, with dropMessages, its termination messages; without it, their
+// tails, as much as a record keeps.
 func stripStatus(cs corev1.ContainerStatus, dropMessages bool) corev1.ContainerStatus {
 	cs.Image, cs.ImageID = "", ""
 	cs.Resources, cs.VolumeMounts, cs.AllocatedResources, cs.AllocatedResourcesStatus, cs.User = nil, nil, nil, nil, nil
-	if !dropMessages {
-		return cs
-	}
 	for _, t := range []**corev1.ContainerStateTerminated{&cs.State.Terminated, &cs.LastTerminationState.Terminated} {
-		if *t != nil {
+		if *t == nil {
+			continue
+		}
+		msg := ""
+		if !dropMessages {
+			// A character's worth more than a record keeps, so the record
+			// still sees that the message was cut.
+			msg, _ = death.Tail((*t).Message, death.MaxMessageBytes+utf8.UTFMax)
+		}
+		if msg != (*t).Message {
 			c := **t
-			c.Message = ""
+			c.Message = msg
 			*t = &c
 		}
 	}
@@ -128,7 +160,11 @@ func (c *cachedPod) pod() *corev1.Pod {
 		Conditions: c.conditions, ContainerStatuses: c.statuses, InitContainerStatuses: c.initStatuses}}
 	p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds = c.node, c.grace
 	for _, n := range c.containers {
-		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: n})
+		ct := corev1.Container{Name: n}
+		if slices.Contains(c.probed, n) {
+			ct.LivenessProbe = &corev1.Probe{} // its presence is what a record reads
+		}
+		p.Spec.Containers = append(p.Spec.Containers, ct)
 	}
 	for _, n := range c.sidecars {
 		p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: n, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
@@ -141,7 +177,7 @@ func (c *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjec
 
 // DeepCopyObject copies everything the cache's readers might share.
 func (c *cachedPod) DeepCopyObject() runtime.Object {
-	out := &cachedPod{node: c.node, containers: slices.Clone(c.containers), sidecars: slices.Clone(c.sidecars),
+	out := &cachedPod{node: c.node, containers: slices.Clone(c.containers), probed: slices.Clone(c.probed), sidecars: slices.Clone(c.sidecars),
 		phase: c.phase, reason: c.reason, message: c.message}
 	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	// The status's own deep copy, of the fields kept.

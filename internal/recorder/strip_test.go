@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,7 +23,8 @@ func TestTheCacheKeepsWhatTheRecordReads(t *testing.T) {
 	pod := w.Obj()
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "SECRET_TOKEN", Value: "x"}}
-	pod.Status.ContainerStatuses[0].State.Terminated.Message = "4 KiB of runner log lines"
+	pod.Status.ContainerStatuses[0].State.Terminated.Message = strings.Repeat("x", 5000) + "agent quit"
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{PeriodSeconds: 10}
 	pod.Status.ContainerStatuses[0].Image = "ghcr.io/actions/actions-runner:2.330.0"
 	s := stripped(t, pod)
 
@@ -31,7 +33,10 @@ func TestTheCacheKeepsWhatTheRecordReads(t *testing.T) {
 	assert.Equal(t, map[string]string{runnerpod.ARCScaleSetLabel: "True"}, s.Labels, "only the labels a preset reads")
 	assert.Empty(t, s.Spec.Containers[0].Env, "no specs beyond names")
 	assert.Equal(t, []string{"dind"}, names(s.Spec.InitContainers), "of init containers only the sidecars, which never gate the runner")
-	assert.Empty(t, s.Status.ContainerStatuses[0].State.Terminated.Message)
+	last := s.Status.ContainerStatuses[0].State.Terminated.Message
+	assert.LessOrEqual(t, len(last), death.MaxMessageBytes+4, "the runner's last words, as much as a record keeps")
+	assert.True(t, strings.HasSuffix(last, "agent quit"), "their end")
+	assert.NotNil(t, s.Spec.Containers[0].LivenessProbe, "whether the runner has a liveness probe")
 	assert.Empty(t, s.Status.ContainerStatuses[0].Image)
 	cfg := config.Default()
 	runner, ok := runnerpod.Match(s, cfg.Presets)

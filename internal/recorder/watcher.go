@@ -37,6 +37,10 @@ type Watcher struct {
 	// Client reads namespaces and the guard's deletion notes from the
 	// manager's cache, and writes RunnerDeaths.
 	Client client.Client
+	// Reader reads uncached what a death record adds when it is written
+	// (the owning EphemeralRunner, the node); the manager's API reader
+	// when left nil.
+	Reader client.Reader
 	// Recorder writes the Events that notify each death and stuck runner.
 	Recorder events.EventRecorder
 	Config   config.Config
@@ -57,6 +61,8 @@ type Watcher struct {
 	gone map[types.NamespacedName][]gonePod
 	// seen spares the API server a create per resync of a recorded death.
 	seen *SeenSet
+	// nodes spares the API server a node read per death of a drain.
+	nodes nodeMemo
 }
 
 // recordWorkers is how many pods the watcher reconciles at once.
@@ -70,6 +76,12 @@ type gonePod struct {
 // SetupWithManager runs the watcher, leader-elected, on its cache of runner
 // pods (which it adds to mgr) and mgr's cache of the guard's deletion notes.
 func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
+	if w.Reader == nil {
+		w.Reader = mgr.GetAPIReader()
+	}
+	if err := w.Pods.KeepJobKeys(runnerpod.JobPodKeys(w.Config.Presets)); err != nil {
+		return err
+	}
 	if err := mgr.Add(w.Pods); err != nil {
 		return err
 	}
@@ -188,7 +200,7 @@ func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time)
 		}
 	}
 	plan := death.Decide(o)
-	for _, r := range plan.Records {
+	for _, r := range w.account(ctx, pod, runner, plan.Records) {
 		if err := w.write(ctx, pod, r); err != nil {
 			return 0, nil, err
 		}

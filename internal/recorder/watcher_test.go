@@ -57,7 +57,7 @@ func newWatcher(t *testing.T, pods ...*corev1.Pod) *Watcher {
 	cache, err := NewPodCache(fakePods{k8sfake.NewClientset()}, 0)
 	require.NoError(t, err)
 	w := &Watcher{
-		Pods: cache, Client: c, Recorder: events.NewFakeRecorder(100), Config: config.Default(),
+		Pods: cache, Client: c, Reader: c, Recorder: events.NewFakeRecorder(100), Config: config.Default(),
 		Namespaces: labels.SelectorFromSet(labels.Set{runnerpod.EnabledNamespaceLabel: "true"}),
 		StuckAfter: 10 * time.Minute, Now: func() time.Time { return podtest.Start.Add(time.Hour) },
 		stuck: map[types.NamespacedName]string{}, gone: map[types.NamespacedName][]gonePod{}, seen: NewSeenSet(100),

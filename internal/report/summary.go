@@ -8,24 +8,29 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 // Meaning says what a class of death means, for the human reading the
 // record (the classes' table in docs/design).
 var Meaning = map[death.Class]string{
-	death.CleanExit:      "the runner quit on its own; a \"lost communication\" here is the completion handshake, not a death",
-	death.CgroupOOM:      "the container hit its memory limit and the kernel OOM-killed it",
-	death.SigKill:        "SIGKILL from inside (a guest OOM in a VM runtime) or from the runtime; check the vitals' oom_kill",
-	death.SigTerm:        "SIGTERM: the pod was deleted or drained",
-	death.ExternalKill:   "a literal exit 9, which no runner code path emits: the sandbox was torn down from outside",
-	death.Crash:          "the runner crashed (segfault or abort)",
-	death.ErrorExit:      "the runner's own failure exit code",
-	death.NodeEviction:   "the kubelet evicted the pod under node pressure",
-	death.NodeLost:       "the node or its kubelet vanished",
-	death.DeletedRunning: "the pod was removed at once while its runner was still running",
-	death.JobEnded:       "the job's owner deleted the pod to end the job: its normal end, not a death",
-	death.JobTimeout:     "the pod's activeDeadlineSeconds ran out: the job hit its time limit",
+	death.CleanExit:       "the runner quit on its own; a \"lost communication\" here is the completion handshake, not a death",
+	death.CgroupOOM:       "the container hit its memory limit and the kernel OOM-killed it",
+	death.SigKill:         "SIGKILL from inside (a guest OOM in a VM runtime) or from the runtime; check the vitals' oom_kill",
+	death.SigTerm:         "SIGTERM: the pod was deleted or drained",
+	death.ExternalKill:    "a literal exit 9, which no runner code path emits: the sandbox was torn down from outside",
+	death.Crash:           "the runner crashed (segfault or abort)",
+	death.ErrorExit:       "the runner's own failure exit code",
+	death.NodeEviction:    "the kubelet evicted the pod under node pressure",
+	death.NodeLost:        "the node or its kubelet vanished",
+	death.DeletedRunning:  "the pod was removed at once while its runner was still running",
+	death.JobEnded:        "the job's owner deleted the pod to end the job: its normal end, not a death",
+	death.JobTimeout:      "the pod's activeDeadlineSeconds ran out: the job hit its time limit",
+	death.ProbeKill:       "the kubelet killed the runner for failing its liveness probe",
+	death.StorageEviction: "the kubelet evicted the pod for using more ephemeral storage than its own limit (a container's, the pod's, or an emptyDir's)",
+	death.NodeDisrupted:   "the runner's node was being taken away (a drain, Karpenter, the cluster autoscaler, the Node's deletion or a node shutdown)",
+	death.Preempted:       "the scheduler preempted the pod for a higher-priority one",
 }
 
 // Summary renders a record for the operator's terminal.
@@ -50,38 +55,144 @@ func Summary(r death.Record) string {
 		}
 		b.WriteString("\n")
 	}
-	if r.StartedAt != nil && r.FinishedAt != nil {
-		fmt.Fprintf(&b, "  ran %s to %s (%s)\n", r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339), duration.HumanDuration(r.FinishedAt.Sub(r.StartedAt.Time)))
-	} else if r.StartedAt != nil {
-		fmt.Fprintf(&b, "  running since %s\n", r.StartedAt.UTC().Format(time.RFC3339))
+	if r.ClassBasis != "" {
+		fmt.Fprintf(&b, "  why this class: %s\n", r.ClassBasis)
 	}
+	if r.PodMessage != "" {
+		fmt.Fprintf(&b, "  pod message: %s\n", strings.TrimSpace(r.PodMessage))
+	}
+	if d := r.Disruption; d != nil {
+		fmt.Fprintf(&b, "  disruption: %s", d.Reason)
+		if d.Message != "" {
+			fmt.Fprintf(&b, " (%s)", strings.TrimSpace(d.Message))
+		}
+		b.WriteString("\n")
+	}
+	ran(&b, r)
 	if r.Restarts > 0 {
 		fmt.Fprintf(&b, "  restarts before this: %d\n", r.Restarts)
 	}
-	if v := r.Vitals; v != nil {
-		b.WriteString("  memory (vitals' final reading):")
-		if v.Peak != nil {
-			fmt.Fprintf(&b, " peak %s", quantity(*v.Peak))
-			if v.PeakObserved {
-				b.WriteString(" (highest seen; the kernel has no memory.peak)")
-			}
-		}
-		if v.Limit != nil {
-			fmt.Fprintf(&b, " of %s limit", quantity(*v.Limit))
-		}
-		fmt.Fprintf(&b, ", oom %d, oom_kill %d\n", v.OOM, v.OOMKill)
-	} else {
-		b.WriteString("  memory: no vitals reading was left (no sidecar, or it was not stopped cleanly)\n")
+	if j := r.Job; j != nil {
+		fmt.Fprintf(&b, "  job %s\n", job(j))
 	}
-	if r.OOMConfirmed != nil {
-		if *r.OOMConfirmed {
-			b.WriteString("  the vitals confirm an OOM kill\n")
-		} else {
-			b.WriteString("  the vitals counted no OOM kill: the kill came from elsewhere\n")
-		}
+	if n := r.NodeState; n != nil {
+		fmt.Fprintf(&b, "  node %s when recorded: %s\n", r.Node, nodeState(n))
 	}
+	memory(&b, r)
 	if e := r.Ending(); e != "" {
 		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	if r.Message != "" {
+		cut := ""
+		if r.MessageTruncated {
+			cut = fmt.Sprintf(", its last %d bytes", death.MaxMessageBytes)
+		}
+		fmt.Fprintf(&b, "  last words (the runner's termination message%s; written by the container, not evidence):\n", cut)
+		for _, l := range strings.Split(strings.TrimRight(r.Message, "\n"), "\n") {
+			fmt.Fprintf(&b, "    | %s\n", l)
+		}
+	}
+	return b.String()
+}
+
+// ran says how long the runner, or for a job's normal end the job, ran.
+func ran(b *strings.Builder, r death.Record) {
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	switch {
+	case death.Class(r.Class) == death.JobEnded && r.StartedAt != nil && r.DeletedAt != nil:
+		fmt.Fprintf(b, "  the job ran %s to %s (%s), when its owner deleted the pod to end it\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
+		if r.ExitCode != nil {
+			fmt.Fprintf(b, "  exit code %d is the owner's stop of the container at the end, not the job's result\n", *r.ExitCode)
+		}
+	case r.StartedAt != nil && r.FinishedAt != nil:
+		fmt.Fprintf(b, "  ran %s to %s (%s)\n", ts(r.StartedAt.Time), ts(r.FinishedAt.Time), duration.HumanDuration(r.FinishedAt.Sub(r.StartedAt.Time)))
+	case r.StartedAt != nil:
+		fmt.Fprintf(b, "  running since %s\n", ts(r.StartedAt.Time))
+	}
+}
+
+// job is a job as one line: its id, what else the fleet named, and where
+// it was read.
+func job(j *v1alpha1.Job) string {
+	id := j.ID
+	if id == "" {
+		id = "(no id)"
+	}
+	var parts []string
+	for _, p := range []struct{ k, v string }{{"request", j.RequestID}, {"run", j.Run}, {"project", j.Project}, {"workflow", j.Workflow}, {"name", j.Name}, {"url", j.URL}} {
+		if p.v != "" {
+			parts = append(parts, p.k+" "+p.v)
+		}
+	}
+	out := id
+	if len(parts) > 0 {
+		out += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return out + ", from " + j.Source
+}
+
+func nodeState(n *v1alpha1.NodeState) string {
+	if n.Gone {
+		return "no Node object of that name"
+	}
+	var parts []string
+	if n.Deleting {
+		parts = append(parts, "being deleted")
+	}
+	if len(n.Conditions) > 0 {
+		parts = append(parts, "conditions "+strings.Join(n.Conditions, ", "))
+	}
+	if len(n.Taints) > 0 {
+		parts = append(parts, "taints "+strings.Join(n.Taints, ", "))
+	}
+	if len(parts) == 0 {
+		return "ready, no pressure, no disruption taint"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// memory says whose memory the vitals read (the runner container's own
+// cgroup, or only the pod's), and the pod's beside it.
+func memory(b *strings.Builder, r death.Record) {
+	v := r.Vitals
+	if v == nil {
+		b.WriteString("  memory: no vitals reading was left (no sidecar, or it was not stopped cleanly)\n")
+		return
+	}
+	if v.Scope == death.ScopeContainer {
+		fmt.Fprintf(b, "  memory of the runner container %q (its own cgroup, %s):%s\n", r.Container, v.Cgroup, reading(v.Memory))
+		if v.Pod != nil {
+			fmt.Fprintf(b, "  memory of the pod (every container and the vitals sidecar):%s\n", reading(*v.Pod))
+		}
+	} else {
+		fmt.Fprintf(b, "  memory of the pod (every container and the vitals sidecar, %s; the runner's own cgroup was not seen):%s\n", v.Cgroup, reading(v.Memory))
+	}
+	switch {
+	case r.OOMConfirmed != nil && *r.OOMConfirmed:
+		b.WriteString("  the vitals confirm an OOM kill\n")
+	case r.OOMConfirmed != nil:
+		b.WriteString("  the vitals counted no OOM kill: the kill came from elsewhere\n")
+	case death.Class(r.Class) == death.CgroupOOM && v.OOMKill == 0:
+		b.WriteString("  the vitals counted no OOM kill here: on cgroup v1 a kill is counted only in the victim's own cgroup, which the runtime can remove before the sidecar reads it; the kubelet's reason OOMKilled decides the class\n")
+	}
+}
+
+func reading(m v1alpha1.Memory) string {
+	var b strings.Builder
+	if m.Peak != nil {
+		fmt.Fprintf(&b, " peak %s", quantity(*m.Peak))
+		if m.PeakObserved {
+			b.WriteString(" (highest seen; the kernel has no memory.peak)")
+		}
+	}
+	if m.Limit != nil {
+		fmt.Fprintf(&b, " of %s limit", quantity(*m.Limit))
+	} else {
+		b.WriteString(", no limit")
+	}
+	fmt.Fprintf(&b, ", oom %d, oom_kill %d", m.OOM, m.OOMKill)
+	if m.OOMKillAt != nil {
+		fmt.Fprintf(&b, ", first OOM kill seen at %s", m.OOMKillAt.UTC().Format(time.RFC3339Nano))
 	}
 	return b.String()
 }

@@ -66,6 +66,9 @@ type Preset struct {
 	// MaxProtected caps how long a running runner is protected; a file
 	// that leaves it out gets the preset's DefaultMaxProtected.
 	MaxProtected metav1.Duration `json:"maxProtected,omitempty"`
+	// Job names the pod labels and annotations that state the job; a file
+	// that leaves it out gets the preset's DefaultJobKeys.
+	Job JobKeys `json:"job,omitempty"`
 }
 
 // DefaultMaxProtected is the longest a job of the fleet's CI service can run,
@@ -103,6 +106,7 @@ func DefaultPresets() []Preset {
 	}
 	for i := range ps {
 		ps[i].MaxProtected.Duration = ps[i].Name.DefaultMaxProtected()
+		ps[i].Job = ps[i].Name.DefaultJobKeys()
 	}
 	return ps
 }

@@ -38,3 +38,23 @@ func (l *ledger) totalLocked() uint64 {
 	}
 	return n
 }
+
+// gone is the kills counted in container cgroups not in present (by
+// directory name), by container id.
+func (l *ledger) gone(present map[string]bool) map[string]uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out map[string]uint64
+	for name, n := range l.seen {
+		if n == 0 || present[name] {
+			continue
+		}
+		if id, ok := ContainerID(name); ok {
+			if out == nil {
+				out = map[string]uint64{}
+			}
+			out[id] = n
+		}
+	}
+	return out
+}

@@ -120,7 +120,9 @@ func (g Group) read(st readState) record.Line {
 	l.Pod, l.Missing = readOne(g.Hierarchy(), g.Rel)
 	observePeak(&l.Pod, l.Missing, st.peaks, "")
 	v1Kills := st.kills.total()
+	present := map[string]bool{}
 	for _, c := range containers(g.Dir()) {
+		present[c.name] = true
 		mem, missing := readOne(g.Hierarchy(), path.Join(g.Rel, c.name))
 		observePeak(&mem, missing, st.peaks, c.id)
 		for _, f := range missing {
@@ -143,6 +145,9 @@ func (g Group) read(st readState) record.Line {
 	// means the same on both.
 	if g.Version == V1 && l.Pod.Events != nil {
 		l.Pod.Events.OOMKill += v1Kills
+	}
+	if g.Version == V1 {
+		l.GoneOOMKills = st.kills.gone(present)
 	}
 	return l
 }

@@ -81,7 +81,7 @@ func TestPodRead(t *testing.T) {
 				}},
 		},
 		{
-			name:  "a v1 container's OOM kill stays counted after the runtime removes its cgroup",
+			name:  "a v1 container's OOM kill stays counted, under its id, after the runtime removes its cgroup",
 			tree:  "v1-cgroupfs",
 			reads: 2,
 			edit: func(t *testing.T, root string) {
@@ -92,7 +92,8 @@ func TestPodRead(t *testing.T) {
 					UnderOOM: flag(false), Events: &record.Events{OOMKill: 1}},
 				Containers: map[string]record.Memory{
 					ctr2: {Current: u64(12288), Peak: u64(1204224), Failcnt: u64(0), UnderOOM: flag(false), Events: &record.Events{}},
-				}},
+				},
+				GoneOOMKills: map[string]uint64{ctr1: 1}},
 		},
 		{
 			name: "a v1 pod whose memory.oom_control is gone reads as missing while its containers read",

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 )
 
@@ -22,8 +23,9 @@ func WriteLine(w io.Writer, l Line) error {
 
 // EncodeFinal encodes f for a termination message. The kubelet cuts a
 // message at MaxFinalBytes, and a cut message is not JSON, so when f does
-// not fit, Missing is shortened (ending in "...") until it does: the
-// counters, peak and limit are what the death record needs.
+// not fit, Missing is shortened (ending in "...") until it does, then the
+// containers are dropped: the counters, peak and limit are what the death
+// record needs.
 func EncodeFinal(f Final) ([]byte, error) {
 	b, err := json.Marshal(f)
 	if err != nil {
@@ -37,6 +39,18 @@ func EncodeFinal(f Final) ([]byte, error) {
 		}
 		if keep == 0 {
 			break
+		}
+	}
+	// Then the containers that saw no OOM, then all: the pod's counters are
+	// still the record's.
+	for _, keepKilled := range []bool{true, false} {
+		if len(b) <= MaxFinalBytes || len(f.Containers) == 0 {
+			break
+		}
+		f.Containers = maps.Clone(f.Containers)
+		maps.DeleteFunc(f.Containers, func(_ string, m FinalMemory) bool { return !keepKilled || m.OOMKill == 0 })
+		if b, err = json.Marshal(f); err != nil {
+			return nil, fmt.Errorf("encode vitals final reading: %w", err)
 		}
 	}
 	if len(b) > MaxFinalBytes {

@@ -160,3 +160,20 @@ func FuzzEncodeFinal(f *testing.F) {
 		assert.Equal(t, peak, *got.Peak)
 	})
 }
+
+func TestEncodeFinalDropsTheContainersThatSawNoOOMFirst(t *testing.T) {
+	u := func(n uint64) *uint64 { return &n }
+	f := record.Final{V: 1, Time: at, Cgroup: "v1", OOMKill: 1, Containers: map[string]record.FinalMemory{}}
+	for i := range 60 {
+		f.Containers[fmt.Sprintf("%064x", i)] = record.FinalMemory{Peak: u(1 << 20), Limit: u(1 << 30)}
+	}
+	killed := fmt.Sprintf("%064x", 999)
+	f.Containers[killed] = record.FinalMemory{Peak: u(96 << 20), Limit: u(96 << 20), OOMKill: 1, OOMKillAt: &at}
+	b, err := record.EncodeFinal(f)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), record.MaxFinalBytes)
+	got, err := record.ParseFinal(string(b))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]record.FinalMemory{killed: f.Containers[killed]}, got.Containers, "the container that was killed stays")
+	assert.Len(t, f.Containers, 61, "the caller's map is left alone")
+}

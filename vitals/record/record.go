@@ -29,6 +29,10 @@ type Line struct {
 	Pod    Memory `json:"pod"`
 	// Containers are the pod's container cgroups, by container id.
 	Containers map[string]Memory `json:"containers,omitempty"`
+	// GoneOOMKills (v1) are the OOM kills counted in container cgroups
+	// the runtime has removed since, by container id: on v1 a kill is
+	// counted only in the victim's cgroup, which goes with the container.
+	GoneOOMKills map[string]uint64 `json:"gone_oom_kills,omitempty"`
 	// Missing names the files that could not be read for this line.
 	Missing []string `json:"missing,omitempty"`
 }
@@ -89,6 +93,25 @@ type Final struct {
 	Limit        *uint64  `json:"limit,omitempty"`
 	Current      *uint64  `json:"current,omitempty"`
 	Missing      []string `json:"missing,omitempty"`
+	// OOMKillAt is the time of the first reading that saw the pod's
+	// oom_kill rise.
+	OOMKillAt *time.Time `json:"oom_kill_at,omitempty"`
+	// Containers are the container cgroups seen in the pod's life, removed
+	// ones included, by container id: what a death record needs to speak
+	// of the runner container itself rather than the pod.
+	Containers map[string]FinalMemory `json:"containers,omitempty"`
+}
+
+// FinalMemory is one container cgroup over the pod's life: its highest
+// peak, its last limit, its highest OOM counts and when its oom_kill first
+// rose.
+type FinalMemory struct {
+	Peak         *uint64    `json:"peak,omitempty"`
+	PeakObserved bool       `json:"peak_observed,omitempty"`
+	Limit        *uint64    `json:"limit,omitempty"`
+	OOM          uint64     `json:"oom"`
+	OOMKill      uint64     `json:"oom_kill"`
+	OOMKillAt    *time.Time `json:"oom_kill_at,omitempty"`
 }
 
 // Final makes the compact final reading of a line.

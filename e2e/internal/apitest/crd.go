@@ -7,9 +7,10 @@ import (
 )
 
 // EphemeralRunnerCRD is the shape of ARC's EphemeralRunner that the guard
-// reads: a namespaced actions.github.com/v1alpha1 object whose status
-// (a subresource) carries jobRequestId and jobId. The rest of ARC's schema
-// is left open.
+// and the recorder read: a namespaced actions.github.com/v1alpha1 object
+// whose status (a subresource) carries the job as ARC's listener writes it
+// (apis/actions.github.com/v1alpha1/ephemeralrunner_types.go). The rest of
+// ARC's schema is left open.
 func EphemeralRunnerCRD() *apiextensionsv1.CustomResourceDefinition {
 	open := &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
 	return &apiextensionsv1.CustomResourceDefinition{
@@ -25,8 +26,12 @@ func EphemeralRunnerCRD() *apiextensionsv1.CustomResourceDefinition {
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{
 						"spec": *open,
 						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true), Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"jobRequestId": {Type: "integer", Format: "int64"},
-							"jobId":        {Type: "string"},
+							"jobRequestId":      {Type: "integer", Format: "int64"},
+							"jobId":             {Type: "string"},
+							"workflowRunId":     {Type: "integer", Format: "int64"},
+							"jobRepositoryName": {Type: "string"},
+							"jobWorkflowRef":    {Type: "string"},
+							"jobDisplayName":    {Type: "string"},
 						}},
 					},
 				}},

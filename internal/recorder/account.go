@@ -1,0 +1,134 @@
+package recorder
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// account adds to a record due now what the pod's status does not hold:
+// the job as the fleet states it, and, for a death an operator must look
+// at, the node's state. Both are read only for a death about to be
+// written, never on a resync of one on record, and once per pod.
+func (w *Watcher) account(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner, rs []death.Record) []death.Record {
+	var job *v1alpha1.Job
+	var node *v1alpha1.NodeState
+	jobRead, nodeRead := false, false
+	for i := range rs {
+		if w.seen.Has(rs[i].Key()) {
+			continue
+		}
+		if !jobRead {
+			job, jobRead = w.job(ctx, pod, runner), true
+		}
+		rs[i].Job = job
+		if !death.Class(rs[i].Class).Abnormal() {
+			continue // a clean exit or a job's normal end: no node explains it
+		}
+		if !nodeRead {
+			node, nodeRead = w.nodeState(ctx, pod.Spec.NodeName), true
+		}
+		if node != nil {
+			death.WithNode(&rs[i], node)
+		}
+	}
+	return rs
+}
+
+// job is the job the runner ran: for ARC scale sets, from the status of
+// the EphemeralRunner that owns the pod (read uncached, by name, and taken
+// only when its UID is the one the pod's ownerReference names, as the guard
+// does: a later EphemeralRunner of the same name is another runner); else,
+// or when that names none, from the pod's labels and annotations the preset
+// names.
+func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
+	if runner.Preset.Name == runnerpod.ARCScaleSet {
+		if ref := runnerpod.EphemeralRunnerRef(pod); ref.Name != "" {
+			er := &unstructured.Unstructured{}
+			er.SetAPIVersion(ref.APIVersion)
+			er.SetKind(runnerpod.EphemeralRunnerKind)
+			err := w.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, er)
+			switch {
+			case err != nil:
+				logf.FromContext(ctx).V(1).Info("cannot read the EphemeralRunner; the record names no job from it", "ephemeralRunner", ref.Name, "error", err.Error())
+			case er.GetUID() != ref.UID:
+				logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; the record names no job from it",
+					"ephemeralRunner", ref.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
+			default:
+				if j := death.JobFromEphemeralRunner(er); j != nil {
+					return j
+				}
+			}
+		}
+	}
+	return death.JobFromPod(pod, runner.Preset.Job)
+}
+
+// nodeMemoTTL is how long a node's state read serves other deaths on the
+// same node: a drain or a lost node ends many runners at once, and one
+// read serves them all.
+const nodeMemoTTL = 10 * time.Second
+
+// nodeMemo keeps recent node reads; small (one entry per node with a
+// recent death), pruned as it grows.
+type nodeMemo struct {
+	mu sync.Mutex
+	m  map[string]nodeRead
+}
+
+type nodeRead struct {
+	state *v1alpha1.NodeState
+	at    time.Time
+}
+
+// nodeState is the state of the node named, read uncached (the leader
+// keeps no nodes: a Node's status can be tens of KiB of images) at most
+// once per nodeMemoTTL; nil when unknown (no node, or the read failed).
+func (w *Watcher) nodeState(ctx context.Context, name string) *v1alpha1.NodeState {
+	if name == "" {
+		return nil
+	}
+	now := w.Now()
+	w.nodes.mu.Lock()
+	if r, ok := w.nodes.m[name]; ok && now.Sub(r.at) < nodeMemoTTL {
+		w.nodes.mu.Unlock()
+		return r.state
+	}
+	w.nodes.mu.Unlock()
+	n := &corev1.Node{}
+	err := w.Reader.Get(ctx, client.ObjectKey{Name: name}, n)
+	var s *v1alpha1.NodeState
+	switch {
+	case apierrors.IsNotFound(err):
+		s = death.NodeStateOf(nil)
+	case err != nil:
+		logf.FromContext(ctx).Info("cannot read the runner's node; the record has no node state", "node", name, "error", err.Error())
+		return nil
+	default:
+		s = death.NodeStateOf(n)
+	}
+	w.nodes.mu.Lock()
+	defer w.nodes.mu.Unlock()
+	if w.nodes.m == nil {
+		w.nodes.m = map[string]nodeRead{}
+	}
+	if len(w.nodes.m) >= 256 {
+		for k, r := range w.nodes.m {
+			if now.Sub(r.at) >= nodeMemoTTL {
+				delete(w.nodes.m, k)
+			}
+		}
+	}
+	w.nodes.m[name] = nodeRead{state: s, at: now}
+	return s
+}

@@ -1,0 +1,103 @@
+package recorder
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// ephemeralRunner is an ARC EphemeralRunner as ARC's listener leaves it
+// once it assigned a job (actions.github.com/v1alpha1 status fields).
+func ephemeralRunner(name string, uid types.UID) *unstructured.Unstructured {
+	er := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner",
+		"metadata": map[string]any{"namespace": "ci", "name": name},
+		"status": map[string]any{
+			"phase": "Running", "jobRequestId": int64(1001), "jobId": "7311", "workflowRunId": int64(900123),
+			"jobRepositoryName": "acme/app", "jobWorkflowRef": "acme/app/.github/workflows/ci.yml@refs/heads/main", "jobDisplayName": "build (linux)",
+		},
+	}}
+	er.SetUID(uid)
+	return er
+}
+
+func TestAnARCRunnersRecordNamesTheJobOfItsOwnEphemeralRunner(t *testing.T) {
+	pod := podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Obj()
+	w := newWatcher(t, pod)
+	require.NoError(t, w.Client.Create(context.Background(), ephemeralRunner("r", "er-r")))
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	assert.Equal(t, &v1alpha1.Job{ID: "7311", RequestID: "1001", Run: "900123", Project: "acme/app",
+		Workflow: "acme/app/.github/workflows/ci.yml@refs/heads/main", Name: "build (linux)", Source: "EphemeralRunner/r"}, rs[0].Job)
+	list := &v1alpha1.RunnerDeathList{}
+	require.NoError(t, w.Client.List(context.Background(), list))
+	assert.Equal(t, "7311", list.Items[0].Labels[death.JobLabel], "found by its job")
+	assert.Equal(t, []string{`Warning RunnerDied runner "runner" died: error-exit; job 7311; exit 1, reason Error`}, notified(w))
+}
+
+func TestAnEphemeralRunnerThatIsNotThePodsOwnerNamesNoJob(t *testing.T) {
+	pod := podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Obj()
+	w := newWatcher(t, pod)
+	// A later EphemeralRunner of the same name: another runner's job.
+	require.NoError(t, w.Client.Create(context.Background(), ephemeralRunner("r", "someone-else")))
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	assert.Nil(t, rs[0].Job)
+}
+
+func TestAnARCRunnerWhoseEphemeralRunnerIsGoneIsStillRecorded(t *testing.T) {
+	pod := podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Obj()
+	w := newWatcher(t, pod)
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	assert.Nil(t, rs[0].Job)
+}
+
+func TestAGitLabBuildPodsRecordNamesItsJobAndProject(t *testing.T) {
+	pod := podtest.GitLab("ci", "runner-x-project-42-concurrent-0").Terminated("build", 1, "Error").
+		Annotate(runnerpod.GitLabJobIDAnnotation, "5521").Annotate(runnerpod.GitLabJobNameAnnotation, "test").
+		Annotate(runnerpod.GitLabJobURLAnnotation, "https://gitlab.example.com/acme/app/-/jobs/5521").
+		Label(runnerpod.GitLabProjectIDLabel, "42").Obj()
+	w := newWatcher(t)
+	// As the production cache keeps it: with the keys the presets name.
+	labels, annotations := runnerpod.JobPodKeys(w.Config.Presets)
+	out, err := compactor{labels: labels, annotations: annotations}.compact(pod.DeepCopy())
+	require.NoError(t, err)
+	require.NoError(t, w.Pods.informer.GetIndexer().Update(out))
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: death.JobFromPodMarks}, rs[0].Job)
+}
+
+func TestARecordKeepsItsNodesStateAndANodeBeingRemovedExplainsTheDeath(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Node("n1").Terminated("runner", 143, "Error").Deleted(podtest.Start.Add(9*time.Minute), 30).Obj()
+	w := newWatcher(t, pod)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: death.TaintAutoscalerDelete, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	require.NoError(t, w.Client.Create(context.Background(), n))
+	w.Now = func() time.Time { return podtest.Start.Add(10*time.Minute + deletion.NoteWait) }
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	assert.Equal(t, string(death.NodeDisrupted), rs[0].Class)
+	assert.Equal(t, &v1alpha1.NodeState{Taints: []string{death.TaintAutoscalerDelete}}, rs[0].NodeState)
+	assert.Contains(t, rs[0].ClassBasis, "cluster autoscaler")
+}

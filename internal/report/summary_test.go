@@ -1,0 +1,70 @@
+package report
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/deletion"
+)
+
+var t0 = time.Date(2026, 11, 1, 11, 12, 0, 0, time.UTC)
+
+func at(d time.Duration) *metav1.Time { return &metav1.Time{Time: t0.Add(d)} }
+
+func TestWhySaysWhoseMemoryItShowsAndWhenTheOOMCame(t *testing.T) {
+	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "r", UID: "u", Preset: "arc-scale-set", Container: "runner",
+		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "OOMKilled", Class: string(death.CgroupOOM), StartedAt: at(0), FinishedAt: at(39 * time.Second),
+		Vitals: &v1alpha1.Vitals{Cgroup: "v1", Scope: death.ScopeContainer,
+			Memory: v1alpha1.Memory{Peak: ptr.To(int64(96 << 20)), Limit: ptr.To(int64(96 << 20)), OOMKill: 1, OOMKillAt: at(39 * time.Second)},
+			Pod:    &v1alpha1.Memory{Peak: ptr.To(int64(106524 << 10)), Limit: ptr.To(int64(128 << 20))}},
+		Job:     &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/r"},
+		Message: "[RUNNER 2026-11-01 11:12:38Z INFO JobDispatcher] running\nKilled", OOMConfirmed: ptr.To(true),
+	}}
+	got := Summary(r)
+	assert.Contains(t, got, `  memory of the runner container "runner" (its own cgroup, v1): peak 96Mi of 96Mi limit, oom 0, oom_kill 1, first OOM kill seen at 2026-11-01T11:12:39Z`)
+	assert.Contains(t, got, "  memory of the pod (every container and the vitals sidecar): peak 106524Ki of 128Mi limit, oom 0, oom_kill 0\n")
+	assert.Contains(t, got, "  job 7311 (run 900123, project acme/app), from EphemeralRunner/r\n")
+	assert.Contains(t, got, "  last words (the runner's termination message; written by the container, not evidence):\n    | [RUNNER 2026-11-01 11:12:38Z INFO JobDispatcher] running\n    | Killed\n")
+	assert.Contains(t, got, "  the vitals confirm an OOM kill\n")
+}
+
+func TestWhySaysAJobEndedByItsOwnerRanUntilTheDeleteAndTheExitCodeIsTheOwners(t *testing.T) {
+	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "b", UID: "u", Preset: "gitlab", Container: "build",
+		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "Error", Class: string(death.JobEnded), StartedAt: at(0), FinishedAt: at(62 * time.Second),
+		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "system:serviceaccount:gitlab:gitlab-runner", DeleteRule: deletion.RuleJobOwner,
+		Vitals: &v1alpha1.Vitals{Cgroup: "v2", Scope: death.ScopePod, Memory: v1alpha1.Memory{Peak: ptr.To(int64(1 << 20))}},
+	}}
+	got := Summary(r)
+	assert.Contains(t, got, "  the job ran 2026-11-01T11:12:00Z to 2026-11-01T11:12:32Z (32s), when its owner deleted the pod to end it\n")
+	assert.Contains(t, got, "  exit code 137 is the owner's stop of the container at the end, not the job's result\n")
+	assert.NotContains(t, got, "ran 2026-11-01T11:12:00Z to 2026-11-01T11:13:02Z", "not the grace period's end")
+	assert.Contains(t, got, "the runner's own cgroup was not seen")
+}
+
+func TestWhySaysWhyAnOOMStandsWhereV1CountedNoKill(t *testing.T) {
+	r := death.Record{DeathRecord: v1alpha1.DeathRecord{Class: string(death.CgroupOOM), Reason: "OOMKilled",
+		Vitals: &v1alpha1.Vitals{Cgroup: "v1", Scope: death.ScopePod}}}
+	assert.Contains(t, Summary(r), "the kubelet's reason OOMKilled decides the class")
+}
+
+func TestWhyGivesTheClusterAndNodeAccount(t *testing.T) {
+	r := death.Record{DeathRecord: v1alpha1.DeathRecord{Node: "n1", Class: string(death.NodeDisrupted), ClassBasis: "the pod was deleted while the node was cordoned (a drain)",
+		Disruption: &v1alpha1.Disruption{Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"},
+		NodeState:  &v1alpha1.NodeState{Taints: []string{"node.kubernetes.io/unschedulable"}}}}
+	got := Summary(r)
+	assert.Contains(t, got, "  why this class: the pod was deleted while the node was cordoned (a drain)\n")
+	assert.Contains(t, got, "  disruption: EvictionByEvictionAPI (Eviction API: evicting)\n")
+	assert.Contains(t, got, "  node n1 when recorded: taints node.kubernetes.io/unschedulable\n")
+	for c := range Meaning {
+		assert.NotEmpty(t, Meaning[c])
+	}
+	for _, c := range []death.Class{death.ProbeKill, death.StorageEviction, death.NodeDisrupted, death.Preempted} {
+		assert.Contains(t, Meaning, c, "every class has a meaning")
+	}
+}
