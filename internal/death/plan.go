@@ -113,8 +113,8 @@ func Decide(o Observation) Plan {
 			}
 		}
 		if note != nil { // a valid note implies a deletion was seen
-			r.DeletedBy, r.DeleteRule = note.Requester, note.Rule
-			if r.Deleted && note.Rule == RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() {
+			r.DeletedBy, r.DeleteRule, r.StartedBy = note.Requester, note.Rule, note.StartedBy
+			if r.Deleted && (note.Rule == RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() || note.Rule == RuleJobOver) {
 				EndedByOwner(&r)
 			}
 		}
@@ -149,6 +149,9 @@ func endedBy(pod *corev1.Pod, r Record) (time.Time, bool) {
 const (
 	// RuleJobOwner: the job's owner ended its job.
 	RuleJobOwner = "job-owner"
+	// RuleJobOver: the fleet's controller deleted the pod after the job was
+	// over (ARC, once the Actions service accepted the runner's removal).
+	RuleJobOver = "job-over"
 	// RuleBusy: a busy runner's deletion, allowed only in warn mode.
 	RuleBusy = "busy"
 )

@@ -62,6 +62,9 @@ func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.
 
 // Handle judges one review.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if isEphemeralRunnerDelete(req) {
+		return h.ephemeralRunnerDeleted(ctx, req)
+	}
 	facts, rv, err := h.facts(ctx, req)
 	switch {
 	case errors.Is(err, errBadRequest):
@@ -150,18 +153,23 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 	f.Pod = pod
 	f.Mode = h.mode(ctx, pod.Namespace)
 	if NeedsJobSignal(pod, h.Config) {
-		f.Job = h.jobSignal(ctx, pod)
+		f.Job, f.OwnerDeleting = h.jobSignal(ctx, pod)
 	}
 	return f, rv, nil
 }
 
-// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod. ARC's
-// listener writes the assigned job into its status (jobRequestId; jobId in
-// newer releases); none means idle. Unreadable means busy, and so does an
-// EphemeralRunner whose UID is not the one the pod's ownerReference names:
-// an idle runner of the same name recreated, or a reference re-pointed at
-// one, is not this pod's owner and says nothing of its job.
-func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobSignal {
+// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod, and
+// whether it is being deleted. ARC's listener writes the assigned job into
+// its status (jobRequestId; jobId in newer releases); none means idle. ARC
+// never clears it after the job, but once the EphemeralRunner's deletion
+// began it removes the runner from the Actions service (which refuses while
+// the job runs) and only then its registration finalizer: a deleting
+// EphemeralRunner without that finalizer says the job is over. Unreadable
+// means busy, and so does an EphemeralRunner whose UID is not the one the
+// pod's ownerReference names: an idle runner of the same name recreated, or
+// a reference re-pointed at one, is not this pod's owner and says nothing
+// of its job.
+func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) (JobSignal, bool) {
 	er := &unstructured.Unstructured{}
 	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
 	er.SetKind(runnerpod.EphemeralRunnerKind)
@@ -169,19 +177,23 @@ func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobSignal {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
 	if err := h.Reader.Get(ctx, key, er); err != nil {
 		logf.FromContext(ctx).Info("cannot read the EphemeralRunner; taking the runner to be busy", "ephemeralRunner", key.Name, "error", err.Error())
-		return JobUnreadable
+		return JobUnreadable, false
 	}
 	if er.GetUID() != ref.UID {
 		logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; taking the runner to be busy",
 			"ephemeralRunner", key.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
-		return JobUnreadable
+		return JobUnreadable, false
+	}
+	deleting := er.GetDeletionTimestamp() != nil
+	if deleting && !slices.Contains(er.GetFinalizers(), runnerpod.ARCRegistrationFinalizer) {
+		return JobOver, true
 	}
 	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
 	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
 	if jobID != "" || nonZero(reqID) {
-		return JobAssigned
+		return JobAssigned, deleting
 	}
-	return JobNone
+	return JobNone, deleting
 }
 
 func nonZero(v any) bool {
@@ -206,7 +218,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
 		return
-	case RuleJobOwner, RuleExempt, RuleOverride, RuleProtectionExpired, RuleBusy:
+	case RuleJobOwner, RuleExempt, RuleOverride, RuleProtectionExpired, RuleBusy, RuleJobOver, RuleOwnerUnknown:
 		// The contract's "allow, and log" rows and every refusal: an
 		// operator sees them at the default level.
 		log.Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name, "overrideReason", d.Override)
@@ -222,7 +234,17 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		return
 	}
 	pod := f.Pod
+	var startedBy string
+	if f.OwnerDeleting && (!d.Allowed || running) {
+		startedBy = h.ownerDeleter(ctx, pod)
+	}
 	switch {
+	case !d.Allowed && f.OwnerDeleting:
+		// Someone else deleted the EphemeralRunner and ARC is waiting for
+		// the job: say who, and tell no one to override on ARC's behalf.
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
+			"refused %s by %s: runner %q is busy with a job; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
+			f.Operation, f.Requester, d.Status.Container.Name, requestedBy(startedBy))
 	case !d.Allowed:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
 			"refused %s by %s: runner %q is busy; set %s=\"<reason>\" to override", f.Operation, f.Requester, d.Status.Container.Name, runnerpod.AllowDelete)
@@ -235,9 +257,14 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case d.Rule == RuleProtectionExpired:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "ProtectionExpired", string(f.Operation),
 			"%s by %s allowed: %s", f.Operation, f.Requester, d.Message)
+	case d.Rule == RuleOwnerUnknown:
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "JobOwnerUnknown", string(f.Operation),
+			"%s by %s allowed: %s; set presets[%s].ownerPrincipals to the fleet's manager to protect such pods", f.Operation, f.Requester, d.Message, d.Runner.Preset.Name)
 	}
 	if running && h.Writer != nil {
-		h.Notes.Write(ctx, noteOf(f, d))
+		n := noteOf(f, d)
+		n.Deletion.StartedBy = startedBy
+		h.Notes.Write(ctx, n)
 		// Before the answer: the watcher's cache must hold the pod before
 		// the deletion removes it.
 		if err := h.label(ctx, f.Pod); err != nil {

@@ -27,6 +27,9 @@ const (
 	DeleteWebhook   = "delete.guard.runnerguard.io"
 	EvictionWebhook = "eviction.guard.runnerguard.io"
 	InjectWebhook   = "inject.runnerguard.io"
+	// EphemeralRunnerWebhook sees deletes of ARC's EphemeralRunners, so the
+	// pod deletion ARC carries out later names who started it.
+	EphemeralRunnerWebhook = "ephemeralrunner-delete.guard.runnerguard.io"
 )
 
 // Options are the installation's choices around the config.
@@ -119,17 +122,34 @@ func exemptCondition(cfg config.Config) []admissionregistrationv1.MatchCondition
 	}
 }
 
+// EphemeralRunnerMatchConditions send the guard only the first delete of an
+// EphemeralRunner (a repeat changes nothing), and none by an exempt
+// principal.
+func EphemeralRunnerMatchConditions(cfg config.Config) []admissionregistrationv1.MatchCondition {
+	mc := []admissionregistrationv1.MatchCondition{
+		{Name: "not-terminating", Expression: "!has(oldObject.metadata.deletionTimestamp)"},
+	}
+	return append(mc, exemptCondition(cfg)...)
+}
+
 // Validating is the guard's configuration: one webhook for DELETE of pods
-// and one for CREATE of pods/eviction, each with its own failure policy.
+// and one for CREATE of pods/eviction, each with its own failure policy;
+// with the arc-scale-set preset enabled, one for DELETE of EphemeralRunners
+// with policy Ignore: the guard never refuses those, so an outage loses
+// only the note of who started a runner's end.
 func Validating(cfg config.Config, o Options) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	common := func(name string, fp admissionregistrationv1.FailurePolicyType, op admissionregistrationv1.OperationType, resource string, mc []admissionregistrationv1.MatchCondition) admissionregistrationv1.ValidatingWebhook {
+		group, version := "", "v1"
+		if resource == runnerpod.EphemeralRunnerResource {
+			group, version = runnerpod.ARCScaleSetGroup, "v1alpha1"
+		}
 		return admissionregistrationv1.ValidatingWebhook{
 			Name:         name,
 			ClientConfig: o.ClientConfig(GuardPath),
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{op},
 				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{""}, APIVersions: []string{"v1"},
+					APIGroups: []string{group}, APIVersions: []string{version},
 					Resources: []string{resource}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
@@ -143,13 +163,18 @@ func Validating(cfg config.Config, o Options) *admissionregistrationv1.Validatin
 			MatchConditions:         mc,
 		}
 	}
+	webhooks := []admissionregistrationv1.ValidatingWebhook{
+		common(DeleteWebhook, o.DeleteFailurePolicy, admissionregistrationv1.Delete, "pods", DeleteMatchConditions(cfg)),
+		common(EvictionWebhook, o.EvictionFailurePolicy, admissionregistrationv1.Create, "pods/eviction", exemptCondition(cfg)),
+	}
+	if slices.ContainsFunc(cfg.Presets, func(p runnerpod.Preset) bool { return p.Name == runnerpod.ARCScaleSet && p.Enabled }) {
+		webhooks = append(webhooks, common(EphemeralRunnerWebhook, admissionregistrationv1.Ignore, admissionregistrationv1.Delete,
+			runnerpod.EphemeralRunnerResource, EphemeralRunnerMatchConditions(cfg)))
+	}
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			common(DeleteWebhook, o.DeleteFailurePolicy, admissionregistrationv1.Delete, "pods", DeleteMatchConditions(cfg)),
-			common(EvictionWebhook, o.EvictionFailurePolicy, admissionregistrationv1.Create, "pods/eviction", exemptCondition(cfg)),
-		},
+		Webhooks:   webhooks,
 	}
 }
 
