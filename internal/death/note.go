@@ -131,7 +131,7 @@ func (r Record) Ending() string {
 func (r Record) ending() string {
 	switch {
 	case Class(r.Class) == JobEnded && r.DeleteRule == RuleJobOver:
-		return fmt.Sprintf("its job was over (ARC had removed the runner from the Actions service) when %s deleted its pod", r.DeletedBy)
+		return fmt.Sprintf("it had no job left (ARC had removed the runner from the Actions service) when %s deleted its pod", r.DeletedBy)
 	case Class(r.Class) == JobEnded:
 		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == RuleBusy:

@@ -91,7 +91,7 @@ func TestEndingNamesWhoStartedWhatTheDeleterCarriedOut(t *testing.T) {
 		want string
 	}{
 		{"ARC's delete after the job was over", rec(JobEnded, RuleJobOver, "alice"),
-			"its job was over (ARC had removed the runner from the Actions service) when arc deleted its pod, on the deletion of its EphemeralRunner by alice"},
+			"it had no job left (ARC had removed the runner from the Actions service) when arc deleted its pod, on the deletion of its EphemeralRunner by alice"},
 		{"an idle runner's pod deleted for someone else", rec(SigTerm, "idle", "alice"),
 			"ended by its pod's deletion, requested by arc (allowed: idle), on the deletion of its EphemeralRunner by alice"},
 		{"a deleter acting on its own", rec(SigTerm, "idle", ""), "ended by its pod's deletion, requested by arc (allowed: idle)"},

@@ -130,7 +130,7 @@ func Decide(f Facts, cfg config.Config) Decision {
 		return allow(RuleRunnerTerminated, "the runner has ended")
 	}
 	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobOver {
-		return allow(RuleJobOver, "the job is over: ARC removed the runner from the Actions service (its EphemeralRunner is being deleted without "+runnerpod.ARCRegistrationFinalizer+")")
+		return allow(RuleJobOver, "the runner has no job left: ARC removed it from the Actions service, which refuses while a job runs (its EphemeralRunner is being deleted without "+runnerpod.ARCRegistrationFinalizer+")")
 	}
 	if idle, why := isIdle(pod, runner.Preset.Name, f.Job); idle {
 		return allow(RuleIdle, why)

@@ -74,7 +74,7 @@ func TestDecide(t *testing.T) {
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: "system:serviceaccount:arc-systems:arc-gha-rs-controller", job: JobAssigned, rule: RuleBusy},
 		{name: "ARC's delete of a runner still shutting down passes once its job is over (RemoveRunner accepted, finalizer removed)",
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: arc, job: JobOver, deleting: true, rule: RuleJobOver, allowed: true,
-			msg: []string{"the job is over", runnerpod.ARCRegistrationFinalizer}},
+			msg: []string{"the runner has no job left", runnerpod.ARCRegistrationFinalizer}},
 		{name: "a job that is over is over for anyone: the runner has nothing left to lose",
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: reaper, job: JobOver, deleting: true, rule: RuleJobOver, allowed: true},
 		{name: "a busy runner whose EphemeralRunner is being deleted says ARC ends it once the job ends",
