@@ -234,8 +234,10 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		return
 	}
 	pod := f.Pod
+	// Who deleted the EphemeralRunner: the refusal names them, and a delete
+	// once the job is over completes what they started.
 	var startedBy string
-	if f.OwnerDeleting && (!d.Allowed || running) {
+	if !d.Allowed && f.OwnerDeleting || running && d.Rule == RuleJobOver {
 		startedBy = h.ownerDeleter(ctx, pod)
 	}
 	switch {
