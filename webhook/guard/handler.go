@@ -226,7 +226,13 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
 	}
 	running := d.Allowed && d.Status.State == runnerpod.Running
-	if rv.dryRun || (d.Allowed && d.Rule != RuleOverride && d.Rule != RuleProtectionExpired && !running) {
+	// A runner pod the injector never saw is out of the pod watcher's view
+	// until labelled, whatever its runner's state: its delete is sent here
+	// (matchConditions) so it is labelled before it goes and its death,
+	// an OOM before its fleet removes it, is still recorded.
+	_, labelled := f.Pod.Labels[runnerpod.RunnerLabel]
+	unlabelled := d.Allowed && !labelled && h.Writer != nil
+	if rv.dryRun || (d.Allowed && d.Rule != RuleOverride && d.Rule != RuleProtectionExpired && !running && !unlabelled) {
 		return
 	}
 	if ok, err := h.confirm(ctx, f); !ok {
@@ -267,6 +273,8 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		n := noteOf(f, d)
 		n.Deletion.StartedBy = startedBy
 		h.Notes.Write(ctx, n)
+	}
+	if unlabelled {
 		// Before the answer: the watcher's cache must hold the pod before
 		// the deletion removes it.
 		if err := h.label(ctx, f.Pod); err != nil {

@@ -93,20 +93,26 @@ func celList(names []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
+// unlabelled is a runner pod the injector never saw (created while it was
+// down): the pod watcher does not see it until the guard or the leader's
+// labeler labels it, so its delete reaches the guard whatever its state.
+var unlabelled = fmt.Sprintf("!has(oldObject.metadata.labels) || !(%q in oldObject.metadata.labels)", runnerpod.RunnerLabel)
+
 // DeleteMatchConditions are rules 1 to 5 and 8 of the guard's table,
 // evaluated in the API server, so the webhook is called only for deletes of
 // running runners: never for other pods, for the repeat reviews of a delete
 // already under way (the kubelet's final delete among them), for the
 // fleet's cleanup of finished or never-started runners, or for cluster
 // machinery; and a Fail policy cannot block them. Rules 3 to 5 need no
-// webhook since the pod watcher, not the guard, records deaths.
+// webhook since the pod watcher, not the guard, records deaths, except for
+// a pod the watcher cannot see yet (unlabelled), which the guard labels.
 func DeleteMatchConditions(cfg config.Config) []admissionregistrationv1.MatchCondition {
 	names := celList(cfg.RunnerContainerNames())
 	mc := []admissionregistrationv1.MatchCondition{
 		{Name: "runner-pod", Expression: "oldObject.spec.containers.exists(c, c.name in " + names + ")"},
 		{Name: "not-terminating", Expression: "!has(oldObject.metadata.deletionTimestamp)"},
-		{Name: "pod-not-finished", Expression: "!has(oldObject.status.phase) || !(oldObject.status.phase in ['Succeeded', 'Failed'])"},
-		{Name: "runner-running", Expression: "has(oldObject.status.containerStatuses) && oldObject.status.containerStatuses.exists(s, s.name in " + names + " && has(s.state) && has(s.state.running))"},
+		{Name: "pod-not-finished", Expression: unlabelled + " || !has(oldObject.status.phase) || !(oldObject.status.phase in ['Succeeded', 'Failed'])"},
+		{Name: "runner-running", Expression: unlabelled + " || has(oldObject.status.containerStatuses) && oldObject.status.containerStatuses.exists(s, s.name in " + names + " && has(s.state) && has(s.state.running))"},
 	}
 	return append(mc, exemptCondition(cfg)...)
 }
