@@ -367,6 +367,22 @@ func TestAnUnlabelledRunnerPodWhoseDeleteGoesOnIsLabelledForTheWatcher(t *testin
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel])
 
+	// So is one whose runner already died (an OOM before its fleet removes
+	// the pod): the watcher records that death only if it sees the pod.
+	oom := podtest.GitLab("ci", "oom").Terminated("build", 137, "OOMKilled").Obj()
+	h, _ = newTestHandler(oom)
+	require.True(t, h.Handle(context.Background(), deleteReq(t, oom, "manager", false, nil)).Allowed)
+	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(oom), got))
+	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel])
+	assert.Nil(t, deletionNote(t, h, oom), "a dead runner's deletion names no deleter")
+
+	// A dry run labels nothing.
+	dry := podtest.GitLab("ci", "dry").Terminated("build", 137, "OOMKilled").Obj()
+	h, _ = newTestHandler(dry)
+	require.True(t, h.Handle(context.Background(), deleteReq(t, dry, "manager", true, nil)).Allowed)
+	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(dry), got))
+	assert.NotContains(t, got.Labels, runnerpod.RunnerLabel)
+
 	// A refused delete leaves that to the labeler: the pod stays.
 	busy := podtest.Runner("ci", "busy").Running("runner").Obj()
 	h, _ = newTestHandler(busy)
