@@ -118,6 +118,11 @@ type DeathRecord struct {
 	// (the guard's note, else a grace period before the deletionTimestamp).
 	// +optional
 	DeletedAt *metav1.Time `json:"deletedAt,omitempty"`
+	// StartedBy is who started the deletion DeletedBy carried out for them:
+	// the requester of the deletion of the pod's EphemeralRunner, which ARC
+	// completes by deleting the pod.
+	// +optional
+	StartedBy string `json:"startedBy,omitempty"`
 	// Vitals is the vitals sidecar's final reading, when it left one.
 	// +optional
 	Vitals *Vitals `json:"vitals,omitempty"`

@@ -27,9 +27,16 @@ type RunnerDeletion struct {
 	Deletion DeletionNote `json:"deletion"`
 }
 
-// DeletionNote is one admitted deletion of a running runner's pod.
+// DeletionNote is one admitted deletion of a running runner's pod or, with
+// Kind EphemeralRunner, of the EphemeralRunner that owns a runner pod.
 type DeletionNote struct {
+	// Kind is what was deleted: a Pod when empty, or EphemeralRunner (whose
+	// pod ARC deletes once the runner's job is over).
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Pod is the pod's name (an EphemeralRunner's pod has its name).
 	Pod string `json:"pod"`
+	// UID is the deleted object's UID.
 	UID string `json:"uid"`
 	// Requester is the username of the DELETE or eviction.
 	Requester string `json:"requester"`
@@ -39,6 +46,11 @@ type DeletionNote struct {
 	Rule string `json:"rule"`
 	// Time is when the guard admitted it.
 	Time metav1.Time `json:"time"`
+	// StartedBy is who started what this pod deletion completes, when its
+	// requester acted for someone else: the requester of the deletion of
+	// the pod's EphemeralRunner, as the guard noted it.
+	// +optional
+	StartedBy string `json:"startedBy,omitempty"`
 }
 
 // RunnerDeletionList is a list of RunnerDeletions.

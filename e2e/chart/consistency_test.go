@@ -107,6 +107,11 @@ func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
 			selector: optIn, delete: fail, eviction: fail, timeout: 5,
 		},
 		{
+			name:     "without the arc-scale-set preset no EphemeralRunner deletes are reviewed",
+			values:   "presets: {arc-scale-set: {enabled: false}}",
+			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+		},
+		{
 			name:     "renamed runner containers reach matchConditions in preset order",
 			values:   "presets: {generic: {runnerContainers: [agent, runner]}, gitlab: {runnerContainers: [build, step]}}",
 			selector: optIn, delete: fail, eviction: fail, timeout: 5,

@@ -130,7 +130,17 @@ func (r Record) Note() string {
 // both put it: the deleter as the guard noted them, or that the delete went
 // unreviewed.
 func (r Record) Ending() string {
+	e := r.ending()
+	if e != "" && r.StartedBy != "" {
+		e += ", on the deletion of its EphemeralRunner by " + r.StartedBy
+	}
+	return e
+}
+
+func (r Record) ending() string {
 	switch {
+	case Class(r.Class) == JobEnded && r.DeleteRule == deletion.RuleJobOver:
+		return fmt.Sprintf("it had no job left (ARC had removed the runner from the Actions service) when %s deleted its pod", r.DeletedBy)
 	case Class(r.Class) == JobEnded:
 		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == deletion.RuleBusy:

@@ -107,8 +107,8 @@ func Decide(o Observation) Plan {
 			}
 		}
 		if note != nil { // a valid note implies a deletion was seen
-			r.DeletedBy, r.DeleteRule = note.Requester, note.Rule
-			if r.Deleted && note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() {
+			r.DeletedBy, r.DeleteRule, r.StartedBy = note.Requester, note.Rule, note.StartedBy
+			if r.Deleted && (note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() || note.Rule == deletion.RuleJobOver) {
 				EndedByOwner(&r)
 			}
 		}

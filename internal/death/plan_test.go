@@ -33,6 +33,7 @@ func TestDecide(t *testing.T) {
 		classes   []Class
 		deleted   bool
 		deletedBy string
+		startedBy string
 		retry     time.Duration
 	}
 	cases := []struct {
@@ -147,6 +148,18 @@ func TestDecide(t *testing.T) {
 			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
 			note: note("x", "job-owner", end.Add(-time.Second)), now: end.Add(time.Second),
 			want: want{classes: []Class{SigTerm}, deleted: true, deletedBy: "x"}},
+		{name: "ARC: its delete of a runner still shutting down after the job was over is the job's normal end, started by whoever deleted the EphemeralRunner",
+			pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
+			note: func() *v1alpha1.DeletionNote {
+				n := note("arc", "job-over", end.Add(-5*time.Second))
+				n.StartedBy = "reaper"
+				return n
+			}(), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", startedBy: "reaper"}},
+		{name: "ARC: an OOM before the job was over stays an OOM",
+			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 137, "OOMKilled").Deleted(end.Add(-5*time.Second), 30),
+			note: note("arc", "job-over", end.Add(-5*time.Second)), now: end.Add(time.Second),
+			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "arc"}},
 		{name: "activeDeadlineSeconds ran out: a job timeout",
 			pod: podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Reason("DeadlineExceeded"), now: end.Add(time.Second),
 			want: want{classes: []Class{JobTimeout}}},
@@ -170,6 +183,7 @@ func TestDecide(t *testing.T) {
 				classes = append(classes, Class(r.Class))
 				assert.Equal(t, tc.want.deleted, r.Deleted, "deleted")
 				assert.Equal(t, tc.want.deletedBy, r.DeletedBy, "deletedBy")
+				assert.Equal(t, tc.want.startedBy, r.StartedBy, "startedBy")
 			}
 			assert.Equal(t, tc.want.classes, classes)
 		})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -143,4 +144,23 @@ func TestNoOOMCountOnCgroupV1ProvesNothing(t *testing.T) {
 	r := newRecord(t, podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final))
 	assert.Equal(t, string(CgroupOOM), r.Class)
 	assert.Nil(t, r.OOMConfirmed, "v1 counts a kill only in the victim's cgroup, which may be gone before the sidecar read it")
+}
+
+func TestEndingNamesWhoStartedWhatTheDeleterCarriedOut(t *testing.T) {
+	rec := func(class Class, rule, startedBy string) Record {
+		return Record{DeathRecord: v1alpha1.DeathRecord{Class: string(class), Deleted: true, DeletedBy: "arc", DeleteRule: rule, StartedBy: startedBy}}
+	}
+	for _, tc := range []struct {
+		name string
+		r    Record
+		want string
+	}{
+		{"ARC's delete after the job was over", rec(JobEnded, deletion.RuleJobOver, "alice"),
+			"it had no job left (ARC had removed the runner from the Actions service) when arc deleted its pod, on the deletion of its EphemeralRunner by alice"},
+		{"an idle runner's pod deleted for someone else", rec(SigTerm, "idle", "alice"),
+			"ended by its pod's deletion, requested by arc (allowed: idle), on the deletion of its EphemeralRunner by alice"},
+		{"a deleter acting on its own", rec(SigTerm, "idle", ""), "ended by its pod's deletion, requested by arc (allowed: idle)"},
+	} {
+		assert.Equal(t, tc.want, tc.r.Ending(), tc.name)
+	}
 }

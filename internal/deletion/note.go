@@ -14,6 +14,9 @@ import (
 const (
 	// RuleJobOwner: the job's owner ended its job.
 	RuleJobOwner = "job-owner"
+	// RuleJobOver: the fleet's controller deleted the pod after the job was
+	// over (ARC, once the Actions service accepted the runner's removal).
+	RuleJobOver = "job-over"
 	// RuleBusy: a busy runner's deletion, allowed only in warn mode.
 	RuleBusy = "busy"
 )

@@ -45,10 +45,20 @@ func NewNotes(w client.Writer, inFlight int, failed prometheus.Counter) *Notes {
 // Write writes n in the background; or tries once now, when every slot is
 // busy or the replica is stopping.
 func (s *Notes) Write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
+	s.WriteWhen(ctx, n, nil)
+}
+
+// WriteWhen is Write of a note that is written only if ready, called
+// first in the note's own context, reports true: the review's object shows
+// what the note says happened.
+func (s *Notes) WriteWhen(ctx context.Context, n *v1alpha1.RunnerDeletion, ready func(context.Context) bool) {
+	if ready != nil {
+		ready = s.checked(ready)
+	}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
-		s.once(ctx, n)
+		s.once(ctx, n, ready)
 		return
 	}
 	select {
@@ -61,25 +71,40 @@ func (s *Notes) Write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 			defer func() { <-s.slots }()
 			// The review's context ends with the answer: the note has its
 			// own, which ends when the watcher stops waiting for it.
-			s.write(logf.IntoContext(context.Background(), log), n)
+			s.write(logf.IntoContext(context.Background(), log), n, ready)
 		}()
 	default:
 		s.mu.Unlock()
-		s.once(ctx, n)
+		s.once(ctx, n, ready)
 	}
 }
 
-// retryEvery is how often a note is tried again; the first try is at once.
-const retryEvery = 200 * time.Millisecond
+// checked logs a note that is not written because it was not ready.
+func (s *Notes) checked(ready func(context.Context) bool) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		if ready(ctx) {
+			return true
+		}
+		logf.FromContext(ctx).Info("no note: the reviewed object does not show the deletion")
+		return false
+	}
+}
+
+// RetryEvery is how often a note is tried again, and a deletion looked for
+// before one; the first try is at once.
+const RetryEvery = 200 * time.Millisecond
 
 // write creates n, retrying for as long as the watcher waits for a note. A
 // note of that name already there is this deletion's (the first admitted
 // deletion of a pod UID is the one that ends its runner).
-func (s *Notes) write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
+func (s *Notes) write(ctx context.Context, n *v1alpha1.RunnerDeletion, ready func(context.Context) bool) {
+	if ready != nil && !ready(ctx) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, NoteWait)
 	defer cancel()
 	var last error
-	if err := wait.PollUntilContextCancel(ctx, retryEvery, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextCancel(ctx, RetryEvery, true, func(ctx context.Context) (bool, error) {
 		last = s.create(ctx, n)
 		return last == nil, nil
 	}); err != nil {
@@ -92,9 +117,12 @@ func (s *Notes) write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 const onceTimeout = time.Second
 
 // once tries n once, before the answer.
-func (s *Notes) once(ctx context.Context, n *v1alpha1.RunnerDeletion) {
+func (s *Notes) once(ctx context.Context, n *v1alpha1.RunnerDeletion, ready func(context.Context) bool) {
 	ctx, cancel := context.WithTimeout(ctx, onceTimeout)
 	defer cancel()
+	if ready != nil && !ready(ctx) {
+		return
+	}
 	if err := s.create(ctx, n); err != nil {
 		s.fail(ctx, n, err)
 	}

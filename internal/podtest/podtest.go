@@ -110,6 +110,14 @@ func (w *Wrapper) Terminating(at time.Time) *Wrapper {
 	return w
 }
 
+// ActiveDeadline gives the pod activeDeadlineSeconds and the start time
+// the kubelet counts it from.
+func (w *Wrapper) ActiveDeadline(seconds int64, started time.Time) *Wrapper {
+	w.Spec.ActiveDeadlineSeconds = ptr.To(seconds)
+	w.Status.StartTime = &metav1.Time{Time: started}
+	return w
+}
+
 // Phase sets the pod phase.
 func (w *Wrapper) Phase(p corev1.PodPhase) *Wrapper { w.Status.Phase = p; return w }
 

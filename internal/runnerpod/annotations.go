@@ -58,6 +58,18 @@ const (
 	// scale-set runner pod, whose status carries the assigned job.
 	ARCScaleSetGroup    = "actions.github.com"
 	EphemeralRunnerKind = "EphemeralRunner"
+	// EphemeralRunnerResource is the EphemeralRunner's resource name, whose
+	// deletions the guard notes.
+	EphemeralRunnerResource = "ephemeralrunners"
+	// ARCRegistrationFinalizer is on every EphemeralRunner from its first
+	// reconcile. Once the EphemeralRunner's deletion began, ARC's controller
+	// asks the Actions service to remove the runner (RemoveRunner, which the
+	// service refuses with JobStillRunning while the runner's job runs) and
+	// removes this finalizer only after the service accepted; only then does
+	// it delete the pod (ephemeralrunner_controller.go in ARC 0.14 and its
+	// main branch). A deleting EphemeralRunner without it is ARC saying the
+	// job is over.
+	ARCRegistrationFinalizer = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
 )
 
 // Autoscaler annotations the injector adds so a node is not consolidated

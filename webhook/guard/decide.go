@@ -37,6 +37,10 @@ const (
 	JobNone
 	// JobUnreadable: the record could not be read: treated as busy.
 	JobUnreadable
+	// JobOver: the EphemeralRunner is being deleted and ARC has removed its
+	// registration finalizer, which it does only after the Actions service
+	// accepted RemoveRunner: the job is over, whatever the status says.
+	JobOver
 )
 
 // Facts are everything the decision depends on.
@@ -49,9 +53,12 @@ type Facts struct {
 	// LookupJob reads it, and Decide calls it only when its answer decides
 	// (a running ARC scale-set runner, after rules 1 to 5), so the handler
 	// reads the EphemeralRunner only then.
-	Job       JobSignal
-	LookupJob func() JobSignal
-	Now       time.Time
+	Job JobSignal
+	// OwnerDeleting: the pod's EphemeralRunner is being deleted; ARC deletes
+	// the pod itself once the runner's job is over. LookupJob reads both.
+	OwnerDeleting bool
+	LookupJob     func() (job JobSignal, ownerDeleting bool)
+	Now           time.Time
 	// Mode is the guard's mode in the pod's namespace: enforce or warn.
 	Mode config.Mode
 	// confirmed: Pod was read from the API server, not taken from the
@@ -70,9 +77,18 @@ const (
 	RuleNotStarted       Rule = "not-started"
 	RuleRunnerTerminated Rule = "runner-terminated"
 	RuleIdle             Rule = "idle"
-	RuleJobOwner         Rule = deletion.RuleJobOwner
-	RuleExempt           Rule = "exempt-principal"
-	RuleOverride         Rule = "override"
+	// RuleJobOver: the fleet's own record says the job is over (ARC removed
+	// the runner from the Actions service), so its controller's delete of a
+	// runner still shutting down passes: rule 6's other half.
+	RuleJobOver  Rule = deletion.RuleJobOver
+	RuleJobOwner Rule = deletion.RuleJobOwner
+	// RuleOwnerUnknown: a pod of a preset whose owner ends the job was
+	// created without the injector (no created-by) and the preset names no
+	// owner principals: no one can be told to be the job's owner, so the
+	// job is not protected rather than its pod left to leak.
+	RuleOwnerUnknown Rule = "owner-unknown"
+	RuleExempt       Rule = "exempt-principal"
+	RuleOverride     Rule = "override"
 	// RuleProtectionExpired: the runner has run past its preset's
 	// maxProtected, so it no longer pins its node.
 	RuleProtectionExpired Rule = "protection-expired"
@@ -92,6 +108,9 @@ type Decision struct {
 	Override string
 	// Ran is how long the runner has run, when its protection expired.
 	Ran time.Duration
+	// OwnerDeleting: the pod's EphemeralRunner is being deleted (as
+	// Facts.OwnerDeleting, read by then if it decided).
+	OwnerDeleting bool
 	// Warned: a busy runner's delete or eviction allowed only because the
 	// guard is in warn mode (Rule is busy).
 	Warned bool
@@ -120,13 +139,23 @@ func Decide(f Facts, cfg config.Config) Decision {
 		return allow(RuleRunnerTerminated, "the runner has ended")
 	}
 	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobNotRead && f.LookupJob != nil {
-		f.Job = f.LookupJob()
+		f.Job, f.OwnerDeleting = f.LookupJob()
+	}
+	d.OwnerDeleting = f.OwnerDeleting
+	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobOver {
+		return allow(RuleJobOver, "the runner has no job left: ARC removed it from the Actions service, which refuses while a job runs (its EphemeralRunner is being deleted without "+runnerpod.ARCRegistrationFinalizer+")")
 	}
 	if idle, why := isIdle(pod, runner.Preset.Name, f.Job); idle {
 		return allow(RuleIdle, why)
 	}
-	if runner.Preset.Name.OwnerEndsJob() && isOwner(pod, f.Requester, runner.Preset) {
-		return allow(RuleJobOwner, "the requester owns the job and is ending it")
+	if runner.Preset.Name.OwnerEndsJob() {
+		switch {
+		case isOwner(pod, f.Requester, runner.Preset):
+			return allow(RuleJobOwner, "the requester owns the job and is ending it")
+		case ownerUnknown(pod, runner.Preset):
+			return allow(RuleOwnerUnknown, fmt.Sprintf("the job's owner is unknown: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals, so its job is not protected",
+				runnerpod.CreatedBy, runner.Preset.Name))
+		}
 	}
 	if slices.Contains(cfg.Guard.ExemptPrincipals, f.Requester) {
 		return allow(RuleExempt, "the requester is exempt")
@@ -140,6 +169,11 @@ func Decide(f Facts, cfg config.Config) Decision {
 		d.Ran = ran
 		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
 			d.Status.Container.Name, duration.HumanDuration(ran), duration.HumanDuration(runner.Preset.MaxProtected.Duration), runner.Preset.Name))
+	}
+	if end, ok := podDeadline(pod); ok && !f.Now.Before(end) {
+		d.Ran, _ = runningFor(d.Status, f.Now)
+		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
+			*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)))
 	}
 	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
 	if f.Mode == config.ModeWarn {
@@ -171,6 +205,40 @@ func isOwner(pod *corev1.Pod, requester string, p runnerpod.Preset) bool {
 		return false
 	}
 	return pod.Annotations[runnerpod.CreatedBy] == requester || slices.Contains(p.OwnerPrincipals, requester)
+}
+
+// ownerUnknown: the pod's creator was not recorded (it was created while
+// the injector was down, or before runnerguard was installed) and the
+// preset names no owner principals. The policy keeps created-by as it was
+// at CREATE, so no one can remove it from a pod to make its owner unknown.
+func ownerUnknown(pod *corev1.Pod, p runnerpod.Preset) bool {
+	_, recorded := pod.Annotations[runnerpod.CreatedBy]
+	return !recorded && len(p.OwnerPrincipals) == 0
+}
+
+// podDeadline is when the kubelet ends the pod by its own
+// activeDeadlineSeconds, counted from the pod's start (GitLab sets it to the
+// job's timeout): the job cannot run past it, so its protection ends there.
+func podDeadline(pod *corev1.Pod) (time.Time, bool) {
+	ads, start := pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime
+	if ads == nil || start == nil || start.IsZero() {
+		return time.Time{}, false
+	}
+	return start.Add(time.Duration(*ads) * time.Second), true
+}
+
+// protectionLeft is how long the busy runner stays protected: until its
+// preset's cap or, when sooner, the pod's own deadline; false when neither
+// is known.
+func protectionLeft(f Facts, d Decision) (time.Duration, string, bool) {
+	left, why, ok := time.Duration(0), "", false
+	if ran, known := runningFor(d.Status, f.Now); known {
+		left, why, ok = d.Runner.Preset.MaxProtected.Duration-ran, "preset cap "+duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration), true
+	}
+	if end, known := podDeadline(f.Pod); known && (!ok || end.Sub(f.Now) < left) {
+		left, why, ok = end.Sub(f.Now).Truncate(time.Second), fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds), true
+	}
+	return left, why, ok
 }
 
 // runningFor is how long the runner container has been running, from its
@@ -219,6 +287,9 @@ func busyMessage(f Facts, d Decision) string {
 	default:
 		b.WriteString(" and is taken to be busy with a job")
 	}
+	if f.OwnerDeleting {
+		b.WriteString("; its EphemeralRunner is being deleted: ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends")
+	}
 	if f.Mode == config.ModeWarn {
 		b.WriteString("; removing the pod now loses that job")
 	} else {
@@ -227,8 +298,8 @@ func busyMessage(f Facts, d Decision) string {
 	if f.Operation == Eviction && f.Mode != config.ModeWarn {
 		b.WriteString("; the eviction will succeed once the job ends")
 	}
-	if started {
-		fmt.Fprintf(&b, "; its protection expires in %s (preset cap %s)", duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration-ran), duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration))
+	if left, why, ok := protectionLeft(f, d); ok {
+		fmt.Fprintf(&b, "; its protection expires in %s (%s)", duration.HumanDuration(left), why)
 	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)

@@ -18,12 +18,15 @@ func TestDecide(t *testing.T) {
 	now := podtest.Start.Add(41*time.Minute + 12*time.Second)
 	cfg := withOwner(runnerpod.GitLab, "system:serviceaccount:gitlab:manager")
 	weekAgo := now.Add(-168 * time.Hour)
+	noOwners := config.Default()
+	arc := "system:serviceaccount:arc-systems:arc-gha-rs-controller"
 	cases := []struct {
 		name      string
 		pod       *corev1.Pod
 		op        Operation
 		requester string
 		job       JobSignal
+		deleting  bool
 		cfg       *config.Config
 		mode      config.Mode
 		rule      Rule
@@ -70,6 +73,16 @@ func TestDecide(t *testing.T) {
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: JobUnreadable, rule: RuleBusy, msg: []string{"could not be read"}},
 		{name: "a busy ARC runner is protected even from ARC's own controller",
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: "system:serviceaccount:arc-systems:arc-gha-rs-controller", job: JobAssigned, rule: RuleBusy},
+		{name: "ARC's delete of a runner still shutting down passes once its job is over (RemoveRunner accepted, finalizer removed)",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: arc, job: JobOver, deleting: true, rule: RuleJobOver, allowed: true,
+			msg: []string{"the runner has no job left", runnerpod.ARCRegistrationFinalizer}},
+		{name: "a job that is over is over for anyone: the runner has nothing left to lose",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: reaper, job: JobOver, deleting: true, rule: RuleJobOver, allowed: true},
+		{name: "a busy runner whose EphemeralRunner is being deleted says ARC ends it once the job ends",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: reaper, job: JobAssigned, deleting: true, rule: RuleBusy,
+			msg: []string{"with a job assigned", "its EphemeralRunner is being deleted: ARC deletes this pod itself once the Actions service accepts"}},
+		{name: "the job-over signal is ARC's alone: a generic runner never has it",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: reaper, job: JobOver, rule: RuleBusy},
 		{name: "a legacy ARC runner that was unregistered is idle",
 			pod: podtest.ARCLegacy("ci", "r").Running("runner").Annotate(runnerpod.ARCLegacyUnregistered, "2026-11-01T12:00:00Z").Obj(), rule: RuleIdle, allowed: true},
 		{name: "a registered legacy ARC runner is busy",
@@ -79,7 +92,18 @@ func TestDecide(t *testing.T) {
 		{name: "a configured owner principal ends a job of a pod created while the injector was down",
 			pod: podtest.GitLab("ci", "g").Running("build").Obj(), requester: "system:serviceaccount:gitlab:manager", rule: RuleJobOwner, allowed: true},
 		{name: "one preset's owner principal owns no job of another preset",
-			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), requester: "system:serviceaccount:gitlab:manager", rule: RuleBusy},
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:gitlab:manager", rule: RuleBusy},
+		{name: "a GitLab build pod that missed the injector, with no owner principals, may be ended by its manager: its owner is unknown",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: "system:serviceaccount:gitlab:runner", rule: RuleOwnerUnknown, allowed: true,
+			msg: []string{"owner is unknown", "no runnerguard.io/created-by", "preset gitlab has no ownerPrincipals"}},
+		{name: "a workflow pod that missed the injector, with no owner principals, is not protected either",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: &noOwners, requester: "system:serviceaccount:ci:runner", rule: RuleOwnerUnknown, allowed: true},
+		{name: "with owner principals configured, a pod that missed the injector is theirs alone",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), requester: reaper, rule: RuleBusy},
+		{name: "a recorded creator is the owner even without owner principals",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:runner").Obj(), cfg: &noOwners, requester: reaper, rule: RuleBusy},
+		{name: "an owner-unknown pod is a preset's whose owner ends the job: a generic runner stays protected",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), cfg: &noOwners, requester: reaper, rule: RuleBusy},
 		{name: "ARC's runner deleting its workflow pod ends its job",
 			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", rule: RuleJobOwner, allowed: true},
 		{name: "someone other than the creator deleting a GitLab build pod is refused",
@@ -115,6 +139,23 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").RunningSince("runner", weekAgo.Add(-time.Hour)).Obj(), op: Eviction, requester: reaper, rule: RuleProtectionExpired, allowed: true},
 		{name: "the cap is per preset: a GitLab job may run a month",
 			pod: podtest.GitLab("ci", "g").RunningSince("build", weekAgo.Add(-time.Hour)).Obj(), requester: reaper, rule: RuleBusy},
+		{name: "a pod past its own activeDeadlineSeconds is protected no longer, a month's cap notwithstanding",
+			pod: podtest.GitLab("ci", "g").RunningSince("build", now.Add(-690*time.Second)).ActiveDeadline(601, now.Add(-700*time.Second)).Obj(), requester: reaper, rule: RuleProtectionExpired, allowed: true,
+			msg: []string{"the pod's own deadline (activeDeadlineSeconds 601 from its start at", "passed at"}},
+		{name: "a pod at its deadline is protected no longer",
+			pod: podtest.GitLab("ci", "g").Running("build").ActiveDeadline(601, now.Add(-601*time.Second)).Obj(), requester: reaper, rule: RuleProtectionExpired, allowed: true},
+		{name: "a refusal before the pod's deadline says the protection ends with it",
+			pod: podtest.GitLab("ci", "g").RunningSince("build", now.Add(-490*time.Second)).ActiveDeadline(601, now.Add(-500*time.Second)).Obj(), requester: reaper, rule: RuleBusy,
+			msg: []string{"its protection expires in 101s (the pod's activeDeadlineSeconds 601)"}},
+		{name: "a deadline later than the preset's cap leaves the cap to decide",
+			pod: podtest.Runner("ci", "r").RunningSince("runner", now.Add(-time.Hour)).ActiveDeadline(30*24*3600, now.Add(-time.Hour)).Obj(), requester: reaper, rule: RuleBusy,
+			msg: []string{"its protection expires in 6d23h (preset cap 7d)"}},
+		{name: "a deadline without the pod's start time is not counted",
+			pod: func() *corev1.Pod {
+				p := podtest.GitLab("ci", "g").Running("build").ActiveDeadline(1, podtest.Start).Obj()
+				p.Status.StartTime = nil
+				return p
+			}(), requester: reaper, rule: RuleBusy},
 		{name: "a configured cap replaces the default",
 			pod: podtest.Runner("ci", "r").RunningSince("runner", now.Add(-2*time.Hour)).Obj(), cfg: capped(runnerpod.Generic, time.Hour), requester: reaper, rule: RuleProtectionExpired, allowed: true,
 			msg: []string{"has run for 120m, past the 60m cap"}},
@@ -141,7 +182,7 @@ func TestDecide(t *testing.T) {
 			if mode == "" {
 				mode = config.ModeEnforce
 			}
-			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, Job: tc.job, Now: now, Mode: mode}, c)
+			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}, c)
 			assert.Equal(t, tc.rule, d.Rule, d.Message)
 			assert.Equal(t, tc.allowed, d.Allowed)
 			assert.Equal(t, tc.warned, d.Warned)
@@ -222,7 +263,7 @@ func TestTheJobIsLookedUpOnlyWhenItDecides(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			looked := false
 			d := Decide(Facts{Pod: tc.pod, Operation: Delete, Requester: reaper, Now: now, Mode: config.ModeEnforce,
-				LookupJob: func() JobSignal { looked = true; return JobNone }}, cfg)
+				LookupJob: func() (JobSignal, bool) { looked = true; return JobNone, false }}, cfg)
 			assert.Equal(t, tc.looked, looked)
 			assert.Equal(t, tc.rule, d.Rule)
 		})

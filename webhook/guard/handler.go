@@ -66,6 +66,9 @@ func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.
 
 // Handle judges one review.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if isEphemeralRunnerDelete(req) {
+		return h.ephemeralRunnerDeleted(ctx, req)
+	}
 	facts, rv, err := h.facts(ctx, req)
 	switch {
 	case errors.Is(err, errBadRequest):
@@ -153,22 +156,27 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 	}
 	f.Pod = pod
 	f.Mode = h.mode(ctx, pod.Namespace)
-	f.LookupJob = func() JobSignal {
+	f.LookupJob = func() (JobSignal, bool) {
 		if runnerpod.EphemeralRunnerOwner(pod) == "" {
-			return JobNotRead // no EphemeralRunner to read: taken to be busy
+			return JobNotRead, false // no EphemeralRunner to read: taken to be busy
 		}
 		return h.jobSignal(ctx, pod)
 	}
 	return f, rv, nil
 }
 
-// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod. ARC's
-// listener writes the assigned job into its status (jobRequestId; jobId in
-// newer releases); none means idle. Unreadable means busy, and so does an
-// EphemeralRunner whose UID is not the one the pod's ownerReference names:
-// an idle runner of the same name recreated, or a reference re-pointed at
-// one, is not this pod's owner and says nothing of its job.
-func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobSignal {
+// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod, and
+// whether it is being deleted. ARC's listener writes the assigned job into
+// its status (jobRequestId; jobId in newer releases); none means idle. ARC
+// never clears it after the job, but once the EphemeralRunner's deletion
+// began it removes the runner from the Actions service (which refuses while
+// the job runs) and only then its registration finalizer: a deleting
+// EphemeralRunner without that finalizer says the job is over. Unreadable
+// means busy, and so does an EphemeralRunner whose UID is not the one the
+// pod's ownerReference names: an idle runner of the same name recreated, or
+// a reference re-pointed at one, is not this pod's owner and says nothing
+// of its job.
+func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) (JobSignal, bool) {
 	er := &unstructured.Unstructured{}
 	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
 	er.SetKind(runnerpod.EphemeralRunnerKind)
@@ -176,19 +184,23 @@ func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobSignal {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
 	if err := h.Reader.Get(ctx, key, er); err != nil {
 		logf.FromContext(ctx).Info("cannot read the EphemeralRunner; taking the runner to be busy", "ephemeralRunner", key.Name, "error", err.Error())
-		return JobUnreadable
+		return JobUnreadable, false
 	}
 	if er.GetUID() != ref.UID {
 		logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; taking the runner to be busy",
 			"ephemeralRunner", key.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
-		return JobUnreadable
+		return JobUnreadable, false
+	}
+	deleting := er.GetDeletionTimestamp() != nil
+	if deleting && !slices.Contains(er.GetFinalizers(), runnerpod.ARCRegistrationFinalizer) {
+		return JobOver, true
 	}
 	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
 	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
 	if jobID != "" || nonZero(reqID) {
-		return JobAssigned
+		return JobAssigned, deleting
 	}
-	return JobNone
+	return JobNone, deleting
 }
 
 func nonZero(v any) bool {
@@ -213,7 +225,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
 		return
-	case RuleJobOwner, RuleExempt, RuleOverride, RuleProtectionExpired, RuleBusy:
+	case RuleJobOwner, RuleExempt, RuleOverride, RuleProtectionExpired, RuleBusy, RuleJobOver, RuleOwnerUnknown:
 		// The contract's "allow, and log" rows and every refusal: an
 		// operator sees them at the default level.
 		log.Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name, "overrideReason", d.Override)
@@ -221,7 +233,13 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
 	}
 	running := d.Allowed && d.Status.State == runnerpod.Running
-	if rv.dryRun || (d.Allowed && d.Rule != RuleOverride && d.Rule != RuleProtectionExpired && !running) {
+	// A runner pod the injector never saw is out of the pod watcher's view
+	// until labelled, whatever its runner's state: its delete is sent here
+	// (matchConditions) so it is labelled before it goes and its death,
+	// an OOM before its fleet removes it, is still recorded.
+	_, labelled := f.Pod.Labels[runnerpod.RunnerLabel]
+	unlabelled := d.Allowed && !labelled && h.Writer != nil
+	if rv.dryRun || (d.Allowed && d.Rule != RuleOverride && d.Rule != RuleProtectionExpired && !running && !unlabelled) {
 		return
 	}
 	if ok, err := h.confirm(ctx, f); !ok {
@@ -229,7 +247,19 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		return
 	}
 	pod := f.Pod
+	// Who deleted the EphemeralRunner: the refusal names them, and a delete
+	// once the job is over completes what they started.
+	var startedBy string
+	if !d.Allowed && d.OwnerDeleting || running && d.Rule == RuleJobOver {
+		startedBy = h.ownerDeleter(ctx, pod)
+	}
 	switch {
+	case !d.Allowed && d.OwnerDeleting:
+		// Someone else deleted the EphemeralRunner and ARC is waiting for
+		// the job: say who, and tell no one to override on ARC's behalf.
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
+			"refused %s by %s: runner %q is busy with a job; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
+			f.Operation, f.Requester, d.Status.Container.Name, requestedBy(startedBy))
 	case !d.Allowed:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
 			"refused %s by %s: runner %q is busy and its job would be lost; someone granted %s may set %s=\"<reason>\" to drain it deliberately",
@@ -243,9 +273,16 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case d.Rule == RuleProtectionExpired:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "ProtectionExpired", string(f.Operation),
 			"%s by %s allowed: %s", f.Operation, f.Requester, d.Message)
+	case d.Rule == RuleOwnerUnknown:
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "JobOwnerUnknown", string(f.Operation),
+			"%s by %s allowed: %s; set presets[%s].ownerPrincipals to the fleet's manager to protect such pods", f.Operation, f.Requester, d.Message, d.Runner.Preset.Name)
 	}
 	if running && h.Writer != nil {
-		h.Notes.Write(ctx, deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now))
+		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
+		n.Deletion.StartedBy = startedBy
+		h.Notes.Write(ctx, n)
+	}
+	if unlabelled {
 		// Before the answer: the watcher's cache must hold the pod before
 		// the deletion removes it.
 		if err := recorder.Label(ctx, h.Writer, f.Pod); err != nil {

@@ -367,10 +367,131 @@ func TestAnUnlabelledRunnerPodWhoseDeleteGoesOnIsLabelledForTheWatcher(t *testin
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel])
 
+	// So is one whose runner already died (an OOM before its fleet removes
+	// the pod): the watcher records that death only if it sees the pod.
+	oom := podtest.GitLab("ci", "oom").Terminated("build", 137, "OOMKilled").Obj()
+	h, _ = newTestHandler(oom)
+	require.True(t, h.Handle(context.Background(), deleteReq(t, oom, "manager", false, nil)).Allowed)
+	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(oom), got))
+	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel])
+	assert.Nil(t, deletionNote(t, h, oom), "a dead runner's deletion names no deleter")
+
+	// A dry run labels nothing.
+	dry := podtest.GitLab("ci", "dry").Terminated("build", 137, "OOMKilled").Obj()
+	h, _ = newTestHandler(dry)
+	require.True(t, h.Handle(context.Background(), deleteReq(t, dry, "manager", true, nil)).Allowed)
+	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(dry), got))
+	assert.NotContains(t, got.Labels, runnerpod.RunnerLabel)
+
 	// A refused delete leaves that to the labeler: the pod stays.
 	busy := podtest.Runner("ci", "busy").Running("runner").Obj()
 	h, _ = newTestHandler(busy)
 	require.False(t, h.Handle(context.Background(), deleteReq(t, busy, "reaper", false, nil)).Allowed)
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(busy), got))
 	assert.NotContains(t, got.Labels, runnerpod.RunnerLabel)
+}
+
+// deletingEphemeralRunner is pod r's EphemeralRunner once its deletion
+// began, holding the finalizers given.
+func deletingEphemeralRunner(status map[string]any, finalizers ...string) *unstructured.Unstructured {
+	er := ephemeralRunner("r", status)
+	er.SetFinalizers(finalizers)
+	er.SetDeletionTimestamp(&metav1.Time{Time: podtest.Start})
+	return er
+}
+
+func ephemeralRunnerDeleteReq(t testing.TB, er *unstructured.Unstructured, user string, dryRun bool) admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Delete, Namespace: er.GetNamespace(), Name: er.GetName(),
+		Resource: metav1.GroupVersionResource{Group: "actions.github.com", Version: "v1alpha1", Resource: "ephemeralrunners"},
+		UserInfo: authenticationv1.UserInfo{Username: user}, DryRun: &dryRun, OldObject: raw(t, er.Object),
+	}}
+}
+
+func TestAnEphemeralRunnersDeletionIsNotedOnceItShows(t *testing.T) {
+	finalizers := []string{"ephemeralrunner.actions.github.com/finalizer", runnerpod.ARCRegistrationFinalizer}
+	before := ephemeralRunner("r", map[string]any{"jobRequestId": int64(7)})
+	before.SetFinalizers(finalizers)
+	cases := []struct {
+		name   string
+		live   client.Object
+		dryRun bool
+		noted  bool
+	}{
+		{name: "the deletion the API server carried out is noted with its requester", live: deletingEphemeralRunner(map[string]any{"jobRequestId": int64(7)}, finalizers...), noted: true},
+		{name: "a dry run notes nothing", live: deletingEphemeralRunner(nil, finalizers...), dryRun: true},
+		{name: "a review of an EphemeralRunner that is not being deleted (not sent by the API server) notes nothing", live: before.DeepCopy()},
+		{name: "an EphemeralRunner already gone notes nothing: it leaves no pod for ARC to delete"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			if tc.live != nil {
+				objs = append(objs, tc.live)
+			}
+			h, rec := newTestHandler(objs...)
+			resp := h.Handle(context.Background(), ephemeralRunnerDeleteReq(t, before, reaper, tc.dryRun))
+			assert.True(t, resp.Allowed, "an EphemeralRunner's deletion is never refused")
+			h.Notes.Wait()
+			n := &v1alpha1.RunnerDeletion{}
+			err := h.Reader.Get(context.Background(), client.ObjectKey{Namespace: "ci", Name: "er-r"}, n)
+			if !tc.noted {
+				assert.True(t, apierrors.IsNotFound(err), "no note: %v", err)
+				return
+			}
+			require.NoError(t, err)
+			n.Deletion.Time = metav1.Time{}
+			assert.Equal(t, v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: reaper, Operation: "delete"}, n.Deletion)
+			assert.Empty(t, drain(rec))
+		})
+	}
+}
+
+func TestARCsDeleteOfARunnerWhoseJobIsOverPassesAndNamesWhoStartedIt(t *testing.T) {
+	const arc = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
+	pod := podtest.ARCScaleSet("ci", "r").Running("runner").Obj()
+	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
+		Deletion: v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: reaper, Operation: "delete"}}
+	// ARC removed its registration finalizer: the service accepted
+	// RemoveRunner. The job id stays in the status: ARC never clears it.
+	er := deletingEphemeralRunner(map[string]any{"jobRequestId": int64(7)}, "ephemeralrunner.actions.github.com/finalizer")
+	h, rec := newTestHandler(pod, er, erNote)
+	resp := h.Handle(context.Background(), deleteReq(t, pod, arc, false, nil))
+	require.True(t, resp.Allowed, resp.Result.Message)
+	assert.Empty(t, drain(rec), "ARC at its normal work gets no Event")
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n)
+	assert.Equal(t, arc, n.Requester)
+	assert.Equal(t, "job-over", n.Rule)
+	assert.Equal(t, reaper, n.StartedBy)
+}
+
+func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvisesNoOverride(t *testing.T) {
+	pod := podtest.ARCScaleSet("ci", "r").Running("runner").Obj()
+	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
+		Deletion: v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: "alice@example.com", Operation: "delete"}}
+	// The service refused RemoveRunner (JobStillRunning): the finalizer stays.
+	er := deletingEphemeralRunner(map[string]any{"jobRequestId": int64(7)}, "ephemeralrunner.actions.github.com/finalizer", runnerpod.ARCRegistrationFinalizer)
+	h, rec := newTestHandler(pod, er, erNote)
+	resp := h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
+	require.False(t, resp.Allowed)
+	assert.Contains(t, resp.Result.Message, "its EphemeralRunner is being deleted")
+	got := drain(rec)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], "refused delete by "+reaper+`: runner "runner" is busy with a job; its EphemeralRunner is being deleted, requested by alice@example.com, and ARC deletes this pod itself once the job ends`)
+	assert.NotContains(t, got[0], runnerpod.AllowDelete)
+}
+
+func TestAnUnknownOwnersDeleteIsAllowedWithAWarningEventAndNoted(t *testing.T) {
+	pod := podtest.GitLab("ci", "g").Running("build").Obj()
+	h, rec := newTestHandler(pod)
+	resp := h.Handle(context.Background(), deleteReq(t, pod, "system:serviceaccount:gitlab:runner", false, nil))
+	require.True(t, resp.Allowed)
+	got := drain(rec)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], "Warning JobOwnerUnknown delete by system:serviceaccount:gitlab:runner allowed: the job's owner is unknown")
+	assert.Contains(t, got[0], "set presets[gitlab].ownerPrincipals")
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n)
+	assert.Equal(t, "owner-unknown", n.Rule)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
@@ -78,19 +79,28 @@ func TestDeleteMatchConditionsAgreeWithDecide(t *testing.T) {
 	for fleet, build := range builders {
 		for state, apply := range states {
 			for _, requester := range requesters {
-				pod := build().Obj()
-				container := "runner"
-				if len(pod.Spec.Containers) > 0 {
-					container = pod.Spec.Containers[0].Name
-				}
-				pod = apply(build(), container).Obj()
-				name := fmt.Sprintf("%s %s deleted by %q", fleet, state, requester)
-				d := guard.Decide(guard.Facts{Pod: pod, Operation: guard.Delete, Requester: requester,
-					Job: guard.JobAssigned, Now: now, Mode: config.ModeEnforce}, cfg)
-				if !reviewed(pod, requester) {
-					require.True(t, d.Allowed, "%s: the API server lets it through unreviewed, but Decide refuses it (%s)", name, d.Rule)
-				} else {
-					require.False(t, atServer[d.Rule], "%s: reaches the webhook, though the matchConditions promise to answer rule %s", name, d.Rule)
+				for _, labelled := range []bool{true, false} {
+					pod := build().Obj()
+					container := "runner"
+					if len(pod.Spec.Containers) > 0 {
+						container = pod.Spec.Containers[0].Name
+					}
+					w := apply(build(), container)
+					if labelled {
+						w = w.Label(runnerpod.RunnerLabel, "true")
+					}
+					pod = w.Obj()
+					name := fmt.Sprintf("%s %s (labelled %v) deleted by %q", fleet, state, labelled, requester)
+					d := guard.Decide(guard.Facts{Pod: pod, Operation: guard.Delete, Requester: requester,
+						Job: guard.JobAssigned, Now: now, Mode: config.ModeEnforce}, cfg)
+					if !reviewed(pod, requester) {
+						require.True(t, d.Allowed, "%s: the API server lets it through unreviewed, but Decide refuses it (%s)", name, d.Rule)
+					} else if labelled {
+						// An unlabelled runner pod's delete reaches the guard
+						// whatever its state, so that it is labelled and its
+						// death recorded.
+						require.False(t, atServer[d.Rule], "%s: reaches the webhook, though the matchConditions promise to answer rule %s", name, d.Rule)
+					}
 				}
 			}
 		}

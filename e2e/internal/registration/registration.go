@@ -27,6 +27,9 @@ const (
 	DeleteWebhook   = "delete.guard.runnerguard.io"
 	EvictionWebhook = "eviction.guard.runnerguard.io"
 	InjectWebhook   = "inject.runnerguard.io"
+	// EphemeralRunnerWebhook sees deletes of ARC's EphemeralRunners, so the
+	// pod deletion ARC carries out later names who started it.
+	EphemeralRunnerWebhook = "ephemeralrunner-delete.guard.runnerguard.io"
 )
 
 // Options are the installation's choices around the config.
@@ -90,20 +93,26 @@ func celList(names []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
+// unlabelled is a runner pod the injector never saw (created while it was
+// down): the pod watcher does not see it until the guard or the leader's
+// labeler labels it, so its delete reaches the guard whatever its state.
+var unlabelled = fmt.Sprintf("!has(oldObject.metadata.labels) || !(%q in oldObject.metadata.labels)", runnerpod.RunnerLabel)
+
 // DeleteMatchConditions are rules 1 to 5 and 8 of the guard's table,
 // evaluated in the API server, so the webhook is called only for deletes of
 // running runners: never for other pods, for the repeat reviews of a delete
 // already under way (the kubelet's final delete among them), for the
 // fleet's cleanup of finished or never-started runners, or for cluster
 // machinery; and a Fail policy cannot block them. Rules 3 to 5 need no
-// webhook since the pod watcher, not the guard, records deaths.
+// webhook since the pod watcher, not the guard, records deaths, except for
+// a pod the watcher cannot see yet (unlabelled), which the guard labels.
 func DeleteMatchConditions(cfg config.Config) []admissionregistrationv1.MatchCondition {
 	names := celList(cfg.RunnerContainerNames())
 	mc := []admissionregistrationv1.MatchCondition{
 		{Name: "runner-pod", Expression: "oldObject.spec.containers.exists(c, c.name in " + names + ")"},
 		{Name: "not-terminating", Expression: "!has(oldObject.metadata.deletionTimestamp)"},
-		{Name: "pod-not-finished", Expression: "!has(oldObject.status.phase) || !(oldObject.status.phase in ['Succeeded', 'Failed'])"},
-		{Name: "runner-running", Expression: "has(oldObject.status.containerStatuses) && oldObject.status.containerStatuses.exists(s, s.name in " + names + " && has(s.state) && has(s.state.running))"},
+		{Name: "pod-not-finished", Expression: unlabelled + " || !has(oldObject.status.phase) || !(oldObject.status.phase in ['Succeeded', 'Failed'])"},
+		{Name: "runner-running", Expression: unlabelled + " || has(oldObject.status.containerStatuses) && oldObject.status.containerStatuses.exists(s, s.name in " + names + " && has(s.state) && has(s.state.running))"},
 	}
 	return append(mc, exemptCondition(cfg)...)
 }
@@ -119,17 +128,34 @@ func exemptCondition(cfg config.Config) []admissionregistrationv1.MatchCondition
 	}
 }
 
+// EphemeralRunnerMatchConditions send the guard only the first delete of an
+// EphemeralRunner (a repeat changes nothing), and none by an exempt
+// principal.
+func EphemeralRunnerMatchConditions(cfg config.Config) []admissionregistrationv1.MatchCondition {
+	mc := []admissionregistrationv1.MatchCondition{
+		{Name: "not-terminating", Expression: "!has(oldObject.metadata.deletionTimestamp)"},
+	}
+	return append(mc, exemptCondition(cfg)...)
+}
+
 // Validating is the guard's configuration: one webhook for DELETE of pods
-// and one for CREATE of pods/eviction, each with its own failure policy.
+// and one for CREATE of pods/eviction, each with its own failure policy;
+// with the arc-scale-set preset enabled, one for DELETE of EphemeralRunners
+// with policy Ignore: the guard never refuses those, so an outage loses
+// only the note of who started a runner's end.
 func Validating(cfg config.Config, o Options) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	common := func(name string, fp admissionregistrationv1.FailurePolicyType, op admissionregistrationv1.OperationType, resource string, mc []admissionregistrationv1.MatchCondition) admissionregistrationv1.ValidatingWebhook {
+		group, version := "", "v1"
+		if resource == runnerpod.EphemeralRunnerResource {
+			group, version = runnerpod.ARCScaleSetGroup, "v1alpha1"
+		}
 		return admissionregistrationv1.ValidatingWebhook{
 			Name:         name,
 			ClientConfig: o.ClientConfig(GuardPath),
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{op},
 				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{""}, APIVersions: []string{"v1"},
+					APIGroups: []string{group}, APIVersions: []string{version},
 					Resources: []string{resource}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
@@ -143,13 +169,18 @@ func Validating(cfg config.Config, o Options) *admissionregistrationv1.Validatin
 			MatchConditions:         mc,
 		}
 	}
+	webhooks := []admissionregistrationv1.ValidatingWebhook{
+		common(DeleteWebhook, o.DeleteFailurePolicy, admissionregistrationv1.Delete, "pods", DeleteMatchConditions(cfg)),
+		common(EvictionWebhook, o.EvictionFailurePolicy, admissionregistrationv1.Create, "pods/eviction", exemptCondition(cfg)),
+	}
+	if slices.ContainsFunc(cfg.Presets, func(p runnerpod.Preset) bool { return p.Name == runnerpod.ARCScaleSet && p.Enabled }) {
+		webhooks = append(webhooks, common(EphemeralRunnerWebhook, admissionregistrationv1.Ignore, admissionregistrationv1.Delete,
+			runnerpod.EphemeralRunnerResource, EphemeralRunnerMatchConditions(cfg)))
+	}
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			common(DeleteWebhook, o.DeleteFailurePolicy, admissionregistrationv1.Delete, "pods", DeleteMatchConditions(cfg)),
-			common(EvictionWebhook, o.EvictionFailurePolicy, admissionregistrationv1.Create, "pods/eviction", exemptCondition(cfg)),
-		},
+		Webhooks:   webhooks,
 	}
 }
 

@@ -1,0 +1,363 @@
+//go:build e2e
+
+package api
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Each fleet's whole job lifecycle, each step played by the principal that
+// plays it: the fleet's own requests are never refused in a normal life
+// (every one must succeed on its first try), and each runner's death is on
+// record once, with its class and whoever started it.
+
+const (
+	// arcListener writes the job it assigned into the EphemeralRunner.
+	arcListener = "system:serviceaccount:arc-systems:arc-runner-set-listener"
+	// clusterAdmin deletes an EphemeralRunner by hand: the third party.
+	clusterAdmin = "alice@example.com"
+	// arcFinalizer is ARC's other finalizer, removed last.
+	arcFinalizer = "ephemeralrunner.actions.github.com/finalizer"
+)
+
+// arcRunner is an ARC scale-set runner: its EphemeralRunner, with ARC's two
+// finalizers as its controller adds them, and its pod, whose runner has run
+// for a minute.
+type arcRunner struct {
+	er  *unstructured.Unstructured
+	pod *corev1.Pod
+}
+
+func newARCRunner(t *testing.T, ns, name string) arcRunner {
+	t.Helper()
+	ctx := context.Background()
+	er := &unstructured.Unstructured{}
+	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
+	er.SetKind(runnerpod.EphemeralRunnerKind)
+	er.SetNamespace(ns)
+	er.SetName(name)
+	er.SetFinalizers([]string{runnerpod.ARCRegistrationFinalizer, arcFinalizer})
+	require.NoError(t, as(t, arcController).Create(ctx, er))
+	t.Cleanup(func() {
+		_ = admin.Patch(ctx, er.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	w := podtest.ARCScaleSet(ns, name).RunningSince("runner", time.Now().Add(-time.Minute))
+	w.OwnerReferences[0].UID = er.GetUID()
+	return arcRunner{er: er, pod: create(t, as(t, arcController), w.Obj())}
+}
+
+// assignJob is the listener writing the job it assigned.
+func (r arcRunner) assignJob(t *testing.T) {
+	t.Helper()
+	patch := []byte(`{"status":{"jobRequestId":7,"jobId":"job-7"}}`)
+	require.NoError(t, as(t, arcListener).Status().Patch(context.Background(), r.er.DeepCopy(), client.RawPatch(types.MergePatchType, patch)))
+}
+
+// removeFinalizer is ARC's controller removing one of its finalizers: the
+// registration finalizer once the service accepted RemoveRunner, the other
+// once the pod is deleted.
+func (r arcRunner) removeFinalizer(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	got := r.er.DeepCopy()
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(got), got))
+	var keep []string
+	for _, f := range got.GetFinalizers() {
+		if f != name {
+			keep = append(keep, f)
+		}
+	}
+	got.SetFinalizers(keep)
+	require.NoError(t, as(t, arcController).Update(ctx, got))
+}
+
+// deleteEphemeralRunner deletes it as user and waits for the guard's note.
+func (r arcRunner) deleteEphemeralRunner(t *testing.T, user string) {
+	t.Helper()
+	require.NoError(t, as(t, user).Delete(context.Background(), r.er.DeepCopy()), "an EphemeralRunner's deletion is never refused")
+	eventually(t, func() bool { return ephemeralRunnerNote(t, r) == user }, "the guard's note of who deleted the EphemeralRunner")
+}
+
+func ephemeralRunnerNote(t *testing.T, r arcRunner) string {
+	t.Helper()
+	n := &v1alpha1.RunnerDeletion{}
+	err := admin.Get(context.Background(), client.ObjectKey{Namespace: r.er.GetNamespace(), Name: string(r.er.GetUID())}, n)
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	require.NoError(t, err)
+	return n.Deletion.Requester
+}
+
+// kubeletEnds is the kubelet ending the runner after a graceful delete
+// (exit as given) and removing the pod.
+func kubeletEnds(t *testing.T, pod *corev1.Pod, w *podtest.Wrapper) {
+	t.Helper()
+	st := w.Obj().Status
+	for i := range st.ContainerStatuses {
+		if term := st.ContainerStatuses[i].State.Terminated; term != nil {
+			term.StartedAt.Time, term.FinishedAt.Time = time.Now().Add(-time.Minute), time.Now()
+		}
+	}
+	setStatus(t, pod, st)
+}
+
+// refusals are the DeleteRefused Events on pod.
+func refusals(t *testing.T, pod *corev1.Pod) []eventsv1.Event {
+	return eventsWith(t, pod, "DeleteRefused")
+}
+
+func TestARCScaleSetLifeWhereSomeoneElseDeletesABusyRunnersEphemeralRunner(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "arc-busy")
+	r.assignJob(t)
+
+	r.deleteEphemeralRunner(t, clusterAdmin)
+	// The service answers JobStillRunning: ARC keeps its registration
+	// finalizer and leaves the pod. Anyone deleting the pod meanwhile is
+	// refused, and told who deleted the EphemeralRunner.
+	err := deletePod(as(t, reaper), r.pod)
+	require.True(t, apierrors.IsForbidden(err), "the job still runs: %v", err)
+	eventually(t, hasEvent(t, r.pod, corev1.EventTypeWarning, "DeleteRefused", "its EphemeralRunner is being deleted, requested by "+clusterAdmin),
+		"the refusal names who deleted the EphemeralRunner")
+
+	// The job completes; the service accepts RemoveRunner; ARC removes the
+	// finalizer and deletes the pod while the runner lingers.
+	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	require.NoError(t, deletePod(as(t, arcController), r.pod), "ARC's delete once the job is over passes")
+	kubeletEnds(t, r.pod, podtest.ARCScaleSet(ns, "arc-busy").Terminated("runner", 143, "Error"))
+	r.removeFinalizer(t, arcFinalizer)
+
+	rec := oneDeath(t, r.pod)
+	assert.Equal(t, string(death.JobEnded), rec.Class, "a runner shutting down after its job is the job's normal end")
+	assert.Equal(t, arcController, rec.DeletedBy)
+	assert.Equal(t, "job-over", rec.DeleteRule)
+	assert.Equal(t, clusterAdmin, rec.StartedBy, "the record names who started it")
+	for _, e := range refusals(t, r.pod) {
+		assert.NotContains(t, e.Note, "by "+arcController, "ARC itself is never refused")
+	}
+}
+
+func TestARCScaleSetLifeWithAForceDeleteAfterTheJob(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "arc-grace0")
+	r.assignJob(t)
+	r.deleteEphemeralRunner(t, clusterAdmin)
+	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	require.NoError(t, deletePod(as(t, arcController), r.pod, client.GracePeriodSeconds(0)), "a grace-0 delete after the job passes")
+	r.removeFinalizer(t, arcFinalizer)
+
+	rec := oneDeath(t, r.pod)
+	assert.Equal(t, string(death.JobEnded), rec.Class)
+	assert.Nil(t, rec.ExitCode, "removed at once: no terminated state came")
+	assert.Equal(t, arcController, rec.DeletedBy)
+	assert.Equal(t, clusterAdmin, rec.StartedBy)
+	assert.Empty(t, refusals(t, r.pod))
+}
+
+func TestARCScaleSetLifeWithACleanExit(t *testing.T) {
+	// ARC's main branch (0.15): on a clean exit its controller deletes the
+	// EphemeralRunner at once, then the pod of the ended runner.
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "arc-clean")
+	r.assignJob(t)
+	setStatus(t, r.pod, podtest.ARCScaleSet(ns, "arc-clean").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj().Status)
+	r.deleteEphemeralRunner(t, arcController)
+	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	require.NoError(t, deletePod(as(t, arcController), r.pod))
+	r.removeFinalizer(t, arcFinalizer)
+
+	rec := oneDeath(t, r.pod)
+	assert.Equal(t, string(death.CleanExit), rec.Class)
+	assert.Empty(t, rec.DeletedBy, "an ended runner's cleanup is never reviewed")
+	assert.Empty(t, refusals(t, r.pod))
+}
+
+func TestARCScaleSetLifeWithAnOOM(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "arc-oom")
+	r.assignJob(t)
+	setStatus(t, r.pod, podtest.ARCScaleSet(ns, "arc-oom").Terminated("runner", 137, "OOMKilled").Phase(corev1.PodFailed).Obj().Status)
+	// A failed runner with a job: ARC deletes the EphemeralRunner, then the pod.
+	r.deleteEphemeralRunner(t, arcController)
+	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	require.NoError(t, deletePod(as(t, arcController), r.pod))
+	r.removeFinalizer(t, arcFinalizer)
+
+	rec := oneDeath(t, r.pod)
+	assert.Equal(t, string(death.CgroupOOM), rec.Class)
+	assert.Empty(t, refusals(t, r.pod))
+}
+
+func TestARCScaleSetScaleDownOfAnIdleRunner(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "arc-idle")
+	r.deleteEphemeralRunner(t, arcController)
+	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	require.NoError(t, deletePod(as(t, arcController), r.pod))
+	kubeletEnds(t, r.pod, podtest.ARCScaleSet(ns, "arc-idle").Terminated("runner", 143, "Error"))
+	r.removeFinalizer(t, arcFinalizer)
+
+	rec := oneDeath(t, r.pod)
+	assert.Equal(t, "job-over", rec.DeleteRule, "ARC removed it from the service first")
+	assert.Equal(t, string(death.JobEnded), rec.Class)
+	assert.Equal(t, arcController, rec.DeletedBy)
+	assert.Equal(t, arcController, rec.StartedBy)
+	assert.Empty(t, refusals(t, r.pod))
+}
+
+func TestLegacyARCLife(t *testing.T) {
+	legacy := as(t, runnerpod.ARCLegacyController)
+	// Each runner in a namespace of its own: the suite keeps few records
+	// a namespace.
+	running := func(name string) *corev1.Pod {
+		w := podtest.ARCLegacy(newNamespace(t, nil), name).RunningSince("runner", time.Now().Add(-time.Minute))
+		return create(t, legacy, w.Obj())
+	}
+
+	// A job ends: the ephemeral runner exits 0 and the controller removes
+	// its pod.
+	done := running("legacy-done")
+	setStatus(t, done, podtest.ARCLegacy(done.Namespace, done.Name).Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj().Status)
+	require.NoError(t, deletePod(legacy, done))
+	assert.Equal(t, string(death.CleanExit), oneDeath(t, done).Class)
+
+	// Scale-down: unregistered first, then deleted.
+	idle := running("legacy-idle")
+	require.NoError(t, patchMeta(legacy, idle, annotations(runnerpod.ARCLegacyUnregistered, time.Now().UTC().Format(time.RFC3339))))
+	require.NoError(t, deletePod(legacy, idle))
+	kubeletEnds(t, idle, podtest.ARCLegacy(idle.Namespace, idle.Name).Terminated("runner", 143, "Error"))
+	rec := oneDeath(t, idle)
+	assert.Equal(t, runnerpod.ARCLegacyController, rec.DeletedBy)
+	assert.Equal(t, "idle", rec.DeleteRule)
+
+	// An OOM: the controller removes the failed pod.
+	oom := running("legacy-oom")
+	setStatus(t, oom, podtest.ARCLegacy(oom.Namespace, oom.Name).Terminated("runner", 137, "OOMKilled").Phase(corev1.PodFailed).Obj().Status)
+	require.NoError(t, deletePod(legacy, oom))
+	assert.Equal(t, string(death.CgroupOOM), oneDeath(t, oom).Class)
+
+	for _, p := range []*corev1.Pod{done, idle, oom} {
+		assert.Empty(t, refusals(t, p), p.Name)
+	}
+}
+
+func TestGitLabLifeWithTheInjector(t *testing.T) {
+	ns := newNamespace(t, nil)
+	manager := "system:serviceaccount:" + ns + ":gitlab-runner"
+	job := func(name string) *corev1.Pod {
+		w := podtest.GitLab(ns, name).RunningSince("build", time.Now().Add(-time.Minute))
+		pod := create(t, as(t, manager), w.Obj())
+		require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), pod))
+		require.Equal(t, manager, pod.Annotations[runnerpod.CreatedBy], "the injector records the creator")
+		return pod
+	}
+
+	done := job("runner-a-project-1-concurrent-0")
+	require.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), done)), "a stranger may not end the job")
+	require.NoError(t, deletePod(as(t, manager), done), "the manager ends the job it created")
+	kubeletEnds(t, done, podtest.GitLab(ns, done.Name).Terminated("build", 137, "Error"))
+	rec := oneDeath(t, done)
+	assert.Equal(t, string(death.JobEnded), rec.Class)
+	assert.Equal(t, manager, rec.DeletedBy)
+
+	oom := job("runner-a-project-1-concurrent-1")
+	setStatus(t, oom, podtest.GitLab(ns, oom.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+	require.NoError(t, deletePod(as(t, manager), oom))
+	assert.Equal(t, string(death.CgroupOOM), oneDeath(t, oom).Class)
+
+	for _, p := range []*corev1.Pod{done, oom} {
+		for _, e := range refusals(t, p) {
+			assert.NotContains(t, e.Note, "by "+manager, "the manager is never refused")
+		}
+	}
+}
+
+// lateNamespace is a namespace whose pods were created before it opted in,
+// as while the injector was down: they carry no created-by.
+func lateNamespace(t *testing.T, pods ...*corev1.Pod) []*corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{}
+	ns.GenerateName = "e2e-late-"
+	require.NoError(t, admin.Create(ctx, ns))
+	t.Cleanup(func() { _ = admin.Delete(ctx, ns) })
+	var out []*corev1.Pod
+	for _, p := range pods {
+		p.Namespace = ns.Name
+		out = append(out, create(t, nil, p))
+	}
+	ns.Labels = map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
+	require.NoError(t, admin.Update(ctx, ns))
+	probe := create(t, nil, busyRunner(ns.Name, "probe"))
+	eventually(t, func() bool { return apierrors.IsForbidden(deletePod(as(t, reaper), probe, client.DryRunAll)) }, "the guard to judge the namespace")
+	return out
+}
+
+func TestGitLabLifeWithoutTheInjector(t *testing.T) {
+	// The suite's gitlab preset names the manager in ownerPrincipals, as
+	// the docs say to: its pods that missed the injector stay its own.
+	pods := lateNamespace(t,
+		podtest.GitLab("", "runner-b-project-2-concurrent-0").RunningSince("build", time.Now().Add(-time.Minute)).Obj(),
+		podtest.GitLab("", "runner-b-project-2-concurrent-1").RunningSince("build", time.Now().Add(-time.Minute)).Obj())
+	done, oom := pods[0], pods[1]
+	require.NotContains(t, done.Annotations, runnerpod.CreatedBy)
+
+	require.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), done)), "a stranger may not end the job")
+	require.NoError(t, deletePod(as(t, ownerPrincipal), done), "the configured manager ends it")
+	kubeletEnds(t, done, podtest.GitLab(done.Namespace, done.Name).Terminated("build", 137, "Error"))
+	rec := oneDeath(t, done)
+	assert.Equal(t, string(death.JobEnded), rec.Class)
+	assert.Equal(t, ownerPrincipal, rec.DeletedBy)
+
+	setStatus(t, oom, podtest.GitLab(oom.Namespace, oom.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+	require.NoError(t, deletePod(as(t, ownerPrincipal), oom))
+	assert.Equal(t, string(death.CgroupOOM), oneDeath(t, oom).Class)
+}
+
+func TestAJobPodWithNoKnowableOwnerIsEndedByItsOwnerNotLeaked(t *testing.T) {
+	// The suite names no owner principals for ARC's workflow pods: one
+	// created while the injector was down has no knowable owner. The
+	// runner's end-of-job delete goes through (GitLab Runner and ARC's
+	// hooks do not retry a refused delete) with a Warning saying what
+	// would protect it.
+	const hookRunner = "system:serviceaccount:arc-runners:arc-runner-kube-mode"
+	pod := lateNamespace(t, podtest.ARCWorkflow("", "arc-busy").RunningSince("job", time.Now().Add(-time.Minute)).Obj())[0]
+	require.NoError(t, deletePod(as(t, hookRunner), pod, client.GracePeriodSeconds(0)))
+	eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "JobOwnerUnknown", "presets[arc-workflow].ownerPrincipals"), "a Warning says what would protect it")
+	rec := oneDeath(t, pod)
+	assert.Equal(t, hookRunner, rec.DeletedBy)
+	assert.Equal(t, "owner-unknown", rec.DeleteRule)
+}
+
+func TestAPodsProtectionEndsAtItsOwnDeadline(t *testing.T) {
+	ns := newNamespace(t, nil)
+	job := func(name string, started time.Time) *corev1.Pod {
+		w := podtest.GitLab(ns, name).RunningSince("build", started).ActiveDeadline(601, started)
+		return create(t, as(t, ownerPrincipal), w.Obj())
+	}
+	young := job("runner-c-project-3-concurrent-0", time.Now().Add(-time.Minute))
+	err := deletePod(as(t, reaper), young, client.DryRunAll)
+	require.True(t, apierrors.IsForbidden(err))
+	assert.Contains(t, err.Error(), "(the pod's activeDeadlineSeconds 601)", "the refusal says when the protection ends")
+
+	old := job("runner-c-project-3-concurrent-1", time.Now().Add(-11*time.Minute))
+	require.NoError(t, deletePod(as(t, reaper), old), "past its deadline the job cannot run on")
+	eventually(t, hasEvent(t, old, corev1.EventTypeWarning, "ProtectionExpired", "activeDeadlineSeconds 601"), "a Warning Event says the protection expired")
+}
