@@ -34,5 +34,6 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool) error {
 		h.Writer, h.Notes = nil, nil
 	}
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
+	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
 	return nil
 }
