@@ -51,7 +51,7 @@ func serve(args []string) error {
 	watchPods := fs.Bool("watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
 	leaderElect := fs.Bool("leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
 	leNamespace := fs.String("leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease")
-	nsSelector := fs.String("namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers (the webhooks' namespaceSelector)")
+	nsSelector := fs.String("namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers and the guard acts in (the webhooks' namespaceSelector)")
 	stuckAfter := fs.Duration("stuck-after", 10*time.Minute, "report a runner that has not started after this long")
 	labelEvery := fs.Duration("label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
 	zapOpts := zap.Options{}
@@ -117,17 +117,19 @@ func serve(args []string) error {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
-	if err := guard.Register(mgr, cfg, *watchPods); err != nil {
+	// The webhooks' namespaces, which the guard checks a review's against
+	// before it writes anything about it.
+	sel, err := labels.Parse(*nsSelector)
+	if err != nil {
+		return fmt.Errorf("--namespace-selector: %w", err)
+	}
+	if err := guard.Register(mgr, cfg, *watchPods, sel); err != nil {
 		return err
 	}
 	if err := inject.Register(mgr, cfg); err != nil {
 		return err
 	}
 	if *watchPods {
-		sel, err := labels.Parse(*nsSelector)
-		if err != nil {
-			return fmt.Errorf("--namespace-selector: %w", err)
-		}
 		pods, err := podCache(mgr.GetConfig())
 		if err != nil {
 			return fmt.Errorf("setting up the pod watcher: %w", err)

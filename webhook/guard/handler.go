@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,10 @@ type Handler struct {
 	Notes    *Notes
 	Recorder events.EventRecorder
 	Now      func() time.Time
+	// Selected picks the namespaces the webhooks are registered for; nil:
+	// every namespace a review names. A review of a pod elsewhere was not
+	// sent by the API server: the guard writes nothing about it.
+	Selected labels.Selector
 }
 
 var _ admission.Handler = &Handler{}
@@ -79,7 +84,6 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	d := Decide(facts, h.Config)
-	decisions.WithLabelValues(string(facts.Operation), decisionLabel(d), string(d.Rule), requesterClass(facts.Requester)).Inc()
 	h.sideEffects(ctx, facts, d, rv)
 	return response(facts.Operation, d)
 }
@@ -202,6 +206,11 @@ func nonZero(v any) bool {
 // the review's UID, which the API server did not send.
 func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review) {
 	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", rv.dryRun)
+	if why := h.unsent(ctx, f); why != "" {
+		log.Info(notActedOn, "why", why, "pod", f.Pod.Namespace+"/"+f.Pod.Name)
+		return
+	}
+	decisions.WithLabelValues(string(f.Operation), decisionLabel(d), string(d.Rule), requesterClass(f.Requester)).Inc()
 	switch d.Rule {
 	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
@@ -218,7 +227,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		return
 	}
 	if ok, err := h.confirm(ctx, f); !ok {
-		log.Info("no Event or note: the pod does not exist with the review's UID", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
+		log.Info("no Event or note: the pod does not exist with the review's UID, or its deletion had begun", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
 		return
 	}
 	pod := f.Pod

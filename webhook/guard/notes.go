@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -24,7 +25,13 @@ import (
 // A note in flight is lost only with a replica that dies (a replica that is
 // stopped writes what it holds first); the record then names no deleter.
 type Notes struct {
-	writer client.Writer
+	// Deleted, when set, reports whether the deletion a note tells of has
+	// happened: a note is written only once it has, so a review the API
+	// server did not send, of a pod nobody deletes, leaves none (and the
+	// real note of a later deletion is not pre-empted by it). Nil: written
+	// at once.
+	Deleted func(context.Context, *v1alpha1.RunnerDeletion) (bool, error)
+	writer  client.Writer
 	// slots bounds the notes written at once; when they are all busy a
 	// note gets one try before the answer, so memory stays bounded under
 	// a burst and no review waits out the webhook's timeout.
@@ -40,12 +47,13 @@ func NewNotes(w client.Writer, inFlight int) *Notes {
 }
 
 // Write writes n in the background; or tries once now, when every slot is
-// busy or the replica is stopping.
+// busy or the replica is stopping (when the deletion must come first, n is
+// then dropped: before the answer the deletion cannot have happened).
 func (s *Notes) Write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
-		s.once(ctx, n)
+		s.now(ctx, n)
 		return
 	}
 	select {
@@ -62,8 +70,18 @@ func (s *Notes) Write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 		}()
 	default:
 		s.mu.Unlock()
-		s.once(ctx, n)
+		s.now(ctx, n)
 	}
+}
+
+// now gives n its one try before the answer, or drops it when it must wait
+// for the deletion.
+func (s *Notes) now(ctx context.Context, n *v1alpha1.RunnerDeletion) {
+	if s.Deleted != nil {
+		s.failed(ctx, n, errors.New("every note slot is busy; a note is written only after the deletion, which follows the answer"))
+		return
+	}
+	s.once(ctx, n)
 }
 
 // retryEvery is how often a note is tried again; the first try is at once.
@@ -76,10 +94,22 @@ func (s *Notes) write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 	ctx, cancel := context.WithTimeout(ctx, death.NoteWait)
 	defer cancel()
 	var last error
+	happened := s.Deleted == nil
 	if err := wait.PollUntilContextCancel(ctx, retryEvery, true, func(ctx context.Context) (bool, error) {
+		if !happened {
+			if happened, last = s.Deleted(ctx, n); !happened {
+				return false, nil
+			}
+		}
 		last = s.create(ctx, n)
 		return last == nil, nil
 	}); err != nil {
+		if !happened && last == nil {
+			// Refused, or not the API server's review: nothing to note,
+			// and nothing failed.
+			logf.FromContext(ctx).V(1).Info("no note: the pod was not deleted", "pod", n.Namespace+"/"+n.Deletion.Pod, "uid", n.Deletion.UID, "requester", n.Deletion.Requester)
+			return
+		}
 		s.failed(ctx, n, last)
 	}
 }
