@@ -81,7 +81,7 @@ func (o *serveOptions) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.watchPods, "watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
 	fs.StringVar(&o.leNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease")
-	fs.StringVar(&o.nsSelector, "namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers (the webhooks' namespaceSelector)")
+	fs.StringVar(&o.nsSelector, "namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers and the guard acts in (the webhooks' namespaceSelector)")
 	fs.DurationVar(&o.stuckAfter, "stuck-after", 10*time.Minute, "report a runner that has not started after this long")
 	fs.DurationVar(&o.labelEvery, "label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
 	// controller-runtime binds its logging flags (--zap-log-level, ...) to
@@ -105,14 +105,20 @@ func serve(o serveOptions) error {
 	if err := registerMetrics(); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	if err := guard.Register(mgr, cfg, o.watchPods); err != nil {
+	// The webhooks' namespaces: the recorder's, and those the guard checks a
+	// review's against before it writes anything about it.
+	sel, err := labels.Parse(o.nsSelector)
+	if err != nil {
+		return fmt.Errorf("--namespace-selector: %w", err)
+	}
+	if err := guard.Register(mgr, cfg, o.watchPods, sel); err != nil {
 		return err
 	}
 	if err := inject.Register(mgr, cfg); err != nil {
 		return err
 	}
 	if o.watchPods {
-		if err := addRecorder(mgr, cfg, o); err != nil {
+		if err := addRecorder(mgr, cfg, o, sel); err != nil {
 			return fmt.Errorf("setting up the pod watcher: %w", err)
 		}
 	}
@@ -194,11 +200,7 @@ func registerMetrics() error {
 
 // addRecorder adds the leader's pod watcher, its retention collector and
 // its labeler.
-func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions) error {
-	sel, err := labels.Parse(o.nsSelector)
-	if err != nil {
-		return fmt.Errorf("--namespace-selector: %w", err)
-	}
+func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel labels.Selector) error {
 	pods, err := podCache(mgr.GetConfig())
 	if err != nil {
 		return err

@@ -234,6 +234,20 @@ func TestOptions(t *testing.T) {
 			},
 		},
 		{
+			name:   "the NetworkPolicy admits the webhook port from the API server's peers only, when given",
+			values: "networkPolicy: {enabled: true, webhookFrom: [{ipBlock: {cidr: 10.0.0.0/28}}]}",
+			check: func(t *testing.T, objs objects) {
+				var np networkingv1.NetworkPolicy
+				objs.get(t, "NetworkPolicy", release, &np)
+				tcp := corev1.ProtocolTCP
+				webhookPort := intstr.FromString("webhook")
+				assert.Equal(t, networkingv1.NetworkPolicyIngressRule{
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &webhookPort}},
+					From:  []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/28"}}},
+				}, np.Spec.Ingress[0])
+			},
+		},
+		{
 			name:   "disabled metrics turn the server's metrics off and render no ServiceMonitor",
 			values: "metrics: {enabled: false, serviceMonitor: {enabled: true}}",
 			check: func(t *testing.T, objs objects) {

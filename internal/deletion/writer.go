@@ -2,6 +2,7 @@ package deletion
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -118,11 +119,14 @@ const onceTimeout = time.Second
 
 // once tries n once, before the answer.
 func (s *Notes) once(ctx context.Context, n *v1alpha1.RunnerDeletion, ready func(context.Context) bool) {
-	ctx, cancel := context.WithTimeout(ctx, onceTimeout)
-	defer cancel()
-	if ready != nil && !ready(ctx) {
+	if ready != nil {
+		// The deletion the note waits for follows the answer: it cannot be
+		// seen before it.
+		s.fail(ctx, n, errors.New("every note slot is busy, and the note waits for a deletion that follows the answer"))
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, onceTimeout)
+	defer cancel()
 	if err := s.create(ctx, n); err != nil {
 		s.fail(ctx, n, err)
 	}

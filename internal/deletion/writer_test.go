@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -98,4 +100,42 @@ func TestANoteThatCannotBeWrittenWhileTheWatcherWaitsIsCounted(t *testing.T) {
 	n.pending.Wait()
 	assert.False(t, noted(t, c, "u1"))
 	assert.Equal(t, before+1, testutil.ToFloat64(notesFailed))
+}
+
+func TestANoteWaitsForWhatItTellsOf(t *testing.T) {
+	c, _ := notesClient(t, 0)
+	var happened atomic.Bool
+	// ready polls, as the guard's does, for a bounded time.
+	ready := func(ctx context.Context) bool {
+		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		return wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+			return happened.Load(), nil
+		}) == nil
+	}
+	n := NewNotes(c, 4, notesFailed)
+	failed := testutil.ToFloat64(notesFailed)
+	n.WriteWhen(context.Background(), testNote("u1"), func(ctx context.Context) bool {
+		// Never before what it tells of: the test lets it happen only now.
+		assert.False(t, noted(t, c, "u1"))
+		happened.Store(true)
+		return ready(ctx)
+	})
+	n.Wait()
+	assert.True(t, noted(t, c, "u1"), "once the deletion happened")
+
+	// What never happens (a review of a pod nobody deletes) leaves no note,
+	// and nothing failed.
+	happened.Store(false)
+	n.WriteWhen(context.Background(), testNote("u2"), ready)
+	n.Wait()
+	assert.False(t, noted(t, c, "u2"))
+	assert.Equal(t, failed, testutil.ToFloat64(notesFailed))
+
+	// With every slot busy, a note cannot wait for what follows the
+	// answer: dropped, and counted.
+	n = NewNotes(c, 0, notesFailed)
+	n.WriteWhen(context.Background(), testNote("u3"), func(context.Context) bool { return true })
+	assert.False(t, noted(t, c, "u3"))
+	assert.Equal(t, failed+1, testutil.ToFloat64(notesFailed))
 }

@@ -15,7 +15,8 @@ func PodCache() cache.ByObject {
 }
 
 // StripPod is the transform of the guard's metadata informer of runner
-// pods, on every replica: it reads only which pod has which UID.
+// pods, on every replica: it reads only which pod has which UID, and
+// whether its deletion has begun (a note waits for it).
 func StripPod(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -23,5 +24,6 @@ func StripPod(obj any) (any, error) {
 	}
 	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
 	out.Namespace, out.Name, out.UID, out.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
+	out.DeletionTimestamp = m.DeletionTimestamp
 	return out, nil
 }

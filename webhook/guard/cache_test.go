@@ -18,13 +18,13 @@ func TestStripPodLeavesOtherObjectsAlone(t *testing.T) {
 	assert.Same(t, ns, got)
 }
 
-func TestTheGuardsMetadataOfARunnerPodKeepsItsNameAndUIDOnly(t *testing.T) {
-	pod := podtest.GitLab("ci", "r").Running("build").Obj()
+func TestTheGuardsMetadataOfARunnerPodKeepsItsNameUIDAndDeletionOnly(t *testing.T) {
+	pod := podtest.GitLab("ci", "r").Running("build").Deleted(podtest.Start, 30).Obj()
 	m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: *pod.ObjectMeta.DeepCopy()}
 	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	m.ResourceVersion = "42"
 	out, err := StripPod(m)
 	require.NoError(t, err)
 	assert.Equal(t, &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r", UID: pod.UID, ResourceVersion: "42"}}, out)
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r", UID: pod.UID, ResourceVersion: "42", DeletionTimestamp: pod.DeletionTimestamp}}, out)
 }

@@ -19,7 +19,9 @@ func podMeta() *metav1.PartialObjectMetadata {
 // in the cache of runner pods, or else read from the API server, unless it
 // was just read from there. A review posted by anyone but the API server
 // names a pod that does not exist, or not with that UID, or is replayed
-// after it went: then the guard writes nothing about it. The cache (the
+// after it went, or after its deletion began (the API server sends no
+// review of a terminating pod, so one that came after the deletion cannot
+// claim it): then the guard writes nothing about it. The cache (the
 // runner pods' metadata, names and UIDs only, on every replica) is as good a
 // witness as a GET (either says only that the pod exists with that UID) and
 // spares a request per reviewed delete (a GitLab job end costs a note, a
@@ -33,12 +35,12 @@ func (h *Handler) confirm(ctx context.Context, f Facts) (bool, error) {
 	if h.Pods != nil {
 		cached := podMeta()
 		if err := h.Pods.Get(ctx, key, cached); err == nil && cached.UID == f.Pod.UID && cached.UID != "" {
-			return true, nil
+			return cached.DeletionTimestamp == nil, nil
 		}
 	}
 	live := podMeta()
 	if err := h.Reader.Get(ctx, key, live); err != nil {
 		return false, err
 	}
-	return live.UID == f.Pod.UID && live.UID != "", nil
+	return live.UID == f.Pod.UID && live.UID != "" && live.DeletionTimestamp == nil, nil
 }

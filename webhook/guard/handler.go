@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,6 +51,14 @@ type Handler struct {
 	Notes    *deletion.Notes
 	Recorder events.EventRecorder
 	Now      func() time.Time
+	// Selected picks the namespaces the webhooks are registered for; nil:
+	// every namespace a review names. A review of a pod elsewhere was not
+	// sent by the API server: the guard writes nothing about it.
+	Selected labels.Selector
+	// NotesAfterDeletion: a deletion note is written only once the pod's
+	// deletion shows (podDeleted), so a review the API server did not send
+	// leaves none.
+	NotesAfterDeletion bool
 }
 
 var _ admission.Handler = &Handler{}
@@ -86,7 +95,6 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	d := Decide(facts, h.Config)
-	decisions.WithLabelValues(string(facts.Operation), decisionLabel(d), string(d.Rule), requesterClass(facts.Requester)).Inc()
 	h.sideEffects(ctx, facts, d, rv)
 	return response(facts.Operation, d)
 }
@@ -156,13 +164,18 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 	}
 	f.Pod = pod
 	f.Mode = h.mode(ctx, pod.Namespace)
-	f.LookupJob = func() (JobSignal, bool) {
+	f.LookupJob = h.lookupJob(ctx, pod)
+	return f, rv, nil
+}
+
+// lookupJob reads the pod's EphemeralRunner when Decide asks for it.
+func (h *Handler) lookupJob(ctx context.Context, pod *corev1.Pod) func() (JobSignal, bool) {
+	return func() (JobSignal, bool) {
 		if runnerpod.EphemeralRunnerOwner(pod) == "" {
 			return JobNotRead, false // no EphemeralRunner to read: taken to be busy
 		}
 		return h.jobSignal(ctx, pod)
 	}
-	return f, rv, nil
 }
 
 // jobSignal reads the EphemeralRunner that owns an ARC scale-set pod, and
@@ -221,6 +234,11 @@ func nonZero(v any) bool {
 // the review's UID, which the API server did not send.
 func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review) {
 	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", rv.dryRun)
+	if why := h.unsent(ctx, f); why != "" {
+		log.Info(notActedOn, "why", why, "pod", f.Pod.Namespace+"/"+f.Pod.Name)
+		return
+	}
+	decisions.WithLabelValues(string(f.Operation), decisionLabel(d), string(d.Rule), requesterClass(f.Requester)).Inc()
 	switch d.Rule {
 	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
@@ -243,7 +261,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		return
 	}
 	if ok, err := h.confirm(ctx, f); !ok {
-		log.Info("no Event or note: the pod does not exist with the review's UID", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
+		log.Info("no Event or note: the pod does not exist with the review's UID, or its deletion had begun", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
 		return
 	}
 	pod := f.Pod
@@ -280,7 +298,10 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	if running && h.Writer != nil {
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
 		n.Deletion.StartedBy = startedBy
-		h.Notes.Write(ctx, n)
+		// Written once the deletion has happened, so a review the API server
+		// did not send, of a pod nobody deletes, leaves no note to pre-empt
+		// the real one.
+		h.Notes.WriteWhen(ctx, n, h.podDeleted(n))
 	}
 	if unlabelled {
 		// Before the answer: the watcher's cache must hold the pod before

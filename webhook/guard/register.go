@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -16,8 +17,11 @@ const Path = "/validate-runner-pod"
 // evictions are rare and must see the pod as it is now.
 // With watcher, admitted deletions of running runners are noted for the pod
 // watcher's records; without it, nobody would read or collect the notes.
-func Register(mgr manager.Manager, cfg config.Config, watcher bool) error {
+// namespaces selects the webhooks' namespaces: the guard writes nothing
+// about a review of a pod in any other (the API server sends none).
+func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces labels.Selector) error {
 	h := NewHandler(cfg, mgr.GetAPIReader(), mgr.GetClient(), mgr.GetEventRecorder("runnerguard"))
+	h.Selected = namespaces
 	// The namespace's mode label, from the metadata informer the injector
 	// reads too: a change takes effect without a restart.
 	h.Namespaces = mgr.GetClient()
@@ -26,6 +30,8 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool) error {
 		// every replica (the watcher's own informer of runner pods runs on
 		// the leader only).
 		h.Pods = mgr.GetClient()
+		// A note waits for the deletion it tells of.
+		h.NotesAfterDeletion = true
 		// The notes in flight are written before the replica exits.
 		if err := mgr.Add(h.Notes); err != nil {
 			return err
@@ -34,5 +40,6 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool) error {
 		h.Writer, h.Notes = nil, nil
 	}
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
+	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
 	return nil
 }

@@ -62,8 +62,9 @@ func keptBy(path string, trusted []string) string {
 // signals the guard trusts, and its binding. It runs in the API server (no
 // webhook call, and it holds while the webhook is down) on CREATE and
 // UPDATE of runner pods and on UPDATE of pods/status, which can change
-// labels and annotations (not ownerReferences). The policy and its binding
-// are both named o.Name.
+// labels and annotations (not ownerReferences), and of the subresources
+// that can end a busy runner's job without a delete (jobRules). The policy
+// and its binding are both named o.Name.
 func Policy(cfg config.Config, o Options) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	override := annotationPath(runnerpod.AllowDelete)
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -78,7 +79,7 @@ func Policy(cfg config.Config, o Options) (*admissionregistrationv1.ValidatingAd
 						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 						Rule: admissionregistrationv1.Rule{
 							APIGroups: []string{""}, APIVersions: []string{"v1"},
-							Resources: []string{"pods", "pods/status"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+							Resources: append([]string{"pods", "pods/status"}, JobSubresources...), Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 						},
 					},
 				}},
@@ -88,15 +89,15 @@ func Policy(cfg config.Config, o Options) (*admissionregistrationv1.ValidatingAd
 			MatchConditions: []admissionregistrationv1.MatchCondition{
 				{Name: "runner-pod", Expression: "object.spec.containers.exists(c, c.name in " + celList(cfg.RunnerContainerNames()) + ")"},
 			},
-			Variables: []admissionregistrationv1.Variable{
+			Variables: append([]admissionregistrationv1.Variable{
 				{Name: "creating", Expression: "request.operation == 'CREATE'"},
 				// Written: set at CREATE, or added or changed by an UPDATE.
 				// Removing it restores the protection, so anyone may.
 				{Name: "overrideWritten", Expression: "object" + override + ".hasValue() && (variables.creating || object" + override + " != oldObject" + override + ")"},
 				{Name: "mayOverride", Expression: fmt.Sprintf("authorizer.group(%q).resource(%q).namespace(object.metadata.namespace).check(%q).allowed()",
 					OverrideGroup, OverrideResource, OverrideVerb)},
-			},
-			Validations: validations(cfg, o),
+			}, jobVariables(cfg)...),
+			Validations: append(validations(cfg, o), jobRules(cfg)...),
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{

@@ -101,7 +101,8 @@ func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.
 
 	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
 	rule := p.Spec.MatchConstraints.ResourceRules[0]
-	assert.Equal(t, []string{"pods", "pods/status"}, rule.Resources, "pods/status can change labels and annotations")
+	assert.Equal(t, []string{"pods", "pods/status", "pods/ephemeralcontainers", "pods/resize"}, rule.Resources,
+		"pods/status can change labels and annotations; ephemeral containers and resizes can end a busy runner's job")
 	assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, rule.Operations)
 	assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
 	assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: "runner-pod", Expression: `object.spec.containers.exists(c, c.name in ["job", "build", "runner"])`}},

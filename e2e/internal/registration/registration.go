@@ -18,14 +18,16 @@ import (
 
 // Paths served by the webhook server.
 const (
-	GuardPath  = guard.Path
-	InjectPath = inject.Path
+	GuardPath   = guard.Path
+	ConnectPath = guard.ConnectPath
+	InjectPath  = inject.Path
 )
 
 // Webhook names, as they appear in API server errors and metrics.
 const (
 	DeleteWebhook   = "delete.guard.runnerguard.io"
 	EvictionWebhook = "eviction.guard.runnerguard.io"
+	ConnectWebhook  = "connect.guard.runnerguard.io"
 	InjectWebhook   = "inject.runnerguard.io"
 	// EphemeralRunnerWebhook sees deletes of ARC's EphemeralRunners, so the
 	// pod deletion ARC carries out later names who started it.
@@ -172,6 +174,7 @@ func Validating(cfg config.Config, o Options) *admissionregistrationv1.Validatin
 	webhooks := []admissionregistrationv1.ValidatingWebhook{
 		common(DeleteWebhook, o.DeleteFailurePolicy, admissionregistrationv1.Delete, "pods", DeleteMatchConditions(cfg)),
 		common(EvictionWebhook, o.EvictionFailurePolicy, admissionregistrationv1.Create, "pods/eviction", exemptCondition(cfg)),
+		connectWebhook(cfg, o),
 	}
 	if slices.ContainsFunc(cfg.Presets, func(p runnerpod.Preset) bool { return p.Name == runnerpod.ARCScaleSet && p.Enabled }) {
 		webhooks = append(webhooks, common(EphemeralRunnerWebhook, admissionregistrationv1.Ignore, admissionregistrationv1.Delete,

@@ -1,0 +1,316 @@
+//go:build e2e
+
+package api
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// What the policy's job rules say when they refuse (shortened).
+const (
+	deadlineRefused   = "spec.activeDeadlineSeconds set or shortened on a busy runner"
+	imageRefused      = "a container's image changed on a busy runner"
+	tolerationRefused = "tolerationSeconds set or shortened on a busy runner"
+	ephemeralRefused  = "an ephemeral container added to a busy runner pod"
+	resizeRefused     = "a runner container resized while busy"
+)
+
+// A change to the pod: its name says what it does; apply makes it through
+// the pod or the subresource that takes it, as c.
+type change struct {
+	refusal string
+	apply   func(t *testing.T, c client.Client, pod *corev1.Pod) error
+}
+
+// update reads the pod as it is, changes it and writes it back as c to
+// subresource ("" for the pod itself).
+func update(subresource string, f func(*corev1.Pod)) func(*testing.T, client.Client, *corev1.Pod) error {
+	return func(t *testing.T, c client.Client, pod *corev1.Pod) error {
+		t.Helper()
+		ctx := context.Background()
+		got := &corev1.Pod{}
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), got))
+		f(got)
+		if subresource == "" {
+			return c.Update(ctx, got)
+		}
+		return c.SubResource(subresource).Update(ctx, got)
+	}
+}
+
+var (
+	shortenDeadline = change{deadlineRefused, update("", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(1)) })}
+	changeImage     = change{imageRefused, update("", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "example.com/sleeper:2" })}
+	// A NoExecute toleration with 0 seconds: the taint manager evicts the
+	// pod as soon as its node is tainted unreachable, as an exempt
+	// principal the guard never sees.
+	tolerateBriefly = change{tolerationRefused, update("", func(p *corev1.Pod) {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{
+			Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(0)),
+		})
+	})}
+	addDebugger = change{ephemeralRefused, update("ephemeralcontainers", func(p *corev1.Pod) {
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "example.com/busybox:1",
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent},
+			TargetContainerName: p.Spec.Containers[0].Name,
+		})
+	})}
+	shrinkCPU = change{resizeRefused, update("resize", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("50m")
+		p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("100m")
+	})}
+)
+
+// resizable puts pod on a node that exists and reports its running
+// containers' resources, as a kubelet that supports in-place resize does:
+// the API server refuses a resize otherwise, before any policy.
+func resizable(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-resize"}}
+	switch err := admin.Create(ctx, node); {
+	case err == nil:
+		room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
+		node.Status.Capacity, node.Status.Allocatable = room, room
+		require.NoError(t, admin.Status().Update(ctx, node))
+	case !apierrors.IsAlreadyExists(err):
+		require.NoError(t, err)
+	}
+	pod.Spec.NodeName = node.Name
+	for i, cs := range pod.Status.ContainerStatuses {
+		for _, c := range pod.Spec.Containers {
+			if c.Name == cs.Name && cs.State.Running != nil {
+				pod.Status.ContainerStatuses[i].Resources = c.Resources.DeepCopy()
+			}
+		}
+	}
+	return pod
+}
+
+// sized gives a pod's first container resources a resize can change.
+func sized(w *podtest.Wrapper) *podtest.Wrapper {
+	return w.Resources(w.Spec.Containers[0].Name,
+		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")})
+}
+
+// podDebugger is what neither edit nor admin grants (kube-apiserver 1.37):
+// ephemeral containers and in-place resizes, as a debugging role or a
+// vertical autoscaler holds them.
+const podDebugger = "e2e-pod-debugger"
+
+// mayDebug grants p podDebugger in ns, waiting until it may resize pods.
+func mayDebug(t *testing.T, ns string, p principal) principal {
+	t.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: podDebugger}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods/ephemeralcontainers", "pods/resize"}, Verbs: []string{"get", "update", "patch"}},
+	}}
+	if err := admin.Create(context.Background(), role); err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	grant(t, ns, p, podDebugger, authorizationv1.ResourceAttributes{Verb: "update", Resource: "pods", Subresource: "resize"})
+	return p
+}
+
+// Issue 28, class 1: a busy runner ended without a delete. Each change that
+// would end or endanger the job, tried as the principal who would try it,
+// through the real API server and the policy as the chart ships it.
+func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
+	ns := newNamespace(t, nil)
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	ciJob := may(t, ns, serviceAccount("system:serviceaccount:"+ns+":ci-job"), podPatcher)
+	nsAdmin := may(t, ns, person("dana@example.com"), "admin")
+	operator := mayDebug(t, ns, may(t, ns, person("olga@example.com"), "edit"))
+	mayOverride(t, ns, operator)
+	arc := may(t, ns, serviceAccount(arcController), "edit")
+	// A reaper that may also debug pods, and a vertical autoscaler.
+	debugger := mayDebug(t, ns, may(t, ns, serviceAccount("system:serviceaccount:ci-infra:debug-reaper"), "edit"))
+	vpa := mayDebug(t, ns, serviceAccount("system:serviceaccount:kube-system:vpa-updater"))
+
+	t.Run("edit and admin grant neither ephemeral containers nor resizes", func(t *testing.T) {
+		for _, p := range []principal{reaperSA, nsAdmin} {
+			for _, c := range []change{addDebugger, shrinkCPU} {
+				pod := create(t, nil, running(sized(podtest.Runner(ns, "rbac-"+strings.ToLower(rand.String(4)))), "runner"))
+				err := c.apply(t, p.client(t), pod)
+				require.True(t, apierrors.IsForbidden(err), "403, not %v", err)
+				assert.Contains(t, err.Error(), "cannot update resource")
+			}
+		}
+	})
+
+	generic := func(name string) *corev1.Pod { return running(sized(podtest.Runner(ns, name)), "runner") }
+	scaleSet := func(name string) *corev1.Pod { return running(sized(podtest.ARCScaleSet(ns, name)), "runner") }
+	gitlab := func(name string) *corev1.Pod {
+		return running(sized(podtest.GitLab(ns, name)), "build")
+	}
+	notStarted := func(name string) *corev1.Pod { return sized(podtest.Runner(ns, name)).Obj() }
+	overridden := func(name string) *corev1.Pod {
+		return running(sized(podtest.Runner(ns, name)).Annotate(runnerpod.AllowDelete, "node pool upgrade"), "runner")
+	}
+	ended := func(name string) *corev1.Pod {
+		return sized(podtest.Runner(ns, name)).Terminated("runner", 0, "Completed").Obj()
+	}
+	// A GitLab pod whose build container ended while its helper runs: the
+	// API server resizes only a pod with a running container.
+	endedRunning := func(name string) *corev1.Pod {
+		return sized(podtest.GitLab(ns, name)).Terminated("build", 0, "Completed").Running("helper").Obj()
+	}
+	onResizableNode := func(pod func(string) *corev1.Pod) func(string) *corev1.Pod {
+		return func(name string) *corev1.Pod { return resizable(t, pod(name)) }
+	}
+
+	cases := []struct {
+		name    string
+		pod     func(string) *corev1.Pod
+		by      principal
+		change  change
+		allowed bool
+	}{
+		{"a reaper with edit cannot shorten a busy runner's deadline", generic, reaperSA, shortenDeadline, false},
+		{"a namespace admin cannot either", generic, nsAdmin, shortenDeadline, false},
+		{"a CI job's service account cannot set its neighbour's deadline", gitlab, ciJob, shortenDeadline, false},
+		{"a reaper cannot change a busy runner's image", generic, reaperSA, changeImage, false},
+		{"a reaper cannot change a busy GitLab build container's image", gitlab, reaperSA, changeImage, false},
+		{"a reaper cannot add a brief NoExecute toleration", generic, reaperSA, tolerateBriefly, false},
+		{"a reaper that may debug cannot add an ephemeral container targeting the runner", generic, debugger, addDebugger, false},
+		{"nor kubectl debug a busy ARC runner", scaleSet, debugger, addDebugger, false},
+		{"a vertical autoscaler cannot shrink a busy runner container", onResizableNode(generic), vpa, shrinkCPU, false},
+		{"nor a busy GitLab build container", onResizableNode(gitlab), vpa, shrinkCPU, false},
+		{"an operator granted the override may shorten the deadline", generic, operator, shortenDeadline, true},
+		{"an operator granted the override may debug a busy runner", generic, operator, addDebugger, true},
+		{"once an operator set the override, anyone may change it", overridden, reaperSA, changeImage, true},
+		{"ARC's controller, trusted with its fleet, is not refused", scaleSet, arc, tolerateBriefly, true},
+		{"a runner that has not started is not protected", notStarted, reaperSA, shortenDeadline, true},
+		{"a runner that has ended is not protected", ended, reaperSA, changeImage, true},
+		{"a runner that has ended may be resized", onResizableNode(endedRunning), vpa, shrinkCPU, true},
+		{"an operator granted the override may resize a busy runner", onResizableNode(generic), operator, shrinkCPU, true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := create(t, nil, tc.pod(podName(i)))
+			err := tc.change.apply(t, tc.by.client(t), pod)
+			if tc.allowed {
+				require.NoError(t, err)
+				return
+			}
+			requireRefusedByPolicy(t, err, tc.change.refusal)
+			assert.True(t, alive(t, pod))
+		})
+	}
+
+	t.Run("a runner pod is still created with a deadline and tolerations of its own", func(t *testing.T) {
+		w := sized(podtest.Runner(ns, "own-deadline"))
+		w.Spec.ActiveDeadlineSeconds = ptr.To(int64(3600))
+		w.Spec.Tolerations = []corev1.Toleration{{Key: "ci", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(60))}}
+		create(t, ciJob.client(t), w.Obj())
+	})
+}
+
+// connect opens pods/<subresource> of pod as p, for container (none when
+// empty), and returns the API server's answer. The suite has no kubelet:
+// a connection the admission chain lets through fails afterwards, at the
+// node; a refusal comes from admission, first.
+func connect(t *testing.T, p principal, pod *corev1.Pod, subresource, container string) error {
+	t.Helper()
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: p.user, Groups: p.groups}
+	cfg.WarningHandler = rest.NoWarnings{}
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	req := c.CoreV1().RESTClient().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource(subresource)
+	if subresource == "exec" {
+		req = req.VersionedParams(&corev1.PodExecOptions{Container: container, Command: []string{"kill", "1"}, Stdout: true}, scheme.ParameterCodec)
+	} else {
+		req = req.VersionedParams(&corev1.PodAttachOptions{Container: container, Stdout: true}, scheme.ParameterCodec)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return req.Do(ctx).Error()
+}
+
+// connectCalls counts the exec and attach reviews the guard answered while
+// f ran.
+func connectCalls(t *testing.T, f func()) float64 {
+	t.Helper()
+	before, err := server.WebhookCalls(registration.ConnectPath)
+	require.NoError(t, err)
+	f()
+	after, err := server.WebhookCalls(registration.ConnectPath)
+	require.NoError(t, err)
+	return after - before
+}
+
+// exec and attach into a busy runner container reach the job's processes:
+// refused to every principal but the job's owner (GitLab's manager runs the
+// job's script so), the override's holders and the exempt. The API server
+// sends the guard only what may be refused.
+func TestExecIntoABusyRunnerIsRefusedButToItsOwner(t *testing.T) {
+	ns := newNamespace(t, nil)
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	manager := may(t, ns, serviceAccount(ownerPrincipal), "edit")
+	operator := may(t, ns, person("olga@example.com"), "edit")
+	mayOverride(t, ns, operator)
+
+	busy := create(t, nil, running(podtest.Runner(ns, "busy"), "runner"))
+	build := create(t, nil, running(podtest.GitLab(ns, "build"), "build"))
+	fresh := create(t, nil, podtest.Runner(ns, "fresh").Obj())
+	web := create(t, nil, podtest.Plain(ns, "web").Running("app").Obj())
+
+	cases := []struct {
+		name        string
+		by          principal
+		pod         *corev1.Pod
+		subresource string
+		container   string
+		refused     bool
+		calls       float64
+	}{
+		{"a reaper's exec into a busy runner is refused", reaperSA, busy, "exec", "runner", true, 1},
+		{"naming no container does not get past it", reaperSA, busy, "exec", "", true, 1},
+		{"a reaper's attach into a busy GitLab build container is refused", reaperSA, build, "attach", "build", true, 1},
+		{"GitLab's manager attaches to run the job's script", manager, build, "attach", "build", false, 1},
+		{"GitLab's manager execs into the build container", manager, build, "exec", "build", false, 1},
+		{"the manager of GitLab jobs is no owner of a generic runner", manager, busy, "exec", "runner", true, 1},
+		{"an operator granted the override is let through at the API server", operator, busy, "exec", "runner", false, 0},
+		{"exec into GitLab's helper container is not judged", reaperSA, build, "exec", "helper", false, 0},
+		{"exec into a runner not started yet is allowed", reaperSA, fresh, "exec", "runner", false, 1},
+		{"exec into a pod that is no runner is not judged", reaperSA, web, "exec", "app", false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			n := connectCalls(t, func() { err = connect(t, tc.by, tc.pod, tc.subresource, tc.container) })
+			assert.Equal(t, tc.calls, n, "reviews the guard answered")
+			require.Error(t, err, "the suite has no kubelet to connect to")
+			if tc.refused {
+				assert.True(t, apierrors.IsForbidden(err), "403, not %v", err)
+				assert.Contains(t, err.Error(), "refused "+tc.subresource+" into runner container")
+				return
+			}
+			assert.False(t, strings.Contains(err.Error(), "runnerguard"), "not refused by runnerguard: %v", err)
+		})
+	}
+}

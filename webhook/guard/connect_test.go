@@ -1,0 +1,57 @@
+package guard
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runnerguard/runnerguard/internal/podtest"
+)
+
+func connectReq(t *testing.T, sub, ns, name, container, user string) admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Connect, Namespace: ns, Name: name, SubResource: sub,
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		UserInfo: authenticationv1.UserInfo{Username: user},
+		Object:   raw(t, corev1.PodExecOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodExecOptions"}, Container: container, Command: []string{"sh"}}),
+	}}
+}
+
+func TestConnectHandler(t *testing.T) {
+	busy := podtest.Runner("ci", "busy").Running("runner").Obj()
+	h, rec := newTestHandler(busy)
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		req     admission.Request
+		allowed bool
+		code    int32
+		says    string
+	}{
+		{name: "exec into a busy runner is refused with 403", req: connectReq(t, "exec", "ci", "busy", "runner", reaper),
+			code: http.StatusForbidden, says: `refused exec into runner container "runner" of pod ci/busy`},
+		{name: "attach into it too", req: connectReq(t, "attach", "ci", "busy", "runner", reaper),
+			code: http.StatusForbidden, says: "refused attach"},
+		{name: "a pod that is gone is not judged", req: connectReq(t, "exec", "ci", "gone", "runner", reaper), allowed: true},
+		{name: "another subresource is not judged", req: connectReq(t, "portforward", "ci", "busy", "", reaper), allowed: true},
+		{name: "a review without a pod name is malformed", req: connectReq(t, "exec", "ci", "", "runner", reaper), code: http.StatusBadRequest},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.Connect().Handle(ctx, tc.req)
+			assert.Equal(t, tc.allowed, r.Allowed)
+			if !tc.allowed {
+				assert.Equal(t, tc.code, r.Result.Code)
+				assert.Contains(t, r.Result.Message, tc.says)
+			}
+		})
+	}
+	assert.Empty(t, rec.Events, "a connect review writes no Event")
+}

@@ -1,0 +1,82 @@
+package guard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+func TestDecideConnect(t *testing.T) {
+	const manager = "system:serviceaccount:gitlab:manager"
+	cfg := withOwner(runnerpod.GitLab, manager)
+	busyGitLab := func() *podtest.Wrapper { return podtest.GitLab("ci", "g").Running("build").Running("helper") }
+	cases := []struct {
+		name      string
+		pod       *corev1.Pod
+		op        Operation
+		container string
+		requester string
+		job       JobSignal
+		mode      config.Mode
+		rule      Rule
+		allowed   bool
+		msg       []string
+	}{
+		{name: "a reaper's exec into a busy runner is refused, saying who may",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Exec, container: "runner", requester: reaper,
+			rule: RuleBusy, msg: []string{`refused exec into runner container "runner" of pod ci/r (generic)`, "only the job's owner", runnerpod.AllowDelete}},
+		{name: "an attach is judged as an exec",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Attach, container: "runner", requester: reaper,
+			rule: RuleBusy, msg: []string{"refused attach into runner container"}},
+		{name: "no container named is judged as the runner",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Exec, requester: reaper, rule: RuleBusy},
+		{name: "GitLab's manager runs the job's script through attach into the build container",
+			pod: busyGitLab().Obj(), op: Attach, container: "build", requester: manager, rule: RuleJobOwner, allowed: true},
+		{name: "the pod's recorded creator is its job's owner",
+			pod: busyGitLab().Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), op: Exec, container: "build",
+			requester: "system:serviceaccount:ci:runner", rule: RuleJobOwner, allowed: true},
+		{name: "a reaper's exec into GitLab's build container is refused",
+			pod: busyGitLab().Obj(), op: Exec, container: "build", requester: reaper, rule: RuleBusy},
+		{name: "another container of a runner pod is not judged",
+			pod: busyGitLab().Obj(), op: Exec, container: "helper", requester: reaper, rule: RuleOtherContainer, allowed: true},
+		{name: "a generic pool has no job owner: its creator is refused too",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.CreatedBy, "ci-bot").Obj(), op: Exec, container: "runner",
+			requester: "ci-bot", rule: RuleBusy},
+		{name: "the override on the pod lets anyone in",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "debugging a hung job").Obj(), op: Exec, container: "runner",
+			requester: reaper, rule: RuleOverride, allowed: true},
+		{name: "an idle ARC runner may be entered",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), op: Exec, container: "runner", requester: reaper, job: JobNone, rule: RuleIdle, allowed: true},
+		{name: "a runner not started yet may be entered",
+			pod: podtest.Runner("ci", "r").Obj(), op: Exec, container: "runner", requester: reaper, rule: RuleNotStarted, allowed: true},
+		{name: "a pod that is not a runner pod is not judged",
+			pod: podtest.Plain("ci", "web").Running("app").Obj(), op: Exec, container: "app", requester: reaper, rule: RuleNotRunnerPod, allowed: true},
+		{name: "the exempt principals are allowed",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Exec, container: "runner", requester: config.NamespaceController, rule: RuleExempt, allowed: true},
+		{name: "warn mode allows it, saying enforce would refuse it",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Exec, container: "runner", requester: reaper, mode: config.ModeWarn,
+			rule: RuleBusy, allowed: true, msg: []string{"(warn mode) would refuse this: refused exec into runner container"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mode := tc.mode
+			if mode == "" {
+				mode = config.ModeEnforce
+			}
+			f := Facts{Pod: tc.pod, Operation: tc.op, Requester: tc.requester, Job: tc.job, Now: podtest.Start.Add(5 * time.Minute), Mode: mode}
+			d := DecideConnect(f, tc.container, cfg)
+			assert.Equal(t, tc.rule, d.Rule)
+			assert.Equal(t, tc.allowed, d.Allowed)
+			assert.Equal(t, tc.mode == config.ModeWarn && tc.rule == RuleBusy, d.Warned)
+			for _, m := range tc.msg {
+				assert.Contains(t, d.Message, m)
+			}
+		})
+	}
+}

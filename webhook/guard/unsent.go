@@ -1,0 +1,102 @@
+package guard
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/deletion"
+)
+
+// Anyone on the pod network can post a review to the guard: the webhook
+// server cannot tell the API server's from another's. What the guard checks
+// itself before it writes a note, a label, an Event or a metric about one:
+// that it names a requester (the API server always does), that its pod is
+// in a namespace the webhooks are registered for (the API server sends no
+// other), that the pod exists with the review's UID and is not already
+// terminating (confirm), and, for a note, that the pod's deletion follows
+// (podDeleted). What it cannot check (that a review naming a real pod in
+// a selected namespace, before its real deletion, was the API server's) the
+// chart's NetworkPolicy narrows to the peers allowed to reach the webhook.
+
+// notActedOn is the log message of a review the guard answered but wrote
+// nothing about.
+const notActedOn = "review not acted on"
+
+// neverSelected are the cluster's own namespaces, which no registration of
+// runnerguard selects whatever its selector says.
+var neverSelected = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// unsent says why the API server cannot have sent the review of f, or ""
+// when it may have.
+func (h *Handler) unsent(ctx context.Context, f Facts) string {
+	if f.Requester == "" {
+		return "the review names no requester"
+	}
+	ns := f.Pod.Namespace
+	if ns == "" || slices.Contains(neverSelected, ns) {
+		return "the pod is in no namespace runnerguard guards"
+	}
+	if h.Selected == nil {
+		return ""
+	}
+	if h.Namespaces == nil {
+		return "the namespace cannot be read"
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: ns}, meta); err != nil {
+		return "the namespace cannot be read: " + err.Error()
+	}
+	if !h.Selected.Matches(labels.Set(meta.Labels)) {
+		return "the pod is in no namespace runnerguard guards"
+	}
+	return ""
+}
+
+// deleted reports whether the deletion n tells of has happened: the pod is
+// terminating, or gone (the API server removes a pod deleted with no grace
+// at once), or replaced by another of its name. Read from the runner pods'
+// metadata cache, or from the API server for a pod the cache does not hold
+// (one the guard has just labelled).
+func (h *Handler) deleted(ctx context.Context, n *v1alpha1.RunnerDeletion) (bool, error) {
+	key := client.ObjectKey{Namespace: n.Namespace, Name: n.Deletion.Pod}
+	meta := podMeta()
+	err := h.Pods.Get(ctx, key, meta)
+	if apierrors.IsNotFound(err) {
+		meta = podMeta()
+		err = h.Reader.Get(ctx, key, meta)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return string(meta.UID) != n.Deletion.UID || meta.DeletionTimestamp != nil, nil
+}
+
+// podDeleted is the readiness of n's note: it polls deleted until the
+// deletion shows, for as long as the recorder waits for a note. Without the
+// runner pods' cache, or unless Register asked for it, the note is written
+// at once.
+func (h *Handler) podDeleted(n *v1alpha1.RunnerDeletion) func(context.Context) bool {
+	if h.Pods == nil || !h.NotesAfterDeletion {
+		return nil
+	}
+	return func(ctx context.Context) bool {
+		ctx, cancel := context.WithTimeout(ctx, deletion.NoteWait)
+		defer cancel()
+		return wait.PollUntilContextCancel(ctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
+			done, err := h.deleted(ctx, n)
+			return done && err == nil, nil
+		}) == nil
+	}
+}
