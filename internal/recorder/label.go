@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -93,7 +94,8 @@ func (l *Labeler) Label(ctx context.Context) error {
 // deletion it lets through, before the deletion can remove it unseen. The
 // patch carries the pod's UID: a pod recreated under that name has another,
 // which the API server refuses to change, so it never gets the label by
-// mistake. A pod already gone needs no label.
+// mistake. A pod already gone, or replaced by another of its name (the API
+// server refuses the UID as an invalid change), needs no label.
 func Label(ctx context.Context, w client.Writer, pod *corev1.Pod) error {
 	if _, ok := pod.Labels[runnerpod.RunnerLabel]; ok {
 		return nil
@@ -104,5 +106,9 @@ func Label(ctx context.Context, w client.Writer, pod *corev1.Pod) error {
 	patched := base.DeepCopy()
 	patched.UID = pod.UID
 	patched.Labels = map[string]string{runnerpod.RunnerLabel: "true"}
-	return client.IgnoreNotFound(w.Patch(ctx, patched, client.MergeFrom(base)))
+	err := w.Patch(ctx, patched, client.MergeFrom(base))
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+		return nil
+	}
+	return err
 }

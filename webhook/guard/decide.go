@@ -69,7 +69,7 @@ type Facts struct {
 // Rule names the row of the decision table that decided.
 type Rule string
 
-// The rows of the guard's decision table (docs/design), in order.
+// The rows of the guard's decision table (docs/concepts/guard.md), in order.
 const (
 	RuleNotRunnerPod     Rule = "not-runner-pod"
 	RuleTerminating      Rule = "terminating"
