@@ -20,7 +20,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// PodCache is the watcher's informer of runner pods (those RunnerPods
+// PodCache is the watcher's informer of runner pods (those runnerpod.Labelled
 // selects), each kept as a cachedPod. It runs on the leader only: the
 // followers keep no pods but the guard's metadata.
 //
