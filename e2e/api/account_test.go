@@ -20,7 +20,6 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
-	"github.com/runnerguard/runnerguard/internal/report"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -37,9 +36,14 @@ func runDeaths(t *testing.T, args ...string) string {
 // deathsOfJob is what `runnerguard deaths --job id` finds in namespace ns.
 func deathsOfJob(t *testing.T, ns, id string) []death.Record {
 	t.Helper()
-	var f report.Fleet
-	require.NoError(t, json.Unmarshal([]byte(runDeaths(t, "-n", ns, "--job", id, "-o", "json")), &f))
-	return f.Records
+	// -o json prints the records as RunnerDeath objects, as kubectl would.
+	var list v1alpha1.RunnerDeathList
+	require.NoError(t, json.Unmarshal([]byte(runDeaths(t, "-n", ns, "--job", id, "-o", "json")), &list))
+	var out []death.Record
+	for i := range list.Items {
+		out = append(out, death.FromObject(&list.Items[i]))
+	}
+	return out
 }
 
 // The runner's last lines, as FallbackToLogsOnError leaves them.
