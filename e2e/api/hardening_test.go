@@ -137,7 +137,7 @@ func TestAnOversizedReviewIsRefusedAndTheServerCarriesOn(t *testing.T) {
 
 // The memory bound: a burst of the largest reviews the server admits, to
 // both webhooks at once, keeps the process's peak resident memory (which
-// bounds its heap) under half the chart's 256 MiB limit.
+// bounds its heap) under half the chart's memory limit.
 func TestABurstOfTheLargestReviewsStaysUnderHalfTheMemoryLimit(t *testing.T) {
 	const limit, burst = apitest.MemoryLimit, 16
 	ns := newNamespace(t, nil)

@@ -33,7 +33,7 @@ import (
 const ServerUser = "system:serviceaccount:runnerguard:runnerguard"
 
 // MemoryLimit is the chart's default memory limit of the webhook container.
-const MemoryLimit = 256 << 20
+const MemoryLimit = 320 << 20
 
 // ServerOptions say how to run the binary.
 type ServerOptions struct {
