@@ -33,13 +33,13 @@ var controllerRuntime = map[string]bool{
 }
 
 // ownMetrics reads the metric names this repository's code defines, from
-// the prometheus.*Opts literals in webhook/ and cmd/; true marks a
+// the prometheus.*Opts literals in webhook/, internal/ and cmd/; true marks a
 // histogram or summary, whose series carry _bucket, _sum and _count.
 func ownMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	fset := token.NewFileSet()
-	for _, root := range []string{"../../webhook", "../../cmd"} {
+	for _, root := range []string{"../../webhook", "../../internal", "../../cmd"} {
 		require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
