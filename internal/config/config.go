@@ -22,7 +22,7 @@ type Config struct {
 
 // Policy configures the ValidatingAdmissionPolicy that says who may write
 // the signals the guard trusts. The server does not read it; the chart and
-// webhook/registration build the policy from it.
+// e2e/internal/registration build the policy from it.
 type Policy struct {
 	// GarbageCollectors are the usernames of the garbage collector, which
 	// removes a deleted owner from its dependents' ownerReferences: with a
