@@ -158,7 +158,21 @@ func TestOOMKillV1(t *testing.T) {
 	t.Logf("termination message: %s", msg)
 	f, err := record.ParseFinal(string(msg))
 	require.NoError(t, err)
-	assert.Equal(t, final.line.Final(), f)
+	// The final reading keeps, beyond the last line, when the kill was
+	// first seen and each container cgroup's own memory over the pod's life.
+	require.NotNil(t, f.OOMKillAt, "when the OOM kill was first seen")
+	assert.False(t, f.OOMKillAt.After(f.Time))
+	killed := 0
+	for _, c := range f.Containers {
+		if c.OOMKill > 0 {
+			killed++
+			assert.NotNil(t, c.OOMKillAt)
+		}
+	}
+	assert.Equal(t, 1, killed, "the killed container's own count")
+	lifelong := f
+	lifelong.OOMKillAt, lifelong.Containers = nil, nil
+	assert.Equal(t, final.line.Final(), lifelong)
 	assert.Equal(t, uint64(1), f.OOMKill)
 	assert.Equal(t, peak, *f.Peak)
 
