@@ -97,10 +97,12 @@ func Decide(o Observation) Plan {
 			}
 			r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 		}
-		// Only a runner that a deletion ended waits for its deleter: the
-		// guard reviews deletes of running runners only, so a finished
-		// runner's cleanup leaves no note to wait for.
-		if r.Deleted && note == nil {
+		// Only a runner that a deletion may have ended waits for its
+		// deleter: the guard reviews deletes of running runners only, so a
+		// finished runner's cleanup leaves no note to wait for. The deletion
+		// seen may be the kubelet's final one, after the runner ended: one
+		// that ended near it waits too, and the note dates the first.
+		if note == nil && (r.Deleted || deleting && r.FinishedAt != nil && deletion.Near(o.Pod, o.GoneAt, r.FinishedAt.Time)) {
 			if left := deletion.Left(o.Pod, o.GoneAt, o.Now); left > 0 {
 				wait(left)
 				continue

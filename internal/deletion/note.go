@@ -70,14 +70,24 @@ func Valid(n *v1alpha1.DeletionNote, pod *corev1.Pod, goneAt time.Time) *v1alpha
 	if n == nil || n.UID != string(pod.UID) {
 		return nil
 	}
-	start, ok := seen(pod, goneAt)
-	if !ok {
-		return nil // no deletion followed (yet)
-	}
-	if d := start.Sub(n.Time.Time); d < -NoteSkew || d > Grace(pod)+NoteLag {
-		return nil
+	if !Near(pod, goneAt, n.Time.Time) {
+		return nil // no deletion followed (yet), or not this one
 	}
 	return n
+}
+
+// Near reports whether t falls in the window of the deletion the pod shows
+// (goneAt as in Valid): from a grace period and NoteLag before that
+// deletion began to NoteSkew after it. A note dated t counts for the
+// deletion; a runner that ended at t may have been ended by it, though the
+// deletion seen (the kubelet's final delete) came after the runner ended.
+func Near(pod *corev1.Pod, goneAt, t time.Time) bool {
+	start, ok := seen(pod, goneAt)
+	if !ok {
+		return false
+	}
+	d := start.Sub(t)
+	return d >= -NoteSkew && d <= Grace(pod)+NoteLag
 }
 
 // Start is when the pod's deletion was asked for: a grace period before its
