@@ -77,6 +77,13 @@ presets:
 		{name: "the global owner principals were removed", yaml: "guard: {ownerPrincipals: [b]}", wantErr: []string{"guard.ownerPrincipals was removed: set presets[].ownerPrincipals"}},
 		{name: "only presets whose owner ends the job take owners, and caps have a floor", yaml: `presets: [{name: generic, enabled: true, runnerContainers: [runner], ownerPrincipals: [x], maxProtected: 10s}, {name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [""]}]`,
 			wantErr: []string{"presets[generic].ownerPrincipals: only the presets", "presets[generic].maxProtected: 10s is below the 1m floor", "presets[gitlab].ownerPrincipals: principals must not be empty"}},
+		{name: "gitlab may take an owner of the build pods' own namespace, by an explicit opt-in", yaml: `presets: [{name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [system:serviceaccount:ci:gitlab-runner], ownerInRunnerNamespace: true}]`,
+			check: func(t *testing.T, c Config) {
+				assert.True(t, c.Presets[1].OwnerInRunnerNamespace)
+				assert.False(t, Default().Presets[1].OwnerInRunnerNamespace, "off by default: edit in the runner namespace could wear the owner")
+			}},
+		{name: "only gitlab takes ownerInRunnerNamespace: arc-workflow's runner proves itself by its pod's token", yaml: `presets: [{name: arc-workflow, enabled: true, runnerContainers: [job], ownerInRunnerNamespace: true}, {name: generic, enabled: true, runnerContainers: [runner], ownerInRunnerNamespace: true}]`,
+			wantErr: []string{"presets[arc-workflow].ownerInRunnerNamespace: only gitlab takes it", "presets[generic].ownerInRunnerNamespace: only gitlab takes it"}},
 		{name: "the policy's trusted principals are read, and empty ones refused", yaml: `
 presets:
 - {name: arc-legacy, enabled: true, runnerContainers: [runner], controllerPrincipals: [legacy, ""]}

@@ -153,6 +153,12 @@ func validatePreset(p runnerpod.Preset) []error {
 	if len(p.OwnerPrincipals) > 0 && !p.Name.OwnerEndsJob() {
 		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: only the presets whose owner ends the job by deleting its pod (gitlab, arc-workflow) have owners", p.Name))
 	}
+	if p.OwnerInRunnerNamespace && p.Name != runnerpod.GitLab {
+		// arc-workflow's runner proves itself with its own pod's bound
+		// token, which a name alone never replaces; other presets have no
+		// owner.
+		errs = append(errs, fmt.Errorf("presets[%s].ownerInRunnerNamespace: only gitlab takes it (arc-workflow's runner is recognised by its pod's bound token, and other presets have no owner)", p.Name))
+	}
 	if slices.Contains(p.OwnerPrincipals, "") {
 		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: principals must not be empty strings", p.Name))
 	}

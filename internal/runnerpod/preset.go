@@ -63,6 +63,13 @@ type Preset struct {
 	// OwnerPrincipals own the jobs of a preset whose owner ends the job
 	// (OwnerEndsJob), for its pods created while the injector was down.
 	OwnerPrincipals []string `json:"ownerPrincipals,omitempty"`
+	// OwnerInRunnerNamespace (gitlab only) takes as the job's owner a
+	// ServiceAccount of the build pod's own namespace (the recorded creator
+	// or an owner principal), which anyone granted edit in that namespace
+	// can impersonate: they could then end any job there. Off, the guard
+	// refuses such an owner's delete of a busy pod; run the manager in a
+	// namespace of its own instead.
+	OwnerInRunnerNamespace bool `json:"ownerInRunnerNamespace,omitempty"`
 	// MaxProtected caps how long a running runner is protected; a file
 	// that leaves it out gets the preset's DefaultMaxProtected.
 	MaxProtected metav1.Duration `json:"maxProtected,omitempty"`

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/deletion"
@@ -49,6 +50,12 @@ type Facts struct {
 	Operation Operation
 	// Requester is the username of the request's userInfo.
 	Requester string
+	// RequesterPod is the pod the requester's ServiceAccount token is bound
+	// to: the API server's authentication.kubernetes.io/pod-name extra, ""
+	// when the token is bound to no pod or the requester is impersonated
+	// (impersonating an extra takes "impersonate" on userextras, which no
+	// built-in namespace role grants).
+	RequesterPod string
 	// Job is the fleet's record of the job when already known; otherwise
 	// LookupJob reads it, and Decide calls it only when its answer decides
 	// (a running ARC scale-set runner, after rules 1 to 5), so the handler
@@ -114,6 +121,10 @@ type Decision struct {
 	// Warned: a busy runner's delete or eviction allowed only because the
 	// guard is in warn mode (Rule is busy).
 	Warned bool
+	// OwnerNotTaken says why a requester named as the job's owner (its
+	// recorded creator or an owner principal) was not taken as it; "" when
+	// the requester was not named or was taken.
+	OwnerNotTaken string
 }
 
 // Decide applies the decision table: the first rule that applies decides.
@@ -149,8 +160,10 @@ func Decide(f Facts, cfg config.Config) Decision {
 		return allow(RuleIdle, why)
 	}
 	if runner.Preset.Name.OwnerEndsJob() {
+		owner, notTaken := isOwner(pod, f, runner.Preset)
+		d.OwnerNotTaken = notTaken
 		switch {
-		case isOwner(pod, f.Requester, runner.Preset):
+		case owner:
 			return allow(RuleJobOwner, "the requester owns the job and is ending it")
 		case ownerUnknown(pod, runner.Preset):
 			return allow(RuleOwnerUnknown, fmt.Sprintf("the job's owner is unknown: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals, so its job is not protected",
@@ -176,6 +189,9 @@ func Decide(f Facts, cfg config.Config) Decision {
 			*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)))
 	}
 	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
+	if d.OwnerNotTaken != "" {
+		d.Message += "; " + d.OwnerNotTaken
+	}
 	if f.Mode == config.ModeWarn {
 		// Warn mode: the refusal is said, not done.
 		d.Allowed, d.Warned = true, true
@@ -198,13 +214,56 @@ func isIdle(pod *corev1.Pod, preset runnerpod.PresetName, job JobSignal) (bool, 
 	return false, ""
 }
 
-// isOwner is rule 7: the recorded creator, or an owner principal of the
-// pod's preset.
-func isOwner(pod *corev1.Pod, requester string, p runnerpod.Preset) bool {
+// isOwner is rule 7: the requester is the recorded creator, or an owner
+// principal of the pod's preset, and is a principal that a namespace editor
+// cannot wear. `edit` in the pod's namespace may impersonate any
+// ServiceAccount there and mint its tokens, so a ServiceAccount of the pod's
+// own namespace is taken as the owner only when it proves more than its
+// name:
+//   - arc-workflow: the runner that created the workflow pod acts with its
+//     own pod's bound token, so the token must be bound to the pod the
+//     workflow pod names in its runner-pod label. One job's runner cannot end
+//     another's, and an impersonated name (no pod claim) is no owner. A
+//     namespace editor can still mint a token bound to that runner pod
+//     (TokenRequest with boundObjectRef) or exec into it and read its
+//     token: it could already act as that runner.
+//   - gitlab: the manager's token proves nothing a namespace editor cannot
+//     mint too, so only a preset that opts in (ownerInRunnerNamespace) takes
+//     it by name.
+//
+// When the requester is named but not taken, the second result says why
+// and what to change.
+func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
+	requester := f.Requester
 	if requester == "" {
-		return false
+		return false, ""
 	}
-	return pod.Annotations[runnerpod.CreatedBy] == requester || slices.Contains(p.OwnerPrincipals, requester)
+	if pod.Annotations[runnerpod.CreatedBy] != requester && !slices.Contains(p.OwnerPrincipals, requester) {
+		return false, ""
+	}
+	saNamespace, _, err := serviceaccount.SplitUsername(requester)
+	if err != nil || saNamespace != pod.Namespace {
+		return true, ""
+	}
+	switch p.Name {
+	case runnerpod.ARCWorkflow:
+		runner := pod.Labels[runnerpod.ARCWorkflowPodLabel]
+		if runner != "" && f.RequesterPod == runner {
+			return true, ""
+		}
+		bound := "is bound to no pod (an impersonated or long-lived token)"
+		if f.RequesterPod != "" {
+			bound = fmt.Sprintf("is bound to pod %q", f.RequesterPod)
+		}
+		return false, fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can act as, and its token %s, not to the workflow pod's runner pod %q (label %s): only that runner, with its own pod's token, ends this job",
+			requester, pod.Namespace, bound, runner, runnerpod.ARCWorkflowPodLabel)
+	default:
+		if p.OwnerInRunnerNamespace {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can impersonate, so runnerguard does not take it as the owner: run the fleet's manager in a namespace of its own (safe), or accept that risk with presets.%s.ownerInRunnerNamespace: true",
+			requester, pod.Namespace, p.Name)
+	}
 }
 
 // ownerUnknown: the pod's creator was not recorded (it was created while

@@ -42,6 +42,9 @@ func DecideConnect(f Facts, container string, cfg config.Config) Decision {
 	d := Decide(f, cfg)
 	if d.Rule == RuleBusy {
 		d.Message = connectBusyMessage(f, d)
+		if d.OwnerNotTaken != "" {
+			d.Message += "; " + d.OwnerNotTaken
+		}
 		if d.Warned {
 			d.Message = "runnerguard (warn mode) would refuse this: " + strings.TrimPrefix(d.Message, "runnerguard: ")
 		}

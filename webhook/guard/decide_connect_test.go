@@ -22,6 +22,7 @@ func TestDecideConnect(t *testing.T) {
 		op        Operation
 		container string
 		requester string
+		boundPod  string
 		job       JobSignal
 		mode      config.Mode
 		rule      Rule
@@ -39,8 +40,17 @@ func TestDecideConnect(t *testing.T) {
 		{name: "GitLab's manager runs the job's script through attach into the build container",
 			pod: busyGitLab().Obj(), op: Attach, container: "build", requester: manager, rule: RuleJobOwner, allowed: true},
 		{name: "the pod's recorded creator is its job's owner",
+			pod: busyGitLab().Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:runner").Obj(), op: Exec, container: "build",
+			requester: "system:serviceaccount:gitlab:runner", rule: RuleJobOwner, allowed: true},
+		{name: "a recorded creator of the pod's own namespace may not enter without the opt-in, saying why",
 			pod: busyGitLab().Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), op: Exec, container: "build",
-			requester: "system:serviceaccount:ci:runner", rule: RuleJobOwner, allowed: true},
+			requester: "system:serviceaccount:ci:runner", rule: RuleBusy, msg: []string{`refused exec into runner container "build"`, "which anyone granted edit in ci can impersonate", "ownerInRunnerNamespace"}},
+		{name: "ARC's runner execs into its own workflow pod with its pod's token",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), op: Exec, container: "job",
+			requester: "system:serviceaccount:ci:runner", boundPod: "r", rule: RuleJobOwner, allowed: true},
+		{name: "another runner's token may not exec into the workflow pod",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), op: Exec, container: "job",
+			requester: "system:serviceaccount:ci:runner", boundPod: "r2", rule: RuleBusy, msg: []string{`its token is bound to pod "r2"`}},
 		{name: "a reaper's exec into GitLab's build container is refused",
 			pod: busyGitLab().Obj(), op: Exec, container: "build", requester: reaper, rule: RuleBusy},
 		{name: "another container of a runner pod is not judged",
@@ -69,7 +79,7 @@ func TestDecideConnect(t *testing.T) {
 			if mode == "" {
 				mode = config.ModeEnforce
 			}
-			f := Facts{Pod: tc.pod, Operation: tc.op, Requester: tc.requester, Job: tc.job, Now: podtest.Start.Add(5 * time.Minute), Mode: mode}
+			f := Facts{Pod: tc.pod, Operation: tc.op, Requester: tc.requester, RequesterPod: tc.boundPod, Job: tc.job, Now: podtest.Start.Add(5 * time.Minute), Mode: mode}
 			d := DecideConnect(f, tc.container, cfg)
 			assert.Equal(t, tc.rule, d.Rule)
 			assert.Equal(t, tc.allowed, d.Allowed)

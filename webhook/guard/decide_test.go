@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -25,6 +26,7 @@ func TestDecide(t *testing.T) {
 		pod       *corev1.Pod
 		op        Operation
 		requester string
+		boundPod  string
 		job       JobSignal
 		deleting  bool
 		cfg       *config.Config
@@ -104,8 +106,41 @@ func TestDecide(t *testing.T) {
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:runner").Obj(), cfg: &noOwners, requester: reaper, rule: RuleBusy},
 		{name: "an owner-unknown pod is a preset's whose owner ends the job: a generic runner stays protected",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), cfg: &noOwners, requester: reaper, rule: RuleBusy},
-		{name: "ARC's runner deleting its workflow pod ends its job",
-			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", rule: RuleJobOwner, allowed: true},
+		{name: "ARC's runner deleting its workflow pod with its own pod's token ends its job",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", boundPod: "r", rule: RuleJobOwner, allowed: true},
+		{name: "ARC's runner SA impersonated (no pod claim) is no owner: edit in the namespace can wear it",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", rule: RuleBusy,
+			msg: []string{"system:serviceaccount:ci:runner is named as the job's owner but is a ServiceAccount of the pod's own namespace", "its token is bound to no pod", `not to the workflow pod's runner pod "r" (label runner-pod)`}},
+		{name: "one job's runner cannot end another job's workflow pod",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", boundPod: "other-runner", rule: RuleBusy,
+			msg: []string{`its token is bound to pod "other-runner", not to the workflow pod's runner pod "r"`}},
+		{name: "a job running as the runner's SA holds a token bound to its own workflow pod: no owner",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", boundPod: "r-workflow", rule: RuleBusy},
+		{name: "a token bound to the runner pod proves nothing for a workflow pod with no runner-pod label value",
+			pod: podtest.ARCWorkflow("ci", "").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", boundPod: "", rule: RuleBusy},
+		{name: "an arc-workflow owner principal of the same namespace needs the runner pod's token too",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: ptr.To(withOwner(runnerpod.ARCWorkflow, "system:serviceaccount:ci:runner")), requester: "system:serviceaccount:ci:runner", rule: RuleBusy},
+		{name: "an arc-workflow owner principal of the same namespace with the runner pod's token is the owner",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: ptr.To(withOwner(runnerpod.ARCWorkflow, "system:serviceaccount:ci:runner")), requester: "system:serviceaccount:ci:runner", boundPod: "r", rule: RuleJobOwner, allowed: true},
+		{name: "GitLab's manager in the build pods' own namespace is no owner without the opt-in",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", rule: RuleBusy,
+			msg: []string{"system:serviceaccount:ci:gitlab-runner is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in ci can impersonate",
+				"run the fleet's manager in a namespace of its own (safe), or accept that risk with presets.gitlab.ownerInRunnerNamespace: true"}},
+		{name: "a bound token does not make a same-namespace GitLab manager an owner: edit can mint one too",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", boundPod: "gitlab-runner-7d9f", rule: RuleBusy},
+		{name: "a same-namespace GitLab owner principal is no owner without the opt-in either",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: ptr.To(withOwner(runnerpod.GitLab, "system:serviceaccount:ci:gitlab-runner")), requester: "system:serviceaccount:ci:gitlab-runner", rule: RuleBusy, msg: []string{"ownerInRunnerNamespace"}},
+		{name: "with the opt-in, GitLab's manager in the build pods' namespace is the owner",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), cfg: inRunnerNamespace(withOwner(runnerpod.GitLab, "system:serviceaccount:ci:gitlab-runner")), requester: "system:serviceaccount:ci:gitlab-runner", rule: RuleJobOwner, allowed: true},
+		{name: "the opt-in does not make the same-namespace manager the owner of a job it neither created nor is named for",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), cfg: inRunnerNamespace(withOwner(runnerpod.GitLab, "system:serviceaccount:ci:gitlab-runner")), requester: reaper, rule: RuleBusy},
+		{name: "a person who created a build pod is its owner: edit cannot impersonate users",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "alice@example.com").Obj(), requester: "alice@example.com", rule: RuleJobOwner, allowed: true},
+		{name: "a refusal of a named owner not taken is the busy refusal with the reason appended",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", op: Eviction, rule: RuleBusy,
+			msg: []string{"removing the pod now would lose that job", "; system:serviceaccount:ci:gitlab-runner is named as the job's owner"}},
+		{name: "a reaper not named as the owner gets no owner reason",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: reaper, rule: RuleBusy},
 		{name: "someone other than the creator deleting a GitLab build pod is refused",
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:runner").Obj(), requester: reaper, rule: RuleBusy},
 		{name: "the creator of a generic runner is not its job's owner",
@@ -182,12 +217,15 @@ func TestDecide(t *testing.T) {
 			if mode == "" {
 				mode = config.ModeEnforce
 			}
-			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}, c)
+			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}, c)
 			assert.Equal(t, tc.rule, d.Rule, d.Message)
 			assert.Equal(t, tc.allowed, d.Allowed)
 			assert.Equal(t, tc.warned, d.Warned)
 			for _, m := range tc.msg {
 				assert.Contains(t, d.Message, m)
+			}
+			if tc.requester == reaper || tc.allowed {
+				assert.Empty(t, d.OwnerNotTaken, "said only of a requester named as the owner and refused")
 			}
 		})
 	}
@@ -211,6 +249,15 @@ func withOwner(n runnerpod.PresetName, owner string) config.Config {
 		}
 	}
 	return c
+}
+
+func inRunnerNamespace(c config.Config) *config.Config {
+	for i := range c.Presets {
+		if c.Presets[i].Name == runnerpod.GitLab {
+			c.Presets[i].OwnerInRunnerNamespace = true
+		}
+	}
+	return &c
 }
 
 func capped(n runnerpod.PresetName, d time.Duration) *config.Config {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -116,7 +117,7 @@ var (
 
 // facts decodes the review and gathers what Decide needs.
 func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, review, error) {
-	f := Facts{Requester: req.UserInfo.Username, Now: h.Now()}
+	f := Facts{Requester: req.UserInfo.Username, RequesterPod: boundPod(req), Now: h.Now()}
 	rv := review{dryRun: req.DryRun != nil && *req.DryRun, grace: -1}
 	pod := &corev1.Pod{}
 	switch {
@@ -166,6 +167,16 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 	f.Mode = h.mode(ctx, pod.Namespace)
 	f.LookupJob = h.lookupJob(ctx, pod)
 	return f, rv, nil
+}
+
+// boundPod is the pod the requester's ServiceAccount token is bound to, as
+// the API server's authenticator put it in the request's user extras; ""
+// unless it names exactly one.
+func boundPod(req admission.Request) string {
+	if v := req.UserInfo.Extra[serviceaccount.PodNameKey]; len(v) == 1 {
+		return v[0]
+	}
+	return ""
 }
 
 // lookupJob reads the pod's EphemeralRunner when Decide asks for it.
@@ -278,6 +289,11 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
 			"refused %s by %s: runner %q is busy with a job; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
 			f.Operation, f.Requester, d.Status.Container.Name, requestedBy(startedBy))
+	case !d.Allowed && d.OwnerNotTaken != "":
+		// The fleet's own cleanup refused: the operator must change the
+		// layout or the preset, which the Event says.
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
+			"refused %s by %s: runner %q is busy; %s", f.Operation, f.Requester, d.Status.Container.Name, d.OwnerNotTaken)
 	case !d.Allowed:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
 			"refused %s by %s: runner %q is busy and its job would be lost; someone granted %s may set %s=\"<reason>\" to drain it deliberately",

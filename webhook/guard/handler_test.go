@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -494,4 +495,42 @@ func TestAnUnknownOwnersDeleteIsAllowedWithAWarningEventAndNoted(t *testing.T) {
 	n := deletionNote(t, h, pod)
 	require.NotNil(t, n)
 	assert.Equal(t, "owner-unknown", n.Rule)
+}
+
+func TestTheRunnersBoundPodDecidesItsWorkflowPodsOwnership(t *testing.T) {
+	const runner = "system:serviceaccount:ci:arc-runner-kube-mode"
+	pod := podtest.ARCWorkflow("ci", "arc-r1").Running("job").Annotate(runnerpod.CreatedBy, runner).Obj()
+	for name, tc := range map[string]struct {
+		extra   map[string]authenticationv1.ExtraValue
+		allowed bool
+		event   string
+	}{
+		"the runner's own pod's token ends its job": {
+			extra:   map[string]authenticationv1.ExtraValue{serviceaccount.PodNameKey: {"arc-r1"}, serviceaccount.PodUIDKey: {"uid-1"}},
+			allowed: true},
+		"another runner's token is refused, and the Event says why": {
+			extra: map[string]authenticationv1.ExtraValue{serviceaccount.PodNameKey: {"arc-r2"}},
+			event: `Warning DeleteRefused refused delete by ` + runner + `: runner "job" is busy; ` + runner + ` is named as the job's owner but is a ServiceAccount of the pod's own namespace`},
+		"the runner's name without a pod claim (impersonated) is refused": {
+			event: "its token is bound to no pod"},
+		"two pod names are no claim": {
+			extra: map[string]authenticationv1.ExtraValue{serviceaccount.PodNameKey: {"arc-r1", "arc-r2"}},
+			event: "its token is bound to no pod"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, rec := newTestHandler(pod)
+			req := deleteReq(t, pod, runner, false, nil)
+			req.UserInfo.Extra = tc.extra
+			resp := h.Handle(context.Background(), req)
+			require.Equal(t, tc.allowed, resp.Allowed, resp.Result.Message)
+			if tc.allowed {
+				assert.Empty(t, drain(rec))
+				return
+			}
+			got := drain(rec)
+			require.Len(t, got, 1)
+			assert.Contains(t, got[0], tc.event)
+			assert.Contains(t, resp.Result.Message, `not to the workflow pod's runner pod "arc-r1"`)
+		})
+	}
 }
