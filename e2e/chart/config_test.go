@@ -93,6 +93,15 @@ func TestConfigFromValues(t *testing.T) {
 				c.Inject.Vitals.CgroupHostPath = "/host/cgroup"
 			},
 		},
+		{
+			name:   "GitLab's opt-in to a manager in the build pods' namespace reaches the config",
+			values: "presets: {gitlab: {ownerPrincipals: [system:serviceaccount:ci:gitlab-runner], ownerInRunnerNamespace: true}}",
+			want: func(c *config.Config, image string) {
+				c.Inject.Vitals.Image = image
+				c.Presets[1].OwnerPrincipals = []string{"system:serviceaccount:ci:gitlab-runner"}
+				c.Presets[1].OwnerInRunnerNamespace = true
+			},
+		},
 	}
 	for _, h := range helms(t) {
 		for _, tc := range cases {

@@ -349,6 +349,14 @@ func TestOwnerPrincipalsOfOtherPresetsFailTheInstall(t *testing.T) {
 	assert.Contains(t, err.Error(), "presets.generic.ownerPrincipals: only gitlab and arc-workflow")
 }
 
+// Only gitlab takes an owner of the runner pods' own namespace by name:
+// arc-workflow's runner proves itself by its pod's token.
+func TestOwnerInRunnerNamespaceOfOtherPresetsFailsTheInstall(t *testing.T) {
+	_, err := helm4(t).template(t, "presets: {arc-workflow: {ownerInRunnerNamespace: true}}")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "presets.arc-workflow.ownerInRunnerNamespace: only gitlab takes it")
+}
+
 // A job key names a label or an annotation: the schema refuses both, and
 // anything else, at install.
 func TestAJobKeyOfBothKindsFailsTheInstall(t *testing.T) {
