@@ -67,7 +67,9 @@ func TestARCRemovesAnIdleRunner(t *testing.T) {
 func TestGitLabsManagerEndsTheJobItCreated(t *testing.T) {
 	ns := newNamespace(t, nil)
 	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
-	manager := may(t, ns, serviceAccount("system:serviceaccount:"+ns+":gitlab-runner"), "edit")
+	// The manager in a namespace of its own: one in the build pods'
+	// namespace is one edit there can wear (TestTheJobOwnerIsNoNameAnEditorCanWear).
+	manager := may(t, ns, serviceAccount("system:serviceaccount:gitlab-runner:gitlab-runner"), "edit")
 	pod := create(t, manager.client(t), podtest.GitLab(ns, "runner-x-project-1-concurrent-0").Obj())
 	got := &corev1.Pod{}
 	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))

@@ -222,27 +222,36 @@ func TestARCScaleSetRunnerIsJudgedByItsEphemeralRunner(t *testing.T) {
 }
 
 // The fleets whose owner ends a job by deleting its pod: the injector
-// records the CREATE's requester, and a DELETE by that principal is allowed.
+// records the CREATE's requester, and a DELETE by that principal is allowed:
+// GitLab's manager from a namespace of its own, ARC's runner with its own
+// pod's token (TestTheJobOwnerIsNoNameAnEditorCanWear plays the layouts
+// and tokens that are refused).
 func TestTheCreatorOfAJobPodEndsItsJob(t *testing.T) {
 	ns := newNamespace(t, nil)
+	const kubeMode = "arc-runner"
+	serviceAccountIn(t, ns, kubeMode)
+	may(t, ns, serviceAccount("system:serviceaccount:"+ns+":"+kubeMode), "edit")
+	runner := token(t, cs, ns, kubeMode, runnerPod(t, ns, "arc-runner-x", kubeMode))
 	for _, tc := range []struct {
 		name, creator string
+		as            client.Client
 		pod           *corev1.Pod
 		runner        string
 	}{
-		{name: "gitlab", creator: "system:serviceaccount:" + ns + ":gitlab-runner", pod: podtest.GitLab(ns, "runner-abc-project-1-concurrent-0").Obj(), runner: "build"},
-		{name: "arc-workflow", creator: "system:serviceaccount:" + ns + ":arc-runner", pod: podtest.ARCWorkflow(ns, "arc-runner-x").Obj(), runner: "job"},
+		{name: "gitlab", creator: "system:serviceaccount:gitlab-runner:gitlab-runner", as: as(t, "system:serviceaccount:gitlab-runner:gitlab-runner"),
+			pod: podtest.GitLab(ns, "runner-abc-project-1-concurrent-0").Obj(), runner: "build"},
+		{name: "arc-workflow", creator: runner.user, as: runner.client(t), pod: podtest.ARCWorkflow(ns, "arc-runner-x").Obj(), runner: "job"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := tc.pod
 			pod.Annotations = map[string]string{runnerpod.CreatedBy: reaper} // a pod cannot claim an owner
-			pod = create(t, as(t, tc.creator), pod)
+			pod = create(t, tc.as, pod)
 			got := &corev1.Pod{}
 			require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 			assert.Equal(t, tc.creator, got.Annotations[runnerpod.CreatedBy], "the injector records the requester, overwriting")
 			setStatus(t, got, podtest.GitLab(ns, "x").RunningSince(tc.runner, time.Now()).Obj().Status)
 			assert.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), pod)), "the forged creator gains nothing")
-			require.NoError(t, deletePod(as(t, tc.creator), pod, client.GracePeriodSeconds(0)), "the job's owner ends it (ARC deletes with grace 0)")
+			require.NoError(t, deletePod(tc.as, pod, client.GracePeriodSeconds(0)), "the job's owner ends it (ARC deletes with grace 0)")
 		})
 	}
 }

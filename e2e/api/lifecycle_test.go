@@ -260,7 +260,9 @@ func TestLegacyARCLife(t *testing.T) {
 
 func TestGitLabLifeWithTheInjector(t *testing.T) {
 	ns := newNamespace(t, nil)
-	manager := "system:serviceaccount:" + ns + ":gitlab-runner"
+	// The manager in a namespace of its own, the layout where its name is
+	// one edit in the build pods' namespace cannot wear.
+	manager := "system:serviceaccount:gitlab-runner:gitlab-runner"
 	job := func(name string) *corev1.Pod {
 		w := podtest.GitLab(ns, name).RunningSince("build", time.Now().Add(-time.Minute))
 		pod := create(t, as(t, manager), w.Obj())
