@@ -300,7 +300,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 			f.Operation, f.Requester, d.Status.Container.Name, OverridePermission, runnerpod.AllowDelete)
 	case d.Warned:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation)+"InWarnMode", string(f.Operation),
-			"%s by %s allowed in warn mode: runner %q is busy and enforce mode would refuse it", f.Operation, f.Requester, d.Status.Container.Name)
+			"%s by %s allowed in warn mode: runner %q is busy and enforce mode would refuse it%s", f.Operation, f.Requester, d.Status.Container.Name, ownerNotTaken(d))
 	case d.Rule == RuleOverride:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DeleteOverridden", string(f.Operation),
 			"%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)
@@ -326,6 +326,16 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 			log.Error(err, "labelling the runner pod for the pod watcher")
 		}
 	}
+}
+
+// ownerNotTaken is "; " and why a requester named as the job's owner was
+// not taken as it, or "": in warn mode the fleet's own cleanup that enforce
+// mode would refuse is the operator's to fix before switching.
+func ownerNotTaken(d Decision) string {
+	if d.OwnerNotTaken == "" {
+		return ""
+	}
+	return "; " + d.OwnerNotTaken
 }
 
 // mode is the guard's mode in namespace ns. A namespace that cannot be read

@@ -534,3 +534,18 @@ func TestTheRunnersBoundPodDecidesItsWorkflowPodsOwnership(t *testing.T) {
 		})
 	}
 }
+
+func TestWarnModeTellsTheOperatorTheManagerWouldBeRefused(t *testing.T) {
+	const manager = "system:serviceaccount:ci:gitlab-runner"
+	pod := podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, manager).Obj()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{runnerpod.ModeLabel: "warn"}}}
+	h, rec := newTestHandler(pod, ns)
+	h.Namespaces = h.Reader
+	resp := h.Handle(context.Background(), deleteReq(t, pod, manager, false, nil))
+	require.True(t, resp.Allowed)
+	require.Len(t, resp.Warnings, 1)
+	assert.Contains(t, resp.Warnings[0], "presets.gitlab.ownerInRunnerNamespace: true")
+	got := drain(rec)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], `enforce mode would refuse it; `+manager+` is named as the job's owner but is a ServiceAccount of the pod's own namespace`)
+}
