@@ -143,6 +143,16 @@ func TestTheJobOwnerIsNoNameAnEditorCanWear(t *testing.T) {
 		assert.True(t, apierrors.IsForbidden(err), "%v", err)
 		assert.Contains(t, err.Error(), `bound to pod "arc-r2"`)
 	})
+	t.Run("a job running as the runner's ServiceAccount cannot end another job", func(t *testing.T) {
+		pod := workflow(t)
+		other := running(podtest.ARCWorkflow(ns, "arc-r2"), "job")
+		other.Spec.ServiceAccountName = kubeMode
+		job := token(t, cs, ns, kubeMode, create(t, runner2.client(t), other))
+		err := deletePod(job.client(t), pod)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `its token is bound to pod "arc-r2-workflow"`)
+		assert.True(t, alive(t, pod))
+	})
 	t.Run("the runner's own pod's token ends its job", func(t *testing.T) {
 		pod := workflow(t)
 		require.NoError(t, deletePod(runner1.client(t), pod))
