@@ -39,6 +39,7 @@ func TestNotesSayTheModeTheNamespacesAndTheOffSwitches(t *testing.T) {
 	}
 	const warnEverywhere = "helm upgrade runnerguard <this chart> -n runnerguard --reuse-values --set guard.mode=warn"
 	const legacyWarning = "presets.arc-legacy.controllerPrincipals is empty"
+	const ownerWarning = "presets.gitlab.ownerInRunnerNamespace is true"
 	cases := []struct {
 		name, values  string
 		want, notWant []string
@@ -54,7 +55,7 @@ func TestNotesSayTheModeTheNamespacesAndTheOffSwitches(t *testing.T) {
 				legacyWarning,
 				warnEverywhere,
 			}, offSwitches...),
-			notWant: []string{"DeleteRefusedInWarnMode"},
+			notWant: []string{"DeleteRefusedInWarnMode", ownerWarning},
 		},
 		{
 			name:   "the quick start: warn with both failure policies Ignore",
@@ -80,6 +81,11 @@ func TestNotesSayTheModeTheNamespacesAndTheOffSwitches(t *testing.T) {
 			name:    "legacy ARC's controller named: no warning",
 			values:  `presets: {arc-legacy: {controllerPrincipals: ["system:serviceaccount:arc:legacy"]}}`,
 			notWant: []string{legacyWarning},
+		},
+		{
+			name:   "GitLab's manager trusted in the build pods' namespace: a warning saying who can then end jobs",
+			values: "presets: {gitlab: {ownerInRunnerNamespace: true}}",
+			want:   []string{ownerWarning, "Anyone granted edit in that namespace can impersonate it"},
 		},
 		{
 			name:    "legacy ARC not run: no warning",
