@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -43,6 +45,15 @@ const (
 	JobOver
 )
 
+// JobRecord is what the fleet's own record of the runner says: the job
+// signal, whether the record is being deleted, and the job it names (nil
+// when it names none).
+type JobRecord struct {
+	Signal        JobSignal
+	OwnerDeleting bool
+	Job           *v1alpha1.Job
+}
+
 // Facts are everything the decision depends on.
 type Facts struct {
 	Pod       *corev1.Pod
@@ -57,8 +68,10 @@ type Facts struct {
 	// OwnerDeleting: the pod's EphemeralRunner is being deleted; ARC deletes
 	// the pod itself once the runner's job is over. LookupJob reads both.
 	OwnerDeleting bool
-	LookupJob     func() (job JobSignal, ownerDeleting bool)
-	Now           time.Time
+	// JobNamed is the job the fleet's record names, when it was read.
+	JobNamed  *v1alpha1.Job
+	LookupJob func() JobRecord
+	Now       time.Time
 	// Mode is the guard's mode in the pod's namespace: enforce or warn.
 	Mode config.Mode
 	// confirmed: Pod was read from the API server, not taken from the
@@ -114,6 +127,10 @@ type Decision struct {
 	// Warned: a busy runner's delete or eviction allowed only because the
 	// guard is in warn mode (Rule is busy).
 	Warned bool
+	// Job is the busy runner's job as its fleet names it (the
+	// EphemeralRunner's status, or the pod's job keys), nil when unnamed:
+	// set for rule busy only, for the refusal to say.
+	Job *v1alpha1.Job
 }
 
 // Decide applies the decision table: the first rule that applies decides.
@@ -139,7 +156,8 @@ func Decide(f Facts, cfg config.Config) Decision {
 		return allow(RuleRunnerTerminated, "the runner has ended")
 	}
 	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobNotRead && f.LookupJob != nil {
-		f.Job, f.OwnerDeleting = f.LookupJob()
+		r := f.LookupJob()
+		f.Job, f.OwnerDeleting, f.JobNamed = r.Signal, r.OwnerDeleting, r.Job
 	}
 	d.OwnerDeleting = f.OwnerDeleting
 	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobOver {
@@ -174,6 +192,10 @@ func Decide(f Facts, cfg config.Config) Decision {
 		d.Ran, _ = runningFor(d.Status, f.Now)
 		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
 			*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)))
+	}
+	d.Job = f.JobNamed
+	if d.Job == nil {
+		d.Job = death.JobFromPod(pod, runner.Preset.Job)
 	}
 	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
 	if f.Mode == config.ModeWarn {
@@ -227,18 +249,55 @@ func podDeadline(pod *corev1.Pod) (time.Time, bool) {
 	return start.Add(time.Duration(*ads) * time.Second), true
 }
 
-// protectionLeft is how long the busy runner stays protected: until its
-// preset's cap or, when sooner, the pod's own deadline; false when neither
-// is known.
-func protectionLeft(f Facts, d Decision) (time.Duration, string, bool) {
-	left, why, ok := time.Duration(0), "", false
-	if ran, known := runningFor(d.Status, f.Now); known {
-		left, why, ok = d.Runner.Preset.MaxProtected.Duration-ran, "preset cap "+duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration), true
+// protectionLeft is how long the busy runner stays protected, and when that
+// ends: at its preset's cap or, when sooner, the pod's own deadline; false
+// when neither is known.
+func protectionLeft(f Facts, d Decision) (time.Duration, time.Time, string, bool) {
+	left, end, why, ok := time.Duration(0), time.Time{}, "", false
+	if run := d.Status.Container; run != nil && run.State.Running != nil && !run.State.Running.StartedAt.IsZero() {
+		ran, _ := runningFor(d.Status, f.Now)
+		left, end, why, ok = d.Runner.Preset.MaxProtected.Duration-ran, run.State.Running.StartedAt.Add(d.Runner.Preset.MaxProtected.Duration),
+			"preset cap "+duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration), true
 	}
-	if end, known := podDeadline(f.Pod); known && (!ok || end.Sub(f.Now) < left) {
-		left, why, ok = end.Sub(f.Now).Truncate(time.Second), fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds), true
+	if dl, known := podDeadline(f.Pod); known && (!ok || dl.Before(end)) {
+		left, end, why, ok = dl.Sub(f.Now).Truncate(time.Second), dl, fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds), true
 	}
-	return left, why, ok
+	return left, end, why, ok
+}
+
+// jobText names a job as its fleet does: its id, then what else the fleet
+// states of it, each quoted, since whoever may update the pod can write
+// the pod's job keys.
+func jobText(j *v1alpha1.Job) string {
+	if j == nil {
+		return ""
+	}
+	id := j.ID
+	if id == "" {
+		id = j.RequestID
+	}
+	var parts []string
+	if id != "" {
+		parts = append(parts, fmt.Sprintf("job %q", id))
+	}
+	for _, f := range []struct{ what, v string }{{"workflow run", j.Run}, {"name", j.Name}, {"project", j.Project}} {
+		if f.v != "" {
+			parts = append(parts, fmt.Sprintf("%s %q", f.what, f.v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// busySince says since when the runner has run, and when its protection
+// ends, for a refusal's reader to plan a drain by: "" for what is unknown.
+func busySince(f Facts, d Decision) (since, ends string) {
+	if run := d.Status.Container; run != nil && run.State.Running != nil && !run.State.Running.StartedAt.IsZero() {
+		since = run.State.Running.StartedAt.UTC().Format(time.RFC3339)
+	}
+	if _, end, _, ok := protectionLeft(f, d); ok {
+		ends = end.UTC().Format(time.RFC3339)
+	}
+	return since, ends
 }
 
 // runningFor is how long the runner container has been running, from its
@@ -275,7 +334,8 @@ func busyMessage(f Facts, d Decision) string {
 	fmt.Fprintf(&b, "runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
 	ran, started := runningFor(d.Status, f.Now)
 	if started {
-		fmt.Fprintf(&b, " has been running for %s", duration.HumanDuration(ran))
+		since, _ := busySince(f, d)
+		fmt.Fprintf(&b, " has been running for %s (since %s)", duration.HumanDuration(ran), since)
 	} else {
 		b.WriteString(" is running")
 	}
@@ -286,6 +346,9 @@ func busyMessage(f Facts, d Decision) string {
 		b.WriteString(" and its EphemeralRunner could not be read (or is not the pod's owner by UID), so it is taken to be busy")
 	default:
 		b.WriteString(" and is taken to be busy with a job")
+	}
+	if j := jobText(d.Job); j != "" {
+		fmt.Fprintf(&b, " (%s)", j)
 	}
 	if f.OwnerDeleting {
 		b.WriteString("; its EphemeralRunner is being deleted: ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends")
@@ -298,8 +361,8 @@ func busyMessage(f Facts, d Decision) string {
 	if f.Operation == Eviction && f.Mode != config.ModeWarn {
 		b.WriteString("; the eviction will succeed once the job ends")
 	}
-	if left, why, ok := protectionLeft(f, d); ok {
-		fmt.Fprintf(&b, "; its protection expires in %s (%s)", duration.HumanDuration(left), why)
+	if left, end, why, ok := protectionLeft(f, d); ok {
+		fmt.Fprintf(&b, "; its protection expires in %s (%s), at %s", duration.HumanDuration(left), why, end.UTC().Format(time.RFC3339))
 	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/recorder"
@@ -169,10 +170,10 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 }
 
 // lookupJob reads the pod's EphemeralRunner when Decide asks for it.
-func (h *Handler) lookupJob(ctx context.Context, pod *corev1.Pod) func() (JobSignal, bool) {
-	return func() (JobSignal, bool) {
+func (h *Handler) lookupJob(ctx context.Context, pod *corev1.Pod) func() JobRecord {
+	return func() JobRecord {
 		if runnerpod.EphemeralRunnerOwner(pod) == "" {
-			return JobNotRead, false // no EphemeralRunner to read: taken to be busy
+			return JobRecord{Signal: JobNotRead} // no EphemeralRunner to read: taken to be busy
 		}
 		return h.jobSignal(ctx, pod)
 	}
@@ -188,8 +189,8 @@ func (h *Handler) lookupJob(ctx context.Context, pod *corev1.Pod) func() (JobSig
 // means busy, and so does an EphemeralRunner whose UID is not the one the
 // pod's ownerReference names: an idle runner of the same name recreated, or
 // a reference re-pointed at one, is not this pod's owner and says nothing
-// of its job.
-func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) (JobSignal, bool) {
+// of its job. The job it names comes from the same read.
+func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
 	er := &unstructured.Unstructured{}
 	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
 	er.SetKind(runnerpod.EphemeralRunnerKind)
@@ -197,23 +198,24 @@ func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) (JobSignal, bo
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
 	if err := h.Reader.Get(ctx, key, er); err != nil {
 		logf.FromContext(ctx).Info("cannot read the EphemeralRunner; taking the runner to be busy", "ephemeralRunner", key.Name, "error", err.Error())
-		return JobUnreadable, false
+		return JobRecord{Signal: JobUnreadable}
 	}
 	if er.GetUID() != ref.UID {
 		logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; taking the runner to be busy",
 			"ephemeralRunner", key.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
-		return JobUnreadable, false
+		return JobRecord{Signal: JobUnreadable}
 	}
 	deleting := er.GetDeletionTimestamp() != nil
+	job := death.JobFromEphemeralRunner(er)
 	if deleting && !slices.Contains(er.GetFinalizers(), runnerpod.ARCRegistrationFinalizer) {
-		return JobOver, true
+		return JobRecord{Signal: JobOver, OwnerDeleting: true, Job: job}
 	}
 	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
 	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
 	if jobID != "" || nonZero(reqID) {
-		return JobAssigned, deleting
+		return JobRecord{Signal: JobAssigned, OwnerDeleting: deleting, Job: job}
 	}
-	return JobNone, deleting
+	return JobRecord{Signal: JobNone, OwnerDeleting: deleting}
 }
 
 func nonZero(v any) bool {
@@ -276,12 +278,12 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		// Someone else deleted the EphemeralRunner and ARC is waiting for
 		// the job: say who, and tell no one to override on ARC's behalf.
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
-			"refused %s by %s: runner %q is busy with a job; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
-			f.Operation, f.Requester, d.Status.Container.Name, requestedBy(startedBy))
+			"refused %s by %s: runner %q is busy with a job%s; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
+			f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), requestedBy(startedBy))
 	case !d.Allowed:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
-			"refused %s by %s: runner %q is busy and its job would be lost; someone granted %s may set %s=\"<reason>\" to drain it deliberately",
-			f.Operation, f.Requester, d.Status.Container.Name, OverridePermission, runnerpod.AllowDelete)
+			"refused %s by %s: runner %q is busy%s and its job would be lost; someone granted %s may set %s=\"<reason>\" to drain it deliberately",
+			f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), OverridePermission, runnerpod.AllowDelete)
 	case d.Warned:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation)+"InWarnMode", string(f.Operation),
 			"%s by %s allowed in warn mode: runner %q is busy and enforce mode would refuse it", f.Operation, f.Requester, d.Status.Container.Name)
