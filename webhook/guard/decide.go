@@ -25,24 +25,17 @@ const (
 	Eviction Operation = "eviction"
 )
 
-// JobSignal is what the fleet's own record says of the runner's job, for
-// presets that keep one (ARC scale sets: the EphemeralRunner's status).
-type JobSignal int
+// JobSignal is what the fleet's own record says of the runner's job: the
+// pod-level rules' input, kept in runnerpod with them.
+type JobSignal = runnerpod.JobSignal
 
-// Job signals.
+// Job signals (runnerpod's).
 const (
-	// JobNotRead: the preset keeps no such record or it was not needed.
-	JobNotRead JobSignal = iota
-	// JobAssigned: a job is assigned: busy.
-	JobAssigned
-	// JobNone: no job is assigned: idle.
-	JobNone
-	// JobUnreadable: the record could not be read: treated as busy.
-	JobUnreadable
-	// JobOver: the EphemeralRunner is being deleted and ARC has removed its
-	// registration finalizer, which it does only after the Actions service
-	// accepted RemoveRunner: the job is over, whatever the status says.
-	JobOver
+	JobNotRead    = runnerpod.JobNotRead
+	JobAssigned   = runnerpod.JobAssigned
+	JobNone       = runnerpod.JobNone
+	JobUnreadable = runnerpod.JobUnreadable
+	JobOver       = runnerpod.JobOver
 )
 
 // JobRecord is what the fleet's own record of the runner says: the job
@@ -145,26 +138,18 @@ func Decide(f Facts, cfg config.Config) Decision {
 		d.Allowed, d.Rule, d.Message = true, r, msg
 		return d
 	}
-	switch {
-	case pod.DeletionTimestamp != nil:
-		return allow(RuleTerminating, "the pod is already terminating")
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		return allow(RulePodFinished, "the pod has finished ("+string(pod.Status.Phase)+")")
-	case d.Status.State == runnerpod.NotStarted:
-		return allow(RuleNotStarted, "the runner has not started")
-	case d.Status.State == runnerpod.Terminated:
-		return allow(RuleRunnerTerminated, "the runner has ended")
+	// Rules 2 to 6 depend on the pod alone: runnerpod holds them, for the
+	// leader's marker too.
+	if free, why := runnerpod.FreeByState(pod, d.Status); free != "" {
+		return allow(Rule(free), why)
 	}
 	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobNotRead && f.LookupJob != nil {
 		r := f.LookupJob()
 		f.Job, f.OwnerDeleting, f.JobNamed = r.Signal, r.OwnerDeleting, r.Job
 	}
 	d.OwnerDeleting = f.OwnerDeleting
-	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobOver {
-		return allow(RuleJobOver, "the runner has no job left: ARC removed it from the Actions service, which refuses while a job runs (its EphemeralRunner is being deleted without "+runnerpod.ARCRegistrationFinalizer+")")
-	}
-	if idle, why := isIdle(pod, runner.Preset.Name, f.Job); idle {
-		return allow(RuleIdle, why)
+	if free, why := runnerpod.FreeByJob(pod, runner.Preset.Name, f.Job); free != "" {
+		return allow(Rule(free), why)
 	}
 	if runner.Preset.Name.OwnerEndsJob() {
 		switch {
@@ -178,18 +163,17 @@ func Decide(f Facts, cfg config.Config) Decision {
 	if slices.Contains(cfg.Guard.ExemptPrincipals, f.Requester) {
 		return allow(RuleExempt, "the requester is exempt")
 	}
-	reason := strings.TrimSpace(pod.Annotations[runnerpod.AllowDelete])
-	if reason != "" {
+	if reason, ok := runnerpod.Overridden(pod); ok {
 		d.Override = reason
 		return allow(RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
 	}
-	if ran, ok := runningFor(d.Status, f.Now); ok && ran > runner.Preset.MaxProtected.Duration {
+	if ran, passed := runnerpod.CapPassed(d.Status, runner.Preset, f.Now); passed {
 		d.Ran = ran
 		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
 			d.Status.Container.Name, duration.HumanDuration(ran), duration.HumanDuration(runner.Preset.MaxProtected.Duration), runner.Preset.Name))
 	}
-	if end, ok := podDeadline(pod); ok && !f.Now.Before(end) {
-		d.Ran, _ = runningFor(d.Status, f.Now)
+	if end, passed := runnerpod.DeadlinePassed(pod, f.Now); passed {
+		d.Ran, _ = runnerpod.RunningFor(d.Status, f.Now)
 		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
 			*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)))
 	}
@@ -203,21 +187,6 @@ func Decide(f Facts, cfg config.Config) Decision {
 		d.Allowed, d.Warned = true, true
 	}
 	return d
-}
-
-// isIdle is rule 6: the fleet's own signal that the runner has no job.
-func isIdle(pod *corev1.Pod, preset runnerpod.PresetName, job JobSignal) (bool, string) {
-	switch preset {
-	case runnerpod.ARCScaleSet:
-		if job == JobNone {
-			return true, "the EphemeralRunner has no job assigned"
-		}
-	case runnerpod.ARCLegacy:
-		if ts, ok := pod.Annotations[runnerpod.ARCLegacyUnregistered]; ok {
-			return true, "the runner was unregistered at " + ts
-		}
-	}
-	return false, ""
 }
 
 // isOwner is rule 7: the recorded creator, or an owner principal of the
@@ -238,31 +207,19 @@ func ownerUnknown(pod *corev1.Pod, p runnerpod.Preset) bool {
 	return !recorded && len(p.OwnerPrincipals) == 0
 }
 
-// podDeadline is when the kubelet ends the pod by its own
-// activeDeadlineSeconds, counted from the pod's start (GitLab sets it to the
-// job's timeout): the job cannot run past it, so its protection ends there.
-func podDeadline(pod *corev1.Pod) (time.Time, bool) {
-	ads, start := pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime
-	if ads == nil || start == nil || start.IsZero() {
-		return time.Time{}, false
-	}
-	return start.Add(time.Duration(*ads) * time.Second), true
-}
-
-// protectionLeft is how long the busy runner stays protected, and when that
-// ends: at its preset's cap or, when sooner, the pod's own deadline; false
-// when neither is known.
+// protectionLeft is how long the busy runner stays protected, when that
+// ends (runnerpod.ProtectionEnds: the marker's requeue counts the same) and
+// why; false when neither the cap nor a deadline is known.
 func protectionLeft(f Facts, d Decision) (time.Duration, time.Time, string, bool) {
-	left, end, why, ok := time.Duration(0), time.Time{}, "", false
-	if run := d.Status.Container; run != nil && run.State.Running != nil && !run.State.Running.StartedAt.IsZero() {
-		ran, _ := runningFor(d.Status, f.Now)
-		left, end, why, ok = d.Runner.Preset.MaxProtected.Duration-ran, run.State.Running.StartedAt.Add(d.Runner.Preset.MaxProtected.Duration),
-			"preset cap "+duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration), true
+	end, ok := runnerpod.ProtectionEnds(f.Pod, d.Status, d.Runner.Preset)
+	if !ok {
+		return 0, time.Time{}, "", false
 	}
-	if dl, known := podDeadline(f.Pod); known && (!ok || dl.Before(end)) {
-		left, end, why, ok = dl.Sub(f.Now).Truncate(time.Second), dl, fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds), true
+	why := "preset cap " + duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration)
+	if dl, known := runnerpod.PodDeadline(f.Pod); known && dl.Equal(end) {
+		why = fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds)
 	}
-	return left, end, why, ok
+	return end.Sub(f.Now).Truncate(time.Second), end, why, true
 }
 
 // jobText names a job as its fleet does: its id, then what else the fleet
@@ -300,16 +257,6 @@ func busySince(f Facts, d Decision) (since, ends string) {
 	return since, ends
 }
 
-// runningFor is how long the runner container has been running, from its
-// running.startedAt; false when the kubelet has not reported it.
-func runningFor(s runnerpod.Status, now time.Time) (time.Duration, bool) {
-	run := s.Container.State.Running
-	if run == nil || run.StartedAt.IsZero() {
-		return 0, false
-	}
-	return now.Sub(run.StartedAt.Time).Truncate(time.Second), true
-}
-
 // OverridePermission is what setting runnerpod.AllowDelete takes: the
 // chart's ValidatingAdmissionPolicy checks this verb on this resource in
 // the pod's namespace, which its <release>-override ClusterRole grants; a
@@ -332,7 +279,7 @@ func busyMessage(f Facts, d Decision) string {
 		b.WriteString("runnerguard: ")
 	}
 	fmt.Fprintf(&b, "runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
-	ran, started := runningFor(d.Status, f.Now)
+	ran, started := runnerpod.RunningFor(d.Status, f.Now)
 	if started {
 		since, _ := busySince(f, d)
 		fmt.Fprintf(&b, " has been running for %s (since %s)", duration.HumanDuration(ran), since)

@@ -362,3 +362,35 @@ func TestARefusalSaysWhenTheDrainCanGoOn(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideAndProtectedAgree: the guard refuses a requester without
+// standing (not the job's owner, not exempt) exactly when runnerpod.Protected,
+// which the leader's marks follow, says the pod is busy.
+func TestDecideAndProtectedAgree(t *testing.T) {
+	now := podtest.Start.Add(41 * time.Minute)
+	mgr := "system:serviceaccount:gitlab:manager"
+	pods := []*corev1.Pod{
+		podtest.Runner("ci", "r").Running("runner").Obj(),
+		podtest.Runner("ci", "r").Obj(),
+		podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Obj(),
+		podtest.Runner("ci", "r").Running("runner").Terminating(now).Obj(),
+		podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj(),
+		podtest.Runner("ci", "r").RunningSince("runner", now.Add(-169*time.Hour)).Obj(),
+		podtest.ARCScaleSet("ci", "r").Running("runner").Obj(),
+		podtest.ARCLegacy("ci", "r").Running("runner").Obj(),
+		podtest.ARCLegacy("ci", "r").Running("runner").Annotate(runnerpod.ARCLegacyUnregistered, "t").Obj(),
+		podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, mgr).Obj(),
+		podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, mgr).Obj(),
+		podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, mgr).ActiveDeadline(600, podtest.Start).Obj(),
+	}
+	cfg := config.Default()
+	for i, pod := range pods {
+		for _, job := range []JobSignal{JobNotRead, JobAssigned, JobNone, JobUnreadable, JobOver} {
+			d := Decide(Facts{Pod: pod, Operation: Eviction, Requester: reaper, Job: job, Now: now, Mode: config.ModeEnforce}, cfg)
+			r, ok := runnerpod.Match(pod, cfg.Presets)
+			require.True(t, ok)
+			p := runnerpod.Protected(pod, r, job, now)
+			assert.Equal(t, d.Rule == RuleBusy, p.Busy, "pod %d (%s), job %d: rule %s", i, r.Preset.Name, job, d.Rule)
+		}
+	}
+}
