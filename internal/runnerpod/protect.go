@@ -1,10 +1,13 @@
 package runnerpod
 
 import (
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // JobSignal is what the fleet's own record says of the runner's job, for
@@ -178,4 +181,43 @@ func Protected(pod *corev1.Pod, r Runner, job JobSignal, now time.Time) Protecti
 	}
 	until, _ := ProtectionEnds(pod, s, r.Preset)
 	return Protection{Busy: true, Until: until}
+}
+
+// EphemeralRunnerJob is the job signal of an ARC scale-set pod's
+// EphemeralRunner er, whose UID the pod's ownerReference names as owner;
+// and whether er is being deleted. ARC's listener writes the assigned job
+// into its status (jobRequestId; jobId in newer releases); none means idle.
+// ARC never clears it after the job, but once the EphemeralRunner's
+// deletion began it removes the runner from the Actions service (which
+// refuses while the job runs) and only then its registration finalizer: a
+// deleting EphemeralRunner without that finalizer says the job is over. An
+// EphemeralRunner whose UID is not owner (an idle runner of the same name
+// recreated, or a reference re-pointed at one) says nothing of the pod's
+// job: unreadable, which is busy.
+func EphemeralRunnerJob(er *unstructured.Unstructured, owner types.UID) (JobSignal, bool) {
+	if er == nil || er.GetUID() != owner {
+		return JobUnreadable, false
+	}
+	deleting := er.GetDeletionTimestamp() != nil
+	if deleting && !slices.Contains(er.GetFinalizers(), ARCRegistrationFinalizer) {
+		return JobOver, true
+	}
+	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
+	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
+	if jobID != "" || nonZero(reqID) {
+		return JobAssigned, deleting
+	}
+	return JobNone, deleting
+}
+
+func nonZero(v any) bool {
+	switch n := v.(type) {
+	case int64:
+		return n != 0
+	case float64:
+		return n != 0
+	case string:
+		return n != "" && n != "0"
+	}
+	return false
 }

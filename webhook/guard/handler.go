@@ -179,17 +179,9 @@ func (h *Handler) lookupJob(ctx context.Context, pod *corev1.Pod) func() JobReco
 	}
 }
 
-// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod, and
-// whether it is being deleted. ARC's listener writes the assigned job into
-// its status (jobRequestId; jobId in newer releases); none means idle. ARC
-// never clears it after the job, but once the EphemeralRunner's deletion
-// began it removes the runner from the Actions service (which refuses while
-// the job runs) and only then its registration finalizer: a deleting
-// EphemeralRunner without that finalizer says the job is over. Unreadable
-// means busy, and so does an EphemeralRunner whose UID is not the one the
-// pod's ownerReference names: an idle runner of the same name recreated, or
-// a reference re-pointed at one, is not this pod's owner and says nothing
-// of its job. The job it names comes from the same read.
+// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod and
+// judges it (runnerpod.EphemeralRunnerJob); the job it names comes from the
+// same read. Unreadable means busy.
 func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
 	er := &unstructured.Unstructured{}
 	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
@@ -203,31 +195,13 @@ func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
 	if er.GetUID() != ref.UID {
 		logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; taking the runner to be busy",
 			"ephemeralRunner", key.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
-		return JobRecord{Signal: JobUnreadable}
 	}
-	deleting := er.GetDeletionTimestamp() != nil
-	job := death.JobFromEphemeralRunner(er)
-	if deleting && !slices.Contains(er.GetFinalizers(), runnerpod.ARCRegistrationFinalizer) {
-		return JobRecord{Signal: JobOver, OwnerDeleting: true, Job: job}
+	signal, deleting := runnerpod.EphemeralRunnerJob(er, ref.UID)
+	r := JobRecord{Signal: signal, OwnerDeleting: deleting}
+	if signal == JobAssigned || signal == JobOver {
+		r.Job = death.JobFromEphemeralRunner(er)
 	}
-	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
-	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
-	if jobID != "" || nonZero(reqID) {
-		return JobRecord{Signal: JobAssigned, OwnerDeleting: deleting, Job: job}
-	}
-	return JobRecord{Signal: JobNone, OwnerDeleting: deleting}
-}
-
-func nonZero(v any) bool {
-	switch n := v.(type) {
-	case int64:
-		return n != 0
-	case float64:
-		return n != 0
-	case string:
-		return n != "" && n != "0"
-	}
-	return false
+	return r
 }
 
 // sideEffects logs the decision, emits Events and notes an admitted
