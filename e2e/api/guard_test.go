@@ -73,8 +73,28 @@ func TestEvictionOfABusyRunnerIsAnswered429(t *testing.T) {
 	assert.True(t, apierrors.IsTooManyRequests(err), "429 so drains retry, got %v", err)
 	assert.Equal(t, int32(http.StatusTooManyRequests), statusCode(err))
 	assert.Contains(t, err.Error(), "the eviction will succeed once the job ends")
+	// It says when the drain can go on: since when the runner has run and
+	// when its protection ends, as absolute times.
+	started := pod.Status.ContainerStatuses[0].State.Running.StartedAt.UTC()
+	capEnd := started.Add(runnerpod.Generic.DefaultMaxProtected()).Format(time.RFC3339)
+	assert.Contains(t, err.Error(), "(since "+started.Format(time.RFC3339)+")")
+	assert.Contains(t, err.Error(), "(preset cap 7d), at "+capEnd)
 	assert.True(t, alive(t, pod))
 	eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "EvictionRefused", "refused eviction by "+reaper), "a Warning Event names the evicter")
+	eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "EvictionRefused", "protection ends at "+capEnd), "the Event says when the protection ends")
+}
+
+// TestARefusedEvictionOfAnARCRunnerNamesItsJob: the job's identity comes
+// from the EphemeralRunner the guard read to judge, which only ARC writes.
+func TestARefusedEvictionOfAnARCRunnerNamesItsJob(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "busy")
+	r.assignJob(t)
+	err := evict(as(t, reaper), r.pod, false)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsTooManyRequests(err), "got %v", err)
+	assert.Contains(t, err.Error(), `with a job assigned (job "job-7")`)
+	eventually(t, hasEvent(t, r.pod, corev1.EventTypeWarning, "EvictionRefused", `job "job-7"; protection ends at `), "the Event names the job")
 }
 
 func TestEvictionOfAPodThatIsGoneIsNotFound(t *testing.T) {

@@ -10,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -24,25 +26,27 @@ const (
 	Eviction Operation = "eviction"
 )
 
-// JobSignal is what the fleet's own record says of the runner's job, for
-// presets that keep one (ARC scale sets: the EphemeralRunner's status).
-type JobSignal int
+// JobSignal is what the fleet's own record says of the runner's job: the
+// pod-level rules' input, kept in runnerpod with them.
+type JobSignal = runnerpod.JobSignal
 
-// Job signals.
+// Job signals (runnerpod's).
 const (
-	// JobNotRead: the preset keeps no such record or it was not needed.
-	JobNotRead JobSignal = iota
-	// JobAssigned: a job is assigned: busy.
-	JobAssigned
-	// JobNone: no job is assigned: idle.
-	JobNone
-	// JobUnreadable: the record could not be read: treated as busy.
-	JobUnreadable
-	// JobOver: the EphemeralRunner is being deleted and ARC has removed its
-	// registration finalizer, which it does only after the Actions service
-	// accepted RemoveRunner: the job is over, whatever the status says.
-	JobOver
+	JobNotRead    = runnerpod.JobNotRead
+	JobAssigned   = runnerpod.JobAssigned
+	JobNone       = runnerpod.JobNone
+	JobUnreadable = runnerpod.JobUnreadable
+	JobOver       = runnerpod.JobOver
 )
+
+// JobRecord is what the fleet's own record of the runner says: the job
+// signal, whether the record is being deleted, and the job it names (nil
+// when it names none).
+type JobRecord struct {
+	Signal        JobSignal
+	OwnerDeleting bool
+	Job           *v1alpha1.Job
+}
 
 // Facts are everything the decision depends on.
 type Facts struct {
@@ -64,8 +68,10 @@ type Facts struct {
 	// OwnerDeleting: the pod's EphemeralRunner is being deleted; ARC deletes
 	// the pod itself once the runner's job is over. LookupJob reads both.
 	OwnerDeleting bool
-	LookupJob     func() (job JobSignal, ownerDeleting bool)
-	Now           time.Time
+	// JobNamed is the job the fleet's record names, when it was read.
+	JobNamed  *v1alpha1.Job
+	LookupJob func() JobRecord
+	Now       time.Time
 	// Mode is the guard's mode in the pod's namespace: enforce or warn.
 	Mode config.Mode
 	// confirmed: Pod was read from the API server, not taken from the
@@ -125,6 +131,10 @@ type Decision struct {
 	// recorded creator or an owner principal) was not taken as it; "" when
 	// the requester was not named or was taken.
 	OwnerNotTaken string
+	// Job is the busy runner's job as its fleet names it (the
+	// EphemeralRunner's status, or the pod's job keys), nil when unnamed:
+	// set for rule busy only, for the refusal to say.
+	Job *v1alpha1.Job
 }
 
 // Decide applies the decision table: the first rule that applies decides.
@@ -139,25 +149,18 @@ func Decide(f Facts, cfg config.Config) Decision {
 		d.Allowed, d.Rule, d.Message = true, r, msg
 		return d
 	}
-	switch {
-	case pod.DeletionTimestamp != nil:
-		return allow(RuleTerminating, "the pod is already terminating")
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		return allow(RulePodFinished, "the pod has finished ("+string(pod.Status.Phase)+")")
-	case d.Status.State == runnerpod.NotStarted:
-		return allow(RuleNotStarted, "the runner has not started")
-	case d.Status.State == runnerpod.Terminated:
-		return allow(RuleRunnerTerminated, "the runner has ended")
+	// Rules 2 to 6 depend on the pod alone: runnerpod holds them, for the
+	// leader's marker too.
+	if free, why := runnerpod.FreeByState(pod, d.Status); free != "" {
+		return allow(Rule(free), why)
 	}
 	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobNotRead && f.LookupJob != nil {
-		f.Job, f.OwnerDeleting = f.LookupJob()
+		r := f.LookupJob()
+		f.Job, f.OwnerDeleting, f.JobNamed = r.Signal, r.OwnerDeleting, r.Job
 	}
 	d.OwnerDeleting = f.OwnerDeleting
-	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobOver {
-		return allow(RuleJobOver, "the runner has no job left: ARC removed it from the Actions service, which refuses while a job runs (its EphemeralRunner is being deleted without "+runnerpod.ARCRegistrationFinalizer+")")
-	}
-	if idle, why := isIdle(pod, runner.Preset.Name, f.Job); idle {
-		return allow(RuleIdle, why)
+	if free, why := runnerpod.FreeByJob(pod, runner.Preset.Name, f.Job); free != "" {
+		return allow(Rule(free), why)
 	}
 	if runner.Preset.Name.OwnerEndsJob() {
 		owner, notTaken := isOwner(pod, f, runner.Preset)
@@ -173,20 +176,23 @@ func Decide(f Facts, cfg config.Config) Decision {
 	if slices.Contains(cfg.Guard.ExemptPrincipals, f.Requester) {
 		return allow(RuleExempt, "the requester is exempt")
 	}
-	reason := strings.TrimSpace(pod.Annotations[runnerpod.AllowDelete])
-	if reason != "" {
+	if reason, ok := runnerpod.Overridden(pod); ok {
 		d.Override = reason
 		return allow(RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
 	}
-	if ran, ok := runningFor(d.Status, f.Now); ok && ran > runner.Preset.MaxProtected.Duration {
+	if ran, passed := runnerpod.CapPassed(d.Status, runner.Preset, f.Now); passed {
 		d.Ran = ran
 		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
 			d.Status.Container.Name, duration.HumanDuration(ran), duration.HumanDuration(runner.Preset.MaxProtected.Duration), runner.Preset.Name))
 	}
-	if end, ok := podDeadline(pod); ok && !f.Now.Before(end) {
-		d.Ran, _ = runningFor(d.Status, f.Now)
+	if end, passed := runnerpod.DeadlinePassed(pod, f.Now); passed {
+		d.Ran, _ = runnerpod.RunningFor(d.Status, f.Now)
 		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
 			*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)))
+	}
+	d.Job = f.JobNamed
+	if d.Job == nil {
+		d.Job = death.JobFromPod(pod, runner.Preset.Job)
 	}
 	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
 	if d.OwnerNotTaken != "" {
@@ -197,21 +203,6 @@ func Decide(f Facts, cfg config.Config) Decision {
 		d.Allowed, d.Warned = true, true
 	}
 	return d
-}
-
-// isIdle is rule 6: the fleet's own signal that the runner has no job.
-func isIdle(pod *corev1.Pod, preset runnerpod.PresetName, job JobSignal) (bool, string) {
-	switch preset {
-	case runnerpod.ARCScaleSet:
-		if job == JobNone {
-			return true, "the EphemeralRunner has no job assigned"
-		}
-	case runnerpod.ARCLegacy:
-		if ts, ok := pod.Annotations[runnerpod.ARCLegacyUnregistered]; ok {
-			return true, "the runner was unregistered at " + ts
-		}
-	}
-	return false, ""
 }
 
 // isOwner is rule 7: the requester is the recorded creator, or an owner
@@ -275,39 +266,54 @@ func ownerUnknown(pod *corev1.Pod, p runnerpod.Preset) bool {
 	return !recorded && len(p.OwnerPrincipals) == 0
 }
 
-// podDeadline is when the kubelet ends the pod by its own
-// activeDeadlineSeconds, counted from the pod's start (GitLab sets it to the
-// job's timeout): the job cannot run past it, so its protection ends there.
-func podDeadline(pod *corev1.Pod) (time.Time, bool) {
-	ads, start := pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime
-	if ads == nil || start == nil || start.IsZero() {
-		return time.Time{}, false
+// protectionLeft is how long the busy runner stays protected, when that
+// ends (runnerpod.ProtectionEnds: the marker's requeue counts the same) and
+// why; false when neither the cap nor a deadline is known.
+func protectionLeft(f Facts, d Decision) (time.Duration, time.Time, string, bool) {
+	end, ok := runnerpod.ProtectionEnds(f.Pod, d.Status, d.Runner.Preset)
+	if !ok {
+		return 0, time.Time{}, "", false
 	}
-	return start.Add(time.Duration(*ads) * time.Second), true
+	why := "preset cap " + duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration)
+	if dl, known := runnerpod.PodDeadline(f.Pod); known && dl.Equal(end) {
+		why = fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds)
+	}
+	return end.Sub(f.Now).Truncate(time.Second), end, why, true
 }
 
-// protectionLeft is how long the busy runner stays protected: until its
-// preset's cap or, when sooner, the pod's own deadline; false when neither
-// is known.
-func protectionLeft(f Facts, d Decision) (time.Duration, string, bool) {
-	left, why, ok := time.Duration(0), "", false
-	if ran, known := runningFor(d.Status, f.Now); known {
-		left, why, ok = d.Runner.Preset.MaxProtected.Duration-ran, "preset cap "+duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration), true
+// jobText names a job as its fleet does: its id, then what else the fleet
+// states of it, each quoted, since whoever may update the pod can write
+// the pod's job keys.
+func jobText(j *v1alpha1.Job) string {
+	if j == nil {
+		return ""
 	}
-	if end, known := podDeadline(f.Pod); known && (!ok || end.Sub(f.Now) < left) {
-		left, why, ok = end.Sub(f.Now).Truncate(time.Second), fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds), true
+	id := j.ID
+	if id == "" {
+		id = j.RequestID
 	}
-	return left, why, ok
+	var parts []string
+	if id != "" {
+		parts = append(parts, fmt.Sprintf("job %q", id))
+	}
+	for _, f := range []struct{ what, v string }{{"workflow run", j.Run}, {"name", j.Name}, {"project", j.Project}} {
+		if f.v != "" {
+			parts = append(parts, fmt.Sprintf("%s %q", f.what, f.v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
-// runningFor is how long the runner container has been running, from its
-// running.startedAt; false when the kubelet has not reported it.
-func runningFor(s runnerpod.Status, now time.Time) (time.Duration, bool) {
-	run := s.Container.State.Running
-	if run == nil || run.StartedAt.IsZero() {
-		return 0, false
+// busySince says since when the runner has run, and when its protection
+// ends, for a refusal's reader to plan a drain by: "" for what is unknown.
+func busySince(f Facts, d Decision) (since, ends string) {
+	if run := d.Status.Container; run != nil && run.State.Running != nil && !run.State.Running.StartedAt.IsZero() {
+		since = run.State.Running.StartedAt.UTC().Format(time.RFC3339)
 	}
-	return now.Sub(run.StartedAt.Time).Truncate(time.Second), true
+	if _, end, _, ok := protectionLeft(f, d); ok {
+		ends = end.UTC().Format(time.RFC3339)
+	}
+	return since, ends
 }
 
 // OverridePermission is what setting runnerpod.AllowDelete takes: the
@@ -332,9 +338,10 @@ func busyMessage(f Facts, d Decision) string {
 		b.WriteString("runnerguard: ")
 	}
 	fmt.Fprintf(&b, "runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
-	ran, started := runningFor(d.Status, f.Now)
+	ran, started := runnerpod.RunningFor(d.Status, f.Now)
 	if started {
-		fmt.Fprintf(&b, " has been running for %s", duration.HumanDuration(ran))
+		since, _ := busySince(f, d)
+		fmt.Fprintf(&b, " has been running for %s (since %s)", duration.HumanDuration(ran), since)
 	} else {
 		b.WriteString(" is running")
 	}
@@ -345,6 +352,9 @@ func busyMessage(f Facts, d Decision) string {
 		b.WriteString(" and its EphemeralRunner could not be read (or is not the pod's owner by UID), so it is taken to be busy")
 	default:
 		b.WriteString(" and is taken to be busy with a job")
+	}
+	if j := jobText(d.Job); j != "" {
+		fmt.Fprintf(&b, " (%s)", j)
 	}
 	if f.OwnerDeleting {
 		b.WriteString("; its EphemeralRunner is being deleted: ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends")
@@ -357,8 +367,8 @@ func busyMessage(f Facts, d Decision) string {
 	if f.Operation == Eviction && f.Mode != config.ModeWarn {
 		b.WriteString("; the eviction will succeed once the job ends")
 	}
-	if left, why, ok := protectionLeft(f, d); ok {
-		fmt.Fprintf(&b, "; its protection expires in %s (%s)", duration.HumanDuration(left), why)
+	if left, end, why, ok := protectionLeft(f, d); ok {
+		fmt.Fprintf(&b, "; its protection expires in %s (%s), at %s", duration.HumanDuration(left), why, end.UTC().Format(time.RFC3339))
 	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)

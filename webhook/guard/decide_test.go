@@ -5,9 +5,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -38,7 +41,7 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "warn mode: a busy runner's delete is allowed, saying enforce would refuse it",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: "reaper", mode: config.ModeWarn,
-			rule: RuleBusy, allowed: true, warned: true, msg: []string{"runnerguard (warn mode) allowed this; enforce mode would have refused it: ", "has been running for 41m and", "removing the pod now loses that job",
+			rule: RuleBusy, allowed: true, warned: true, msg: []string{"runnerguard (warn mode) allowed this; enforce mode would have refused it: ", "has been running for 41m (since 2026-11-01T12:00:00Z) and", "removing the pod now loses that job",
 				`enforce mode would wait for the job to end, unless someone granted the verb "override" on runners.runnerguard.io in ci (the ClusterRole runnerguard-override in a default install) first ran: kubectl annotate pod -n ci r runnerguard.io/allow-delete="<reason>"`}},
 		{name: "warn mode changes nothing for an override",
 			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj(), requester: "ops", mode: config.ModeWarn,
@@ -159,7 +162,7 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "  ").Obj(), requester: reaper, rule: RuleBusy, msg: []string{"set but empty"}},
 		{name: "a busy runner is refused with what runs, for how long and how to override",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: reaper, rule: RuleBusy,
-			msg: []string{`runner container "runner" of pod ci/r (generic)`, "running for 41m and", "removing the pod now would lose that job", "its protection expires in 6d23h (preset cap 7d)",
+			msg: []string{`runner container "runner" of pod ci/r (generic)`, "running for 41m (since 2026-11-01T12:00:00Z) and", "removing the pod now would lose that job", "its protection expires in 6d23h (preset cap 7d)",
 				`let the job finish, or, to drain it deliberately, have someone granted the verb "override" on runners.runnerguard.io in ci (the ClusterRole runnerguard-override in a default install) first run: kubectl annotate pod -n ci r runnerguard.io/allow-delete="<reason>"`}},
 		{name: "an eviction of a busy runner says it will succeed after the job",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Eviction, requester: reaper, rule: RuleBusy, msg: []string{"eviction will succeed once the job ends"}},
@@ -310,7 +313,7 @@ func TestTheJobIsLookedUpOnlyWhenItDecides(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			looked := false
 			d := Decide(Facts{Pod: tc.pod, Operation: Delete, Requester: reaper, Now: now, Mode: config.ModeEnforce,
-				LookupJob: func() (JobSignal, bool) { looked = true; return JobNone, false }}, cfg)
+				LookupJob: func() JobRecord { looked = true; return JobRecord{Signal: JobNone} }}, cfg)
 			assert.Equal(t, tc.looked, looked)
 			assert.Equal(t, tc.rule, d.Rule)
 		})
@@ -342,5 +345,99 @@ func TestModeFor(t *testing.T) {
 		{map[string]string{runnerpod.ModeLabel: "audit"}, config.ModeWarn, config.ModeWarn},
 	} {
 		assert.Equal(t, tc.want, config.ModeFor(tc.labels, tc.def), "%v", tc.labels)
+	}
+}
+
+// TestARefusalSaysWhenTheDrainCanGoOn: the 429's message and the refusal's
+// Event say since when the runner has run, when its protection ends (an
+// absolute time), and the job where the fleet names one.
+func TestARefusalSaysWhenTheDrainCanGoOn(t *testing.T) {
+	now := podtest.Start.Add(41*time.Minute + 12*time.Second)
+	arcJob := &v1alpha1.Job{ID: "31885502817", RequestID: "41002", Run: "11802293411", Project: "acme/app", Name: "build (linux)", Source: "EphemeralRunner/r"}
+	cases := []struct {
+		name     string
+		pod      *corev1.Pod
+		record   JobRecord
+		msg      []string
+		event    string
+		notInMsg string
+	}{
+		{name: "ARC: the job, its workflow run, name and repository from the EphemeralRunner",
+			pod:    podtest.ARCScaleSet("ci", "r").Running("runner").Obj(),
+			record: JobRecord{Signal: JobAssigned, Job: arcJob},
+			msg: []string{`has been running for 41m (since 2026-11-01T12:00:00Z) with a job assigned (job "31885502817", workflow run "11802293411", name "build (linux)", project "acme/app")`,
+				"its protection expires in 6d23h (preset cap 7d), at 2026-11-08T12:00:00Z"},
+			event: ` (running since 2026-11-01T12:00:00Z; job "31885502817", workflow run "11802293411", name "build (linux)", project "acme/app"; protection ends at 2026-11-08T12:00:00Z)`},
+		{name: "ARC before jobId: the job request id stands for it",
+			pod:    podtest.ARCScaleSet("ci", "r").Running("runner").Obj(),
+			record: JobRecord{Signal: JobAssigned, Job: &v1alpha1.Job{RequestID: "41002"}},
+			msg:    []string{`with a job assigned (job "41002")`},
+			event:  ` (running since 2026-11-01T12:00:00Z; job "41002"; protection ends at 2026-11-08T12:00:00Z)`},
+		{name: "GitLab: the job and project from the pod's own keys; the pod's deadline ends protection first",
+			pod: podtest.GitLab("ci", "g").RunningSince("build", now.Add(-490*time.Second)).ActiveDeadline(601, now.Add(-500*time.Second)).
+				Annotate(runnerpod.GitLabJobIDAnnotation, "4711").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:manager").Label(runnerpod.GitLabProjectIDLabel, "42").Obj(),
+			msg:   []string{`has been running for 8m10s (since 2026-11-01T12:33:02Z) and is taken to be busy with a job (job "4711", project "42")`, "its protection expires in 101s (the pod's activeDeadlineSeconds 601), at 2026-11-01T12:42:53Z"},
+			event: ` (running since 2026-11-01T12:33:02Z; job "4711", project "42"; protection ends at 2026-11-01T12:42:53Z)`},
+		{name: "a generic runner names no job",
+			pod:      podtest.Runner("ci", "r").Running("runner").Obj(),
+			msg:      []string{"running for 41m (since 2026-11-01T12:00:00Z) and is taken to be busy with a job; removing"},
+			event:    ` (running since 2026-11-01T12:00:00Z; protection ends at 2026-11-08T12:00:00Z)`,
+			notInMsg: "job \""},
+		{name: "a runner whose start the kubelet has not reported: nothing to say of time",
+			pod: func() *corev1.Pod {
+				p := podtest.Runner("ci", "r").Running("runner").Obj()
+				p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.Time{}
+				return p
+			}(),
+			msg:      []string{`of pod ci/r (generic) is running and is taken to be busy`},
+			notInMsg: "protection expires"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := Facts{Pod: tc.pod, Operation: Eviction, Requester: reaper, Now: now, Mode: config.ModeEnforce,
+				LookupJob: func() JobRecord { return tc.record }}
+			d := Decide(f, config.Default())
+			require.Equal(t, RuleBusy, d.Rule, d.Message)
+			for _, m := range tc.msg {
+				assert.Contains(t, d.Message, m)
+			}
+			if tc.notInMsg != "" {
+				assert.NotContains(t, d.Message, tc.notInMsg)
+			}
+			f.Job, f.JobNamed = tc.record.Signal, tc.record.Job
+			assert.Equal(t, tc.event, refusalPlan(f, d))
+		})
+	}
+}
+
+// TestDecideAndProtectedAgree: the guard refuses a requester without
+// standing (not the job's owner, not exempt) exactly when runnerpod.Protected,
+// which the leader's marks follow, says the pod is busy.
+func TestDecideAndProtectedAgree(t *testing.T) {
+	now := podtest.Start.Add(41 * time.Minute)
+	mgr := "system:serviceaccount:gitlab:manager"
+	pods := []*corev1.Pod{
+		podtest.Runner("ci", "r").Running("runner").Obj(),
+		podtest.Runner("ci", "r").Obj(),
+		podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Obj(),
+		podtest.Runner("ci", "r").Running("runner").Terminating(now).Obj(),
+		podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj(),
+		podtest.Runner("ci", "r").RunningSince("runner", now.Add(-169*time.Hour)).Obj(),
+		podtest.ARCScaleSet("ci", "r").Running("runner").Obj(),
+		podtest.ARCLegacy("ci", "r").Running("runner").Obj(),
+		podtest.ARCLegacy("ci", "r").Running("runner").Annotate(runnerpod.ARCLegacyUnregistered, "t").Obj(),
+		podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, mgr).Obj(),
+		podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, mgr).Obj(),
+		podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, mgr).ActiveDeadline(600, podtest.Start).Obj(),
+	}
+	cfg := config.Default()
+	for i, pod := range pods {
+		for _, job := range []JobSignal{JobNotRead, JobAssigned, JobNone, JobUnreadable, JobOver} {
+			d := Decide(Facts{Pod: pod, Operation: Eviction, Requester: reaper, Job: job, Now: now, Mode: config.ModeEnforce}, cfg)
+			r, ok := runnerpod.Match(pod, cfg.Presets)
+			require.True(t, ok)
+			p := runnerpod.Protected(pod, r, job, now)
+			assert.Equal(t, d.Rule == RuleBusy, p.Busy, "pod %d (%s), job %d: rule %s", i, r.Preset.Name, job, d.Rule)
+		}
 	}
 }

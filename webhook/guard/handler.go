@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/recorder"
@@ -180,27 +181,19 @@ func boundPod(req admission.Request) string {
 }
 
 // lookupJob reads the pod's EphemeralRunner when Decide asks for it.
-func (h *Handler) lookupJob(ctx context.Context, pod *corev1.Pod) func() (JobSignal, bool) {
-	return func() (JobSignal, bool) {
+func (h *Handler) lookupJob(ctx context.Context, pod *corev1.Pod) func() JobRecord {
+	return func() JobRecord {
 		if runnerpod.EphemeralRunnerOwner(pod) == "" {
-			return JobNotRead, false // no EphemeralRunner to read: taken to be busy
+			return JobRecord{Signal: JobNotRead} // no EphemeralRunner to read: taken to be busy
 		}
 		return h.jobSignal(ctx, pod)
 	}
 }
 
-// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod, and
-// whether it is being deleted. ARC's listener writes the assigned job into
-// its status (jobRequestId; jobId in newer releases); none means idle. ARC
-// never clears it after the job, but once the EphemeralRunner's deletion
-// began it removes the runner from the Actions service (which refuses while
-// the job runs) and only then its registration finalizer: a deleting
-// EphemeralRunner without that finalizer says the job is over. Unreadable
-// means busy, and so does an EphemeralRunner whose UID is not the one the
-// pod's ownerReference names: an idle runner of the same name recreated, or
-// a reference re-pointed at one, is not this pod's owner and says nothing
-// of its job.
-func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) (JobSignal, bool) {
+// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod and
+// judges it (runnerpod.EphemeralRunnerJob); the job it names comes from the
+// same read. Unreadable means busy.
+func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
 	er := &unstructured.Unstructured{}
 	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
 	er.SetKind(runnerpod.EphemeralRunnerKind)
@@ -208,35 +201,18 @@ func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) (JobSignal, bo
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
 	if err := h.Reader.Get(ctx, key, er); err != nil {
 		logf.FromContext(ctx).Info("cannot read the EphemeralRunner; taking the runner to be busy", "ephemeralRunner", key.Name, "error", err.Error())
-		return JobUnreadable, false
+		return JobRecord{Signal: JobUnreadable}
 	}
 	if er.GetUID() != ref.UID {
 		logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; taking the runner to be busy",
 			"ephemeralRunner", key.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
-		return JobUnreadable, false
 	}
-	deleting := er.GetDeletionTimestamp() != nil
-	if deleting && !slices.Contains(er.GetFinalizers(), runnerpod.ARCRegistrationFinalizer) {
-		return JobOver, true
+	signal, deleting := runnerpod.EphemeralRunnerJob(er, ref.UID)
+	r := JobRecord{Signal: signal, OwnerDeleting: deleting}
+	if signal == JobAssigned || signal == JobOver {
+		r.Job = death.JobFromEphemeralRunner(er)
 	}
-	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
-	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
-	if jobID != "" || nonZero(reqID) {
-		return JobAssigned, deleting
-	}
-	return JobNone, deleting
-}
-
-func nonZero(v any) bool {
-	switch n := v.(type) {
-	case int64:
-		return n != 0
-	case float64:
-		return n != 0
-	case string:
-		return n != "" && n != "0"
-	}
-	return false
+	return r
 }
 
 // sideEffects logs the decision, emits Events and notes an admitted
@@ -287,17 +263,17 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		// Someone else deleted the EphemeralRunner and ARC is waiting for
 		// the job: say who, and tell no one to override on ARC's behalf.
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
-			"refused %s by %s: runner %q is busy with a job; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
-			f.Operation, f.Requester, d.Status.Container.Name, requestedBy(startedBy))
+			"refused %s by %s: runner %q is busy with a job%s; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
+			f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), requestedBy(startedBy))
 	case !d.Allowed && d.OwnerNotTaken != "":
 		// The fleet's own cleanup refused: the operator must change the
 		// layout or the preset, which the Event says.
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
-			"refused %s by %s: runner %q is busy; %s", f.Operation, f.Requester, d.Status.Container.Name, d.OwnerNotTaken)
+			"refused %s by %s: runner %q is busy%s; %s", f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), d.OwnerNotTaken)
 	case !d.Allowed:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation), string(f.Operation),
-			"refused %s by %s: runner %q is busy and its job would be lost; someone granted %s may set %s=\"<reason>\" to drain it deliberately",
-			f.Operation, f.Requester, d.Status.Container.Name, OverridePermission, runnerpod.AllowDelete)
+			"refused %s by %s: runner %q is busy%s and its job would be lost; someone granted %s may set %s=\"<reason>\" to drain it deliberately",
+			f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), OverridePermission, runnerpod.AllowDelete)
 	case d.Warned:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation)+"InWarnMode", string(f.Operation),
 			"%s by %s allowed in warn mode: runner %q is busy and enforce mode would refuse it%s", f.Operation, f.Requester, d.Status.Container.Name, ownerNotTaken(d))

@@ -104,13 +104,13 @@ func TestHandleDelete(t *testing.T) {
 		events  []string
 	}{
 		{name: "a busy runner's delete is refused with 403 and a Warning Event naming the requester",
-			req: deleteReq(t, busy, reaper, false, nil), code: http.StatusForbidden, msg: "running for 5m and",
+			req: deleteReq(t, busy, reaper, false, nil), code: http.StatusForbidden, msg: "running for 5m (since 2026-11-01T12:00:00Z) and",
 			events: []string{"Warning DeleteRefused refused delete by " + reaper}},
 		{name: "a force delete of a busy runner is refused too",
-			req: deleteReq(t, busy, reaper, false, ptr.To(int64(0))), code: http.StatusForbidden, msg: "running for 5m and",
+			req: deleteReq(t, busy, reaper, false, ptr.To(int64(0))), code: http.StatusForbidden, msg: "running for 5m (since 2026-11-01T12:00:00Z) and",
 			events: []string{"Warning DeleteRefused"}},
 		{name: "a dry-run delete gets the same answer and no Event",
-			req: deleteReq(t, busy, reaper, true, nil), code: http.StatusForbidden, msg: "running for 5m and"},
+			req: deleteReq(t, busy, reaper, true, nil), code: http.StatusForbidden, msg: "running for 5m (since 2026-11-01T12:00:00Z) and"},
 		{name: "an override is allowed with a warning and a Normal Event",
 			req:     deleteReq(t, podtest.Runner("ci", "o").Running("runner").Annotate(runnerpod.AllowDelete, "node upgrade").Obj(), "alice", false, nil),
 			allowed: true, code: http.StatusOK, warning: "node upgrade", events: []string{"Normal DeleteOverridden delete by alice allowed by runnerguard.io/allow-delete: node upgrade"}},
@@ -479,7 +479,7 @@ func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvise
 	assert.Contains(t, resp.Result.Message, "its EphemeralRunner is being deleted")
 	got := drain(rec)
 	require.Len(t, got, 1)
-	assert.Contains(t, got[0], "refused delete by "+reaper+`: runner "runner" is busy with a job; its EphemeralRunner is being deleted, requested by alice@example.com, and ARC deletes this pod itself once the job ends`)
+	assert.Contains(t, got[0], "refused delete by "+reaper+`: runner "runner" is busy with a job (running since 2026-11-01T12:00:00Z; job "7"; protection ends at 2026-11-08T12:00:00Z); its EphemeralRunner is being deleted, requested by alice@example.com, and ARC deletes this pod itself once the job ends`)
 	assert.NotContains(t, got[0], runnerpod.AllowDelete)
 }
 
@@ -510,7 +510,7 @@ func TestTheRunnersBoundPodDecidesItsWorkflowPodsOwnership(t *testing.T) {
 			allowed: true},
 		"another runner's token is refused, and the Event says why": {
 			extra: map[string]authenticationv1.ExtraValue{serviceaccount.PodNameKey: {"arc-r2"}},
-			event: `Warning DeleteRefused refused delete by ` + runner + `: runner "job" is busy; ` + runner + ` is named as the job's owner but is a ServiceAccount of the pod's own namespace`},
+			event: `Warning DeleteRefused refused delete by ` + runner + `: runner "job" is busy (running since 2026-11-01T12:00:00Z; protection ends at 2026-11-06T12:00:00Z); ` + runner + ` is named as the job's owner but is a ServiceAccount of the pod's own namespace`},
 		"the runner's name without a pod claim (impersonated) is refused": {
 			event: "its token is bound to no pod"},
 		"two pod names are no claim": {

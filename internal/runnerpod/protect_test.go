@@ -1,0 +1,118 @@
+package runnerpod_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// TestProtected: the guard's pod-level rules, for every preset: busy while
+// the runner runs with a job by the fleet's own signal, until the cap or
+// the pod's deadline, whichever comes first; free otherwise.
+func TestProtected(t *testing.T) {
+	now := podtest.Start.Add(41 * time.Minute)
+	week := 168 * time.Hour
+	cases := []struct {
+		name  string
+		pod   *corev1.Pod
+		job   runnerpod.JobSignal
+		busy  bool
+		until time.Time
+	}{
+		{name: "generic: a running runner is busy until its preset's cap",
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), busy: true, until: podtest.Start.Add(week)},
+		{name: "generic: not started is free",
+			pod: podtest.Runner("ci", "r").Waiting("runner", "ContainerCreating").Obj()},
+		{name: "generic: ended is free",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Obj()},
+		{name: "generic: a runner waiting to restart counts as ended",
+			pod: podtest.Runner("ci", "r").Restarting("runner", 1, "Error").Obj()},
+		{name: "a finished pod is free",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj()},
+		{name: "a terminating pod is free",
+			pod: podtest.Runner("ci", "r").Running("runner").Terminating(now).Obj()},
+		{name: "the override frees it",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()},
+		{name: "an empty override does not",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, " ").Obj(), busy: true, until: podtest.Start.Add(week)},
+		{name: "past the cap it is free",
+			pod: podtest.Runner("ci", "r").RunningSince("runner", now.Add(-week-time.Second)).Obj()},
+		{name: "at the cap's end it is still protected (whole seconds past the cap count)",
+			pod: podtest.Runner("ci", "r").RunningSince("runner", now.Add(-week)).Obj(), busy: true, until: now},
+		{name: "arc-scale-set: a job assigned is busy",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: runnerpod.JobAssigned, busy: true, until: podtest.Start.Add(week)},
+		{name: "arc-scale-set: an unreadable EphemeralRunner is taken to be busy",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: runnerpod.JobUnreadable, busy: true, until: podtest.Start.Add(week)},
+		{name: "arc-scale-set: no job is idle",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: runnerpod.JobNone},
+		{name: "arc-scale-set: the job over is free",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: runnerpod.JobOver},
+		{name: "arc-legacy: registered is busy",
+			pod: podtest.ARCLegacy("ci", "r").Running("runner").Obj(), busy: true, until: podtest.Start.Add(week)},
+		{name: "arc-legacy: unregistered is idle",
+			pod: podtest.ARCLegacy("ci", "r").Running("runner").Annotate(runnerpod.ARCLegacyUnregistered, "2026-11-01T12:30:00Z").Obj()},
+		{name: "arc-workflow: a running job is busy for up to 5 days",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), busy: true, until: podtest.Start.Add(120 * time.Hour)},
+		{name: "gitlab: a running build is busy until the pod's own deadline when sooner",
+			pod: podtest.GitLab("ci", "g").Running("build").ActiveDeadline(3600, podtest.Start).Obj(), busy: true, until: podtest.Start.Add(time.Hour)},
+		{name: "gitlab: past its deadline it is free",
+			pod: podtest.GitLab("ci", "g").Running("build").ActiveDeadline(600, podtest.Start).Obj()},
+		{name: "gitlab: only the helper running is not started",
+			pod: podtest.GitLab("ci", "g").Running("helper").Obj()},
+	}
+	presets := runnerpod.DefaultPresets()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ok := runnerpod.Match(tc.pod, presets)
+			require.True(t, ok)
+			p := runnerpod.Protected(tc.pod, r, tc.job, now)
+			assert.Equal(t, tc.busy, p.Busy)
+			assert.True(t, tc.until.Equal(p.Until), "until %s, want %s", p.Until, tc.until)
+		})
+	}
+}
+
+func TestEphemeralRunnerJob(t *testing.T) {
+	er := func(status map[string]any, deleting bool, finalizers ...string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+		u.SetUID("er-uid")
+		u.SetFinalizers(finalizers)
+		if deleting {
+			u.SetDeletionTimestamp(&metav1.Time{Time: podtest.Start})
+		}
+		return u
+	}
+	cases := []struct {
+		name     string
+		er       *unstructured.Unstructured
+		owner    types.UID
+		want     runnerpod.JobSignal
+		deleting bool
+	}{
+		{"no job in the status: idle", er(map[string]any{"phase": "Running"}, false, runnerpod.ARCRegistrationFinalizer), "er-uid", runnerpod.JobNone, false},
+		{"a jobRequestId: busy", er(map[string]any{"jobRequestId": int64(7)}, false), "er-uid", runnerpod.JobAssigned, false},
+		{"a jobRequestId decoded as a float: busy", er(map[string]any{"jobRequestId": float64(7)}, false), "er-uid", runnerpod.JobAssigned, false},
+		{"a zero jobRequestId: idle", er(map[string]any{"jobRequestId": int64(0)}, false), "er-uid", runnerpod.JobNone, false},
+		{"a jobId alone: busy", er(map[string]any{"jobId": "j"}, false), "er-uid", runnerpod.JobAssigned, false},
+		{"deleting with the registration finalizer: still busy, and deleting", er(map[string]any{"jobId": "j"}, true, runnerpod.ARCRegistrationFinalizer), "er-uid", runnerpod.JobAssigned, true},
+		{"deleting without it: the job is over", er(map[string]any{"jobId": "j"}, true, "other"), "er-uid", runnerpod.JobOver, true},
+		{"another UID than the pod's owner: unreadable", er(map[string]any{}, false), "other-uid", runnerpod.JobUnreadable, false},
+		{"none: unreadable", nil, "er-uid", runnerpod.JobUnreadable, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, deleting := runnerpod.EphemeralRunnerJob(tc.er, tc.owner)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.deleting, deleting)
+		})
+	}
+}
