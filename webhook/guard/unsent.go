@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
@@ -94,13 +93,9 @@ func (h *Handler) podDeleted(n *v1alpha1.RunnerDeletion) func(context.Context) b
 	return func(ctx context.Context) bool {
 		wctx, cancel := context.WithTimeout(ctx, deletion.NoteWait)
 		defer cancel()
-		if wait.PollUntilContextCancel(wctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
+		return wait.PollUntilContextCancel(wctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
 			done, err := h.deleted(ctx, n)
 			return done && err == nil, nil
-		}) != nil {
-			logf.FromContext(ctx).Info("no note: the pod was not deleted", "pod", n.Namespace+"/"+n.Deletion.Pod, "uid", n.Deletion.UID)
-			return false
-		}
-		return true
+		}) == nil
 	}
 }
