@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -175,7 +174,7 @@ func newManager(o serveOptions) (manager.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		// The guard's metadata cache of pods keeps labelled runner pods
 		// only, their names and UIDs (the watcher keeps its own).
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCache()}},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCacheOptions()}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
 		WebhookServer: boundedServer{
@@ -239,9 +238,7 @@ func addProbes(mgr manager.Manager, runnerPods bool) error {
 		// The guard confirms a review's pod in the runner pods' metadata on
 		// every replica (names and UIDs, so the followers hold no whole
 		// pods).
-		podMeta := &metav1.PartialObjectMetadata{}
-		podMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-		if _, err := mgr.GetCache().GetInformer(context.Background(), podMeta); err != nil {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), runnerpod.Meta()); err != nil {
 			return fmt.Errorf("starting the runner pod metadata informer: %w", err)
 		}
 	}

@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 func busyRunner(ns, name string) *corev1.Pod {
@@ -49,7 +49,7 @@ func TestDeleteOfABusyRunnerIsRefusedOnceWithAWarningEvent(t *testing.T) {
 	// policy checks before anyone may set the annotation.
 	for _, want := range []string{`runner container "runner" of pod ` + ns + `/busy (generic)`, "has been running for 3m", "removing the pod now would lose that job",
 		fmt.Sprintf(`have someone granted the verb %q on %s.%s in %s (the ClusterRole %s in a default install) first run: kubectl annotate pod -n %s busy runnerguard.io/allow-delete="<reason>"`,
-			registration.OverrideVerb, registration.OverrideResource, registration.OverrideGroup, ns, registration.OverrideRole("runnerguard"), ns)} {
+			guard.OverrideVerb, guard.OverrideResource, guard.OverrideGroup, ns, server.Options().Name+"-override", ns)} {
 		assert.Contains(t, err.Error(), want)
 	}
 	assert.Equal(t, 1.0, n, "a refused delete is reviewed once")

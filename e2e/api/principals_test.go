@@ -24,6 +24,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // The fleets' controllers the suite trusts with their fields; legacy ARC's
@@ -59,9 +60,11 @@ func policyDenied() string {
 // enforces the binding (a binding takes effect a moment after it is
 // created).
 func registerPolicy(ctx context.Context) error {
-	o := server.Options()
-	policy, binding := registration.Policy(suiteCfg, o)
-	for _, obj := range []client.Object{policy, binding, registration.OverrideClusterRole(o)} {
+	objs, err := registration.Render(suiteCfg, server.Options())
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{objs.Policy, objs.Binding, objs.OverrideRole} {
 		if err := admin.Create(ctx, obj); err != nil {
 			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
 		}
@@ -215,7 +218,7 @@ func may(t *testing.T, ns string, p principal, role string) principal {
 // mayOverride grants p the chart's override ClusterRole in ns.
 func mayOverride(t *testing.T, ns string, p principal) {
 	t.Helper()
-	grant(t, ns, p, registration.OverrideRole(server.Options().Name), authorizationv1.ResourceAttributes{
-		Verb: registration.OverrideVerb, Group: registration.OverrideGroup, Resource: registration.OverrideResource,
+	grant(t, ns, p, server.Options().Name+"-override", authorizationv1.ResourceAttributes{
+		Verb: guard.OverrideVerb, Group: guard.OverrideGroup, Resource: guard.OverrideResource,
 	})
 }

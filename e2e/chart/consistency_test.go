@@ -1,6 +1,8 @@
 package chart_test
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // renderedConfig is the webhook's config file from the rendered ConfigMap,
@@ -48,10 +51,14 @@ func serviceClientConfig(t *testing.T, objs objects) func(string) admissionregis
 	}
 }
 
-// The chart's webhook configurations must be exactly what the registration
-// package builds from the config the chart renders: the webhook names,
-// rules, matchConditions and policies are written in Go once.
-func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
+// The chart's webhook configurations follow its values: the namespaces
+// selected (never the cluster's own, runnerguard's or cert-manager's), the
+// failure policies and timeout, the runner containers the API server
+// matches, the exempt principals it answers for, and the EphemeralRunner
+// webhook only with its preset. The suites register these same objects
+// (e2e/internal/registration renders them), so what they prove of the
+// webhooks is what the chart installs.
+func TestWebhookConfigurations(t *testing.T) {
 	fail, ignore := admissionregistrationv1.Fail, admissionregistrationv1.Ignore
 	// nil: registration's default, the opt-in label. registration adds the
 	// never-selected namespaces to every selector.
@@ -137,39 +144,81 @@ func TestWebhookConfigurationsEqualRegistration(t *testing.T) {
 				if cm == "" {
 					cm = "cert-manager"
 				}
-				opts := registration.Options{
-					Name:                  release,
-					ClientConfig:          serviceClientConfig(t, objs),
-					NamespaceSelector:     tc.selector,
-					ReleaseNamespace:      namespace,
-					CertManagerNamespace:  cm,
-					DeleteFailurePolicy:   tc.delete,
-					EvictionFailurePolicy: tc.eviction,
-					TimeoutSeconds:        tc.timeout,
-				}
-
+				want := selectorWithout(tc.selector, cm)
 				var validating admissionregistrationv1.ValidatingWebhookConfiguration
 				objs.get(t, "ValidatingWebhookConfiguration", release, &validating)
-				want := registration.Validating(cfg, opts)
-				assert.Equal(t, want.TypeMeta, validating.TypeMeta)
-				assert.Equal(t, want.Webhooks, validating.Webhooks)
-
 				var mutating admissionregistrationv1.MutatingWebhookConfiguration
 				objs.get(t, "MutatingWebhookConfiguration", release, &mutating)
-				wantM := registration.Mutating(cfg, opts)
-				assert.Equal(t, wantM.TypeMeta, mutating.TypeMeta)
-				assert.Equal(t, wantM.Webhooks, mutating.Webhooks)
+				require.Len(t, mutating.Webhooks, 1)
+				inj := mutating.Webhooks[0]
+				assert.Equal(t, want, inj.NamespaceSelector)
+				assert.Equal(t, admissionregistrationv1.Ignore, *inj.FailurePolicy, "CI goes on when the injector is down")
+				assert.Equal(t, tc.timeout, *inj.TimeoutSeconds)
+				containers := celStrings(cfg.RunnerContainerNames())
+				assert.Contains(t, inj.MatchConditions, admissionregistrationv1.MatchCondition{Name: "runner-pod", Expression: "object.spec.containers.exists(c, c.name in " + containers + ")"})
+
+				policies := map[string]admissionregistrationv1.FailurePolicyType{
+					registration.DeleteWebhook: tc.delete, registration.EvictionWebhook: tc.eviction,
+					registration.ConnectWebhook: ignore, registration.EphemeralRunnerWebhook: ignore,
+				}
+				var names []string
+				for _, w := range validating.Webhooks {
+					names = append(names, w.Name)
+					assert.Equal(t, want, w.NamespaceSelector, w.Name)
+					assert.Equal(t, policies[w.Name], *w.FailurePolicy, w.Name)
+					assert.Equal(t, tc.timeout, *w.TimeoutSeconds, w.Name)
+					exempt := slices.ContainsFunc(w.MatchConditions, func(mc admissionregistrationv1.MatchCondition) bool { return mc.Name == "not-exempt" })
+					assert.Equal(t, len(cfg.Guard.ExemptPrincipals) > 0, exempt, "%s: the API server answers for the exempt principals, when there are any", w.Name)
+					for _, mc := range w.MatchConditions {
+						switch {
+						case mc.Name == "not-exempt":
+							assert.Equal(t, "!(request.userInfo.username in "+celStrings(cfg.Guard.ExemptPrincipals)+")", mc.Expression)
+						case strings.Contains(mc.Expression, "c.name in") || strings.Contains(mc.Expression, "s.name in"):
+							assert.Contains(t, mc.Expression, " in "+containers, "%s/%s: the enabled presets' runner containers, in preset order", w.Name, mc.Name)
+						}
+					}
+				}
+				arc := slices.ContainsFunc(cfg.Presets, func(p runnerpod.Preset) bool { return p.Name == runnerpod.ARCScaleSet && p.Enabled })
+				assert.Equal(t, arc, slices.Contains(names, registration.EphemeralRunnerWebhook), "EphemeralRunner deletes are reviewed only with the arc-scale-set preset")
+				assert.Subset(t, names, []string{registration.DeleteWebhook, registration.EvictionWebhook, registration.ConnectWebhook})
 
 				// The pod watcher must cover the same namespaces.
 				_, c := deployment(t, objs)
 				watched, err := labels.Parse(flag(c.Args, "namespace-selector"))
 				require.NoError(t, err)
-				selected, err := metav1.LabelSelectorAsSelector(opts.Selector())
+				selected, err := metav1.LabelSelectorAsSelector(want)
 				require.NoError(t, err)
 				assert.Equal(t, selected.String(), watched.String())
 			})
 		}
 	}
+}
+
+// selectorWithout is sel (nil: the opt-in label) with the namespaces the
+// webhooks never act in: the cluster's own, the release's and
+// cert-manager's, each once.
+func selectorWithout(sel *metav1.LabelSelector, certManager string) *metav1.LabelSelector {
+	if sel == nil {
+		sel = &metav1.LabelSelector{MatchLabels: map[string]string{"runnerguard.io/enabled": "true"}}
+	}
+	sel = sel.DeepCopy()
+	never := []string{"kube-system", "kube-public", "kube-node-lease", namespace}
+	if !slices.Contains(never, certManager) {
+		never = append(never, certManager)
+	}
+	sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: never,
+	})
+	return sel
+}
+
+// celStrings is names as the chart writes a CEL list of strings.
+func celStrings(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }
 
 // Renewing the serving certificate must never touch the webhook

@@ -1,6 +1,8 @@
 package chart_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,15 +12,15 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
 )
 
-// The chart's ValidatingAdmissionPolicy and its binding must be exactly
-// what registration.Policy builds from the config the chart renders, and
-// the override ClusterRole must grant exactly the permission the policy
-// checks.
-func TestPolicyEqualsRegistration(t *testing.T) {
+// The chart's ValidatingAdmissionPolicy covers the runner pods its config
+// names, in the webhooks' namespaces, keeps the runner label runnerguard's
+// own, and checks the permission its override ClusterRole grants, under
+// the release's full name. What each rule trusts per preset is tested in
+// e2e/internal/registration, on the same rendered chart.
+func TestPolicy(t *testing.T) {
 	optIn := &metav1.LabelSelector{
 		MatchLabels: map[string]string{"runnerguard.io/enabled": "true"},
 	}
@@ -76,24 +78,33 @@ policy: {garbageCollectors: ["system:kube-controller-manager", "system:serviceac
 				objs.get(t, "ConfigMap", name, &cm)
 				cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
 				require.NoError(t, err, "the rendered config does not load")
-				wantP, wantB := registration.Policy(cfg, registration.Options{Name: name, NamespaceSelector: tc.selector,
-					ReleaseNamespace: namespace, CertManagerNamespace: "cert-manager", ServiceAccount: "system:serviceaccount:" + namespace + ":" + name})
+				sa := "system:serviceaccount:" + namespace + ":" + nameOf(objs, "ServiceAccount")
 
 				var policy admissionregistrationv1.ValidatingAdmissionPolicy
 				objs.get(t, "ValidatingAdmissionPolicy", name, &policy)
-				assert.Equal(t, wantP.TypeMeta, policy.TypeMeta)
-				assert.Equal(t, wantP.Spec, policy.Spec)
+				assert.Contains(t, policy.Spec.MatchConditions, admissionregistrationv1.MatchCondition{Name: "runner-pod",
+					Expression: "object.spec.containers.exists(c, c.name in " + celStrings(cfg.RunnerContainerNames()) + ")"}, "the same runner pods the guard protects")
+				runnerLabel := false
+				for _, v := range policy.Spec.Validations {
+					if strings.Contains(v.Message, "runnerguard.io/runner") {
+						runnerLabel = true
+						assert.Contains(t, v.Expression, "request.userInfo.username in "+celStrings([]string{sa}), "only runnerguard's own ServiceAccount may change its runner label")
+					}
+				}
+				assert.True(t, runnerLabel, "the policy keeps the runner label runnerguard's")
 
 				var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
 				objs.get(t, "ValidatingAdmissionPolicyBinding", name, &binding)
-				assert.Equal(t, wantB.TypeMeta, binding.TypeMeta)
-				assert.Equal(t, wantB.Spec, binding.Spec)
+				assert.Equal(t, name, binding.Spec.PolicyName)
+				assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, binding.Spec.ValidationActions)
+				assert.Equal(t, selectorWithout(tc.selector, "cert-manager"), binding.Spec.MatchResources.NamespaceSelector, "the webhooks' namespaces")
 
 				var role rbacv1.ClusterRole
-				wantR := registration.OverrideClusterRole(registration.Options{Name: name})
-				objs.get(t, "ClusterRole", wantR.Name, &role)
-				assert.Equal(t, wantR.TypeMeta, role.TypeMeta)
-				assert.Equal(t, wantR.Rules, role.Rules)
+				objs.get(t, "ClusterRole", name+"-override", &role)
+				r := role.Rules
+				require.Len(t, r, 1)
+				check := fmt.Sprintf("authorizer.group(%q).resource(%q).namespace(object.metadata.namespace).check(%q).allowed()", r[0].APIGroups[0], r[0].Resources[0], r[0].Verbs[0])
+				assert.Contains(t, policy.Spec.Variables, admissionregistrationv1.Variable{Name: "mayOverride", Expression: check}, "the override role grants what the policy checks")
 				assert.Empty(t, role.AggregationRule, "no built-in role may carry the override")
 				for k := range role.Labels {
 					assert.NotContains(t, k, "aggregate-to", "no built-in role may carry the override")

@@ -94,7 +94,11 @@ func run(m *testing.M) (int, error) {
 	if err := server.Register(ctx, cluster.Client, cfg); err != nil {
 		return 1, err
 	}
-	if err := cluster.Client.Create(ctx, noMatchConditions(cfg, server)); err != nil {
+	noMatch, err := noMatchConditions(cfg, server)
+	if err != nil {
+		return 1, err
+	}
+	if err := cluster.Client.Create(ctx, noMatch); err != nil {
 		return 1, fmt.Errorf("registering the guard without matchConditions: %w", err)
 	}
 	if nothing, err = startNothing(ctx); err != nil {
@@ -104,7 +108,10 @@ func run(m *testing.M) (int, error) {
 	if err := nothing.register(ctx, cfg); err != nil {
 		return 1, err
 	}
-	policy, binding := guardPolicy(cfg)
+	policy, binding, err := guardPolicy(cfg, server)
+	if err != nil {
+		return 1, err
+	}
 	if err := cluster.Client.Create(ctx, policy); err != nil {
 		return 1, fmt.Errorf("creating the ValidatingAdmissionPolicy: %w", err)
 	}

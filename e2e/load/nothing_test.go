@@ -102,7 +102,7 @@ func (n *nothingServer) stop() {
 }
 
 // register installs the do-nothing webhook as the injector is installed
-// (registration.Mutating: the same rules, matchConditions, failurePolicy,
+// (the chart's, rendered by registration: the same rules, matchConditions, failurePolicy,
 // sideEffects, timeout, reinvocation and namespaceSelector shape), for
 // nsNothing only.
 func (n *nothingServer) register(ctx context.Context, cfg config.Config) error {
@@ -113,7 +113,11 @@ func (n *nothingServer) register(ctx context.Context, cfg config.Config) error {
 	o.ClientConfig = func(string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: cluster.Env.WebhookInstallOptions.LocalServingCAData}
 	}
-	mwc := registration.Mutating(cfg, o)
+	objs, err := registration.Render(cfg, o)
+	if err != nil {
+		return err
+	}
+	mwc := objs.Mutating
 	mwc.Webhooks[0].Name = "nothing.load.runnerguard.io"
 	if err := cluster.Client.Create(ctx, mwc); err != nil {
 		return fmt.Errorf("registering the do-nothing webhook: %w", err)

@@ -20,16 +20,20 @@ import (
 // noMatchConditions is the guard's DELETE webhook without its
 // matchConditions, selecting nsNoMatch: the API server then calls it for
 // every review of a delete, as it calls Kyverno and Gatekeeper.
-func noMatchConditions(cfg config.Config, s *apitest.Server) *admissionregistrationv1.ValidatingWebhookConfiguration {
+func noMatchConditions(cfg config.Config, s *apitest.Server) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	o := s.Options()
 	o.Name = "runnerguard-nomatch"
 	o.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{noMatchLabel: "true"}}
-	vwc := registration.Validating(cfg, o)
+	objs, err := registration.Render(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	vwc := objs.Validating
 	vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
 		return w.Name != registration.DeleteWebhook
 	})
 	vwc.Webhooks[0].MatchConditions = nil
-	return vwc
+	return vwc, nil
 }
 
 // guardPolicy is the guard's decision for the generic preset written as a
@@ -38,7 +42,15 @@ func noMatchConditions(cfg config.Config, s *apitest.Server) *admissionregistrat
 // (the generic preset has no idle signal and no job owner, rules 6 and 7).
 // A delete is refused when a runner container is running, the pod has not
 // finished and no override reason is given.
-func guardPolicy(cfg config.Config) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+func guardPolicy(cfg config.Config, s *apitest.Server) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	objs, err := registration.Render(cfg, s.Options())
+	if err != nil {
+		return nil, nil, err
+	}
+	del, err := objs.Webhook(registration.DeleteWebhook)
+	if err != nil {
+		return nil, nil, err
+	}
 	var runners []string
 	for _, p := range cfg.Presets {
 		if p.Name == runnerpod.Generic {
@@ -70,7 +82,7 @@ func guardPolicy(cfg config.Config) (*admissionregistrationv1.ValidatingAdmissio
 					},
 				}},
 			},
-			MatchConditions: registration.DeleteMatchConditions(cfg),
+			MatchConditions: del.MatchConditions,
 			Validations: []admissionregistrationv1.Validation{{
 				Expression: allowed,
 				Message:    "runner is busy; set " + runnerpod.AllowDelete + " to override",
@@ -88,5 +100,5 @@ func guardPolicy(cfg config.Config) (*admissionregistrationv1.ValidatingAdmissio
 			},
 		},
 	}
-	return policy, binding
+	return policy, binding, nil
 }

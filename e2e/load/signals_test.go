@@ -33,9 +33,10 @@ const (
 func TestWhatThePolicyAddsToPodCreateAndUpdate(t *testing.T) {
 	ctx := context.Background()
 	o := registration.Options{Name: "runnerguard-signals", NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{policyLabel: "true"}}}
-	policy, binding := registration.Policy(cfg, o)
-	require.NoError(t, cluster.Client.Create(ctx, policy))
-	require.NoError(t, cluster.Client.Create(ctx, binding))
+	objs, err := registration.Render(cfg, o)
+	require.NoError(t, err)
+	require.NoError(t, cluster.Client.Create(ctx, objs.Policy))
+	require.NoError(t, cluster.Client.Create(ctx, objs.Binding))
 	for name, labels := range map[string]map[string]string{nsNoPolicy: nil, nsPolicy: {policyLabel: "true"}} {
 		require.NoError(t, cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}))
 	}

@@ -21,8 +21,8 @@ type Config struct {
 }
 
 // Policy configures the ValidatingAdmissionPolicy that says who may write
-// the signals the guard trusts. The server does not read it; the chart and
-// e2e/internal/registration build the policy from it.
+// the signals the guard trusts. The server does not read it; the chart
+// builds the policy from the same values.
 type Policy struct {
 	// GarbageCollectors are the usernames of the garbage collector, which
 	// removes a deleted owner from its dependents' ownerReferences: with a

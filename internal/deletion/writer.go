@@ -54,7 +54,7 @@ func (s *Notes) Write(ctx context.Context, n *v1alpha1.RunnerDeletion) {
 // what the note says happened.
 func (s *Notes) WriteWhen(ctx context.Context, n *v1alpha1.RunnerDeletion, ready func(context.Context) bool) {
 	if ready != nil {
-		ready = s.checked(ready)
+		ready = s.checked(n, ready)
 	}
 	s.mu.Lock()
 	if s.stopped {
@@ -80,13 +80,15 @@ func (s *Notes) WriteWhen(ctx context.Context, n *v1alpha1.RunnerDeletion, ready
 	}
 }
 
-// checked logs a note that is not written because it was not ready.
-func (s *Notes) checked(ready func(context.Context) bool) func(context.Context) bool {
+// checked logs a note that is not written because it was not ready: the
+// one log of a dropped note.
+func (s *Notes) checked(n *v1alpha1.RunnerDeletion, ready func(context.Context) bool) func(context.Context) bool {
 	return func(ctx context.Context) bool {
 		if ready(ctx) {
 			return true
 		}
-		logf.FromContext(ctx).Info("no note: the reviewed object does not show the deletion")
+		logf.FromContext(ctx).Info("no note: the reviewed object does not show the deletion",
+			"object", n.Namespace+"/"+n.Deletion.Pod, "uid", n.Deletion.UID)
 		return false
 	}
 }

@@ -100,8 +100,7 @@ func Label(ctx context.Context, w client.Writer, pod *corev1.Pod) error {
 	if _, ok := pod.Labels[runnerpod.RunnerLabel]; ok {
 		return nil
 	}
-	base := &metav1.PartialObjectMetadata{}
-	base.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	base := runnerpod.Meta()
 	base.Namespace, base.Name = pod.Namespace, pod.Name
 	patched := base.DeepCopy()
 	patched.UID = pod.UID

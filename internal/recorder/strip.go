@@ -36,7 +36,7 @@ type cachedPod struct {
 	// running init container that is not one gates the runner (an idle
 	// pool runner's poller).
 	sidecars []string
-	// Of the status (a corev1.PodStatus is 384 bytes empty): its phase,
+	// Of the status (whose empty structs are most of a stripped pod): its phase,
 	// reason and message, the conditions that tell why it is pending or
 	// taken down, and the container states.
 	phase                  corev1.PodPhase

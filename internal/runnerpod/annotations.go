@@ -1,6 +1,8 @@
 package runnerpod
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
@@ -89,4 +91,12 @@ const VitalsContainer = "runnerguard-vitals"
 func Labelled() labels.Selector {
 	r, _ := labels.NewRequirement(RunnerLabel, selection.Exists, nil) // a valid key
 	return labels.NewSelector().Add(*r)
+}
+
+// Meta is an empty pod's metadata, the form of every metadata-only read and
+// patch of a runner pod and of the replicas' metadata informer of them.
+func Meta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	return m
 }

@@ -7,10 +7,10 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// PodCache is the guard's cache of runner pods, on every replica: their
+// PodCacheOptions are the guard's cache of runner pods, on every replica: their
 // metadata (labelled runner pods only), stripped to what confirm reads, so
 // that no replica holds whole pods for the guard.
-func PodCache() cache.ByObject {
+func PodCacheOptions() cache.ByObject {
 	return cache.ByObject{Label: runnerpod.Labelled(), Transform: StripPod}
 }
 

@@ -3,17 +3,10 @@ package guard
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-)
 
-// podMeta is an empty pod's metadata: what confirm reads.
-func podMeta() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-	return m
-}
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
 
 // confirm reports whether the review's pod exists with the review's UID:
 // in the cache of runner pods, or else read from the API server, unless it
@@ -33,12 +26,12 @@ func (h *Handler) confirm(ctx context.Context, f Facts) (bool, error) {
 	}
 	key := client.ObjectKeyFromObject(f.Pod)
 	if h.Pods != nil {
-		cached := podMeta()
+		cached := runnerpod.Meta()
 		if err := h.Pods.Get(ctx, key, cached); err == nil && cached.UID == f.Pod.UID && cached.UID != "" {
 			return cached.DeletionTimestamp == nil, nil
 		}
 	}
-	live := podMeta()
+	live := runnerpod.Meta()
 	if err := h.Reader.Get(ctx, key, live); err != nil {
 		return false, err
 	}

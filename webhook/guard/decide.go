@@ -320,7 +320,7 @@ func busySince(f Facts, d Decision) (since, ends string) {
 // chart's ValidatingAdmissionPolicy checks this verb on this resource in
 // the pod's namespace, which its <release>-override ClusterRole grants; a
 // reaper that sets the annotation without it meets a second refusal.
-const OverridePermission = `the verb "override" on runners.runnerguard.io`
+const OverridePermission = `the verb "` + OverrideVerb + `" on ` + OverrideResource + "." + OverrideGroup
 
 // overrideRole names the chart's ClusterRole that grants it; the release's
 // name prefixes it, which the server is not told.

@@ -4,16 +4,15 @@ import (
 	"context"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Anyone on the pod network can post a review to the guard: the webhook
@@ -51,8 +50,7 @@ func (h *Handler) unsent(ctx context.Context, f Facts) string {
 	if h.Namespaces == nil {
 		return "the namespace cannot be read"
 	}
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	meta := namespace.Meta()
 	if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: ns}, meta); err != nil {
 		return "the namespace cannot be read: " + err.Error()
 	}
@@ -69,10 +67,10 @@ func (h *Handler) unsent(ctx context.Context, f Facts) string {
 // (one the guard has just labelled).
 func (h *Handler) deleted(ctx context.Context, n *v1alpha1.RunnerDeletion) (bool, error) {
 	key := client.ObjectKey{Namespace: n.Namespace, Name: n.Deletion.Pod}
-	meta := podMeta()
+	meta := runnerpod.Meta()
 	err := h.Pods.Get(ctx, key, meta)
 	if apierrors.IsNotFound(err) {
-		meta = podMeta()
+		meta = runnerpod.Meta()
 		err = h.Reader.Get(ctx, key, meta)
 	}
 	switch {
@@ -95,13 +93,9 @@ func (h *Handler) podDeleted(n *v1alpha1.RunnerDeletion) func(context.Context) b
 	return func(ctx context.Context) bool {
 		wctx, cancel := context.WithTimeout(ctx, deletion.NoteWait)
 		defer cancel()
-		if wait.PollUntilContextCancel(wctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
+		return wait.PollUntilContextCancel(wctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
 			done, err := h.deleted(ctx, n)
 			return done && err == nil, nil
-		}) != nil {
-			logf.FromContext(ctx).Info("no note: the pod was not deleted", "pod", n.Namespace+"/"+n.Deletion.Pod, "uid", n.Deletion.UID)
-			return false
-		}
-		return true
+		}) == nil
 	}
 }

@@ -57,7 +57,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/*
 The enabled presets' runner container names, first seen first, in the
 order the webhook matches presets (runnerpod.Order), as a CEL list literal:
-the same string registration.DeleteMatchConditions builds.
+the container names the server's config (config.RunnerContainerNames) gives.
 */}}
 {{- define "runnerguard.runnerContainersCEL" -}}
 {{- $seen := dict }}
@@ -90,8 +90,8 @@ the same string registration.DeleteMatchConditions builds.
 
 {{/*
 Where both webhooks act: the opt-in selector or the listed namespaces, and
-never the system namespaces, the release namespace or cert-manager's (the
-order and values of registration.Options.Selector).
+never the system namespaces, the release namespace or cert-manager's. The
+pod watcher's --namespace-selector is the same selector.
 */}}
 {{- define "runnerguard.namespaceSelector" -}}
 {{- $never := list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace .Values.certManager.namespace | uniq }}

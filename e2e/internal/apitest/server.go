@@ -224,7 +224,8 @@ func (s *Server) URL(path string) string {
 // Options are the registration options pointing the API server at s.
 func (s *Server) Options() registration.Options {
 	return registration.Options{
-		Name: "runnerguard", ReleaseNamespace: ReleaseNamespace, CertManagerNamespace: "cert-manager", ServiceAccount: ServerUser,
+		// ServerUser is the chart's ServiceAccount for this release.
+		Name: "runnerguard", ReleaseNamespace: ReleaseNamespace, CertManagerNamespace: "cert-manager",
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
 			url := s.URL(path)
 			return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: s.CAData}
@@ -235,12 +236,17 @@ func (s *Server) Options() registration.Options {
 	}
 }
 
-// Register installs both webhook configurations as the chart ships them.
+// Register installs both webhook configurations as the chart renders them
+// for cfg.
 func (s *Server) Register(ctx context.Context, c client.Client, cfg config.Config) error {
-	if err := c.Create(ctx, registration.Validating(cfg, s.Options())); err != nil {
+	objs, err := registration.Render(cfg, s.Options())
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, objs.Validating); err != nil {
 		return fmt.Errorf("registering the guard: %w", err)
 	}
-	if err := c.Create(ctx, registration.Mutating(cfg, s.Options())); err != nil {
+	if err := c.Create(ctx, objs.Mutating); err != nil {
 		return fmt.Errorf("registering the injector: %w", err)
 	}
 	return nil

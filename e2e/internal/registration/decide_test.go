@@ -16,10 +16,10 @@ import (
 	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
-// The delete webhook's matchConditions restate rules 1 to 5 and 8 of
-// guard.Decide so that the API server, not the webhook, answers them. They
-// are two writings of one decision; this test holds them together in the
-// unit tests: a delete the matchConditions keep from the webhook must be one
+// The chart's delete webhook's matchConditions restate rules 1 to 5 and 8
+// of guard.Decide so that the API server, not the webhook, answers them.
+// They are two writings of one decision; this test holds them together in
+// the fast tests: a delete the matchConditions keep from the webhook must be one
 // Decide allows (else the API server lets through what the guard would
 // refuse), and every delete that Decide allows by one of those rules must be
 // kept from the webhook (else it costs a webhook call the chart promises it
@@ -29,7 +29,9 @@ func TestDeleteMatchConditionsAgreeWithDecide(t *testing.T) {
 	env, err := cel.NewEnv(cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType))
 	require.NoError(t, err)
 	var programs []cel.Program
-	for _, mc := range DeleteMatchConditions(cfg) {
+	del, err := render(t, cfg, Options{}).Webhook(DeleteWebhook)
+	require.NoError(t, err)
+	for _, mc := range del.MatchConditions {
 		ast, iss := env.Compile(mc.Expression)
 		require.NoError(t, iss.Err(), mc.Name)
 		prg, err := env.Program(ast)

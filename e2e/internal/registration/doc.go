@@ -1,5 +1,7 @@
-// Package registration builds, for the test suites, the webhook
-// configurations and the admission policy the chart deploys, from a Go
-// config: the suites register them on their own API servers, and the chart
-// tests check that the chart renders the same objects.
+// Package registration gives the suites that run runnerguard outside a
+// cluster (e2e/api, e2e/load, e2e/scale) the chart's own webhook
+// configurations, admission policy and override role: it renders
+// charts/runnerguard with Helm for a config.Config and points the webhooks
+// at the test server. The chart is the one writing of them; nothing here
+// restates a rule, so what the suites prove is what the chart installs.
 package registration

@@ -7,10 +7,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // trusted is who each fleet-owned rule of the policy lets change its field,
@@ -30,6 +32,18 @@ func trusted(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy)
 		}
 	}
 	return out
+}
+
+// name is the release the tests render.
+const name = "runnerguard"
+
+// render is Render for release name that must succeed.
+func render(t *testing.T, cfg config.Config, o Options) *Objects {
+	t.Helper()
+	o.Name = name
+	objs, err := Render(cfg, o)
+	require.NoError(t, err)
+	return objs
 }
 
 func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
@@ -89,15 +103,15 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 			if tc.configure != nil {
 				tc.configure(&cfg)
 			}
-			p, _ := Policy(cfg, Options{Name: "rg"})
-			assert.Equal(t, tc.want, trusted(t, p))
+			assert.Equal(t, tc.want, trusted(t, render(t, cfg, Options{}).Policy))
 		})
 	}
 }
 
 func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.T) {
 	cfg := config.Default()
-	p, b := Policy(cfg, Options{Name: "rg"})
+	objs := render(t, cfg, Options{})
+	p, b := objs.Policy, objs.Binding
 
 	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
 	rule := p.Spec.MatchConstraints.ResourceRules[0]
@@ -112,27 +126,30 @@ func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.
 		assert.True(t, strings.HasPrefix(v.Message, "runnerguard: "), v.Message)
 	}
 
-	assert.Equal(t, "rg", b.Spec.PolicyName)
+	assert.Equal(t, name, b.Spec.PolicyName)
 	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
 	assert.Equal(t, &metav1.LabelSelector{
 		MatchLabels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"},
 		MatchExpressions: []metav1.LabelSelectorRequirement{{
-			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-public", "kube-node-lease"},
+			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-public", "kube-node-lease", "runnerguard", "cert-manager"},
 		}},
-	}, b.Spec.MatchResources.NamespaceSelector, "the webhooks' namespaces, never the cluster's own, even if labelled")
+	}, b.Spec.MatchResources.NamespaceSelector, "the webhooks' namespaces, never the cluster's own, runnerguard's or cert-manager's, even if labelled")
 
 	given := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "ci"}}
-	_, b = Policy(cfg, Options{Name: "rg", NamespaceSelector: given})
-	assert.Equal(t, map[string]string{"team": "ci"}, b.Spec.MatchResources.NamespaceSelector.MatchLabels)
+	b = render(t, cfg, Options{NamespaceSelector: given}).Binding
+	assert.Equal(t, map[string]string{"team": "ci"}, b.Spec.MatchResources.NamespaceSelector.MatchLabels, "a selector replaces the opt-in label")
 	assert.Empty(t, given.MatchExpressions, "the caller's selector is not modified")
 }
 
 func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
-	p, _ := Policy(config.Default(), Options{Name: "rg"})
-	role := OverrideClusterRole(Options{Name: "rg"})
-	assert.Equal(t, "rg-override", role.Name)
+	objs := render(t, config.Default(), Options{})
+	p, role := objs.Policy, objs.OverrideRole
+	assert.Equal(t, name+"-override", role.Name)
+	require.Len(t, role.Rules, 1)
 	r := role.Rules[0]
+	assert.Equal(t, rbacv1.PolicyRule{APIGroups: []string{guard.OverrideGroup}, Resources: []string{guard.OverrideResource}, Verbs: []string{guard.OverrideVerb}}, r,
+		"the permission the guard's refusals name")
 	check := `authorizer.group("` + r.APIGroups[0] + `").resource("` + r.Resources[0] + `").namespace(object.metadata.namespace).check("` + r.Verbs[0] + `").allowed()`
 	assert.Contains(t, p.Spec.Variables, admissionregistrationv1.Variable{Name: "mayOverride", Expression: check})
-	assert.Contains(t, p.Spec.Validations[0].Message, "the ClusterRole rg-override")
+	assert.Contains(t, p.Spec.Validations[0].Message, "the ClusterRole "+name+"-override")
 }

@@ -1,0 +1,340 @@
+package registration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/webhook/guard"
+	"github.com/runnerguard/runnerguard/webhook/inject"
+)
+
+// Paths served by the webhook server.
+const (
+	GuardPath   = guard.Path
+	ConnectPath = guard.ConnectPath
+	InjectPath  = inject.Path
+)
+
+// Webhook names, as they appear in API server errors and metrics. A name
+// the chart does not render fails Webhook's lookup.
+const (
+	DeleteWebhook          = "delete.guard.runnerguard.io"
+	EvictionWebhook        = "eviction.guard.runnerguard.io"
+	ConnectWebhook         = "connect.guard.runnerguard.io"
+	InjectWebhook          = "inject.runnerguard.io"
+	EphemeralRunnerWebhook = "ephemeralrunner-delete.guard.runnerguard.io"
+)
+
+// Options are the installation's choices around the config, as the chart's
+// values and Helm's release take them.
+type Options struct {
+	// Name is the release's name; the chart names its objects after it
+	// (its full name: the release's, with "-runnerguard" unless it has it).
+	Name string
+	// ClientConfig returns how the API server reaches path: a URL in tests,
+	// in place of the chart's Service.
+	ClientConfig func(path string) admissionregistrationv1.WebhookClientConfig
+	// NamespaceSelector picks the protected namespaces (values
+	// namespaceSelector); nil keeps the chart's opt-in label.
+	NamespaceSelector *metav1.LabelSelector
+	// ReleaseNamespace is the release's namespace ("runnerguard" when
+	// empty): runnerguard's ServiceAccount lives there, and the webhooks
+	// never act there.
+	ReleaseNamespace string
+	// CertManagerNamespace is cert-manager's (values certManager.namespace;
+	// the chart's default when empty).
+	CertManagerNamespace string
+	// The guard's failure policies and the webhooks' timeout (values
+	// guard.*FailurePolicy, webhook.timeoutSeconds); empty or zero keeps
+	// the chart's defaults.
+	DeleteFailurePolicy   admissionregistrationv1.FailurePolicyType
+	EvictionFailurePolicy admissionregistrationv1.FailurePolicyType
+	TimeoutSeconds        int32
+}
+
+// Objects are the registration objects the chart renders for a release.
+type Objects struct {
+	Validating *admissionregistrationv1.ValidatingWebhookConfiguration
+	Mutating   *admissionregistrationv1.MutatingWebhookConfiguration
+	Policy     *admissionregistrationv1.ValidatingAdmissionPolicy
+	Binding    *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// OverrideRole is the ClusterRole that grants the override permission.
+	OverrideRole *rbacv1.ClusterRole
+}
+
+// Webhook is the validating webhook named name.
+func (o *Objects) Webhook(name string) (admissionregistrationv1.ValidatingWebhook, error) {
+	for _, w := range o.Validating.Webhooks {
+		if w.Name == name {
+			return w, nil
+		}
+	}
+	return admissionregistrationv1.ValidatingWebhook{}, fmt.Errorf("the chart renders no validating webhook %q", name)
+}
+
+// Render renders the chart for cfg and o with Helm ($HELM, else the
+// repository's .cache/bin/helm that `hack/tools.sh helm` builds), checks
+// that the config the chart renders is cfg in every part the registration
+// objects are built from, and points the webhooks at o.ClientConfig.
+func Render(cfg config.Config, o Options) (*Objects, error) {
+	if o.ReleaseNamespace == "" {
+		o.ReleaseNamespace = "runnerguard"
+	}
+	vals, err := values(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := template(o, vals)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameConfig(cfg, docs); err != nil {
+		return nil, err
+	}
+	var objs Objects
+	for kind, out := range map[string]any{
+		"ValidatingWebhookConfiguration": &objs.Validating, "MutatingWebhookConfiguration": &objs.Mutating,
+		"ValidatingAdmissionPolicy": &objs.Policy, "ValidatingAdmissionPolicyBinding": &objs.Binding,
+	} {
+		if err := docs.get(kind, "", out); err != nil {
+			return nil, err
+		}
+	}
+	if err := docs.get("ClusterRole", "-override", &objs.OverrideRole); err != nil {
+		return nil, err
+	}
+	if o.ClientConfig != nil {
+		for i := range objs.Validating.Webhooks {
+			objs.Validating.Webhooks[i].ClientConfig = redirect(o, objs.Validating.Webhooks[i].ClientConfig)
+		}
+		for i := range objs.Mutating.Webhooks {
+			objs.Mutating.Webhooks[i].ClientConfig = redirect(o, objs.Mutating.Webhooks[i].ClientConfig)
+		}
+	}
+	return &objs, nil
+}
+
+// redirect is o's client config for the path the chart's Service reference
+// names.
+func redirect(o Options, cc admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.WebhookClientConfig {
+	path := ""
+	if cc.Service != nil && cc.Service.Path != nil {
+		path = *cc.Service.Path
+	}
+	return o.ClientConfig(path)
+}
+
+// values are the chart values that make it render cfg and o. Every preset
+// is given whole, and a preset cfg leaves out is disabled, so none of the
+// chart's defaults leaks in where cfg says otherwise.
+func values(cfg config.Config, o Options) (map[string]any, error) {
+	presets := map[string]any{}
+	for _, n := range runnerpod.Order {
+		presets[string(n)] = map[string]any{"enabled": false}
+	}
+	for _, p := range cfg.Presets {
+		var m map[string]any
+		if err := roundTrip(p, &m); err != nil {
+			return nil, err
+		}
+		delete(m, "name")
+		// Lists cfg leaves out are empty, not the chart's defaults.
+		for _, k := range []string{"diagnosticEnv", "controllerPrincipals", "ownerPrincipals"} {
+			if _, ok := m[k]; !ok {
+				m[k] = []any{}
+			}
+		}
+		presets[string(p.Name)] = m
+	}
+	guardValues := map[string]any{"mode": cfg.Guard.Mode, "exemptPrincipals": nonNil(cfg.Guard.ExemptPrincipals)}
+	if o.DeleteFailurePolicy != "" {
+		guardValues["deleteFailurePolicy"] = o.DeleteFailurePolicy
+	}
+	if o.EvictionFailurePolicy != "" {
+		guardValues["evictionFailurePolicy"] = o.EvictionFailurePolicy
+	}
+	v := map[string]any{
+		"presets": presets,
+		"guard":   guardValues,
+		"policy":  map[string]any{"garbageCollectors": nonNil(cfg.Policy.GarbageCollectors)},
+	}
+	if o.TimeoutSeconds != 0 {
+		v["webhook"] = map[string]any{"timeoutSeconds": o.TimeoutSeconds}
+	}
+	if o.NamespaceSelector != nil {
+		var sel map[string]any
+		if err := roundTrip(o.NamespaceSelector, &sel); err != nil {
+			return nil, err
+		}
+		// A selector replaces the chart's whole: Helm merges maps, so the
+		// opt-in label is dropped with a null.
+		labels, _ := sel["matchLabels"].(map[string]any)
+		if labels == nil {
+			labels = map[string]any{}
+		}
+		if _, ok := labels[runnerpod.EnabledNamespaceLabel]; !ok {
+			labels[runnerpod.EnabledNamespaceLabel] = nil
+		}
+		exprs, _ := sel["matchExpressions"].([]any)
+		v["namespaceSelector"] = map[string]any{"matchLabels": labels, "matchExpressions": append([]any{}, exprs...)}
+	}
+	if o.CertManagerNamespace != "" {
+		v["certManager"] = map[string]any{"namespace": o.CertManagerNamespace}
+	}
+	return v, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func roundTrip(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// sameConfig checks that the config the chart renders is cfg in what the
+// registration objects are built from: a values key this package does not
+// set, or one the chart drops, would otherwise go unnoticed.
+func sameConfig(cfg config.Config, docs documents) error {
+	var cm *corev1.ConfigMap
+	if err := docs.get("ConfigMap", "", &cm); err != nil {
+		return err
+	}
+	got, err := config.Parse([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		return fmt.Errorf("the chart's config for these values does not load: %w", err)
+	}
+	for _, part := range []struct {
+		name       string
+		want, have any
+	}{
+		{"presets", cfg.Presets, got.Presets},
+		{"guard", cfg.Guard, got.Guard},
+		{"policy", cfg.Policy, got.Policy},
+	} {
+		if !equality.Semantic.DeepEqual(part.want, part.have) {
+			w, _ := json.Marshal(part.want)
+			h, _ := json.Marshal(part.have)
+			return fmt.Errorf("the chart renders %s %s for the config's %s", part.name, h, w)
+		}
+	}
+	return nil
+}
+
+// root is the repository's root, from this file's place in it.
+func root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// template runs `helm template` for o with vals.
+func template(o Options, vals map[string]any) (documents, error) {
+	helm := os.Getenv("HELM")
+	if helm == "" {
+		helm = filepath.Join(root(), ".cache", "bin", "helm")
+	}
+	if _, err := os.Stat(helm); err != nil {
+		return nil, fmt.Errorf("no Helm to render the chart with (set $HELM, or run hack/tools.sh helm): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "runnerguard-registration")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	b, err := json.Marshal(vals)
+	if err != nil {
+		return nil, err
+	}
+	valuesFile := filepath.Join(dir, "values.json")
+	if err := os.WriteFile(valuesFile, b, 0o600); err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(helm, "template", o.Name, filepath.Join(root(), "charts", "runnerguard"),
+		"--namespace", o.ReleaseNamespace, "--values", valuesFile)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// No repositories or plugins of the user's leak in.
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"HELM_CACHE_HOME="+filepath.Join(dir, "cache"), "HELM_DATA_HOME="+filepath.Join(dir, "data"))
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("helm template: %s: %w", strings.TrimSpace(stderr.String()), err)
+	}
+	return parse(stdout.Bytes())
+}
+
+// documents are the objects of a rendered chart.
+type documents []*unstructured.Unstructured
+
+func parse(manifest []byte) (documents, error) {
+	var docs documents
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifest)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, err
+		}
+		if len(m) > 0 {
+			docs = append(docs, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+// get converts the one object of kind whose name ends in suffix into out,
+// a pointer to a typed object's pointer.
+func (d documents) get(kind, suffix string, out any) error {
+	var found *unstructured.Unstructured
+	for _, u := range d {
+		if u.GetKind() != kind || !strings.HasSuffix(u.GetName(), suffix) {
+			continue
+		}
+		if found != nil {
+			return fmt.Errorf("the chart renders more than one %s named *%s", kind, suffix)
+		}
+		found = u
+	}
+	if found == nil {
+		return fmt.Errorf("the chart renders no %s named *%s", kind, suffix)
+	}
+	b, err := json.Marshal(found.Object)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %q does not fit its Go type: %w", kind, found.GetName(), err)
+	}
+	return nil
+}
