@@ -77,7 +77,7 @@ func TestWhyTellsHowTheRunnerOfAGonePodDied(t *testing.T) {
 
 	out := runWhy(t, "why-me", "-n", ns)
 	t.Logf("runnerguard why why-me -n %s:\n%s", ns, out)
-	for _, want := range []string{`runner "runner" died: error-exit`, "exit code 2, reason Error", "memory (vitals' final reading): peak"} {
+	for _, want := range []string{`runner "runner" died: error-exit`, "exit code 2, reason Error", `memory of the runner container "runner" (its own cgroup, v1): peak`, "memory of the pod (every container and the vitals sidecar): peak", "last words"} {
 		assert.Contains(t, out, want)
 	}
 }
