@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // The guard's rule names a note carries that change what a record says; the
@@ -16,7 +17,7 @@ const (
 	RuleJobOwner = "job-owner"
 	// RuleJobOver: the fleet's controller deleted the pod after the job was
 	// over (ARC, once the Actions service accepted the runner's removal).
-	RuleJobOver = "job-over"
+	RuleJobOver = string(runnerpod.FreeJobOver)
 	// RuleBusy: a busy runner's deletion, allowed only in warn mode.
 	RuleBusy = "busy"
 )

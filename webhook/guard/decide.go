@@ -85,15 +85,15 @@ type Rule string
 // The rows of the guard's decision table (docs/concepts/guard.md), in order.
 const (
 	RuleNotRunnerPod     Rule = "not-runner-pod"
-	RuleTerminating      Rule = "terminating"
-	RulePodFinished      Rule = "pod-finished"
-	RuleNotStarted       Rule = "not-started"
-	RuleRunnerTerminated Rule = "runner-terminated"
-	RuleIdle             Rule = "idle"
+	RuleTerminating           = Rule(runnerpod.FreeTerminating)
+	RulePodFinished           = Rule(runnerpod.FreePodFinished)
+	RuleNotStarted            = Rule(runnerpod.FreeNotStarted)
+	RuleRunnerTerminated      = Rule(runnerpod.FreeRunnerTerminated)
+	RuleIdle                  = Rule(runnerpod.FreeIdle)
 	// RuleJobOver: the fleet's own record says the job is over (ARC removed
 	// the runner from the Actions service), so its controller's delete of a
 	// runner still shutting down passes: rule 6's other half.
-	RuleJobOver  Rule = deletion.RuleJobOver
+	RuleJobOver       = Rule(deletion.RuleJobOver)
 	RuleJobOwner Rule = deletion.RuleJobOwner
 	// RuleOwnerUnknown: a pod of a preset whose owner ends the job was
 	// created without the injector (no created-by) and the preset names no
