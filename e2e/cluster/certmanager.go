@@ -9,8 +9,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // certManagerModule is the module whose packages e2e/certmanager runs; its
@@ -30,8 +34,7 @@ func startCertManager(ctx context.Context, l layout) error {
 	if err := kubectl(ctx, l, "apply", "--server-side", "--field-manager=runnerguard-e2e", "-f", crds); err != nil {
 		return err
 	}
-	if err := kubectl(ctx, l, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/certificaterequests.cert-manager.io"); err != nil {
+	if err := waitEstablished(ctx, l, "certificates.cert-manager.io", "issuers.cert-manager.io", "certificaterequests.cert-manager.io"); err != nil {
 		return err
 	}
 	cs, err := clientset(l, "admin")
@@ -54,6 +57,38 @@ func startCertManager(ctx context.Context, l layout) error {
 		_, err := cs.CoreV1().Secrets("cert-manager").Get(ctx, "e2e-smoke", metav1.GetOptions{})
 		return err == nil, nil
 	})
+}
+
+// waitEstablished waits until each CRD named is Established. Not kubectl
+// wait: it fails at once on a CRD whose status has no conditions yet,
+// which is how the API server shows a CRD it has just accepted.
+func waitEstablished(ctx context.Context, l layout, names ...string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.kubeconfig("admin"))
+	if err != nil {
+		return err
+	}
+	c, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+		}
+	}
+	return nil
 }
 
 const smokeCertificate = `
