@@ -95,8 +95,8 @@ func runnerPod(t *testing.T, ns, name, sa string) *corev1.Pod {
 // through the real API server: a name that `edit` in the runner namespace
 // can wear ends no busy job; ARC's runner, acting with its own pod's token,
 // ends its own workflow pod and no other; GitLab's manager in a namespace
-// of its own ends its build pod, and one in the build pods' namespace does
-// not unless the preset opts in.
+// of its own ends its build pod, and one in the build pods' namespace ends
+// it with its own pod's token, not by its name alone nor with a build pod's.
 func TestTheJobOwnerIsNoNameAnEditorCanWear(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, nil)
@@ -193,7 +193,7 @@ func TestTheJobOwnerIsNoNameAnEditorCanWear(t *testing.T) {
 	sameUser := serviceAccountIn(t, ns, sameNS)
 	may(t, ns, serviceAccount(sameUser), "edit")
 	inRunnerNS := token(t, cs, ns, sameNS, nil)
-	t.Run("GitLab's manager in the build pods' own namespace is refused without the opt-in, saying what to change", func(t *testing.T) {
+	t.Run("GitLab's manager in the build pods' own namespace, with a token bound to no pod, is refused, saying what to change", func(t *testing.T) {
 		pod := create(t, inRunnerNS.client(t), running(podtest.GitLab(ns, "build-same-ns"), "build"))
 		require.Equal(t, sameUser, pod.Annotations[runnerpod.CreatedBy])
 		err := deletePod(inRunnerNS.client(t), pod)
@@ -201,7 +201,33 @@ func TestTheJobOwnerIsNoNameAnEditorCanWear(t *testing.T) {
 		assert.Contains(t, err.Error(), "which anyone granted edit in "+ns+" can impersonate")
 		assert.Contains(t, err.Error(), "presets.gitlab.ownerInRunnerNamespace: true")
 		assert.True(t, alive(t, pod))
-		eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "DeleteRefused", "run the fleet's manager in a namespace of its own"), "the Event tells the operator")
+		eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "DeleteRefused", "run the manager with its pod's own ServiceAccount token"), "the Event tells the operator")
+	})
+	// The manager's pod (the GitLab chart's Deployment), and its own pod's
+	// token, as the in-cluster client of a pod uses it.
+	managerPod := runnerPod(t, ns, "gitlab-runner-7d9f", sameNS)
+	managerOwn := token(t, cs, ns, sameNS, managerPod)
+	t.Run("GitLab's manager in the build pods' own namespace ends the job it created with its own pod's token", func(t *testing.T) {
+		pod := create(t, managerOwn.client(t), running(podtest.GitLab(ns, "build-own-token"), "build"))
+		require.NoError(t, deletePod(managerOwn.client(t), pod))
+		assert.False(t, alive(t, pod))
+	})
+	t.Run("a job running as the manager's ServiceAccount, with its build pod's token, cannot end another job", func(t *testing.T) {
+		victim := create(t, managerOwn.client(t), running(podtest.GitLab(ns, "build-victim"), "build"))
+		w := running(podtest.GitLab(ns, "build-attacker"), "build")
+		w.Spec.ServiceAccountName = sameNS
+		attacker := create(t, managerOwn.client(t), w)
+		job := token(t, cs, ns, sameNS, attacker).client(t)
+		// The guard knows a runner pod from its cache of them, which sees a
+		// new pod a moment after its creation: wait for it with dry runs,
+		// which the guard answers as it would the delete.
+		eventually(t, func() bool {
+			return job.Delete(ctx, victim, client.DryRunAll) != nil
+		}, "the guard sees the attacker's pod as a runner pod")
+		err := deletePod(job, victim)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `is bound to pod "build-attacker", which runs a job`)
+		assert.True(t, alive(t, victim))
 	})
 	t.Run("a reaper wearing that manager is refused the same way", func(t *testing.T) {
 		pod := create(t, inRunnerNS.client(t), running(podtest.GitLab(ns, "build-worn"), "build"))

@@ -60,6 +60,11 @@ type Facts struct {
 	// (impersonating an extra takes "impersonate" on userextras, which no
 	// built-in namespace role grants).
 	RequesterPod string
+	// RequesterPodRunsJob reports whether RequesterPod is a runner pod (a
+	// job's own pod) rather than, say, a fleet manager's; nil when unknown.
+	// Decide calls it only for a ServiceAccount of the runner pod's own
+	// namespace named as a GitLab job's owner.
+	RequesterPodRunsJob func() bool
 	// Job is the fleet's record of the job when already known; otherwise
 	// LookupJob reads it, and Decide calls it only when its answer decides
 	// (a running ARC scale-set runner, after rules 1 to 5), so the handler
@@ -218,9 +223,14 @@ func Decide(f Facts, cfg config.Config) Decision {
 //     namespace editor can still mint a token bound to that runner pod
 //     (TokenRequest with boundObjectRef) or exec into it and read its
 //     token: it could already act as that runner.
-//   - gitlab: the manager's token proves nothing a namespace editor cannot
-//     mint too, so only a preset that opts in (ownerInRunnerNamespace) takes
-//     it by name.
+//   - gitlab: the manager acts with its own pod's bound token, and a job
+//     with its build pod's, so the token must be bound to a pod that runs
+//     no job: an impersonated name (no pod claim), a long-lived token, or a
+//     job running as the manager's ServiceAccount is no owner. A namespace
+//     editor can still mint a token bound to the manager's pod, create a pod
+//     of that ServiceAccount, or exec into the manager: it could already act
+//     as the manager. A preset that opts in (ownerInRunnerNamespace) takes
+//     the name alone.
 //
 // When the requester is named but not taken, the second result says why
 // and what to change.
@@ -252,8 +262,15 @@ func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 		if p.OwnerInRunnerNamespace {
 			return true, ""
 		}
-		return false, fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can impersonate, so runnerguard does not take it as the owner: run the fleet's manager in a namespace of its own (safe), or accept that risk with presets.%s.ownerInRunnerNamespace: true",
-			requester, pod.Namespace, p.Name)
+		if f.RequesterPod != "" && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob() {
+			return true, "" // the manager, with its own pod's token
+		}
+		bound := "is bound to no pod (an impersonated or long-lived token)"
+		if f.RequesterPod != "" {
+			bound = fmt.Sprintf("is bound to pod %q, which runs a job", f.RequesterPod)
+		}
+		return false, fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can impersonate, and its token %s, not to the fleet manager's own pod: run the manager with its pod's own ServiceAccount token (the default in a pod), or in a namespace of its own, or accept the risk with presets.%s.ownerInRunnerNamespace: true",
+			requester, pod.Namespace, bound, p.Name)
 	}
 }
 

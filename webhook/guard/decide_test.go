@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -30,14 +31,16 @@ func TestDecide(t *testing.T) {
 		op        Operation
 		requester string
 		boundPod  string
-		job       JobSignal
-		deleting  bool
-		cfg       *config.Config
-		mode      config.Mode
-		rule      Rule
-		allowed   bool
-		warned    bool
-		msg       []string
+		// jobPods are the pods that run jobs, for RequesterPodRunsJob.
+		jobPods  []string
+		job      JobSignal
+		deleting bool
+		cfg      *config.Config
+		mode     config.Mode
+		rule     Rule
+		allowed  bool
+		warned   bool
+		msg      []string
 	}{
 		{name: "warn mode: a busy runner's delete is allowed, saying enforce would refuse it",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: "reaper", mode: config.ModeWarn,
@@ -128,9 +131,12 @@ func TestDecide(t *testing.T) {
 		{name: "GitLab's manager in the build pods' own namespace is no owner without the opt-in",
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", rule: RuleBusy,
 			msg: []string{"system:serviceaccount:ci:gitlab-runner is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in ci can impersonate",
-				"run the fleet's manager in a namespace of its own (safe), or accept that risk with presets.gitlab.ownerInRunnerNamespace: true"}},
-		{name: "a bound token does not make a same-namespace GitLab manager an owner: edit can mint one too",
-			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", boundPod: "gitlab-runner-7d9f", rule: RuleBusy},
+				"its token is bound to no pod (an impersonated or long-lived token)", "presets.gitlab.ownerInRunnerNamespace: true"}},
+		{name: "GitLab's manager in the build pods' namespace, with its own pod's token, ends the job it created",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", boundPod: "gitlab-runner-7d9f", rule: RuleJobOwner, allowed: true},
+		{name: "a job running as the same-namespace manager's ServiceAccount, with its build pod's token, is no owner",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", boundPod: "runner-abc-project-1", jobPods: []string{"runner-abc-project-1"}, rule: RuleBusy,
+			msg: []string{`its token is bound to pod "runner-abc-project-1", which runs a job`}},
 		{name: "a same-namespace GitLab owner principal is no owner without the opt-in either",
 			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: ptr.To(withOwner(runnerpod.GitLab, "system:serviceaccount:ci:gitlab-runner")), requester: "system:serviceaccount:ci:gitlab-runner", rule: RuleBusy, msg: []string{"ownerInRunnerNamespace"}},
 		{name: "with the opt-in, GitLab's manager in the build pods' namespace is the owner",
@@ -220,7 +226,8 @@ func TestDecide(t *testing.T) {
 			if mode == "" {
 				mode = config.ModeEnforce
 			}
-			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}, c)
+			runsJob := func() bool { return slices.Contains(tc.jobPods, tc.boundPod) }
+			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, RequesterPodRunsJob: runsJob, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}, c)
 			assert.Equal(t, tc.rule, d.Rule, d.Message)
 			assert.Equal(t, tc.allowed, d.Allowed)
 			assert.Equal(t, tc.warned, d.Warned)

@@ -167,7 +167,31 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 	f.Pod = pod
 	f.Mode = h.mode(ctx, pod.Namespace)
 	f.LookupJob = h.lookupJob(ctx, pod)
+	f.RequesterPodRunsJob = h.runsJob(ctx, pod.Namespace, f.RequesterPod)
 	return f, rv, nil
+}
+
+// runsJob reports whether the pod named in ns is a runner pod, when
+// Decide asks. A labelled runner pod is in the runner pods' cache; a pod
+// the cache does not hold (a fleet manager's) runs no job, and reading it
+// from the API server would cost every GitLab job's end a request. Without
+// that cache (no pod watcher) the pod is read and matched. Unreadable, or
+// gone (the API server authenticated the token only if its pod existed),
+// is taken to run a job: the requester is then no owner.
+func (h *Handler) runsJob(ctx context.Context, ns, name string) func() bool {
+	return func() bool {
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		if h.Pods != nil {
+			err := h.Pods.Get(ctx, key, runnerpod.Meta())
+			return !apierrors.IsNotFound(err)
+		}
+		pod := &corev1.Pod{}
+		if err := h.Reader.Get(ctx, key, pod); err != nil {
+			return true
+		}
+		_, runs := runnerpod.Match(pod, h.Config.Presets)
+		return runs
+	}
 }
 
 // boundPod is the pod the requester's ServiceAccount token is bound to, as

@@ -535,6 +535,43 @@ func TestTheRunnersBoundPodDecidesItsWorkflowPodsOwnership(t *testing.T) {
 	}
 }
 
+// GitLab's manager in its build pods' namespace acts with its own pod's
+// token, a pod that runs no job; a job running as the manager's
+// ServiceAccount acts with its build pod's token. Without the runner pods'
+// cache the handler reads the bound pod; with it, a pod the cache does not
+// hold runs no job.
+func TestTheManagersOwnPodTokenEndsItsJobAndABuildPodsDoesNot(t *testing.T) {
+	const manager = "system:serviceaccount:ci:gitlab-runner"
+	pod := podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, manager).Obj()
+	managerPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "gitlab-runner-7d9f"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "gitlab-runner"}}}}
+	other := podtest.GitLab("ci", "other-job").Running("build").Label(runnerpod.RunnerLabel, "true").Obj()
+	for name, tc := range map[string]struct {
+		bound   string
+		cached  bool
+		allowed bool
+	}{
+		"the manager's own pod's token, read from the API server": {bound: managerPod.Name, allowed: true},
+		"the manager's own pod's token, not in the runner pods' cache": {bound: managerPod.Name, cached: true, allowed: true},
+		"another job's build pod's token, read from the API server":   {bound: other.Name},
+		"another job's build pod's token, in the runner pods' cache":  {bound: other.Name, cached: true},
+		"a token bound to a pod that does not exist":                  {bound: "gone"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, _ := newTestHandler(pod, managerPod, other)
+			if tc.cached {
+				// The runner pods' cache holds the labelled runner pods only.
+				cache, _ := newTestHandler(other)
+				h.Pods = cache.Reader
+			}
+			req := deleteReq(t, pod, manager, false, nil)
+			req.UserInfo.Extra = map[string]authenticationv1.ExtraValue{serviceaccount.PodNameKey: {tc.bound}}
+			resp := h.Handle(context.Background(), req)
+			require.Equal(t, tc.allowed, resp.Allowed, resp.Result.Message)
+		})
+	}
+}
+
 func TestWarnModeTellsTheOperatorTheManagerWouldBeRefused(t *testing.T) {
 	const manager = "system:serviceaccount:ci:gitlab-runner"
 	pod := podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, manager).Obj()
