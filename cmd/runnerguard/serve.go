@@ -307,6 +307,8 @@ const (
 	retryPeriod   = 2 * time.Second
 )
 
-// gapPods bounds the removals a replica holds for the next leader: a whole
-// fleet's jobs ending within the gap's hold.
-const gapPods = 10000
+// gapPods bounds the removals a replica holds for the next leader, and so
+// what a follower's gap can cost (recorder's BenchmarkGapMemory): a burst of
+// jobs ending within the hold beyond it loses its oldest removals, and only
+// if no replica leads then.
+const gapPods = 2000

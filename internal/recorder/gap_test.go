@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -99,4 +100,30 @@ func TestTheGapHandsTheLeaderWhatItHeldThenEachRemovalUntilTheLeadersCacheSeesTh
 	assert.Equal(t, []types.UID{"uid-before", "uid-while-syncing", "uid-synced", "uid-within-hold"}, uids,
 		"handed on for a hold after the leader's cache synced, then left to it")
 	assert.Empty(t, g.held, "and never held again")
+}
+
+// BenchmarkGapMemory reports what a follower's gap holds at its bound: the
+// final states of max removals within its hold, the fleet's runner pods as
+// the API server returns them.
+func BenchmarkGapMemory(b *testing.B) {
+	const max = 2000
+	var total uint64
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		g, _ := gapAt(max)
+		for i := range max {
+			g.removed(fullRunnerPod(i))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if len(g.held) != max {
+			b.Fatalf("held %d, want %d", len(g.held), max)
+		}
+		runtime.KeepAlive(g)
+		total += after.HeapAlloc - before.HeapAlloc
+	}
+	b.ReportMetric(float64(total)/float64(b.N)/(1<<20), "MiB/2000removals")
+	b.ReportMetric(float64(total)/float64(b.N)/max, "B/removal")
 }
