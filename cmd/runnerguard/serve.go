@@ -219,7 +219,7 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	if err := w.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Policy: cfg.Records, Now: time.Now}
+	c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Gap: gap, Policy: cfg.Records, Now: time.Now}
 	l := &recorder.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: o.labelEvery}
 	for _, r := range []manager.Runnable{c, l} {
 		if err := mgr.Add(r); err != nil {

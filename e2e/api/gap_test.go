@@ -58,10 +58,23 @@ func TestRunnerPodsRemovedWhileNoReplicaLeadsAreRecordedOnceByTheNextLeader(t *t
 	ns := newNamespace(t, nil)
 	ended := create(t, nil, busyRunner(ns, "ends-in-gap"))
 	running := create(t, nil, busyRunner(ns, "runs-in-gap"))
-	before := create(t, nil, busyRunner(ns, "ended-before"))
-	setStatus(t, before, podtest.Runner(ns, "ended-before").Terminated("runner", 3, "Error").Obj().Status)
-	oneDeath(t, before)
+	// Recorded by the old leader: one pod removed just before the kill,
+	// whose record is the oldest of the namespace's four (the suite keeps
+	// 3), and three that stay until the gap.
+	var recorded []*corev1.Pod
+	for _, name := range []string{"gone-before", "ended-before", "filler-1", "filler-2"} {
+		pod := create(t, nil, busyRunner(ns, name))
+		setStatus(t, pod, podtest.Runner(ns, name).Terminated("runner", 3, "Error").Obj().Status)
+		oneDeath(t, pod)
+		recorded = append(recorded, pod)
+	}
+	goneBefore, before := recorded[0], recorded[1]
 	eventually(t, func() bool { return len(diedEvents(t, before)) == 1 }, "notified by the leader")
+	// Retention would collect its record now (its pod is gone), and the
+	// next leader, planning the removal again, would write it again: the
+	// record of a pod removed lately is spared.
+	forceRemove(goneBefore)
+	settle()
 
 	// The leader dies without handing its lease over: no replica leads
 	// until the lease expires.
@@ -86,6 +99,7 @@ func TestRunnerPodsRemovedWhileNoReplicaLeadsAreRecordedOnceByTheNextLeader(t *t
 	assert.True(t, gotRunning.Deleted, "removed while its runner ran")
 	assert.Len(t, deathsOf(t, before), 1, "the old leader's record is not written again")
 	assert.Equal(t, 1, recordedLines(t, before), "nor notified again (the Events themselves expire)")
+	assert.Equal(t, 1, recordedLines(t, goneBefore), "a pod removed just before the kill is not recorded again either")
 }
 
 // recordedLines counts the "runner death recorded" log lines of pod's

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -54,6 +55,15 @@ type Gap struct {
 	sink   func(*corev1.Pod, time.Time)
 	synced func() bool
 	stopAt time.Time
+	// recent are the UIDs of the removals of the last two holds, oldest
+	// first, on every replica: retention on the leader spares their
+	// records, which the next leader may plan again (Recent).
+	recent []recentUID
+}
+
+type recentUID struct {
+	uid types.UID
+	at  time.Time
 }
 
 type heldPod struct {
@@ -159,6 +169,7 @@ func (g *Gap) removed(pod *corev1.Pod) {
 		return
 	}
 	now := g.now()
+	g.remember(c.UID, now)
 	if g.sink != nil {
 		if g.stopAt.IsZero() && g.synced() {
 			g.stopAt = now.Add(g.keep)
@@ -174,6 +185,36 @@ func (g *Gap) removed(pod *corev1.Pod) {
 		g.held = g.held[1:]
 	}
 	g.held = append(g.held, heldPod{pod: c, at: now})
+}
+
+// remember keeps uid among the recent removals, for two holds and at most
+// twice as many as the gap holds.
+func (g *Gap) remember(uid types.UID, now time.Time) {
+	i := 0
+	for i < len(g.recent) && (now.Sub(g.recent[i].at) > 2*g.keep || len(g.recent)-i >= 2*g.max) {
+		i++
+	}
+	if i > 0 {
+		g.recent = slices.Clone(g.recent[i:])
+	}
+	g.recent = append(g.recent, recentUID{uid: uid, at: now})
+}
+
+// Recent is the UIDs of the runner pods removed within two holds: a
+// replica that comes to lead may plan their deaths again, and a record
+// that retention removed in between would be written a second time. Twice
+// the hold: the replicas see a removal at their watches' own pace.
+func (g *Gap) Recent() map[types.UID]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	out := make(map[types.UID]bool, len(g.recent))
+	for _, r := range g.recent {
+		if now.Sub(r.at) <= 2*g.keep {
+			out[r.uid] = true
+		}
+	}
+	return out
 }
 
 // expire drops what was removed more than keep ago.

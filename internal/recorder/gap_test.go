@@ -102,6 +102,26 @@ func TestTheGapHandsTheLeaderWhatItHeldThenEachRemovalUntilTheLeadersCacheSeesTh
 	assert.Empty(t, g.held, "and never held again")
 }
 
+func TestTheGapNamesTheRunnerPodsRemovedWithinTwoHoldsEvenOnceItLeads(t *testing.T) {
+	g, now := gapAt(2)
+	g.removed(podtest.Runner("ci", "old").Running("runner").Obj())
+	*now = now.Add(90 * time.Second)
+	g.removed(podtest.Runner("ci", "a").Running("runner").Obj())
+	g.handTo(func(*corev1.Pod, time.Time) {}, func() bool { return true })
+	*now = now.Add(31 * time.Second) // past the gap's hold, within two
+	g.removed(podtest.Runner("ci", "b").Running("runner").Obj())
+	g.removed(podtest.Plain("ci", "app").Obj())
+	assert.Equal(t, map[types.UID]bool{"uid-a": true, "uid-b": true}, g.Recent(),
+		"the old one is past two holds; a pod without a runner has no record to spare")
+
+	for _, name := range []string{"c", "d", "e"} {
+		g.removed(podtest.Runner("ci", name).Running("runner").Obj())
+	}
+	assert.Len(t, g.Recent(), 4, "at most twice as many as the gap holds")
+	*now = now.Add(121 * time.Second)
+	assert.Empty(t, g.Recent())
+}
+
 // BenchmarkGapMemory reports what a follower's gap holds at its bound: the
 // final states of max removals within its hold, the fleet's runner pods as
 // the API server returns them.
