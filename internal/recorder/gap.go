@@ -108,11 +108,20 @@ func (g *Gap) Start(ctx context.Context) error {
 			return g.pods.Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
 	}
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: 1 << 30}
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: 1 << 30}
+	}
+	backoff := newBackoff()
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := g.watch(ctx, selector, lw)
 		if ctx.Err() != nil {
 			break
+		}
+		if time.Since(began) > time.Minute {
+			// A watch that ran a while before it fell behind starts over
+			// at once: every wait is a while no removal is seen.
+			backoff = newBackoff()
 		}
 		log.Info("watching runner pod removals again", "reason", err)
 		select {
