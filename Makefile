@@ -217,7 +217,7 @@ scale: kube-bin helm-bin
 # included: every death recorded exactly once across the leader kill, with
 # its class while retention removes all but 5 records a namespace, no busy
 # runner lost, and every kill path (namespace deletion,
-# pod GC, autoscaler, ARC). Part of test (about 80 s warm, 40 s of it pod
+# pod GC, autoscaler, ARC, force-deletes while no replica leads). Part of test (about 80 s warm, 40 s of it pod
 # GC's quarantine).
 scale-smoke: kube-bin helm-bin
 	hack/tools.sh kwok

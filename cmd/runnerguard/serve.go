@@ -20,6 +20,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -172,6 +173,9 @@ func newManager(o serveOptions) (manager.Manager, error) {
 		LeaderElectionNamespace: o.leNamespace,
 		// Hand the watcher over at once on a rollout, not after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
+		// controller-runtime's defaults, named: the gap holds removals
+		// for as long as they leave no leader (recorder.GapKeep).
+		LeaseDuration: ptr.To(leaseDuration), RenewDeadline: ptr.To(renewDeadline), RetryPeriod: ptr.To(retryPeriod),
 		// The guard's metadata cache of pods keeps labelled runner pods
 		// only, their names and UIDs (the watcher keeps its own).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCacheOptions()}},
@@ -200,16 +204,21 @@ func registerMetrics() error {
 // addRecorder adds the leader's pod watcher, its retention collector and
 // its labeler.
 func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel labels.Selector) error {
-	pods, err := podCache(mgr.GetConfig())
+	podsClient, err := podsClient(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
-	w := &recorder.Watcher{Pods: pods, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
+	pods, err := recorder.NewPodCache(podsClient, 10*time.Hour)
+	if err != nil {
+		return err
+	}
+	gap := recorder.NewGap(podsClient, recorder.GapKeep(leaseDuration, renewDeadline, retryPeriod), gapPods, time.Now)
+	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
 		Namespaces: sel, StuckAfter: o.stuckAfter, Now: time.Now}
 	if err := w.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Policy: cfg.Records, Now: time.Now}
+	c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Gap: gap, Policy: cfg.Records, Now: time.Now}
 	l := &recorder.Labeler{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Interval: o.labelEvery}
 	for _, r := range []manager.Runnable{c, l} {
 		if err := mgr.Add(r); err != nil {
@@ -278,16 +287,25 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// podCache is the watcher's informer of runner pods: in protobuf, the API
-// server's cheaper encoding for built-in types, and resynced every 10 hours
-// as the manager's caches are.
-func podCache(cfg *rest.Config) (*recorder.PodCache, error) {
+// podsClient is the client of the watcher's informer of runner pods (resynced
+// every 10 hours, as the manager's caches are) and of the gap's watch: in
+// protobuf, the API server's cheaper encoding for built-in types.
+func podsClient(cfg *rest.Config) (*corev1client.CoreV1Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	c, err := corev1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return recorder.NewPodCache(c, 10*time.Hour)
+	return corev1client.NewForConfig(cfg)
 }
+
+// The leader election's timing (controller-runtime's defaults).
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
+)
+
+// gapPods bounds the removals a replica holds for the next leader, and so
+// what a follower's gap can cost (recorder's BenchmarkGapMemory): a burst of
+// jobs ending within the hold beyond it loses its oldest removals, and only
+// if no replica leads then.
+const gapPods = 2000

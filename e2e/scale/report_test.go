@@ -183,7 +183,7 @@ func (r *run) report() string {
 	p("GitLab manager job-end deletes: %d, allowed %d; deliberate drain (override) evictions: %d, allowed %d",
 		c.ownerTried, c.ownerAllowed, c.overrideTried, c.overrideAllowed)
 	p("never-started runners removed by the reaper: %d, guard calls %d, records %d", r.neverStarted, r.neverCalls, r.neverRecords)
-	p("leader kill: replica %d stopped; %d runners died while it was down; new leader after %s", r.killed+1, r.gapDeaths, r.gap)
+	p("leader kill: replica %d killed; %d runners died while it was down; new leader after %s", r.killed+1, r.gapDeaths, r.gap)
 	s := r.score
 	var slow []time.Duration
 	r.obs.mu.Lock()

@@ -288,8 +288,9 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	}
 	run.neverStarted, run.neverCalls = len(never), int(callsAfter-callsBefore)
 
-	// The leader is stopped while half of the exiting runners end; the
-	// other replica must take over and record them all.
+	// The leader is killed while runner pods are force-deleted (the kill
+	// paths' gap) and half of the exiting runners end; the other replica
+	// must take over and record them all.
 	run.preKill = take(replicas)
 	run.killed = run.preKill.leader
 	if guarded && run.killed < 0 {
@@ -313,7 +314,8 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	}
 	gapStart := time.Now()
 	if guarded {
-		replicas[run.killed].Stop()
+		killLeader(t, replicas[run.killed])
+		f.kills.strikeGap(ctx, t, workers, replicas[1-run.killed])
 	}
 	batch := exiting[:len(exiting)/2]
 	if errs := parallel(batch, workers, func(r *runner) error { return endJob(ctx, admin, r) }); len(errs) > 0 {

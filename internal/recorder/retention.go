@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,8 +90,12 @@ type Collector struct {
 	// records the count spares; Presets tell its runners.
 	Pods    *PodCache
 	Presets []runnerpod.Preset
-	Policy  config.Records
-	Now     func() time.Time
+	// Gap, when set, names the runner pods removed lately, whose records
+	// the count spares too: a replica that comes to lead plans those
+	// removals again, and would write a removed record a second time.
+	Gap    *Gap
+	Policy config.Records
+	Now    func() time.Time
 }
 
 // NeedLeaderElection: only the leader collects.
@@ -117,7 +122,26 @@ func (c *Collector) Collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	expired, err := Expired(deaths, c.Policy, now, func(ns string) (map[string]bool, error) { return c.Pods.Shown(ns, c.Presets) })
+	// The records of the pods removed lately, by namespace.
+	lately := map[string][]string{}
+	if c.Gap != nil {
+		removed := c.Gap.Recent()
+		for _, d := range deaths {
+			if removed[types.UID(d.Labels[death.PodUIDLabel])] {
+				lately[d.Namespace] = append(lately[d.Namespace], d.Name)
+			}
+		}
+	}
+	expired, err := Expired(deaths, c.Policy, now, func(ns string) (map[string]bool, error) {
+		spare, err := c.Pods.Shown(ns, c.Presets)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range lately[ns] {
+			spare[name] = true
+		}
+		return spare, nil
+	})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
@@ -34,6 +35,9 @@ import (
 type Watcher struct {
 	// Pods is the cache of runner pods the watcher records from.
 	Pods *PodCache
+	// Gap, when set, holds on every replica the runner pods removed while
+	// no replica led; the watcher plans them once its replica leads.
+	Gap *Gap
 	// Client reads namespaces and the guard's deletion notes from the
 	// manager's cache, and writes RunnerDeaths.
 	Client client.Client
@@ -79,7 +83,8 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	if w.Reader == nil {
 		w.Reader = mgr.GetAPIReader()
 	}
-	if err := w.Pods.KeepJobKeys(runnerpod.JobPodKeys(w.Config.Presets)); err != nil {
+	jobLabels, jobAnnotations := runnerpod.JobPodKeys(w.Config.Presets)
+	if err := w.Pods.KeepJobKeys(jobLabels, jobAnnotations); err != nil {
 		return err
 	}
 	if err := mgr.Add(w.Pods); err != nil {
@@ -118,8 +123,24 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: n.Namespace, Name: n.Deletion.Pod}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("runner-deaths").
-		WatchesRawSource(w.Pods.source(pods, hasRunner)).
+	b := ctrl.NewControllerManagedBy(mgr).Named("runner-deaths").
+		WatchesRawSource(w.Pods.source(pods, hasRunner))
+	if w.Gap != nil {
+		w.Gap.configure(compactor{labels: jobLabels, annotations: jobAnnotations}, names)
+		if err := mgr.Add(w.Gap); err != nil {
+			return err
+		}
+		// Started as the replica comes to lead, before the cache syncs:
+		// from then on the gap's removals are the watcher's own.
+		b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[ctrl.Request]) error {
+			w.Gap.handTo(func(pod *corev1.Pod, at time.Time) {
+				w.removedAt(pod, at)
+				q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)})
+			}, w.Pods.HasSynced)
+			return nil
+		}))
+	}
+	return b.
 		Watches(&v1alpha1.RunnerDeletion{}, notes).
 		// A record is one create round trip: with one worker a fleet whose
 		// jobs end together waits seconds per thousand deaths (the fleet
@@ -224,6 +245,19 @@ func (w *Watcher) removed(pod *corev1.Pod) {
 	defer w.mu.Unlock()
 	gs := slices.DeleteFunc(w.gone[key], func(g gonePod) bool { return g.pod.UID == pod.UID })
 	w.gone[key] = append(gs, gonePod{pod: pod.DeepCopy(), at: w.Now()})
+}
+
+// removedAt keeps a removal another replica's watch saw at (the gap's),
+// unless the watcher holds that pod's removal already: its own sighting
+// and the gap's are the same removal.
+func (w *Watcher) removedAt(pod *corev1.Pod, at time.Time) {
+	key := client.ObjectKeyFromObject(pod)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if slices.ContainsFunc(w.gone[key], func(g gonePod) bool { return g.pod.UID == pod.UID }) {
+		return
+	}
+	w.gone[key] = append(w.gone[key], gonePod{pod: pod, at: at})
 }
 
 // goneOf is the removed pods named key, not yet planned.
