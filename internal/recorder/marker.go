@@ -9,8 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -90,19 +92,41 @@ type Marker struct {
 	// protected, so it keeps none of runnerguard's marks.
 	Namespaces labels.Selector
 	Now        func() time.Time
+
+	// ers holds ARC's EphemeralRunners where the API server serves them.
+	ers *EphemeralRunners
 }
 
 // SetupWithManager runs the marker on the watcher's pod cache, which the
-// watcher adds to mgr (set the watcher up first).
+// watcher adds to mgr (set the watcher up first), and, where the API server
+// serves ARC's EphemeralRunners, on an informer of them. ARC installed
+// after runnerguard is read from runnerguard's next start.
 func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 	names := m.Config.RunnerContainerNames()
 	hasRunner := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pod, ok := o.(*cachedPod)
 		return ok && slices.ContainsFunc(pod.containers, func(c string) bool { return slices.Contains(names, c) })
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("runner-marks").
-		WatchesRawSource(m.Pods.source(&handler.EnqueueRequestForObject{}, hasRunner)).
-		Complete(m)
+	b := ctrl.NewControllerManagedBy(mgr).Named("runner-marks").
+		WatchesRawSource(m.Pods.source(&handler.EnqueueRequestForObject{}, hasRunner))
+	served, err := EphemeralRunnersServed(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	if served {
+		dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		if m.ers, err = NewEphemeralRunners(dyn); err != nil {
+			return err
+		}
+		if err := mgr.Add(m.ers); err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(m.ers.source())
+	}
+	return b.Complete(m)
 }
 
 // Reconcile brings the pod's marks in line with its protection, and looks
@@ -142,11 +166,14 @@ func (m *Marker) protection(ctx context.Context, pod *corev1.Pod) (runnerpod.Pro
 		return runnerpod.Protection{}, nil
 	}
 	job := runnerpod.JobNotRead
-	if runner.Preset.Name == runnerpod.ARCScaleSet {
-		// The job is on the EphemeralRunner, which the marker does not
-		// read: unreadable, which the guard counts as busy. A scale-set
-		// runner keeps its marks while it runs, idle or not.
-		job = runnerpod.JobUnreadable
+	if ref := runnerpod.EphemeralRunnerRef(pod); runner.Preset.Name == runnerpod.ARCScaleSet && ref.Name != "" {
+		// As the guard reads it: an EphemeralRunner not in the cache (or
+		// none watched: no CRD) is unreadable, which is busy.
+		var er *unstructured.Unstructured
+		if m.ers != nil {
+			er = m.ers.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
+		}
+		job, _ = runnerpod.EphemeralRunnerJob(er, ref.UID)
 	}
 	return runnerpod.Protected(pod, runner, job, m.Now()), nil
 }

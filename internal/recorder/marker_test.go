@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
@@ -84,4 +86,29 @@ func TestTheCacheKeepsWhatTheMarkerReads(t *testing.T) {
 	copied := c.(*cachedPod).DeepCopyObject().(*cachedPod).pod()
 	assert.Equal(t, got.Spec.ActiveDeadlineSeconds, copied.Spec.ActiveDeadlineSeconds)
 	assert.Equal(t, got.Status.StartTime, copied.Status.StartTime)
+}
+
+// The leader keeps of an EphemeralRunner what judges its job, and judges
+// it as the guard does.
+func TestTheEphemeralRunnerCacheKeepsWhatJudgesTheJob(t *testing.T) {
+	er := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner",
+		"metadata": map[string]any{"namespace": "ns", "name": "r", "uid": "er-1", "finalizers": []any{runnerpod.ARCRegistrationFinalizer}},
+		"spec":     map[string]any{"podTemplateSpec": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "runner"}}}}},
+		"status":   map[string]any{"jobRequestId": int64(42), "phase": "Running"},
+	}}
+	out, err := compactEphemeralRunner(er)
+	require.NoError(t, err)
+	c := out.(*unstructured.Unstructured)
+	assert.NotContains(t, c.Object, "spec")
+	assert.Equal(t, map[string]any{"jobRequestId": int64(42)}, c.Object["status"])
+	assert.Equal(t, []string{runnerpod.ARCRegistrationFinalizer}, c.GetFinalizers())
+	job, _ := runnerpod.EphemeralRunnerJob(c, "er-1")
+	assert.Equal(t, runnerpod.JobAssigned, job)
+
+	unstructured.RemoveNestedField(er.Object, "status", "jobRequestId")
+	out, err = compactEphemeralRunner(er)
+	require.NoError(t, err)
+	job, _ = runnerpod.EphemeralRunnerJob(out.(*unstructured.Unstructured), "er-1")
+	assert.Equal(t, runnerpod.JobNone, job)
 }
