@@ -201,8 +201,8 @@ func registerMetrics() error {
 	return nil
 }
 
-// addRecorder adds the leader's pod watcher, its retention collector and
-// its labeler.
+// addRecorder adds the leader's pod watcher, its retention collector, its
+// labeler and its marker.
 func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel labels.Selector) error {
 	podsClient, err := podsClient(mgr.GetConfig())
 	if err != nil {
@@ -216,6 +216,10 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
 		Namespaces: sel, StuckAfter: o.stuckAfter, Now: time.Now}
 	if err := w.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Now: time.Now}
+	if err := marker.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Gap: gap, Policy: cfg.Records, Now: time.Now}

@@ -103,7 +103,7 @@ func create(t *testing.T, c client.Client, pod *corev1.Pod) *corev1.Pod {
 		require.NoError(t, admin.Status().Update(ctx, pod))
 	}
 	t.Cleanup(func() { forceRemove(pod) })
-	return pod
+	return marksSettled(t, pod)
 }
 
 // forceRemove removes a pod for good as the exempt namespace controller

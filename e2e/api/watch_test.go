@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -40,13 +41,21 @@ func writeAdminKubeconfig(c *apitest.Cluster, dir string) error {
 	return os.WriteFile(adminKubeconfig, kc, 0o600)
 }
 
-// setStatus writes the pod's status as the kubelet would.
+// setStatus writes the pod's status as the kubelet would (whose status
+// patches no write of the pod's metadata, such as the leader's marks,
+// conflicts with), waits for the leader's marks to follow, and leaves pod
+// as it is then.
 func setStatus(t *testing.T, pod *corev1.Pod, status corev1.PodStatus) {
 	t.Helper()
 	got := &corev1.Pod{}
-	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
-	got.Status = status
-	require.NoError(t, admin.Status().Update(context.Background(), got))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got); err != nil {
+			return err
+		}
+		got.Status = status
+		return admin.Status().Update(context.Background(), got)
+	}))
+	*pod = *marksSettled(t, got)
 }
 
 // settle waits past a few of the watcher's chances to write twice.

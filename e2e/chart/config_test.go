@@ -85,12 +85,20 @@ func TestConfigFromValues(t *testing.T) {
 				c.Presets[1].OwnerPrincipals = []string{"system:serviceaccount:ci:gitlab-runner"}
 				c.Presets[1].MaxProtected.Duration = 2 * time.Hour
 				c.Inject.TerminationMessagePolicy = false
-				c.Inject.PodAnnotations["example.com/team"] = "ci"
+				c.Inject.PodAnnotations = map[string]string{"example.com/team": "ci"}
 				c.Inject.Vitals.Enabled = false
 				c.Inject.Vitals.Image = image
 				c.Inject.Vitals.Interval.Duration = 750 * time.Millisecond
 				c.Inject.Vitals.MountPath = "/vitals"
 				c.Inject.Vitals.CgroupHostPath = "/host/cgroup"
+			},
+		},
+		{
+			name:   "each autoscaler's marks can be turned off",
+			values: "marks: {karpenter: false}",
+			want: func(c *config.Config, image string) {
+				c.Inject.Vitals.Image = image
+				c.Marks.Karpenter = false
 			},
 		},
 		{

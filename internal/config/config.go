@@ -18,6 +18,17 @@ type Config struct {
 	Inject  Inject             `json:"inject"`
 	Records Records            `json:"records"`
 	Policy  Policy             `json:"policy"`
+	Marks   Marks              `json:"marks"`
+}
+
+// Marks says which autoscalers' do-not-disrupt marks the leader keeps on
+// runner pods while the guard protects them (and removes once it does not).
+// One turned off is not set, and those the leader set are removed.
+type Marks struct {
+	// Karpenter: karpenter.sh/do-not-disrupt: "true".
+	Karpenter bool `json:"karpenter"`
+	// ClusterAutoscaler: cluster-autoscaler.kubernetes.io/safe-to-evict: "false".
+	ClusterAutoscaler bool `json:"clusterAutoscaler"`
 }
 
 // Policy configures the ValidatingAdmissionPolicy that says who may write
@@ -78,8 +89,9 @@ type Inject struct {
 	// TerminationMessagePolicy makes runner containers that kept the default
 	// policy use FallbackToLogsOnError, so their last log lines survive.
 	TerminationMessagePolicy bool `json:"terminationMessagePolicy"`
-	// PodAnnotations are added to runner pods where absent, by default the
-	// autoscalers' do-not-disrupt marks.
+	// PodAnnotations are added to runner pods where absent (none by
+	// default: the autoscalers' marks follow the runner's busy state, see
+	// Marks).
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 	// PodSecurityDefault is the Pod Security level the API server enforces
 	// on a namespace without a pod-security.kubernetes.io/enforce label (its
@@ -136,10 +148,6 @@ func Default() Config {
 		Policy: Policy{GarbageCollectors: []string{GarbageCollector}},
 		Inject: Inject{
 			TerminationMessagePolicy: true,
-			PodAnnotations: map[string]string{
-				runnerpod.KarpenterDoNotDisrupt:      "true",
-				runnerpod.ClusterAutoscalerSafeEvict: "false",
-			},
 			Vitals: Vitals{
 				Enabled:         true,
 				Image:           "ghcr.io/runnerguard/runnerguard:latest",
@@ -159,6 +167,7 @@ func Default() Config {
 				MountPath:      "/runnerguard/vitals",
 			},
 		},
+		Marks: Marks{Karpenter: true, ClusterAutoscaler: true},
 		Records: Records{
 			MaxAge:          metav1.Duration{Duration: 30 * 24 * time.Hour},
 			CleanMaxAge:     metav1.Duration{Duration: 24 * time.Hour},

@@ -101,7 +101,7 @@ inject:
   podAnnotations: {}
   vitals: {enabled: true, image: x, interval: 5s, cgroupHostPath: /sys/fs/cgroup, mountPath: /v, resources: {requests: {memory: 8Mi}}}
 `, check: func(t *testing.T, c Config) {
-			assert.Empty(t, c.Inject.PodAnnotations, "the autoscaler annotations can be turned off")
+			assert.Empty(t, c.Inject.PodAnnotations, "the file's empty map")
 			assert.Empty(t, c.Inject.Vitals.Resources.Limits, "a default limit can be dropped")
 			assert.Equal(t, "8Mi", c.Inject.Vitals.Resources.Requests.Memory().String())
 		}},
@@ -110,6 +110,21 @@ inject:
 				assert.Equal(t, Default().Inject.PodAnnotations, c.Inject.PodAnnotations)
 				assert.Equal(t, Default().Inject.Vitals.Resources, c.Inject.Vitals.Resources)
 			}},
+		{name: "both marks are on by default, and each can be turned off", yaml: "marks: {karpenter: false}",
+			check: func(t *testing.T, c Config) {
+				assert.Equal(t, Marks{Karpenter: false, ClusterAutoscaler: true}, c.Marks)
+				assert.True(t, Default().Marks.Karpenter && Default().Marks.ClusterAutoscaler)
+			}},
+		{name: "the injector does not write a mark the leader keeps, nor its ownership", yaml: `
+inject: {podAnnotations: {karpenter.sh/do-not-disrupt: "true", cluster-autoscaler.kubernetes.io/safe-to-evict: "false", runnerguard.io/marked: x}}
+marks: {clusterAutoscaler: false}
+`, wantErr: []string{`"karpenter.sh/do-not-disrupt" is the leader's to write`, `"runnerguard.io/marked" is the leader's to write`}},
+		{name: "a mark turned off can be written by the injector, as before", yaml: `
+inject: {podAnnotations: {karpenter.sh/do-not-disrupt: "true"}}
+marks: {karpenter: false}
+`, check: func(t *testing.T, c Config) {
+			assert.Equal(t, map[string]string{"karpenter.sh/do-not-disrupt": "true"}, c.Inject.PodAnnotations)
+		}},
 		{name: "a typo'd key is an error", yaml: "gaurd: {}", wantErr: []string{`unknown field "gaurd"`}},
 		{name: "an unknown preset is an error", yaml: "presets: [{name: jenkins, enabled: true, runnerContainers: [x]}]", wantErr: []string{`unknown preset "jenkins"`}},
 		{name: "a preset listed twice is an error", yaml: "presets: [{name: generic, enabled: true, runnerContainers: [x]}, {name: generic, enabled: true, runnerContainers: [y]}]", wantErr: []string{`"generic" listed twice`}},

@@ -194,6 +194,13 @@ func validateInject(c Config) []error {
 			errs = append(errs, fmt.Errorf("inject.podAnnotations: %q: %s", k, msg))
 		}
 	}
+	// A mark the injector wrote at creation would be taken for the pod
+	// author's, which the marker never changes: the pod would keep it idle.
+	for k, on := range map[string]bool{runnerpod.KarpenterDoNotDisrupt: c.Marks.Karpenter, runnerpod.ClusterAutoscalerSafeEvict: c.Marks.ClusterAutoscaler, runnerpod.Marked: true} {
+		if _, ok := c.Inject.PodAnnotations[k]; ok && on {
+			errs = append(errs, fmt.Errorf("inject.podAnnotations: %q is the leader's to write while the runner is busy (see marks): remove it, or turn its mark off", k))
+		}
+	}
 	switch c.Inject.PodSecurityDefault {
 	case "", PodSecurityPrivileged, PodSecurityBaseline, PodSecurityRestricted:
 	default:

@@ -43,6 +43,10 @@ type cachedPod struct {
 	reason, message        string
 	conditions             []corev1.PodCondition
 	statuses, initStatuses []corev1.ContainerStatus
+	// deadline (activeDeadlineSeconds) and start bound the runner's
+	// protection, which the marker reads (runnerpod.PodDeadline).
+	deadline *int64
+	start    *metav1.Time
 }
 
 // compact is the cache's transform when no preset reads a job from pod
@@ -69,7 +73,8 @@ func (k compactor) compact(obj any) (any, error) {
 	// cached pod has, nor the injector's annotations (a map costs a pod 300
 	// bytes).
 	c.Labels = keep(m.Labels, runnerpod.PresetLabels, k.labels)
-	c.Annotations = keep(m.Annotations, runnerpod.PresetAnnotations, k.annotations)
+	c.Annotations = keep(m.Annotations, runnerpod.PresetAnnotations, k.annotations, markerAnnotations)
+	c.deadline, c.start = pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime
 	for _, ct := range pod.Spec.Containers {
 		c.containers = append(c.containers, ct.Name)
 		if ct.LivenessProbe != nil {
@@ -110,11 +115,12 @@ func (k compactor) compact(obj any) (any, error) {
 	return c, nil
 }
 
-// keep is the entries of m whose keys are among keys or more; nil when none.
-func keep(m map[string]string, keys, more []string) map[string]string {
+// keep is the entries of m whose keys are among those of lists; nil when
+// none.
+func keep(m map[string]string, lists ...[]string) map[string]string {
 	var out map[string]string
 	for k, v := range m {
-		if slices.Contains(keys, k) || slices.Contains(more, k) {
+		if slices.ContainsFunc(lists, func(keys []string) bool { return slices.Contains(keys, k) }) {
 			if out == nil {
 				out = map[string]string{}
 			}
@@ -159,6 +165,7 @@ func (c *cachedPod) pod() *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: c.ObjectMeta, Status: corev1.PodStatus{Phase: c.phase, Reason: c.reason, Message: c.message,
 		Conditions: c.conditions, ContainerStatuses: c.statuses, InitContainerStatuses: c.initStatuses}}
 	p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds = c.node, c.grace
+	p.Spec.ActiveDeadlineSeconds, p.Status.StartTime = c.deadline, c.start
 	for _, n := range c.containers {
 		ct := corev1.Container{Name: n}
 		if slices.Contains(c.probed, n) {
@@ -186,5 +193,9 @@ func (c *cachedPod) DeepCopyObject() runtime.Object {
 	if c.grace != nil {
 		out.grace = ptr.To(*c.grace)
 	}
+	if c.deadline != nil {
+		out.deadline = ptr.To(*c.deadline)
+	}
+	out.start = c.start.DeepCopy()
 	return out
 }

@@ -74,11 +74,16 @@ const (
 	ARCRegistrationFinalizer = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
 )
 
-// Autoscaler annotations the injector adds so a node is not consolidated
-// under a live job.
+// The autoscalers' marks the leader's marker sets on a runner pod while the
+// guard protects it, so that no node is consolidated under a live job and
+// none is held for an idle runner.
 const (
 	KarpenterDoNotDisrupt      = "karpenter.sh/do-not-disrupt"
 	ClusterAutoscalerSafeEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	// Marked lists, comma-separated, the marks runnerguard set on the pod:
+	// a mark present without it is the pod author's, which the marker
+	// never changes.
+	Marked = "runnerguard.io/marked"
 )
 
 // VitalsContainer is the name of the vitals native sidecar the injector

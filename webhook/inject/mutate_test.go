@@ -21,11 +21,10 @@ const (
 	termPath   = corev1.TerminationMessagePathDefault
 )
 
-// marked adds what every instrumented runner pod gets in its metadata.
+// marked adds what every instrumented runner pod gets in its metadata (the
+// autoscalers' marks are the leader's to set, while the runner is busy).
 func marked(w *podtest.Wrapper, preset runnerpod.PresetName) *podtest.Wrapper {
-	return w.Annotate(runnerpod.KarpenterDoNotDisrupt, "true").
-		Annotate(runnerpod.ClusterAutoscalerSafeEvict, "false").
-		Annotate(runnerpod.PresetAnnotation, string(preset)).Label(runnerpod.RunnerLabel, "true")
+	return w.Annotate(runnerpod.PresetAnnotation, string(preset)).Label(runnerpod.RunnerLabel, "true")
 }
 
 // withVitals adds the sidecar, its volumes and the runners' mounts the way
@@ -131,13 +130,19 @@ func TestMutate(t *testing.T) {
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
 		out: Outcome{Result: Injected, Preset: runnerpod.ARCScaleSet},
 	}, {
-		name: "the author's env value and termination policy and path are kept",
-		cfg:  noVitals, facts: Facts{Requester: requester},
+		name: "the author's env value, termination policy and path and annotations are kept; configured annotations are added where absent",
+		cfg: func() config.Config {
+			c := noVitals
+			c.Marks.Karpenter = false
+			c.Inject.PodAnnotations = map[string]string{runnerpod.KarpenterDoNotDisrupt: "true", "example.com/team": "ci"}
+			return c
+		}(),
+		facts: Facts{Requester: requester},
 		pod: podtest.Runner("ci", "p").Env("runner", printToOut, "0").
 			TerminationMessage("runner", fallback, "/tmp/last").Annotate(runnerpod.KarpenterDoNotDisrupt, "false").Obj(),
 		want: marked(podtest.Runner("ci", "p").Env("runner", printToOut, "0").
 			TerminationMessage("runner", fallback, "/tmp/last").Annotate(runnerpod.KarpenterDoNotDisrupt, "false"), runnerpod.Generic).
-			Annotate(runnerpod.KarpenterDoNotDisrupt, "false").Obj(),
+			Annotate("example.com/team", "ci").Obj(),
 		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic},
 	}, {
 		name:  "the termination policy is left as it is when the config says so",

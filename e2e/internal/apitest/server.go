@@ -266,7 +266,7 @@ func grantServerRBAC(ctx context.Context, c client.Client) error {
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeletions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths"}, Verbs: []string{"create", "get", "list", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
-		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}}

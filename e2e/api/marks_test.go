@@ -1,0 +1,212 @@
+//go:build e2e
+
+package api
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/recorder"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+const (
+	karpenterMark = runnerpod.KarpenterDoNotDisrupt
+	caMark        = runnerpod.ClusterAutoscalerSafeEvict
+)
+
+// marksOf is the pod's autoscaler marks and runnerguard's list of them, as
+// the API server has them.
+func marksOf(t *testing.T, pod *corev1.Pod) map[string]string {
+	t.Helper()
+	got := &corev1.Pod{}
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	out := map[string]string{}
+	for _, k := range []string{karpenterMark, caMark, runnerpod.Marked} {
+		if v, ok := got.Annotations[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// marksBecome waits until the pod's marks are want.
+func marksBecome(t *testing.T, pod *corev1.Pod, want map[string]string, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, marksOf(t, pod)) }, 15*time.Second, 100*time.Millisecond,
+		"%s: the marks are %v", what, marksOf(t, pod))
+}
+
+// clone is a copy of w to build on.
+func clone(w *podtest.Wrapper) *podtest.Wrapper { return &podtest.Wrapper{Pod: *w.Pod.DeepCopy()} }
+
+var busyMarks = map[string]string{karpenterMark: "true", caMark: "false", runnerpod.Marked: karpenterMark + "," + caMark}
+
+// The leader marks a runner pod for the autoscalers when its runner starts,
+// by each preset's rule, and removes the marks when the runner ends.
+func TestMarksFollowTheRunnersBusyState(t *testing.T) {
+	ns := newNamespace(t, nil)
+	for _, tc := range []struct {
+		name   string
+		pod    *podtest.Wrapper
+		runner string
+	}{
+		{"generic", podtest.Runner(ns, "generic"), "runner"},
+		{"gitlab", podtest.GitLab(ns, "gitlab"), "build"},
+		{"arc-workflow", podtest.ARCWorkflow(ns, "arc-runner"), "job"},
+		{"arc-legacy", podtest.ARCLegacy(ns, "legacy"), "runner"},
+		// Its EphemeralRunner does not exist (no ARC here): its job is
+		// unreadable, which the guard counts as busy.
+		{"arc-scale-set", podtest.ARCScaleSet(ns, "scale-set"), "runner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := create(t, nil, clone(tc.pod).Obj())
+			assert.Empty(t, marksOf(t, pod), "the injector writes no mark: the runner has not started")
+			setStatus(t, pod, clone(tc.pod).RunningSince(tc.runner, time.Now().Add(-time.Minute)).Obj().Status)
+			marksBecome(t, pod, busyMarks, "a running runner is busy")
+			setStatus(t, pod, clone(tc.pod).Terminated(tc.runner, 0, "Completed").Obj().Status)
+			marksBecome(t, pod, map[string]string{}, "an ended runner holds no node")
+		})
+	}
+}
+
+// A mark the pod came with is its author's: runnerguard sets only the
+// other, and removes only that.
+func TestAnAuthorsOwnMarkIsLeftAlone(t *testing.T) {
+	ns := newNamespace(t, nil)
+	w := podtest.Runner(ns, "authored").Annotate(karpenterMark, "false")
+	pod := create(t, nil, clone(w).Obj())
+	setStatus(t, pod, clone(w).RunningSince("runner", time.Now().Add(-time.Minute)).Obj().Status)
+	marksBecome(t, pod, map[string]string{karpenterMark: "false", caMark: "false", runnerpod.Marked: caMark}, "the author's mark stays as written")
+	setStatus(t, pod, clone(w).Terminated("runner", 0, "Completed").Obj().Status)
+	marksBecome(t, pod, map[string]string{karpenterMark: "false"}, "only runnerguard's mark goes")
+}
+
+// A runner past its protection cap is no longer protected: its marks go
+// when the cap passes, with no event of the pod's to tell the leader.
+func TestARunnerPastItsProtectionCapLosesItsMarks(t *testing.T) {
+	ns := newNamespace(t, nil)
+	limit := runnerpod.Generic.DefaultMaxProtected()
+	for _, p := range suiteCfg.Presets {
+		if p.Name == runnerpod.Generic {
+			limit = p.MaxProtected.Duration
+		}
+	}
+	w := podtest.Runner(ns, "long")
+	pod := create(t, nil, clone(w).Obj())
+	// Started so that the cap passes a few seconds from now.
+	setStatus(t, pod, clone(w).RunningSince("runner", time.Now().Add(-limit+3*time.Second)).Obj().Status)
+	marksBecome(t, pod, busyMarks, "busy within its cap")
+	marksBecome(t, pod, map[string]string{}, "the cap has passed")
+}
+
+// The override frees a busy runner for anyone, the autoscalers included.
+func TestAnOverriddenRunnerLosesItsMarks(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := create(t, nil, busyRunner(ns, "drained"))
+	marksBecome(t, pod, busyMarks, "busy")
+	got := &corev1.Pod{}
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Annotations[runnerpod.AllowDelete] = "node maintenance"
+	require.NoError(t, admin.Patch(context.Background(), got, patch))
+	marksBecome(t, pod, map[string]string{}, "an overridden runner holds no node")
+}
+
+// A scale-set runner's job is on its EphemeralRunner: the leader watches
+// them, so the marks follow the job as ARC records it, with no change to
+// the pod.
+func TestAScaleSetRunnersMarksFollowItsEphemeralRunner(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ctx := context.Background()
+	er := &unstructured.Unstructured{}
+	er.SetAPIVersion("actions.github.com/v1alpha1")
+	er.SetKind("EphemeralRunner")
+	er.SetNamespace(ns)
+	er.SetName("arc-job")
+	// A finalizer of the test's own holds the EphemeralRunner while it is
+	// deleted, as ARC's own do.
+	er.SetFinalizers([]string{runnerpod.ARCRegistrationFinalizer, "example.com/hold"})
+	require.NoError(t, admin.Create(ctx, er))
+	t.Cleanup(func() {
+		er := er.DeepCopy()
+		if admin.Get(ctx, client.ObjectKeyFromObject(er), er) == nil {
+			er.SetFinalizers(nil)
+			_ = admin.Update(ctx, er)
+		}
+	})
+	w := podtest.ARCScaleSet(ns, "arc-job")
+	w.OwnerReferences[0].UID = er.GetUID()
+	pod := create(t, nil, clone(w).RunningSince("runner", time.Now().Add(-time.Minute)).Obj())
+
+	setJob := func(id any) {
+		t.Helper()
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(er), er))
+		if id == nil {
+			unstructured.RemoveNestedField(er.Object, "status", "jobRequestId")
+		} else {
+			require.NoError(t, unstructured.SetNestedField(er.Object, id, "status", "jobRequestId"))
+		}
+		require.NoError(t, admin.Status().Update(ctx, er))
+	}
+	setJob(int64(42))
+	marksBecome(t, pod, busyMarks, "ARC assigned a job")
+	setJob(nil)
+	marksBecome(t, pod, map[string]string{}, "no job assigned: idle")
+	setJob(int64(43))
+	marksBecome(t, pod, busyMarks, "another job")
+
+	// ARC removes its registration finalizer from a deleting
+	// EphemeralRunner only once the Actions service let the runner go.
+	require.NoError(t, admin.Delete(ctx, er))
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(er), er))
+	er.SetFinalizers([]string{"example.com/hold"})
+	require.NoError(t, admin.Update(ctx, er))
+	marksBecome(t, pod, map[string]string{}, "the job is over")
+}
+
+// marksSettled waits until the leader has brought pod's marks where its
+// rules put them (recorder.MarkPlan, with the guard's rules as the leader
+// reads them), and returns the pod as it is then: a test that goes on to
+// update the pod must not hold a copy the marker's patch made stale.
+func marksSettled(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	got := &corev1.Pod{}
+	require.Eventually(t, func() bool {
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), got))
+		return recorder.MarkPlan(got, busyForTheMarker(t, got), suiteCfg.Marks) == nil
+	}, 15*time.Second, 50*time.Millisecond, "the leader settles the pod's marks")
+	return got
+}
+
+// busyForTheMarker is what the leader's marker judges of pod.
+func busyForTheMarker(t *testing.T, pod *corev1.Pod) bool {
+	ctx := context.Background()
+	ns := &corev1.Namespace{}
+	require.NoError(t, admin.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns))
+	runner, ok := runnerpod.Match(pod, suiteCfg.Presets)
+	// The leader's cache holds the labelled pods only.
+	if _, seen := pod.Labels[runnerpod.RunnerLabel]; !ok || !seen || ns.Labels[runnerpod.EnabledNamespaceLabel] != "true" {
+		return false
+	}
+	job := runnerpod.JobNotRead
+	if ref := runnerpod.EphemeralRunnerRef(pod); runner.Preset.Name == runnerpod.ARCScaleSet && ref.Name != "" {
+		er := &unstructured.Unstructured{}
+		er.SetAPIVersion("actions.github.com/v1alpha1")
+		er.SetKind("EphemeralRunner")
+		if admin.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, er) != nil {
+			er = nil
+		}
+		job, _ = runnerpod.EphemeralRunnerJob(er, ref.UID)
+	}
+	return runnerpod.Protected(pod, runner, job, time.Now()).Busy
+}
