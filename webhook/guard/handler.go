@@ -282,6 +282,29 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	if !d.Allowed && d.OwnerDeleting || running && d.Rule == RuleJobOver {
 		startedBy = h.ownerDeleter(ctx, pod)
 	}
+	h.event(f, d, startedBy)
+	if running && h.Writer != nil {
+		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
+		n.Deletion.StartedBy = startedBy
+		// Written once the deletion has happened, so a review the API server
+		// did not send, of a pod nobody deletes, leaves no note to pre-empt
+		// the real one.
+		h.Notes.WriteWhen(ctx, n, h.podDeleted(n))
+	}
+	if unlabelled {
+		// Before the answer: the watcher's cache must hold the pod before
+		// the deletion removes it.
+		if err := recorder.Label(ctx, h.Writer, f.Pod); err != nil {
+			log.Error(err, "labelling the runner pod for the pod watcher")
+		}
+	}
+}
+
+// event is the Event of a decision an operator should see: every refusal
+// (saying why and what would let it go on), a warn-mode pass, an override,
+// a protection that expired, and a job owner nobody can be told to be.
+func (h *Handler) event(f Facts, d Decision, startedBy string) {
+	pod := f.Pod
 	switch {
 	case !d.Allowed && d.OwnerDeleting:
 		// Someone else deleted the EphemeralRunner and ARC is waiting for
@@ -310,21 +333,6 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case d.Rule == RuleOwnerUnknown:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "JobOwnerUnknown", string(f.Operation),
 			"%s by %s allowed: %s; set presets[%s].ownerPrincipals to the fleet's manager to protect such pods", f.Operation, f.Requester, d.Message, d.Runner.Preset.Name)
-	}
-	if running && h.Writer != nil {
-		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
-		n.Deletion.StartedBy = startedBy
-		// Written once the deletion has happened, so a review the API server
-		// did not send, of a pod nobody deletes, leaves no note to pre-empt
-		// the real one.
-		h.Notes.WriteWhen(ctx, n, h.podDeleted(n))
-	}
-	if unlabelled {
-		// Before the answer: the watcher's cache must hold the pod before
-		// the deletion removes it.
-		if err := recorder.Label(ctx, h.Writer, f.Pod); err != nil {
-			log.Error(err, "labelling the runner pod for the pod watcher")
-		}
 	}
 }
 

@@ -551,11 +551,11 @@ func TestTheManagersOwnPodTokenEndsItsJobAndABuildPodsDoesNot(t *testing.T) {
 		cached  bool
 		allowed bool
 	}{
-		"the manager's own pod's token, read from the API server": {bound: managerPod.Name, allowed: true},
+		"the manager's own pod's token, read from the API server":      {bound: managerPod.Name, allowed: true},
 		"the manager's own pod's token, not in the runner pods' cache": {bound: managerPod.Name, cached: true, allowed: true},
-		"another job's build pod's token, read from the API server":   {bound: other.Name},
-		"another job's build pod's token, in the runner pods' cache":  {bound: other.Name, cached: true},
-		"a token bound to a pod that does not exist":                  {bound: "gone"},
+		"another job's build pod's token, read from the API server":    {bound: other.Name},
+		"another job's build pod's token, in the runner pods' cache":   {bound: other.Name, cached: true},
+		"a token bound to a pod that does not exist":                   {bound: "gone"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h, _ := newTestHandler(pod, managerPod, other)
