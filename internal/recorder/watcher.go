@@ -98,23 +98,7 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	w.stuck = map[types.NamespacedName]string{}
 	w.gone = map[types.NamespacedName][]gonePod{}
 	w.seen = NewSeenSet(4096)
-	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-	}
-	pods := handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueue(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueue(e.ObjectNew, q)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			if pod, ok := e.Object.(*cachedPod); ok {
-				w.removed(pod.pod())
-			}
-			enqueue(e.Object, q)
-		},
-	}
+	pods := w.podEvents()
 	// A note reaching the cache after its pod's update brings the pod back.
 	notes := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		n, ok := o.(*v1alpha1.RunnerDeletion)
@@ -148,6 +132,28 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 		// two workers at once, and the watcher's own state is locked.
 		WithOptions(controller.Options{MaxConcurrentReconciles: recordWorkers}).
 		Complete(w)
+}
+
+// podEvents queue a runner pod on each of its events; a removal is kept
+// first, since the cache no longer holds the pod once it is gone.
+func (w *Watcher) podEvents() handler.Funcs {
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			if pod, ok := e.Object.(*cachedPod); ok {
+				w.removed(pod.pod())
+			}
+			enqueue(e.Object, q)
+		},
+	}
 }
 
 // Reconcile records the deaths not yet on record of the pod named req and
