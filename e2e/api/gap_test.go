@@ -86,7 +86,7 @@ func TestRunnerPodsRemovedWhileNoReplicaLeadsAreRecordedOnceByTheNextLeader(t *t
 	// In the gap: a runner ends and its pod is force-deleted, a running
 	// runner's pod is force-deleted (pod GC of a lost node), and the pod
 	// whose death the old leader recorded goes too.
-	setStatus(t, ended, podtest.Runner(ns, "ends-in-gap").Terminated("runner", 1, "Error").Obj().Status)
+	writeStatus(t, ended, podtest.Runner(ns, "ends-in-gap").Terminated("runner", 1, "Error").Obj().Status)
 	for _, pod := range []*corev1.Pod{ended, running, before} {
 		forceRemove(pod)
 		require.False(t, alive(t, pod))
