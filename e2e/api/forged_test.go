@@ -82,7 +82,7 @@ func TestReviewsTheAPIServerNeverSentChangeNoRecord(t *testing.T) {
 		forged := pod.DeepCopy()
 		forged.Annotations = map[string]string{runnerpod.AllowDelete: "forged"}
 		require.True(t, askGuard(t, deleteReview(t, forged, ownerPrincipal)).Allowed)
-		logged(t, "no note: the pod was not deleted", "uid", string(pod.UID))
+		logged(t, "no note: the reviewed object does not show the deletion", "uid", string(pod.UID))
 		assert.Nil(t, noteOf(t, pod), "nobody deleted the pod: no note")
 
 		// The operator drains the runner later: the note is the operator's.
