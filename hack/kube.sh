@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes binaries and etcd from the Go module proxy into
 # .cache/kube/<version>/bin, once: a warm run finds them and builds nothing.
-# Usage: hack/kube.sh [binary ...]   (default: all of them)
+# Usage: [KUBE_VERSION=v1.N.P] hack/kube.sh [binary ...]   (default: all of them)
+# The default version is the one the suites run on; make compat asks for older
+# minors, each pinned by its own module: hack/kube-1.N pins v1.N.P and its
+# staging modules, hack/kube the default.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-version=v1.37.2
+version=${KUBE_VERSION:-v1.37.2}
 minor=$(echo "$version" | cut -d. -f2)
+moddir="$root/hack/kube"
+[ "$version" = v1.37.2 ] || moddir="$root/hack/kube-1.$minor"
+if ! grep -qE "^[[:space:]]*k8s.io/kubernetes $version\$" "$moddir/go.mod" 2>/dev/null; then
+  echo "hack/kube.sh: no module pins k8s.io/kubernetes $version (looked in ${moddir#"$root"/})" >&2
+  exit 2
+fi
 out="$root/.cache/kube/$version/bin"
 mkdir -p "$out"
 
@@ -23,6 +32,8 @@ want=("$@")
 missing=()
 for b in "${want[@]}"; do
   [ -n "${pkgs[$b]:-}" ] || { echo "hack/kube.sh: unknown binary $b" >&2; exit 2; }
+  [ -x "$out/$b" ] || grep -q "\"${pkgs[$b]}\"" "$moddir"/tools.go ||
+    { echo "hack/kube.sh: ${moddir#"$root"/} does not pin $b" >&2; exit 2; }
   [ -x "$out/$b" ] || missing+=("$b")
 done
 [ ${#missing[@]} -gt 0 ] || exit 0
@@ -33,11 +44,12 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version"
 ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
-cd "$root/hack/kube"
+cd "$moddir"
 for b in "${missing[@]}"; do
   echo ">> building $b $version from the Go module proxy (cold: kube-apiserver takes ~10 min on 2 cores)" >&2
   start=$SECONDS
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/$b.tmp" "${pkgs[$b]}"
+  # GOTOOLCHAIN=local: an old minor's go directive must not fetch an old Go.
+  CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -ldflags "$ldflags" -o "$out/$b.tmp" "${pkgs[$b]}"
   mv "$out/$b.tmp" "$out/$b"
   echo ">> built $b in $((SECONDS - start))s" >&2
 done

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/webhook/inject"
 )
 
@@ -94,6 +95,10 @@ func TestRunnerPodsAreCreatedAsTheGoldenFilesSay(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".pod.yaml")
 		t.Run(name, func(t *testing.T) {
 			in, g := readGolden(t, name)
+			if in.Spec.Resources != nil {
+				// The golden pods are what a server that keeps them stores.
+				apitest.RequireServer(t, cs.Discovery(), apitest.PodLevelResources)
+			}
 			c, warnings := warningsAs(t, goldenRequester)
 			got, err := asStored(t, c, served[in.Namespace], in)
 			require.NoError(t, err)
@@ -225,12 +230,23 @@ func TestOddPodsTheAPIServerAcceptsStayAcceptableOnceMutated(t *testing.T) {
 
 			// And what it stored is what the injector's Mutate makes of it.
 			want := in.DeepCopy()
-			inject.Mutate(want, inject.Facts{Requester: goldenRequester}, suiteCfg)
+			inject.Mutate(want, inject.Facts{Requester: goldenRequester, PodResourcesDropped: podResourcesDropped(t)}, suiteCfg)
 			want, err = asStored(t, admin, unserved, want)
 			require.NoError(t, err)
 			assert.Equal(t, injected(want), injected(got))
 		})
 	}
+}
+
+// podResourcesDropped is what the injector reads of the suite's API server
+// at start: whether it drops a pod's spec.resources.
+func podResourcesDropped(t *testing.T) bool {
+	t.Helper()
+	v, err := cs.Discovery().ServerVersion()
+	require.NoError(t, err)
+	dropped, err := inject.PodResourcesDropped(v)
+	require.NoError(t, err)
+	return dropped
 }
 
 func containerNames(cs []corev1.Container) []string {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -42,6 +43,9 @@ const (
 type change struct {
 	refusal string
 	apply   func(t *testing.T, c client.Client, pod *corev1.Pod) error
+	// needs is what the API server must have for the change to exist; nil:
+	// every minor the chart supports has it.
+	needs *apitest.Feature
 }
 
 // update reads the pod as it is, changes it and writes it back as c to
@@ -61,8 +65,8 @@ func update(subresource string, f func(*corev1.Pod)) func(*testing.T, client.Cli
 }
 
 var (
-	shortenDeadline = change{deadlineRefused, update("", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(1)) })}
-	changeImage     = change{imageRefused, update("", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "example.com/sleeper:2" })}
+	shortenDeadline = change{deadlineRefused, update("", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(1)) }), nil}
+	changeImage     = change{imageRefused, update("", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "example.com/sleeper:2" }), nil}
 	// A NoExecute toleration with 0 seconds: the taint manager evicts the
 	// pod as soon as its node is tainted unreachable, as an exempt
 	// principal the guard never sees.
@@ -70,18 +74,18 @@ var (
 		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{
 			Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(0)),
 		})
-	})}
+	}), nil}
 	addDebugger = change{ephemeralRefused, update("ephemeralcontainers", func(p *corev1.Pod) {
 		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
 			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "example.com/busybox:1",
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent},
 			TargetContainerName: p.Spec.Containers[0].Name,
 		})
-	})}
+	}), nil}
 	shrinkCPU = change{resizeRefused, update("resize", func(p *corev1.Pod) {
 		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("50m")
 		p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("100m")
-	})}
+	}), &apitest.PodResize}
 )
 
 // resizable puts pod on a node that exists and reports its running
@@ -210,6 +214,9 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.change.needs != nil {
+				apitest.RequireServer(t, cs.Discovery(), *tc.change.needs)
+			}
 			pod := create(t, nil, tc.pod(podName(i)))
 			err := tc.change.apply(t, tc.by.client(t), pod)
 			if tc.allowed {

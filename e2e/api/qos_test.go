@@ -12,13 +12,21 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/webhook/inject"
 )
 
 // The QoS class the API server writes into status.qosClass at creation is
-// the same for a runner pod instrumented and not.
+// the same for a runner pod instrumented and not. Before 1.34 the server
+// drops a pod-level budget, and the class is the containers' alone: the
+// injector must size its sidecar for that pod, not for the one sent.
 func TestInstrumentingKeepsTheQoSClass(t *testing.T) {
+	budgetClass := corev1.PodQOSGuaranteed
+	if kept, version := apitest.ServerHas(t, cs.Discovery(), apitest.PodLevelResources); !kept {
+		t.Logf("kube-apiserver %s drops pod-level resources: that pod is BestEffort as stored", version)
+		budgetClass = corev1.PodQOSBestEffort
+	}
 	served, unserved := newNamespace(t, nil), plainNamespace(t, nil)
 	res := func(cpu, memory string) corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
@@ -32,7 +40,7 @@ func TestInstrumentingKeepsTheQoSClass(t *testing.T) {
 		{"Guaranteed by limits alone", podtest.Runner("", "limits").Resources("runner", nil, res("1", "128Mi")).Obj(), corev1.PodQOSGuaranteed},
 		{"Burstable", podtest.Runner("", "burstable").Resources("runner", res("500m", "64Mi"), res("1", "128Mi")).Obj(), corev1.PodQOSBurstable},
 		{"BestEffort", podtest.Runner("", "besteffort").Obj(), corev1.PodQOSBestEffort},
-		{"Guaranteed by pod-level resources", podtest.Runner("", "pod-level").PodLimits(res("2", "1Gi"), res("2", "1Gi")).Obj(), corev1.PodQOSGuaranteed},
+		{"a pod-level budget", podtest.Runner("", "pod-level").PodLimits(res("2", "1Gi"), res("2", "1Gi")).Obj(), budgetClass},
 	}
 	c, _ := warningsAs(t, goldenRequester)
 	for _, tc := range cases {

@@ -40,6 +40,9 @@ type Handler struct {
 	// person looks (warningEvents): the admission warning reaches only the
 	// client that created the pod, usually a controller that drops it.
 	Recorder events.EventRecorder
+	// PodResourcesDropped: the API server drops a pod's spec.resources
+	// (Facts.PodResourcesDropped), read once at start.
+	PodResourcesDropped bool
 }
 
 var _ admission.Handler = &Handler{}
@@ -85,7 +88,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return uninstrumented(ctx, fmt.Sprintf("encoding the pod: %v", err))
 	}
 
-	facts := Facts{Requester: req.UserInfo.Username}
+	facts := Facts{Requester: req.UserInfo.Username, PodResourcesDropped: h.PodResourcesDropped}
 	if h.Config.Inject.Vitals.Enabled {
 		facts.HostMountRefused = h.hostMountRefusal(ctx, req.Namespace)
 	}

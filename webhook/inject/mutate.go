@@ -43,6 +43,10 @@ type Facts struct {
 	// HostMountRefused, when not empty, says why the pod may not mount the
 	// node's cgroup filesystem; the vitals sidecar is then left out.
 	HostMountRefused string
+	// PodResourcesDropped says the API server drops a pod's spec.resources
+	// (see PodResourcesDropped): the sidecar is then sized and fitted as the
+	// server will keep the pod, by its containers alone.
+	PodResourcesDropped bool
 }
 
 // Outcome is Mutate's account of what it did.
@@ -140,7 +144,7 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 	reason := sidecarRefusal(pod, facts, cfg.Inject.Vitals)
 	var sc *corev1.Container
 	if reason == "" {
-		sc, reason = newSidecar(pod, cfg.Inject.Vitals)
+		sc, reason = newSidecar(kept(pod, facts), cfg.Inject.Vitals)
 	}
 	if reason != "" {
 		out.Warnings = append(out.Warnings, "runnerguard: vitals sidecar not injected: "+reason)

@@ -67,6 +67,19 @@ func requirementsQOS(r *corev1.ResourceRequirements) corev1.PodQOSClass {
 	return class
 }
 
+// kept is pod as the API server will store it, as far as the sidecar's
+// resources depend on it: without spec.resources where the server drops
+// them. Only the copy loses them: the pod is sent back as its author wrote
+// it, and the server decides.
+func kept(pod *corev1.Pod, facts Facts) *corev1.Pod {
+	if !facts.PodResourcesDropped || pod.Spec.Resources == nil {
+		return pod
+	}
+	without := *pod
+	without.Spec.Resources = nil
+	return &without
+}
+
 // sidecarResources are the sidecar's resources in a pod of class qos, so
 // that adding it leaves the class as it was: a Guaranteed pod's sidecar
 // requests what it may use (its limits, or its request where the config

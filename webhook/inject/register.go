@@ -3,6 +3,8 @@ package inject
 import (
 	"fmt"
 
+	"k8s.io/client-go/discovery"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -18,12 +20,28 @@ const Path = "/mutate-runner-pod"
 // server and registers its metrics. Namespaces are read through the
 // manager's cached client, as metadata only (the chart grants get, list and
 // watch on namespaces), and from the API server when the cache has not seen
-// the namespace yet.
+// the namespace yet. The API server's version is read once, here, to know
+// whether it keeps pod-level resources; a server upgraded past 1.34 is seen
+// at the injector's next start.
 func Register(mgr manager.Manager, cfg config.Config) error {
 	if err := RegisterMetrics(metrics.Registry); err != nil {
 		return fmt.Errorf("registering the injector's metrics: %w", err)
 	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("connecting to the API server for its version: %w", err)
+	}
+	sv, err := dc.ServerVersion()
+	if err != nil {
+		return fmt.Errorf("reading the API server's version: %w", err)
+	}
+	dropped, err := PodResourcesDropped(sv)
+	if err != nil {
+		return err
+	}
+	logf.Log.WithName("inject").Info("API server", "version", sv.GitVersion, "podResourcesDropped", dropped)
 	h := NewHandler(cfg, mgr.GetClient())
+	h.PodResourcesDropped = dropped
 	h.Live = mgr.GetAPIReader()
 	h.Recorder = mgr.GetEventRecorder("runnerguard")
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
