@@ -52,11 +52,7 @@ const lastWords = "[RUNNER 2026-11-01 11:12:38Z INFO JobDispatcher] Job build (l
 func TestAnARCRunnersRecordNamesItsJobAndKeepsItsLastWords(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion("actions.github.com/v1alpha1")
-	er.SetKind("EphemeralRunner")
-	er.SetNamespace(ns)
-	er.SetName("arc-7x2k9")
+	er := ephemeralRunner(ns, "arc-7x2k9")
 	require.NoError(t, admin.Create(ctx, er))
 	// ARC's listener assigns the job (the status as ARC 0.13 writes it).
 	for field, v := range map[string]any{"phase": "Running", "jobRequestId": int64(41002), "jobId": "31885502817", "workflowRunId": int64(11802293411),

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
@@ -52,11 +51,7 @@ func TestLegacyARCRemovesItsRunnerAfterUnregistration(t *testing.T) {
 func TestARCRemovesAnIdleRunner(t *testing.T) {
 	ns := newNamespace(t, nil)
 	arc := may(t, ns, serviceAccount(arcController), "edit").client(t)
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion("actions.github.com/v1alpha1")
-	er.SetKind("EphemeralRunner")
-	er.SetNamespace(ns)
-	er.SetName("idle")
+	er := ephemeralRunner(ns, "idle")
 	require.NoError(t, admin.Create(context.Background(), er))
 	pod := running(podtest.ARCScaleSet(ns, "idle"), "runner")
 	pod.OwnerReferences[0].UID = er.GetUID()

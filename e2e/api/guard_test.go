@@ -212,11 +212,7 @@ func TestGitLabOwnerPrincipalEndsItsJob(t *testing.T) {
 func TestARCScaleSetRunnerIsJudgedByItsEphemeralRunner(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion("actions.github.com/v1alpha1")
-	er.SetKind("EphemeralRunner")
-	er.SetNamespace(ns)
-	er.SetName("arc-runner")
+	er := ephemeralRunner(ns, "arc-runner")
 	require.NoError(t, admin.Create(ctx, er))
 	pod := podtest.ARCScaleSet(ns, "arc-runner").RunningSince("runner", time.Now()).Obj()
 	pod.OwnerReferences[0].UID = er.GetUID()

@@ -43,11 +43,7 @@ func TestAnEphemeralRunnerRecreatedUnderTheSameNameDoesNotReleaseTheOldPod(t *te
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
 	newER := func() *unstructured.Unstructured {
-		er := &unstructured.Unstructured{}
-		er.SetAPIVersion("actions.github.com/v1alpha1")
-		er.SetKind("EphemeralRunner")
-		er.SetNamespace(ns)
-		er.SetName("arc-uid")
+		er := ephemeralRunner(ns, "arc-uid")
 		require.NoError(t, admin.Create(ctx, er))
 		return er
 	}

@@ -47,11 +47,7 @@ type arcRunner struct {
 func newARCRunner(t *testing.T, ns, name string) arcRunner {
 	t.Helper()
 	ctx := context.Background()
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
-	er.SetKind(runnerpod.EphemeralRunnerKind)
-	er.SetNamespace(ns)
-	er.SetName(name)
+	er := ephemeralRunner(ns, name)
 	er.SetFinalizers([]string{runnerpod.ARCRegistrationFinalizer, arcFinalizer})
 	require.NoError(t, as(t, arcController).Create(ctx, er))
 	t.Cleanup(func() {

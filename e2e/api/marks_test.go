@@ -127,11 +127,7 @@ func TestAnOverriddenRunnerLosesItsMarks(t *testing.T) {
 func TestAScaleSetRunnersMarksFollowItsEphemeralRunner(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion("actions.github.com/v1alpha1")
-	er.SetKind("EphemeralRunner")
-	er.SetNamespace(ns)
-	er.SetName("arc-job")
+	er := ephemeralRunner(ns, "arc-job")
 	// A finalizer of the test's own holds the EphemeralRunner while it is
 	// deleted, as ARC's own do.
 	er.SetFinalizers([]string{runnerpod.ARCRegistrationFinalizer, "example.com/hold"})
