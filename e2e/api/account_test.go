@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -52,7 +53,7 @@ const lastWords = "[RUNNER 2026-11-01 11:12:38Z INFO JobDispatcher] Job build (l
 func TestAnARCRunnersRecordNamesItsJobAndKeepsItsLastWords(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
-	er := ephemeralRunner(ns, "arc-7x2k9")
+	er := apitest.EphemeralRunner(ns, "arc-7x2k9")
 	require.NoError(t, admin.Create(ctx, er))
 	// ARC's listener assigns the job (the status as ARC 0.13 writes it).
 	for field, v := range map[string]any{"phase": "Running", "jobRequestId": int64(41002), "jobId": "31885502817", "workflowRunId": int64(11802293411),

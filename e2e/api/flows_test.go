@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -51,7 +52,7 @@ func TestLegacyARCRemovesItsRunnerAfterUnregistration(t *testing.T) {
 func TestARCRemovesAnIdleRunner(t *testing.T) {
 	ns := newNamespace(t, nil)
 	arc := may(t, ns, serviceAccount(arcController), "edit").client(t)
-	er := ephemeralRunner(ns, "idle")
+	er := apitest.EphemeralRunner(ns, "idle")
 	require.NoError(t, admin.Create(context.Background(), er))
 	pod := running(podtest.ARCScaleSet(ns, "idle"), "runner")
 	pod.OwnerReferences[0].UID = er.GetUID()

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -212,7 +213,7 @@ func TestGitLabOwnerPrincipalEndsItsJob(t *testing.T) {
 func TestARCScaleSetRunnerIsJudgedByItsEphemeralRunner(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
-	er := ephemeralRunner(ns, "arc-runner")
+	er := apitest.EphemeralRunner(ns, "arc-runner")
 	require.NoError(t, admin.Create(ctx, er))
 	pod := podtest.ARCScaleSet(ns, "arc-runner").RunningSince("runner", time.Now()).Obj()
 	pod.OwnerReferences[0].UID = er.GetUID()

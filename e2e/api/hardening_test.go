@@ -43,7 +43,7 @@ func TestAnEphemeralRunnerRecreatedUnderTheSameNameDoesNotReleaseTheOldPod(t *te
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
 	newER := func() *unstructured.Unstructured {
-		er := ephemeralRunner(ns, "arc-uid")
+		er := apitest.EphemeralRunner(ns, "arc-uid")
 		require.NoError(t, admin.Create(ctx, er))
 		return er
 	}

@@ -18,7 +18,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -214,15 +213,4 @@ func askGuard(t *testing.T, review *admissionv1.AdmissionReview) *admissionv1.Ad
 	require.NoError(t, json.Unmarshal(raw, out))
 	require.NotNil(t, out.Response)
 	return out.Response
-}
-
-// ephemeralRunner is an empty ARC EphemeralRunner named name in ns, to
-// create.
-func ephemeralRunner(ns, name string) *unstructured.Unstructured {
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
-	er.SetKind(runnerpod.EphemeralRunnerKind)
-	er.SetNamespace(ns)
-	er.SetName(name)
-	return er
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -47,7 +48,7 @@ type arcRunner struct {
 func newARCRunner(t *testing.T, ns, name string) arcRunner {
 	t.Helper()
 	ctx := context.Background()
-	er := ephemeralRunner(ns, name)
+	er := apitest.EphemeralRunner(ns, name)
 	er.SetFinalizers([]string{runnerpod.ARCRegistrationFinalizer, arcFinalizer})
 	require.NoError(t, as(t, arcController).Create(ctx, er))
 	t.Cleanup(func() {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -127,7 +128,7 @@ func TestAnOverriddenRunnerLosesItsMarks(t *testing.T) {
 func TestAScaleSetRunnersMarksFollowItsEphemeralRunner(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
-	er := ephemeralRunner(ns, "arc-job")
+	er := apitest.EphemeralRunner(ns, "arc-job")
 	// A finalizer of the test's own holds the EphemeralRunner while it is
 	// deleted, as ARC's own do.
 	er.SetFinalizers([]string{runnerpod.ARCRegistrationFinalizer, "example.com/hold"})

@@ -8,7 +8,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -33,22 +32,13 @@ func installEphemeralRunnerCRD(cfg *rest.Config) error {
 	return err
 }
 
-func ephemeralRunner(ns, name string) *unstructured.Unstructured {
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
-	er.SetKind(runnerpod.EphemeralRunnerKind)
-	er.SetNamespace(ns)
-	er.SetName(name)
-	return er
-}
-
 // createARCRunner creates r's EphemeralRunner (as ARC's controller does,
 // before the pod) and, for a busy one, assigns it a job through the status
 // subresource as ARC's listener does; then r's pod, owned by it, as the
 // scale-set preset recognises it: the actions-ephemeral-runner label and a
 // controller reference to the EphemeralRunner by UID.
 func createARCRunner(ctx context.Context, admin client.Client, arc *kubernetes.Clientset, r *runner, job int64) error {
-	er := ephemeralRunner(r.ns, r.name)
+	er := apitest.EphemeralRunner(r.ns, r.name)
 	if err := admin.Create(ctx, er); err != nil {
 		return err
 	}
@@ -75,7 +65,7 @@ func createARCRunner(ctx context.Context, admin client.Client, arc *kubernetes.C
 // clearJob is ARC's listener at the job's end: the EphemeralRunner has no
 // job any more.
 func clearJob(ctx context.Context, admin client.Client, r *runner) error {
-	er := ephemeralRunner(r.ns, r.name)
+	er := apitest.EphemeralRunner(r.ns, r.name)
 	return admin.Status().Patch(ctx, er, client.RawPatch(types.MergePatchType, []byte(`{"status":{"jobRequestId":null,"jobId":null}}`)))
 }
 

@@ -3,7 +3,10 @@ package apitest
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // EphemeralRunnerCRD is the shape of ARC's EphemeralRunner that the guard
@@ -38,4 +41,15 @@ func EphemeralRunnerCRD() *apiextensionsv1.CustomResourceDefinition {
 			}},
 		},
 	}
+}
+
+// EphemeralRunner is an empty ARC EphemeralRunner named name in ns, for a
+// test to fill in and create.
+func EphemeralRunner(ns, name string) *unstructured.Unstructured {
+	er := &unstructured.Unstructured{}
+	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
+	er.SetKind(runnerpod.EphemeralRunnerKind)
+	er.SetNamespace(ns)
+	er.SetName(name)
+	return er
 }
