@@ -192,6 +192,7 @@ func (g *Gap) removed(pod *corev1.Pod) {
 	if len(g.held) >= g.max {
 		g.held[0] = heldPod{} // no reference kept by the array
 		g.held = g.held[1:]
+		gapDropped.Inc()
 	}
 	g.held = append(g.held, heldPod{pod: c, at: now})
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -45,11 +46,13 @@ func TestTheGapHoldsRemovedRunnerPodsOnly(t *testing.T) {
 
 func TestTheGapIsBoundedAndForgetsTheOldestFirst(t *testing.T) {
 	g, now := gapAt(3)
+	dropped := testutil.ToFloat64(gapDropped)
 	for i := range 5 {
 		*now = now.Add(time.Second)
 		g.removed(podtest.Runner("ci", fmt.Sprint("p", i)).Running("runner").Obj())
 	}
 	assert.Equal(t, []types.UID{"uid-p2", "uid-p3", "uid-p4"}, heldUIDs(g))
+	assert.Equal(t, 2.0, testutil.ToFloat64(gapDropped)-dropped, "each removal forgot at the cap is counted")
 }
 
 func TestTheGapForgetsRemovalsPastItsHold(t *testing.T) {

@@ -31,11 +31,17 @@ var (
 		Name: "runnerguard_records_collected_total",
 		Help: "RunnerDeath and RunnerDeletion objects removed by retention, by kind.",
 	}, []string{"kind"})
+	// Counted by every replica: a follower's gap is what the next leader
+	// plans from, so a drop on any replica may be a death never recorded.
+	gapDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "runnerguard_gap_removals_dropped_total",
+		Help: "Removed runner pods this replica's gap buffer forgot before their hold ended because it was full: if this replica comes to lead, their deaths may go unrecorded.",
+	})
 )
 
 // RegisterMetrics registers the watcher's metrics on reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, stuckGauge, peakRatio, recordsCollected} {
+	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, stuckGauge, peakRatio, recordsCollected, gapDropped} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
