@@ -38,17 +38,21 @@ func requireRefusedByPolicy(t *testing.T, err error, says string) {
 	t.Helper()
 	require.Error(t, err, "the policy must refuse")
 	assert.True(t, apierrors.IsForbidden(err), "403, not %v", err)
-	assert.Contains(t, err.Error(), policyDenied())
+	policy := policyDenied()
+	if says == overrideRefused {
+		policy = refusedBy(server.Options().Name + "-override")
+	}
+	assert.Contains(t, err.Error(), policy)
 	assert.Contains(t, err.Error(), says)
 }
 
-// patchMeta merge-patches the pod's metadata as c (null removes a key).
-func patchMeta(c client.Client, pod *corev1.Pod, meta map[string]any) error {
+// patchMeta merge-patches the object's metadata as c (null removes a key).
+func patchMeta(c client.Client, obj client.Object, meta map[string]any) error {
 	raw, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return err
 	}
-	return c.Patch(context.Background(), pod.DeepCopy(), client.RawPatch(types.MergePatchType, raw))
+	return c.Patch(context.Background(), obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, raw))
 }
 
 func annotations(kv ...any) map[string]any { return map[string]any{"annotations": pairs(kv)} }
@@ -205,10 +209,15 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 	}
 
 	t.Run("what a status update changes where no policy applies", func(t *testing.T) {
+		// No policy applies to a pod that is no runner's (the override's
+		// policy applies to runner pods in every namespace).
 		ns := plainNamespace(t, nil)
 		kubelet := serviceAccount("system:serviceaccount:" + ns + ":status-writer")
 		grant(t, ns, kubelet, statusWriter, writesStatus)
-		pod := create(t, nil, running(podtest.ARCScaleSet(ns, "arc").Annotate("example.com/x", "y"), "runner"))
+		plain := podtest.Plain(ns, "web").Label(runnerpod.ARCScaleSetLabel, "True").Annotate("example.com/x", "y").Obj()
+		plain.OwnerReferences = podtest.ARCScaleSet(ns, "arc").Obj().OwnerReferences
+		require.NotEmpty(t, plain.OwnerReferences)
+		pod := create(t, nil, running(&podtest.Wrapper{Pod: *plain}, "app"))
 		got, err := tamper(t, kubelet.client(t), pod, everything)
 		require.NoError(t, err)
 		assert.Equal(t, "via status", got.Annotations[runnerpod.AllowDelete], "annotations change through pods/status")
@@ -219,6 +228,8 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 	ns := newNamespace(t, nil)
 	kubelet := serviceAccount("system:serviceaccount:" + ns + ":status-writer")
 	grant(t, ns, kubelet, statusWriter, writesStatus)
+	node := nodeIdentity("node-e2e")
+	grant(t, ns, node, statusWriter, writesStatus)
 	i := 0
 	for _, tc := range []struct {
 		name    string
@@ -228,12 +239,16 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 		{"the override written through pods/status is refused", func(p *corev1.Pod) { p.Annotations[runnerpod.AllowDelete] = "via status" }, overrideRefused},
 		{"a preset label changed through pods/status is refused", func(p *corev1.Pod) { p.Labels[runnerpod.ARCScaleSetLabel] = "False" }, scaleSetLabel},
 		{"a creator written through pods/status is refused", func(p *corev1.Pod) { p.Annotations[runnerpod.CreatedBy] = kubelet.user }, creatorChanged},
-		{"a kubelet's status update passes", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, ""},
+		{"the node's kubelet ending the pod passes", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, ""},
 	} {
 		i++
 		t.Run(tc.name, func(t *testing.T) {
 			pod := create(t, nil, running(podtest.ARCScaleSet(ns, podName(i)).Annotate("example.com/x", "y"), "runner"))
-			_, err := tamper(t, kubelet.client(t), pod, tc.change)
+			by := kubelet
+			if tc.refused == "" {
+				by = node
+			}
+			_, err := tamper(t, by.client(t), pod, tc.change)
 			if tc.refused == "" {
 				require.NoError(t, err)
 				return

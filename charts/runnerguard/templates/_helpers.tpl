@@ -89,13 +89,21 @@ the container names the server's config (config.RunnerContainerNames) gives.
 {{- end }}
 
 {{/*
+The namespaces the webhooks never act in, however labelled, as a label
+selector requirement: so no label can ever opt them in.
+*/}}
+{{- define "runnerguard.neverNamespaces" -}}
+{{- $never := list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace .Values.certManager.namespace | uniq }}
+{{- toYaml (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $never) }}
+{{- end }}
+
+{{/*
 Where both webhooks act: the opt-in selector or the listed namespaces, and
 never the system namespaces, the release namespace or cert-manager's. The
 pod watcher's --namespace-selector is the same selector.
 */}}
 {{- define "runnerguard.namespaceSelector" -}}
-{{- $never := list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace .Values.certManager.namespace | uniq }}
-{{- $exclude := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $never }}
+{{- $exclude := fromYaml (include "runnerguard.neverNamespaces" .) }}
 {{- if .Values.namespaces }}
 {{- $in := dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" .Values.namespaces }}
 {{- toYaml (dict "matchExpressions" (list $in $exclude)) }}
