@@ -31,6 +31,7 @@ const (
 	scaleSetLabel   = "may change the label actions-ephemeral-runner"
 	workflowLabel   = "may change the label runner-pod"
 	ownersChanged   = "may change a runner pod's ownerReferences"
+	presetFixed     = "a pod's preset is fixed when it is created"
 )
 
 // requireRefusedByPolicy requires err to be the policy's 403 saying says.
@@ -93,6 +94,14 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 	legacyRunner := func(name string) *corev1.Pod { return running(podtest.ARCLegacy(ns, name), "runner") }
 	scaleSet := func(name string) *corev1.Pod { return running(podtest.ARCScaleSet(ns, name), "runner") }
 	workflowPod := func(name string) *corev1.Pod { return running(podtest.ARCWorkflow(ns, name), "job") }
+	runnerSetPod := func(name string) *corev1.Pod {
+		return running(podtest.Runner(ns, name).Label(runnerpod.ARCLegacyRunnerSetLabel, "rs"), "runner")
+	}
+	unlabelledScaleSet := func(name string) *corev1.Pod {
+		pod := scaleSet(name)
+		delete(pod.Labels, runnerpod.ARCScaleSetLabel)
+		return pod
+	}
 	idleOwner := map[string]any{"ownerReferences": []any{map[string]any{
 		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner", "name": "idle-runner", "uid": "uid-idle", "controller": true,
 	}}}
@@ -125,10 +134,17 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		{"ARC's controller may re-point its runner", scaleSet, arc, idleOwner, ""},
 		{"a reaper cannot label a generic runner an ARC scale-set runner", generic, reaperSA, labels(runnerpod.ARCScaleSetLabel, "True"), scaleSetLabel},
 		{"a reaper cannot strip the scale-set label", scaleSet, reaperSA, labels(runnerpod.ARCScaleSetLabel, nil), scaleSetLabel},
-		{"ARC's controller may set its label", generic, arc, labels(runnerpod.ARCScaleSetLabel, "True"), ""},
+		{"ARC's controller cannot make a generic runner its own by its label", generic, arc, labels(runnerpod.ARCScaleSetLabel, "True"), presetFixed},
+		{"ARC's controller cannot re-point a generic runner at an idle EphemeralRunner", generic, arc, idleOwner, presetFixed},
+		{"ARC's controller cannot re-point a legacy runner at an idle EphemeralRunner", legacyRunner, arc, idleOwner, presetFixed},
+		{"legacy ARC's controller cannot mark a generic runner unregistered", generic, legacy, annotations(runnerpod.ARCLegacyUnregistered, unregistered), presetFixed},
+		{"legacy ARC's controller marks its RunnerSet's pod unregistered", runnerSetPod, legacy, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"legacy ARC's controller cannot make a generic runner a RunnerSet's", generic, legacy, labels(runnerpod.ARCLegacyRunnerSetLabel, "rs"), presetFixed},
+		{"the garbage collector orphans a runner whose owner decided its preset", unlabelledScaleSet, gc, map[string]any{"ownerReferences": nil}, ""},
 		{"a CI job cannot turn a workflow pod into another preset's", workflowPod, ciJob, labels(runnerpod.ARCWorkflowPodLabel, nil), workflowLabel},
 		{"ARC's kubernetes-mode runner may change its workflow pod's label", workflowPod, workflow, labels(runnerpod.ARCWorkflowPodLabel, "other-runner"), ""},
-		{"the garbage collector is trusted with the idle signal too", generic, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"the garbage collector is trusted with the idle signal too", legacyRunner, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"but not to make a generic runner a legacy one", generic, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), presetFixed},
 		{"a reaper may still write metadata the guard does not read", generic, reaperSA, annotations("example.com/note", "seen"), ""},
 	}
 	for i, tc := range cases {

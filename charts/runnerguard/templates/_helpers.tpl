@@ -146,3 +146,29 @@ watcher's --namespace-selector.
 {{- end }}
 {{- join "," $parts }}
 {{- end }}
+
+{{/*
+The preset a pod matches, as runnerpod.Match finds it, written in CEL for
+the pod .obj ("object" or "oldObject"): the first enabled preset, in
+runnerpod.Order, with one of its runner containers and its fleet's marks,
+else "". e2e/internal/registration holds it to runnerpod.Match.
+*/}}
+{{- define "runnerguard.presetOfCEL" -}}
+{{- $o := .obj }}
+{{- $fits := dict
+  "arc-workflow" (printf "%s.metadata.?labels[?%q].hasValue()" $o "runner-pod")
+  "gitlab" (printf "%s.spec.containers.exists(c, c.name == %q)" $o "helper")
+  "arc-scale-set" (printf "%s.metadata.?labels[?%q].hasValue() || %s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == %q && r.apiVersion.matches(%q))" $o "actions-ephemeral-runner" $o "EphemeralRunner" "^actions[.]github[.]com/[^/]*$")
+  "arc-legacy" (printf "%s.metadata.?annotations[?%q].hasValue() || %s.spec.containers.exists(c, c.name == %q) || %s.metadata.?labels[?%q].hasValue() || %s.metadata.?ownerReferences.orValue([]).exists(r, r.apiVersion.matches(%q))" $o "actions-runner/unregistration-complete-timestamp" $o "docker" $o "runnerset-name" $o "^actions[.]summerwind[.]dev/[^/]*$")
+  "generic" "true" }}
+{{- $out := "''" }}
+{{- range $name := list "generic" "arc-legacy" "arc-scale-set" "gitlab" "arc-workflow" }}
+{{- $p := index $.root.Values.presets $name }}
+{{- if $p.enabled }}
+{{- $quoted := list }}
+{{- range $p.runnerContainers }}{{ $quoted = append $quoted (printf "%q" .) }}{{ end }}
+{{- $out = printf "%s.spec.containers.exists(c, c.name in [%s]) && (%s) ? %q : %s" $o (join ", " $quoted) (index $fits $name) $name $out }}
+{{- end }}
+{{- end }}
+{{- $out }}
+{{- end }}
