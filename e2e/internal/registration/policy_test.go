@@ -161,7 +161,7 @@ func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
 // An override written while a namespace is not opted in would be honoured
 // from the moment it opts in: the override's policy applies in every
 // namespace the webhooks could ever select, opted in or not.
-func TestTheOverridePolicyAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
+func TestPolicyForTheOverrideAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
 	for _, sel := range []*metav1.LabelSelector{nil, {MatchLabels: map[string]string{"team": "ci"}}} {
 		objs := render(t, config.Default(), Options{NamespaceSelector: sel})
 		assert.Equal(t, name+"-override", objs.OverrideBinding.Spec.PolicyName)
@@ -172,7 +172,7 @@ func TestTheOverridePolicyAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
 	}
 }
 
-func TestOptInClusterRoleGrantsWhatTheNamespacePolicyChecks(t *testing.T) {
+func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
 	objs := render(t, config.Default(), Options{})
 	p, role := objs.NamespacePolicy, objs.OptInRole
 	assert.Equal(t, name+"-opt-in", role.Name)
