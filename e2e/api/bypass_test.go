@@ -31,6 +31,7 @@ const (
 	scaleSetLabel   = "may change the label actions-ephemeral-runner"
 	workflowLabel   = "may change the label runner-pod"
 	ownersChanged   = "may change a runner pod's ownerReferences"
+	presetFixed     = "a pod's preset is fixed when it is created"
 )
 
 // requireRefusedByPolicy requires err to be the policy's 403 saying says.
@@ -38,17 +39,21 @@ func requireRefusedByPolicy(t *testing.T, err error, says string) {
 	t.Helper()
 	require.Error(t, err, "the policy must refuse")
 	assert.True(t, apierrors.IsForbidden(err), "403, not %v", err)
-	assert.Contains(t, err.Error(), policyDenied())
+	policy := policyDenied()
+	if says == overrideRefused {
+		policy = refusedBy(server.Options().Name + "-override")
+	}
+	assert.Contains(t, err.Error(), policy)
 	assert.Contains(t, err.Error(), says)
 }
 
-// patchMeta merge-patches the pod's metadata as c (null removes a key).
-func patchMeta(c client.Client, pod *corev1.Pod, meta map[string]any) error {
+// patchMeta merge-patches the object's metadata as c (null removes a key).
+func patchMeta(c client.Client, obj client.Object, meta map[string]any) error {
 	raw, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return err
 	}
-	return c.Patch(context.Background(), pod.DeepCopy(), client.RawPatch(types.MergePatchType, raw))
+	return c.Patch(context.Background(), obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, raw))
 }
 
 func annotations(kv ...any) map[string]any { return map[string]any{"annotations": pairs(kv)} }
@@ -89,6 +94,14 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 	legacyRunner := func(name string) *corev1.Pod { return running(podtest.ARCLegacy(ns, name), "runner") }
 	scaleSet := func(name string) *corev1.Pod { return running(podtest.ARCScaleSet(ns, name), "runner") }
 	workflowPod := func(name string) *corev1.Pod { return running(podtest.ARCWorkflow(ns, name), "job") }
+	runnerSetPod := func(name string) *corev1.Pod {
+		return running(podtest.Runner(ns, name).Label(runnerpod.ARCLegacyRunnerSetLabel, "rs"), "runner")
+	}
+	unlabelledScaleSet := func(name string) *corev1.Pod {
+		pod := scaleSet(name)
+		delete(pod.Labels, runnerpod.ARCScaleSetLabel)
+		return pod
+	}
 	idleOwner := map[string]any{"ownerReferences": []any{map[string]any{
 		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner", "name": "idle-runner", "uid": "uid-idle", "controller": true,
 	}}}
@@ -121,10 +134,17 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		{"ARC's controller may re-point its runner", scaleSet, arc, idleOwner, ""},
 		{"a reaper cannot label a generic runner an ARC scale-set runner", generic, reaperSA, labels(runnerpod.ARCScaleSetLabel, "True"), scaleSetLabel},
 		{"a reaper cannot strip the scale-set label", scaleSet, reaperSA, labels(runnerpod.ARCScaleSetLabel, nil), scaleSetLabel},
-		{"ARC's controller may set its label", generic, arc, labels(runnerpod.ARCScaleSetLabel, "True"), ""},
+		{"ARC's controller cannot make a generic runner its own by its label", generic, arc, labels(runnerpod.ARCScaleSetLabel, "True"), presetFixed},
+		{"ARC's controller cannot re-point a generic runner at an idle EphemeralRunner", generic, arc, idleOwner, presetFixed},
+		{"ARC's controller cannot re-point a legacy runner at an idle EphemeralRunner", legacyRunner, arc, idleOwner, presetFixed},
+		{"legacy ARC's controller cannot mark a generic runner unregistered", generic, legacy, annotations(runnerpod.ARCLegacyUnregistered, unregistered), presetFixed},
+		{"legacy ARC's controller marks its RunnerSet's pod unregistered", runnerSetPod, legacy, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"legacy ARC's controller cannot make a generic runner a RunnerSet's", generic, legacy, labels(runnerpod.ARCLegacyRunnerSetLabel, "rs"), presetFixed},
+		{"the garbage collector orphans a runner whose owner decided its preset", unlabelledScaleSet, gc, map[string]any{"ownerReferences": nil}, ""},
 		{"a CI job cannot turn a workflow pod into another preset's", workflowPod, ciJob, labels(runnerpod.ARCWorkflowPodLabel, nil), workflowLabel},
 		{"ARC's kubernetes-mode runner may change its workflow pod's label", workflowPod, workflow, labels(runnerpod.ARCWorkflowPodLabel, "other-runner"), ""},
-		{"the garbage collector is trusted with the idle signal too", generic, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"the garbage collector is trusted with the idle signal too", legacyRunner, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"but not to make a generic runner a legacy one", generic, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), presetFixed},
 		{"a reaper may still write metadata the guard does not read", generic, reaperSA, annotations("example.com/note", "seen"), ""},
 	}
 	for i, tc := range cases {
@@ -205,10 +225,15 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 	}
 
 	t.Run("what a status update changes where no policy applies", func(t *testing.T) {
+		// No policy applies to a pod that is no runner's (the override's
+		// policy applies to runner pods in every namespace).
 		ns := plainNamespace(t, nil)
 		kubelet := serviceAccount("system:serviceaccount:" + ns + ":status-writer")
 		grant(t, ns, kubelet, statusWriter, writesStatus)
-		pod := create(t, nil, running(podtest.ARCScaleSet(ns, "arc").Annotate("example.com/x", "y"), "runner"))
+		plain := podtest.Plain(ns, "web").Label(runnerpod.ARCScaleSetLabel, "True").Annotate("example.com/x", "y").Obj()
+		plain.OwnerReferences = podtest.ARCScaleSet(ns, "arc").Obj().OwnerReferences
+		require.NotEmpty(t, plain.OwnerReferences)
+		pod := create(t, nil, running(&podtest.Wrapper{Pod: *plain}, "app"))
 		got, err := tamper(t, kubelet.client(t), pod, everything)
 		require.NoError(t, err)
 		assert.Equal(t, "via status", got.Annotations[runnerpod.AllowDelete], "annotations change through pods/status")
@@ -219,6 +244,8 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 	ns := newNamespace(t, nil)
 	kubelet := serviceAccount("system:serviceaccount:" + ns + ":status-writer")
 	grant(t, ns, kubelet, statusWriter, writesStatus)
+	node := nodeIdentity("node-e2e")
+	grant(t, ns, node, statusWriter, writesStatus)
 	i := 0
 	for _, tc := range []struct {
 		name    string
@@ -228,12 +255,16 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 		{"the override written through pods/status is refused", func(p *corev1.Pod) { p.Annotations[runnerpod.AllowDelete] = "via status" }, overrideRefused},
 		{"a preset label changed through pods/status is refused", func(p *corev1.Pod) { p.Labels[runnerpod.ARCScaleSetLabel] = "False" }, scaleSetLabel},
 		{"a creator written through pods/status is refused", func(p *corev1.Pod) { p.Annotations[runnerpod.CreatedBy] = kubelet.user }, creatorChanged},
-		{"a kubelet's status update passes", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, ""},
+		{"the node's kubelet ending the pod passes", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, ""},
 	} {
 		i++
 		t.Run(tc.name, func(t *testing.T) {
 			pod := create(t, nil, running(podtest.ARCScaleSet(ns, podName(i)).Annotate("example.com/x", "y"), "runner"))
-			_, err := tamper(t, kubelet.client(t), pod, tc.change)
+			by := kubelet
+			if tc.refused == "" {
+				by = node
+			}
+			_, err := tamper(t, by.client(t), pod, tc.change)
 			if tc.refused == "" {
 				require.NoError(t, err)
 				return

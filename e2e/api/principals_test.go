@@ -64,7 +64,7 @@ func registerPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, obj := range []client.Object{objs.Policy, objs.Binding, objs.OverrideRole} {
+	for _, obj := range objs.PolicyObjects() {
 		if err := admin.Create(ctx, obj); err != nil {
 			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
 		}
@@ -73,15 +73,70 @@ func registerPolicy(ctx context.Context) error {
 		return err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Labels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"}}}
-	if err := admin.Create(ctx, ns); err != nil {
-		return err
+	plain := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe-plain"}}
+	for _, n := range []*corev1.Namespace{ns, plain} {
+		if err := admin.Create(ctx, n); err != nil {
+			return err
+		}
 	}
 	probe := podtest.Runner(ns.Name, "probe").Annotate(runnerpod.CreatedBy, "somebody-else").Obj()
 	probe.UID = ""
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := admin.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		return err != nil && strings.Contains(err.Error(), policyDenied()), nil
-	})
+	// The override's and the namespaces' policies refuse only principals
+	// without their permissions, which the admin holds: a probe principal
+	// that may create pods and update namespaces, and no more, asks.
+	prober, err := policyProber(ctx)
+	if err != nil {
+		return err
+	}
+	overridden := podtest.Runner(plain.Name, "probe").Annotate(runnerpod.AllowDelete, "probe").Obj()
+	overridden.UID = ""
+	optIn := plain.DeepCopy()
+	optIn.Labels = map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
+	for _, p := range []struct {
+		policy string
+		try    func() error
+	}{
+		{policyDenied(), func() error { return admin.Create(ctx, probe.DeepCopy(), client.DryRunAll) }},
+		{refusedBy(objs.OverridePolicy.Name), func() error { return prober.Create(ctx, overridden.DeepCopy(), client.DryRunAll) }},
+		{refusedBy(objs.NamespacePolicy.Name), func() error { return prober.Update(ctx, optIn.DeepCopy(), client.DryRunAll) }},
+	} {
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := p.try()
+			return err != nil && strings.Contains(err.Error(), p.policy), nil
+		}); err != nil {
+			return fmt.Errorf("waiting for %q: %w", p.policy, err)
+		}
+	}
+	return nil
+}
+
+// refusedBy starts every refusal of the chart's policy named name, bound
+// by its binding of the same name.
+func refusedBy(name string) string {
+	return fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: ", name, name)
+}
+
+// policyProber is a client for a principal that may create pods and
+// update namespaces anywhere, and holds neither the override nor the
+// opt-in permission.
+func policyProber(ctx context.Context) (client.Client, error) {
+	const user = "policy-probe@example.com"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-policy-probe"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "update"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := admin.Create(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cfg.WarningHandler = rest.NoWarnings{}
+	return client.New(cfg, client.Options{Scheme: scheme.Scheme})
 }
 
 // aggregateBuiltInRoles does what kube-controller-manager's

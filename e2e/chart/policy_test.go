@@ -109,6 +109,23 @@ policy: {garbageCollectors: ["system:kube-controller-manager", "system:serviceac
 				for k := range role.Labels {
 					assert.NotContains(t, k, "aggregate-to", "no built-in role may carry the override")
 				}
+
+				// The override's and the namespaces' policies, their bindings
+				// and the opt-in role, under the same full name.
+				for _, p := range []string{name + "-override", name + "-namespaces"} {
+					var policy admissionregistrationv1.ValidatingAdmissionPolicy
+					objs.get(t, "ValidatingAdmissionPolicy", p, &policy)
+					var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+					objs.get(t, "ValidatingAdmissionPolicyBinding", p, &binding)
+					assert.Equal(t, p, binding.Spec.PolicyName)
+					assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, binding.Spec.ValidationActions)
+				}
+				var optIn rbacv1.ClusterRole
+				objs.get(t, "ClusterRole", name+"-opt-in", &optIn)
+				assert.Empty(t, optIn.AggregationRule, "no built-in role may carry opt-in")
+				for k := range optIn.Labels {
+					assert.NotContains(t, k, "aggregate-to", "no built-in role may carry opt-in")
+				}
 			})
 		}
 	}

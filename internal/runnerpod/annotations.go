@@ -54,6 +54,12 @@ const (
 	// ARCLegacyUnregistered is set by legacy ARC once the runner has been
 	// unregistered from GitHub: it can take no job, so it is idle.
 	ARCLegacyUnregistered = "actions-runner/unregistration-complete-timestamp"
+	// ARCLegacyRunnerSetLabel is set by legacy ARC on the pods of a
+	// RunnerSet (a StatefulSet's, with no summerwind owner of their own), so
+	// that such a pod is legacy ARC's from its creation, docker sidecar or
+	// not, and its controller's unregistration annotation does not change
+	// its preset.
+	ARCLegacyRunnerSetLabel = "runnerset-name"
 	// ARCLegacyGroup is the API group of legacy ARC's Runner objects.
 	ARCLegacyGroup = "actions.summerwind.dev"
 	// ARCScaleSetGroup and EphemeralRunnerKind identify the owner of a

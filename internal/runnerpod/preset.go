@@ -163,7 +163,7 @@ func Match(pod *corev1.Pod, presets []Preset) (Runner, bool) {
 // fits reads: a copy of a pod that keeps only these (the pod watcher's
 // cache) is matched as the pod is.
 var (
-	PresetLabels      = []string{ARCWorkflowPodLabel, ARCScaleSetLabel}
+	PresetLabels      = []string{ARCWorkflowPodLabel, ARCScaleSetLabel, ARCLegacyRunnerSetLabel}
 	PresetAnnotations = []string{ARCLegacyUnregistered}
 )
 
@@ -180,6 +180,9 @@ func fits(pod *corev1.Pod, n PresetName) bool {
 		return ok || EphemeralRunnerOwner(pod) != ""
 	case ARCLegacy:
 		if _, ok := pod.Annotations[ARCLegacyUnregistered]; ok || hasContainer(pod, "docker") {
+			return true
+		}
+		if _, ok := pod.Labels[ARCLegacyRunnerSetLabel]; ok {
 			return true
 		}
 		for _, o := range pod.OwnerReferences {

@@ -21,6 +21,7 @@ func TestMatch(t *testing.T) {
 		{name: "an ARC scale-set pod is recognised by its label alone", pod: labelOnlyARC(), preset: runnerpod.ARCScaleSet, containers: []string{"runner"}},
 		{name: "an ARC workflow pod is recognised by its runner-pod label", pod: podtest.ARCWorkflow("ci", "r").Obj(), preset: runnerpod.ARCWorkflow, containers: []string{"job"}},
 		{name: "a legacy ARC pod is recognised by its summerwind owner", pod: podtest.ARCLegacy("ci", "r").Obj(), preset: runnerpod.ARCLegacy, containers: []string{"runner"}},
+		{name: "a legacy ARC RunnerSet pod is recognised by its runnerset-name label", pod: podtest.Runner("ci", "r").Label(runnerpod.ARCLegacyRunnerSetLabel, "rs").Obj(), preset: runnerpod.ARCLegacy, containers: []string{"runner"}},
 		{name: "a GitLab build pod is recognised by build and helper", pod: podtest.GitLab("ci", "g").Obj(), preset: runnerpod.GitLab, containers: []string{"build"}},
 		{name: "a plain runner container is a generic pool runner", pod: podtest.Runner("ci", "r").Obj(), preset: runnerpod.Generic, containers: []string{"runner"}},
 		{name: "a job container without the runner-pod label is no runner", pod: podtest.Plain("ci", "x").Obj()},

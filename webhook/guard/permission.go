@@ -11,3 +11,12 @@ const (
 	OverrideResource = "runners"
 	OverrideVerb     = "override"
 )
+
+// The opt-in permission: the verb opt-in on runners.runnerguard.io for a
+// namespace, which the chart's <release>-opt-in ClusterRole grants. The
+// chart's namespace policy checks it before anyone may add, change or
+// remove the labels that opt the namespace in (runnerpod.EnabledNamespaceLabel
+// or whatever the webhooks' selector names) and set its mode
+// (runnerpod.ModeLabel): removing the one or setting the other to warn
+// would let busy runners there be deleted unreviewed.
+const OptInVerb = "opt-in"

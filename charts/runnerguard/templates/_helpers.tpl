@@ -89,13 +89,21 @@ the container names the server's config (config.RunnerContainerNames) gives.
 {{- end }}
 
 {{/*
+The namespaces the webhooks never act in, however labelled, as a label
+selector requirement: so no label can ever opt them in.
+*/}}
+{{- define "runnerguard.neverNamespaces" -}}
+{{- $never := list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace .Values.certManager.namespace | uniq }}
+{{- toYaml (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $never) }}
+{{- end }}
+
+{{/*
 Where both webhooks act: the opt-in selector or the listed namespaces, and
 never the system namespaces, the release namespace or cert-manager's. The
 pod watcher's --namespace-selector is the same selector.
 */}}
 {{- define "runnerguard.namespaceSelector" -}}
-{{- $never := list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace .Values.certManager.namespace | uniq }}
-{{- $exclude := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $never }}
+{{- $exclude := fromYaml (include "runnerguard.neverNamespaces" .) }}
 {{- if .Values.namespaces }}
 {{- $in := dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" .Values.namespaces }}
 {{- toYaml (dict "matchExpressions" (list $in $exclude)) }}
@@ -137,4 +145,30 @@ watcher's --namespace-selector.
 {{- end }}
 {{- end }}
 {{- join "," $parts }}
+{{- end }}
+
+{{/*
+The preset a pod matches, as runnerpod.Match finds it, written in CEL for
+the pod .obj ("object" or "oldObject"): the first enabled preset, in
+runnerpod.Order, with one of its runner containers and its fleet's marks,
+else "". e2e/internal/registration holds it to runnerpod.Match.
+*/}}
+{{- define "runnerguard.presetOfCEL" -}}
+{{- $o := .obj }}
+{{- $fits := dict
+  "arc-workflow" (printf "%s.metadata.?labels[?%q].hasValue()" $o "runner-pod")
+  "gitlab" (printf "%s.spec.containers.exists(c, c.name == %q)" $o "helper")
+  "arc-scale-set" (printf "%s.metadata.?labels[?%q].hasValue() || %s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == %q && r.apiVersion.matches(%q))" $o "actions-ephemeral-runner" $o "EphemeralRunner" "^actions[.]github[.]com/[^/]*$")
+  "arc-legacy" (printf "%s.metadata.?annotations[?%q].hasValue() || %s.spec.containers.exists(c, c.name == %q) || %s.metadata.?labels[?%q].hasValue() || %s.metadata.?ownerReferences.orValue([]).exists(r, r.apiVersion.matches(%q))" $o "actions-runner/unregistration-complete-timestamp" $o "docker" $o "runnerset-name" $o "^actions[.]summerwind[.]dev/[^/]*$")
+  "generic" "true" }}
+{{- $out := "''" }}
+{{- range $name := list "generic" "arc-legacy" "arc-scale-set" "gitlab" "arc-workflow" }}
+{{- $p := index $.root.Values.presets $name }}
+{{- if $p.enabled }}
+{{- $quoted := list }}
+{{- range $p.runnerContainers }}{{ $quoted = append $quoted (printf "%q" .) }}{{ end }}
+{{- $out = printf "%s.spec.containers.exists(c, c.name in [%s]) && (%s) ? %q : %s" $o (join ", " $quoted) (index $fits $name) $name $out }}
+{{- end }}
+{{- end }}
+{{- $out }}
 {{- end }}

@@ -151,5 +151,51 @@ func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
 		"the permission the guard's refusals name")
 	check := `authorizer.group("` + r.APIGroups[0] + `").resource("` + r.Resources[0] + `").namespace(object.metadata.namespace).check("` + r.Verbs[0] + `").allowed()`
 	assert.Contains(t, p.Spec.Variables, admissionregistrationv1.Variable{Name: "mayOverride", Expression: check})
-	assert.Contains(t, p.Spec.Validations[0].Message, "the ClusterRole "+name+"-override")
+	op := objs.OverridePolicy
+	require.Len(t, op.Spec.Validations, 1)
+	assert.Equal(t, check, op.Spec.Validations[0].Expression, "the override policy checks the same permission")
+	assert.Contains(t, op.Spec.Validations[0].Message, "the ClusterRole "+name+"-override")
+	assert.Equal(t, op.Spec.MatchConstraints.ResourceRules[0].Resources, []string{"pods", "pods/status"})
+}
+
+// An override written while a namespace is not opted in would be honoured
+// from the moment it opts in: the override's policy applies in every
+// namespace the webhooks could ever select, opted in or not.
+func TestPolicyForTheOverrideAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
+	for _, sel := range []*metav1.LabelSelector{nil, {MatchLabels: map[string]string{"team": "ci"}}} {
+		objs := render(t, config.Default(), Options{NamespaceSelector: sel})
+		assert.Equal(t, name+"-override", objs.OverrideBinding.Spec.PolicyName)
+		assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, objs.OverrideBinding.Spec.ValidationActions)
+		assert.Equal(t, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-public", "kube-node-lease", "runnerguard", "cert-manager"},
+		}}}, objs.OverrideBinding.Spec.MatchResources.NamespaceSelector, "every namespace but those no label opts in")
+	}
+}
+
+func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
+	objs := render(t, config.Default(), Options{})
+	p, role := objs.NamespacePolicy, objs.OptInRole
+	assert.Equal(t, name+"-opt-in", role.Name)
+	require.Len(t, role.Rules, 1)
+	r := role.Rules[0]
+	assert.Equal(t, rbacv1.PolicyRule{APIGroups: []string{guard.OverrideGroup}, Resources: []string{guard.OverrideResource}, Verbs: []string{guard.OptInVerb}}, r)
+	require.Len(t, p.Spec.Validations, 1)
+	assert.Equal(t, `authorizer.group("`+r.APIGroups[0]+`").resource("`+r.Resources[0]+`").namespace(object.metadata.name).check("`+r.Verbs[0]+`").allowed()`,
+		p.Spec.Validations[0].Expression)
+	assert.Contains(t, p.Spec.Validations[0].Message, "the ClusterRole "+name+"-opt-in")
+	rules := p.Spec.MatchConstraints.ResourceRules
+	require.Len(t, rules, 1)
+	assert.Equal(t, []string{"namespaces"}, rules[0].Resources, "never namespaces/finalize or namespaces/status")
+	assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, rules[0].Operations, "never DELETE: nothing here holds a namespace's deletion")
+	assert.Equal(t, name+"-namespaces", objs.NamespaceBinding.Spec.PolicyName)
+
+	labelsChecked := func(o Options) string {
+		objs := render(t, config.Default(), o)
+		require.Len(t, objs.NamespacePolicy.Spec.MatchConditions, 1)
+		return objs.NamespacePolicy.Spec.MatchConditions[0].Expression
+	}
+	assert.Contains(t, labelsChecked(Options{}), `["`+runnerpod.EnabledNamespaceLabel+`", "`+runnerpod.ModeLabel+`"]`)
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "ci"}, MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpIn, Values: []string{"ci"}}}}
+	assert.Contains(t, labelsChecked(Options{NamespaceSelector: sel}), `["env", "`+runnerpod.ModeLabel+`", "team"]`,
+		"the labels a custom selector opts in by, and the mode")
 }

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerguard/runnerguard/internal/config"
@@ -76,10 +77,30 @@ type Options struct {
 type Objects struct {
 	Validating *admissionregistrationv1.ValidatingWebhookConfiguration
 	Mutating   *admissionregistrationv1.MutatingWebhookConfiguration
-	Policy     *admissionregistrationv1.ValidatingAdmissionPolicy
-	Binding    *admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	// OverrideRole is the ClusterRole that grants the override permission.
+	// Policy and Binding: who may write the guard's signals on runner
+	// pods, in the webhooks' namespaces.
+	Policy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// OverridePolicy and OverrideBinding: who may write the override, in
+	// every namespace the webhooks could ever act in.
+	OverridePolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	OverrideBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// NamespacePolicy and NamespaceBinding: who may change a namespace's
+	// opt-in and mode labels.
+	NamespacePolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	NamespaceBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// OverrideRole is the ClusterRole that grants the override permission,
+	// OptInRole the one that grants the opt-in permission.
 	OverrideRole *rbacv1.ClusterRole
+	OptInRole    *rbacv1.ClusterRole
+}
+
+// PolicyObjects are the policies, their bindings and the roles that grant
+// their permissions: what a suite registers to run under the chart's
+// policies.
+func (o *Objects) PolicyObjects() []client.Object {
+	return []client.Object{o.Policy, o.Binding, o.OverridePolicy, o.OverrideBinding,
+		o.NamespacePolicy, o.NamespaceBinding, o.OverrideRole, o.OptInRole}
 }
 
 // Webhook is the validating webhook named name.
@@ -108,20 +129,29 @@ func Render(cfg config.Config, o Options) (*Objects, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sameConfig(cfg, docs); err != nil {
+	if err := sameConfig(cfg, fullname(o.Name), docs); err != nil {
 		return nil, err
 	}
 	var objs Objects
-	for kind, out := range map[string]any{
-		"ValidatingWebhookConfiguration": &objs.Validating, "MutatingWebhookConfiguration": &objs.Mutating,
-		"ValidatingAdmissionPolicy": &objs.Policy, "ValidatingAdmissionPolicyBinding": &objs.Binding,
+	full := fullname(o.Name)
+	for _, want := range []struct {
+		kind, name string
+		out        any
+	}{
+		{"ValidatingWebhookConfiguration", full, &objs.Validating},
+		{"MutatingWebhookConfiguration", full, &objs.Mutating},
+		{"ValidatingAdmissionPolicy", full, &objs.Policy},
+		{"ValidatingAdmissionPolicyBinding", full, &objs.Binding},
+		{"ValidatingAdmissionPolicy", full + "-override", &objs.OverridePolicy},
+		{"ValidatingAdmissionPolicyBinding", full + "-override", &objs.OverrideBinding},
+		{"ValidatingAdmissionPolicy", full + "-namespaces", &objs.NamespacePolicy},
+		{"ValidatingAdmissionPolicyBinding", full + "-namespaces", &objs.NamespaceBinding},
+		{"ClusterRole", full + "-override", &objs.OverrideRole},
+		{"ClusterRole", full + "-opt-in", &objs.OptInRole},
 	} {
-		if err := docs.get(kind, "", out); err != nil {
+		if err := docs.get(want.kind, want.name, want.out); err != nil {
 			return nil, err
 		}
-	}
-	if err := docs.get("ClusterRole", "-override", &objs.OverrideRole); err != nil {
-		return nil, err
 	}
 	if o.ClientConfig != nil {
 		for i := range objs.Validating.Webhooks {
@@ -222,9 +252,9 @@ func roundTrip(in, out any) error {
 // sameConfig checks that the config the chart renders is cfg in what the
 // registration objects are built from: a values key this package does not
 // set, or one the chart drops, would otherwise go unnoticed.
-func sameConfig(cfg config.Config, docs documents) error {
+func sameConfig(cfg config.Config, name string, docs documents) error {
 	var cm *corev1.ConfigMap
-	if err := docs.get("ConfigMap", "", &cm); err != nil {
+	if err := docs.get("ConfigMap", name, &cm); err != nil {
 		return err
 	}
 	got, err := config.Parse([]byte(cm.Data["config.yaml"]))
@@ -313,21 +343,34 @@ func parse(manifest []byte) (documents, error) {
 	}
 }
 
-// get converts the one object of kind whose name ends in suffix into out,
-// a pointer to a typed object's pointer.
-func (d documents) get(kind, suffix string, out any) error {
+// fullname is the prefix of the chart's object names for release name
+// (runnerguard.fullname, without the overrides Render never sets).
+func fullname(release string) string {
+	full := release
+	if !strings.Contains(release, "runnerguard") {
+		full += "-runnerguard"
+	}
+	if len(full) > 63 {
+		full = full[:63]
+	}
+	return strings.TrimSuffix(full, "-")
+}
+
+// get converts the one object of kind named name into out, a pointer to a
+// typed object's pointer.
+func (d documents) get(kind, name string, out any) error {
 	var found *unstructured.Unstructured
 	for _, u := range d {
-		if u.GetKind() != kind || !strings.HasSuffix(u.GetName(), suffix) {
+		if u.GetKind() != kind || u.GetName() != name {
 			continue
 		}
 		if found != nil {
-			return fmt.Errorf("the chart renders more than one %s named *%s", kind, suffix)
+			return fmt.Errorf("the chart renders more than one %s named %s", kind, name)
 		}
 		found = u
 	}
 	if found == nil {
-		return fmt.Errorf("the chart renders no %s named *%s", kind, suffix)
+		return fmt.Errorf("the chart renders no %s named %s", kind, name)
 	}
 	b, err := json.Marshal(found.Object)
 	if err != nil {
