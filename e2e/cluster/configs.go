@@ -93,6 +93,10 @@ func cniConfig(l layout) string {
 // kubelet's API is open to local anonymous callers (the API server fetching
 // logs); it listens on the API server's address only. Eviction and image GC
 // thresholds are low so a busy development disk never evicts the suite.
+// localStorageCapacityIsolation stays on, as in a real cluster: without it
+// the kubelet's cAdvisor collects no filesystem stats, its eviction manager
+// cannot sync at all ("cannot find filesystem info for device"), and no pod
+// is ever evicted for its ephemeral-storage limit.
 func kubeletConfig(l layout) string {
 	return strings.TrimLeft(fmt.Sprintf(`
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -122,7 +126,7 @@ evictionHard:
   imagefs.available: 1%%
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
+localStorageCapacityIsolation: true
 podLogsDir: %s
 resolvConf: /etc/resolv.conf
 clusterDomain: cluster.local

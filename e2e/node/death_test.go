@@ -38,10 +38,6 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 	}{
 		{name: "a runner that finishes its job cleanly is a clean exit",
 			args: []string{"job", "2"}, exitCode: 0, reason: "Completed", class: death.CleanExit},
-		// The kill of the runner itself is not asserted in the vitals: on
-		// cgroup v1 the kernel counts it only in the runner container's
-		// own cgroup, which the runtime removes so soon that the sidecar's
-		// 250 ms poll missed it in about half the suite's runs here.
 		{name: "a runner that allocates past its memory limit is OOM-killed and recorded as cgroup-oom",
 			args: []string{"oom", "200M", "2"}, exitCode: 137, reason: "OOMKilled", class: death.CgroupOOM, oom: true},
 		{name: "a runner whose step is OOM-killed while the runner exits 0 is still a cgroup-oom",
@@ -101,7 +97,53 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 				require.NotNil(t, r.OOMConfirmed)
 				assert.True(t, *r.OOMConfirmed, "the vitals confirm the OOM class")
 			}
+			if !tc.oom {
+				return
+			}
+			// The record speaks of the runner container itself, and so does
+			// why once the pod is gone, with the runner's last words when
+			// its end was an error (the kubelet falls back to the log's
+			// tail only then).
+			require.NotNil(t, r.FinishedAt)
+			assertOwnOOMKill(t, r, 64<<20, r.FinishedAt.Time)
+			require.Eventually(t, func() bool { return gone(t, pod) }, 30*time.Second, 250*time.Millisecond)
+			out := runWhy(t, pod.Name, "-n", ns)
+			t.Logf("runnerguard why %s -n %s:\n%s", pod.Name, ns, out)
+			assert.Contains(t, out, `runner "runner" died: cgroup-oom`)
+			assert.Regexp(t, `memory of the runner container "runner" \(its own cgroup, v[12]\): peak \S+ of 64Mi limit, oom \d+, oom_kill 1, first OOM kill seen at `, out)
+			assert.Contains(t, out, "the vitals confirm an OOM kill")
+			if tc.exitCode != 0 {
+				assert.Contains(t, out, "last words")
+				assert.Contains(t, out, "runner: allocating 200M", "the runner's last log line before the kill")
+			}
 		})
+	}
+}
+
+// assertOwnOOMKill asserts that r's vitals are those of the runner
+// container's own cgroup and show its OOM kill: its own limit (not the
+// pod's, which holds the vitals sidecar too), a peak that reached that limit
+// and never passed it, one kill counted, and the moment the sidecar first
+// saw it, within the container's life (before until; the API's times are
+// whole seconds).
+func assertOwnOOMKill(t *testing.T, r death.Record, limit int64, until time.Time) {
+	t.Helper()
+	v := r.Vitals
+	require.NotNil(t, v, "the sidecar's final reading is joined to the record")
+	require.Equal(t, death.ScopeContainer, v.Scope, "the vitals are the runner container's own cgroup's")
+	require.NotNil(t, v.Limit)
+	assert.Equal(t, limit, *v.Limit, "the runner container's own limit")
+	require.NotNil(t, v.Peak)
+	assert.GreaterOrEqual(t, *v.Peak, limit*9/10, "its peak reached its limit")
+	assert.LessOrEqual(t, *v.Peak, limit, "a container's own peak never passes its limit")
+	assert.Equal(t, int64(1), v.OOMKill, "the kernel's one OOM kill, counted in the container's own cgroup")
+	require.NotNil(t, v.OOMKillAt, "the OOM's time")
+	require.NotNil(t, r.StartedAt)
+	assert.False(t, v.OOMKillAt.Time.Before(r.StartedAt.Time), "the OOM kill %s after the container's start %s", v.OOMKillAt, r.StartedAt)
+	assert.False(t, v.OOMKillAt.Time.After(until.Add(time.Second)), "the OOM kill %s before %s", v.OOMKillAt, until)
+	require.NotNil(t, v.Pod, "the pod's reading, which differs, beside it")
+	if v.Pod.Limit != nil { // none when a container of the pod has none
+		assert.Greater(t, *v.Pod.Limit, limit, "the pod's limit includes the vitals sidecar's")
 	}
 }
 

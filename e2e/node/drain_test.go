@@ -78,4 +78,30 @@ func TestDrainWithTheOverrideAnnotationEvictsABusyRunnerAtOnce(t *testing.T) {
 	assert.NotContains(t, out, "will retry", "no eviction was refused")
 	assert.Less(t, took, 20*time.Second, "the drain went through at once")
 	require.Eventually(t, func() bool { return gone(t, pod) }, 30*time.Second, 250*time.Millisecond)
+
+	// The record says the runner was drained: its pod evicted while its
+	// node was cordoned, by whom and on what grounds, with the runner's
+	// last words; why tells it with the pod gone.
+	var recs []death.Record
+	require.Eventually(t, func() bool { recs = deathRecords(t, pod); return len(recs) > 0 }, 30*time.Second, 500*time.Millisecond, "the drained runner's record")
+	require.Len(t, recs, 1)
+	r := recs[0]
+	t.Logf("record: class %s (%s), exit %v, deleted by %s (%s), node %+v", r.Class, r.ClassBasis, *r.ExitCode, r.DeletedBy, r.DeleteRule, r.NodeState)
+	assert.Equal(t, string(death.NodeDisrupted), r.Class)
+	assert.Contains(t, r.ClassBasis, "the node was cordoned (a drain)")
+	require.NotNil(t, r.NodeState)
+	assert.Contains(t, r.NodeState.Taints, corev1.TaintNodeUnschedulable)
+	require.NotNil(t, r.Disruption, "the eviction's DisruptionTarget")
+	assert.Equal(t, "EvictionByEvictionAPI", r.Disruption.Reason)
+	assert.True(t, r.Deleted)
+	assert.NotEmpty(t, r.DeletedBy, "who evicted it")
+	assert.Equal(t, "override", r.DeleteRule)
+	assert.Equal(t, int32(143), *r.ExitCode, "the runner ended on the eviction's SIGTERM")
+	assert.Contains(t, r.Message, "received SIGTERM, job cancelled", "the runner's last words")
+	why := runWhy(t, "busy", "-n", ns)
+	t.Logf("runnerguard why busy -n %s:\n%s", ns, why)
+	for _, want := range []string{`runner "runner" died: node-disrupted`, "the node was cordoned (a drain)", "disruption: EvictionByEvictionAPI",
+		"requested by " + r.DeletedBy, "runner: received SIGTERM, job cancelled"} {
+		assert.Contains(t, why, want)
+	}
 }

@@ -5,6 +5,7 @@ package node
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -89,16 +91,31 @@ func TestTheManagerEndingAGitLabJobIsItsNormalEndNotADeath(t *testing.T) {
 func TestAGitLabJobWhoseStepWasOOMKilledKeepsTheEvidence(t *testing.T) {
 	ns := newNamespace(t)
 	pod := startBuild(t, buildPod(ns, "job-oom", "200M"))
-	// The step's kill is in the vitals before the manager ends the job.
+	// The step's kill is in the vitals before the manager ends the job,
+	// while the build container lives on.
 	require.Eventually(t, func() bool { return streamSawOOMKill(t, pod) }, 60*time.Second, 500*time.Millisecond, "the vitals count the step's OOM kill")
+	require.Eventually(t, func() bool { return strings.Contains(logs(t, pod, "build"), "step ended with 137") }, 30*time.Second, 250*time.Millisecond,
+		"the step's shell saw its child killed")
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), pod))
+	require.NotNil(t, containerStatus(pod, "build").State.Running, "the build container outlived its step's kill")
+	deleted := time.Now()
 	require.NoError(t, as(t, gitlabManager).Delete(context.Background(), pod))
 	var recs []death.Record
 	require.Eventually(t, func() bool { recs = deathRecords(t, pod); return len(recs) > 0 }, 90*time.Second, 500*time.Millisecond)
 	r := recs[0]
 	assert.Equal(t, string(death.CgroupOOM), r.Class, "the OOM evidence classifies the record")
-	require.NotNil(t, r.Vitals)
-	assert.Positive(t, r.Vitals.OOMKill)
+	assert.Equal(t, "build", r.Container)
+	// The build container's own limit, peak, kill and its time: the kill
+	// came before the manager's delete, not at the pod's end.
+	assertOwnOOMKill(t, r, 64<<20, deleted)
 	assert.Equal(t, gitlabManager, r.DeletedBy)
+
+	require.Eventually(t, func() bool { return gone(t, pod) }, 60*time.Second, 250*time.Millisecond)
+	out := runWhy(t, "job-oom", "-n", ns)
+	t.Logf("runnerguard why job-oom -n %s:\n%s", ns, out)
+	assert.Contains(t, out, `runner "build" died: cgroup-oom`)
+	assert.Regexp(t, `memory of the runner container "build" \(its own cgroup, v[12]\): peak \S+ of 64Mi limit, oom \d+, oom_kill 1, first OOM kill seen at `, out)
+	assert.Contains(t, out, "requested by "+gitlabManager)
 }
 
 func TestAGitLabJobPastItsDeadlineIsAJobTimeout(t *testing.T) {

@@ -55,12 +55,17 @@ const (
 // every class but the runner's own clean exit and the job's normal end.
 func (c Class) Abnormal() bool { return c != CleanExit && c != JobEnded }
 
+// ReasonContainerStatusUnknown is the kubelet's terminated reason for a
+// container it no longer finds: its exit code (137) and message are the
+// kubelet's placeholders, not the container's.
+const ReasonContainerStatusUnknown = "ContainerStatusUnknown"
+
 // Pod status reasons set by the kubelet and the node lifecycle controller.
 const (
 	reasonEvicted                = "Evicted"
 	reasonNodeLost               = "NodeLost"
 	reasonOOMKilled              = "OOMKilled"
-	reasonContainerStatusUnknown = "ContainerStatusUnknown"
+	reasonContainerStatusUnknown = ReasonContainerStatusUnknown
 	reasonDeadlineExceeded       = "DeadlineExceeded"
 	// reasonTerminated is the pod reason of the kubelet's graceful node
 	// shutdown.

@@ -60,7 +60,12 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 	c, basis := classify(pod, r.Container, t)
 	r.Class, r.ClassBasis = string(c), basis
 	if t != nil {
-		r.Message, r.MessageTruncated = Tail(t.Message, MaxMessageBytes)
+		if t.Reason != reasonContainerStatusUnknown {
+			// ContainerStatusUnknown's message is the kubelet's own ("The
+			// container could not be located..."): the container, and the
+			// runner's last words with it, were gone when it wrote it.
+			r.Message, r.MessageTruncated = Tail(t.Message, MaxMessageBytes)
+		}
 		r.ExitCode, r.Signal, r.Reason = &t.ExitCode, Signal(t), t.Reason
 		r.StartedAt, r.FinishedAt = timePtr(t.StartedAt.Time), timePtr(t.FinishedAt.Time)
 		if t.ContainerID != "" {

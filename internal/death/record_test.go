@@ -108,6 +108,17 @@ func TestARecordKeepsTheRunnersLastWordsBounded(t *testing.T) {
 	assert.True(t, r.MessageTruncated)
 }
 
+// The kubelet writes ContainerStatusUnknown for a container it no longer
+// finds (an evicted pod's, which it removes at once to reclaim its disk):
+// its message is the kubelet's, not the runner's last words.
+func TestARecordTakesNoLastWordsFromAContainerTheKubeletLost(t *testing.T) {
+	w := podtest.Runner("ci", "r").Terminated("runner", 137, "ContainerStatusUnknown")
+	w.Status.ContainerStatuses[0].State.Terminated.Message = "The container could not be located when the pod was deleted.  The container used to be Running"
+	r := newRecord(t, w)
+	assert.Empty(t, r.Message)
+	assert.Equal(t, "ContainerStatusUnknown", r.Reason, "the record says the kubelet lost the container")
+}
+
 func TestVitalsRefuteAnOOMShapedSigkill(t *testing.T) {
 	final := `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":0,"oom_kill":0}`
 	r := newRecord(t, podtest.Runner("ci", "r").Terminated("runner", 137, "Error").SidecarTerminated(runnerpod.VitalsContainer, final))

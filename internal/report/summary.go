@@ -55,6 +55,10 @@ func Summary(r death.Record) string {
 		}
 		b.WriteString("\n")
 	}
+	if r.Reason == death.ReasonContainerStatusUnknown {
+		b.WriteString("  the kubelet no longer found the container when it reported its end (an evicted pod's containers are removed at once to reclaim its disk): " +
+			"the exit code is its placeholder, as is a restart it counted, and the runner's last words went with the container\n")
+	}
 	if r.ClassBasis != "" {
 		fmt.Fprintf(&b, "  why this class: %s\n", r.ClassBasis)
 	}

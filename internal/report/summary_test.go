@@ -68,3 +68,12 @@ func TestWhyGivesTheClusterAndNodeAccount(t *testing.T) {
 		assert.Contains(t, Meaning, c, "every class has a meaning")
 	}
 }
+
+func TestWhySaysAContainerTheKubeletLostLeftNoLastWords(t *testing.T) {
+	r := death.Record{DeathRecord: v1alpha1.DeathRecord{Container: "runner", Class: string(death.StorageEviction), PodReason: "Evicted",
+		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: death.ReasonContainerStatusUnknown, Restarts: 1}}
+	got := Summary(r)
+	assert.Contains(t, got, "  the kubelet no longer found the container when it reported its end")
+	assert.Contains(t, got, "the exit code is its placeholder")
+	assert.NotContains(t, got, "last words (")
+}
