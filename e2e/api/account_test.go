@@ -152,20 +152,23 @@ func TestTheKubeletsAccountChangesTheClass(t *testing.T) {
 		check  func(t *testing.T, r death.Record)
 	}{
 		{
+			// As the real kubelet writes it (e2e/node): no DisruptionTarget,
+			// and the runner's containers removed before their end was
+			// reported, so its status is the kubelet's placeholder.
 			name: "a pod evicted for its ephemeral-storage limit is a storage eviction with the kubelet's message",
 			pod:  func(ns string) *corev1.Pod { return busyRunner(ns, "disk") },
 			status: func(ns, name string) corev1.PodStatus {
-				st := podtest.Runner(ns, name).Terminated("runner", 137, "Error").Phase(corev1.PodFailed).Reason("Evicted").Obj().Status
+				st := podtest.Runner(ns, name).Terminated("runner", 137, death.ReasonContainerStatusUnknown).Phase(corev1.PodFailed).Reason("Evicted").Obj().Status
+				st.ContainerStatuses[0].State.Terminated.Message = "The container could not be located when the pod was terminated"
 				st.Message = `Container runner exceeded its local ephemeral storage limit "1Gi". `
-				st.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet",
-					Message: st.Message, LastTransitionTime: metav1.Now()}}
 				return st
 			},
 			want: death.StorageEviction,
 			check: func(t *testing.T, r death.Record) {
 				assert.Equal(t, "Evicted", r.PodReason)
 				assert.Contains(t, r.PodMessage, "exceeded its local ephemeral storage limit")
-				assert.Equal(t, &v1alpha1.Disruption{Reason: "TerminationByKubelet", Message: `Container runner exceeded its local ephemeral storage limit "1Gi". `}, r.Disruption)
+				assert.Nil(t, r.Disruption, "the kubelet sets no DisruptionTarget for this eviction")
+				assert.Empty(t, r.Message, "the kubelet's placeholder is not the runner's last words")
 			},
 		},
 		{
