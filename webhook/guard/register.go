@@ -39,6 +39,8 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}
+	// Nothing but the decision on the answer's path.
+	h.AnswerFirst()
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
 	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
 	return nil
