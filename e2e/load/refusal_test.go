@@ -60,7 +60,7 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 	}
 	// A binding takes effect a moment after it is created.
 	for _, p := range busy {
-		require.Eventually(t, func() bool { return refuse(p) == nil }, 15*time.Second, 100*time.Millisecond, "%s refuses", p.Namespace)
+		require.Eventually(t, func() bool { return refuse(p) == nil }, time.Minute, 100*time.Millisecond, "%s refuses", p.Namespace)
 	}
 	refusals := make([][]time.Duration, len(refusedSetups))
 	for r := -warmup; r < rounds; r++ {
