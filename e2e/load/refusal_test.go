@@ -4,6 +4,7 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -51,16 +53,21 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 		w := podtest.Wrapper{Pod: *pod.DeepCopy()}
 		busy[s] = createWithStatus(ctx, t, pod, w.RunningSince("runner", time.Now().Add(-time.Minute)).Status)
 	}
-	refuse := func(p *corev1.Pod) error {
-		err := pods.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+	refuse := func(p *corev1.Pod, dryRun ...string) error {
+		err := pods.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{DryRun: dryRun})
 		if !apierrors.IsForbidden(err) {
 			return fmt.Errorf("the delete of busy runner %s/%s was not refused: %v", p.Namespace, p.Name, err)
 		}
 		return nil
 	}
-	// A binding takes effect a moment after it is created.
+	// A binding takes effect a moment after it is created: dry runs until
+	// it does (a delete let through would leave the pod terminating, which
+	// no setup reviews).
 	for _, p := range busy {
-		require.Eventually(t, func() bool { return refuse(p) == nil }, time.Minute, 100*time.Millisecond, "%s refuses", p.Namespace)
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return refuse(p, metav1.DryRunAll) == nil, nil
+		})
+		require.NoError(t, errors.Join(err, refuse(p, metav1.DryRunAll)), "%s refuses", p.Namespace)
 	}
 	refusals := make([][]time.Duration, len(refusedSetups))
 	for r := -warmup; r < rounds; r++ {
