@@ -58,6 +58,19 @@ func (a *afterAnswer) do(ctx context.Context, work func(context.Context)) {
 	}()
 }
 
+// Start waits for the replica to stop, then for the work in flight, so a
+// replica that is stopped finishes what its answers started (its notes
+// among them: Notes, stopping alongside, waits for those already handed
+// to it).
+func (a *afterAnswer) Start(ctx context.Context) error {
+	<-ctx.Done()
+	a.wait()
+	return nil
+}
+
+// NeedLeaderElection: every replica answers reviews.
+func (a *afterAnswer) NeedLeaderElection() bool { return false }
+
 // wait returns once the work in flight is done.
 func (a *afterAnswer) wait() {
 	if a != nil {

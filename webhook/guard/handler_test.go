@@ -628,3 +628,22 @@ func TestAnUnlabelledRunnerPodIsLabelledBeforeTheAnswerEvenAnsweringFirst(t *tes
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel], "labelled when Handle returns")
 }
+
+// A replica that is stopped finishes the work its answers started.
+func TestAStoppedReplicaFinishesWhatItsAnswersStarted(t *testing.T) {
+	a := newAfterAnswer(1)
+	release, done := make(chan struct{}), make(chan struct{})
+	a.do(context.Background(), func(context.Context) { <-release; close(done) })
+	ctx, stop := context.WithCancel(context.Background())
+	stop()
+	started := make(chan error)
+	go func() { started <- a.Start(ctx) }()
+	select {
+	case <-started:
+		t.Fatal("Start returned with work in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, <-started)
+	<-done
+}
