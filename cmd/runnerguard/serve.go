@@ -75,7 +75,7 @@ func (o *serveOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (0 disables)")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients with a token allowed to get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory holding the metrics server's tls.crt and tls.key; default: --cert-dir")
-	fs.Int64Var(&o.reviewBudget, "review-budget-bytes", 4<<20, "bytes of review bodies handled at once (each review charged at least 64 KiB); more wait")
+	fs.Int64Var(&o.reviewBudget, "review-budget-bytes", 4<<20, "bytes of review bodies each webhook path handles at once (each review charged at least 64 KiB; those over 1 MiB share one budget of one 4 MiB review for the whole server); more wait until the API server's webhook timeout, then get 503")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling a replica's memory and CPU (0 disables; bind it to localhost and port-forward)")
 	fs.BoolVar(&o.watchPods, "watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
@@ -182,8 +182,8 @@ func newManager(o serveOptions) (manager.Manager, error) {
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
 		WebhookServer: boundedServer{
-			Server: webhook.NewServer(webhook.Options{Port: o.port, CertDir: o.certDir, TLSOpts: []func(*tls.Config){http1Only}}),
-			limits: newReviewLimits(o.reviewBudget),
+			Server:  webhook.NewServer(webhook.Options{Port: o.port, CertDir: o.certDir, TLSOpts: []func(*tls.Config){http1Only}}),
+			budgets: newReviewBudgets(o.reviewBudget),
 		},
 	})
 	if err != nil {

@@ -26,34 +26,63 @@ const (
 	// it is small. controller-runtime's own bound is 7 MiB, sized for two
 	// objects.
 	maxReviewBytes = 4 << 20
+	// largeReviewBytes is where a review stops being ordinary: a runner
+	// pod, even with a long env and many containers, is a small fraction
+	// of it; the reviews above it are pathological pods or someone's
+	// flood.
+	largeReviewBytes = 1 << 20
 	// minReviewCost is what a small review is charged against the budget:
 	// decoding and answering cost more than the body's bytes.
 	minReviewCost = 64 << 10
 	// reviewReadTimeout bounds reading one body: the API server sends it at
 	// once, a client that trickles it holds budget only this long.
 	reviewReadTimeout = 10 * time.Second
-	// budgetWait bounds waiting for budget: the API server gives up on a
-	// webhook after at most 30 s.
-	budgetWait = 30 * time.Second
+	// maxBudgetWait bounds waiting for budget: the API server gives up on
+	// a webhook after at most 30 s. It waits less when the review says so
+	// (budgetWait).
+	maxBudgetWait = 30 * time.Second
 )
 
 // reviewLimits charges each review its body's size against a budget of
 // bytes in flight, so many small reviews run at once but only a few of the
 // largest: a review's decode, mutation and patch cost a multiple of its size
 // in heap (measured in e2e/api/hardening_test.go).
+//
+// Each webhook path has a budget of its own for its ordinary reviews, so
+// that the guard's traffic, or a flood posted to any path but the
+// injector's, never delays the injector (whose failure policy lets a pod in
+// uninstrumented when it times out). The large reviews, over
+// largeReviewBytes, share one budget of one largest review for the whole
+// server instead: they are what a flood is made of and what costs memory,
+// and no ordinary review waits behind them.
 type reviewLimits struct {
 	budget *semaphore.Weighted
-	max    int64
+	// large is shared by every path's limits.
+	large *semaphore.Weighted
+	path  string
+	max   int64
 }
 
-func newReviewLimits(budgetBytes int64) reviewLimits {
-	return reviewLimits{budget: semaphore.NewWeighted(budgetBytes), max: maxReviewBytes}
+// reviewBudgets hands out each path's limits, all sharing one budget of
+// large reviews.
+type reviewBudgets struct {
+	perPath int64
+	large   *semaphore.Weighted
+}
+
+func newReviewBudgets(perPath int64) reviewBudgets {
+	return reviewBudgets{perPath: perPath, large: semaphore.NewWeighted(maxReviewBytes)}
+}
+
+// forPath is the limits of the reviews posted to path.
+func (b reviewBudgets) forPath(path string) reviewLimits {
+	return reviewLimits{budget: semaphore.NewWeighted(b.perPath), large: b.large, path: path, max: maxReviewBytes}
 }
 
 func (l reviewLimits) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > l.max {
-			http.Error(w, fmt.Sprintf("review of %d bytes is over the %d-byte limit", r.ContentLength, l.max), http.StatusRequestEntityTooLarge)
+			http.Error(w, fmt.Sprintf("runnerguard: a review of %d bytes is over the %d-byte limit", r.ContentLength, l.max), http.StatusRequestEntityTooLarge)
 			return
 		}
 		cost := r.ContentLength
@@ -61,13 +90,19 @@ func (l reviewLimits) wrap(h http.Handler) http.Handler {
 			cost = l.max
 		}
 		cost = max(cost, minReviewCost)
-		ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
+		budget, which := l.budget, l.path
+		if cost > largeReviewBytes {
+			budget, which = l.large, "large reviews (over 1 MiB)"
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), budgetWait(r))
 		defer cancel()
-		if err := l.budget.Acquire(ctx, cost); err != nil {
-			http.Error(w, "too many reviews in flight", http.StatusServiceUnavailable)
+		if err := budget.Acquire(ctx, cost); err != nil {
+			// Said at once, not after the API server has given up: the
+			// caller sees why.
+			http.Error(w, fmt.Sprintf("runnerguard: too many reviews in flight on %s; retry", which), http.StatusServiceUnavailable)
 			return
 		}
-		defer l.budget.Release(cost)
+		defer budget.Release(cost)
 		// Not every ResponseWriter supports deadlines (httptest's does not);
 		// the server's does.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reviewReadTimeout))
@@ -78,15 +113,29 @@ func (l reviewLimits) wrap(h http.Handler) http.Handler {
 	})
 }
 
+// budgetWait is how long a review may wait for budget: as long as the API
+// server waits for the answer (it sends its webhook timeout as the timeout
+// query parameter), a tenth of a second less so the refusal reaches it,
+// and at most maxBudgetWait whatever the caller claims. A review that
+// cannot be answered in time is refused at once instead of holding its
+// place in the queue.
+func budgetWait(r *http.Request) time.Duration {
+	d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+	if err != nil || d <= 0 {
+		return maxBudgetWait
+	}
+	return min(max(d-100*time.Millisecond, 0), maxBudgetWait)
+}
+
 // boundedServer is controller-runtime's webhook server with every webhook
-// registered through reviewLimits.
+// registered through its path's reviewLimits.
 type boundedServer struct {
 	webhook.Server
-	limits reviewLimits
+	budgets reviewBudgets
 }
 
 func (s boundedServer) Register(path string, hook http.Handler) {
-	s.Server.Register(path, s.limits.wrap(hook))
+	s.Server.Register(path, s.budgets.forPath(path).wrap(hook))
 }
 
 // http1Only turns HTTP/2 off, as kubebuilder scaffolds do: HTTP/2's stream

@@ -135,6 +135,9 @@ func TestReviewsTheAPIServerNeverSentChangeNoRecord(t *testing.T) {
 		before := decisionsCounted(t)
 		require.True(t, askGuard(t, deleteReview(t, forged, "mallory")).Allowed)
 		assert.False(t, askGuard(t, deleteReview(t, pod, "mallory")).Allowed)
+		// The guard acts on a review after its answer: once it has said it
+		// will not, nothing it wrote can still be on its way.
+		logged(t, "review not acted on", "pod", "kube-system/rg-e2e-victim")
 		got := &corev1.Pod{}
 		require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 		assert.NotContains(t, got.Labels, runnerpod.RunnerLabel, "not labelled")

@@ -229,6 +229,47 @@ func TestRetentionKeepsTheNewestRecordsOfANamespaceAndThoseOfPodsStillThere(t *t
 	}
 }
 
+// TestShortLivedPodsCannotPushAnAbnormalRecordOutOfRetention plays class 6
+// of issue 28: a job's own ServiceAccount (granted edit, as CI jobs often
+// are) creates pods a preset matches that end at once, cleanly, more of
+// them than the namespace's count; the older record of a runner that
+// failed stays, and the clean ones go, oldest first.
+func TestShortLivedPodsCannotPushAnAbnormalRecordOutOfRetention(t *testing.T) {
+	ns := newNamespace(t, nil)
+	end := func(c client.Client, name string, code int32, reason string) *corev1.Pod {
+		pod := create(t, c, busyRunner(ns, name))
+		setStatus(t, pod, podtest.Runner(ns, name).Terminated("runner", code, reason).Obj().Status)
+		eventually(t, func() bool { return len(deathsOf(t, pod)) == 1 }, name+" recorded")
+		return pod
+	}
+	failed := end(nil, "failed", 1, "Error")
+	job := may(t, ns, serviceAccount("system:serviceaccount:"+ns+":job"), "edit").client(t)
+	var short []*corev1.Pod
+	for i := range suiteCfg.Records.MaxPerNamespace + 1 {
+		short = append(short, end(job, fmt.Sprintf("short-%d", i), 0, "Completed"))
+	}
+	for _, pod := range append([]*corev1.Pod{failed}, short...) {
+		require.NoError(t, deletePod(admin, pod, client.GracePeriodSeconds(0))) // no kubelet here to finish it
+	}
+	require.Eventually(t, func() bool {
+		list := &v1alpha1.RunnerDeathList{}
+		require.NoError(t, admin.List(context.Background(), list, client.InNamespace(ns)))
+		return len(list.Items) == suiteCfg.Records.MaxPerNamespace
+		// As above: the records of pods removed lately are spared a while.
+	}, 2*time.Minute, 200*time.Millisecond, "the leader collects down to the count")
+	recs := deathsOf(t, failed)
+	require.Len(t, recs, 1, "the failed runner's record, the oldest, is kept")
+	assert.Equal(t, string(death.ErrorExit), recs[0].Class)
+	gone := len(short) - (suiteCfg.Records.MaxPerNamespace - 1)
+	for i, pod := range short {
+		want := 0
+		if i >= gone {
+			want = 1
+		}
+		assert.Len(t, deathsOf(t, pod), want, "%s: the oldest clean records go", pod.Name)
+	}
+}
+
 func TestAStuckRunnerGetsOneWarning(t *testing.T) {
 	ns := newNamespace(t, nil)
 	w := podtest.Runner(ns, "stuck").Waiting("runner", "ErrImagePull")

@@ -29,6 +29,9 @@ const (
 	nsNothing    = "load-nothing"
 	nothingLabel = "runnerguard.io/load-nothing"
 	nothingPath  = "/mutate-nothing"
+	// nothingEvictionPath is its validating twin, registered as the
+	// guard's eviction webhook is: the floor of an allowed eviction.
+	nothingEvictionPath = "/validate-nothing"
 )
 
 // nothingServer is controller-runtime's webhook server, set up as
@@ -76,8 +79,10 @@ func startNothing(ctx context.Context) (*nothingServer, error) {
 	n := &nothingServer{port: port, done: make(chan error, 1)}
 	srv := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: wio.LocalServingCertDir,
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}})
-	srv.Register(nothingPath, n.countReviews(&admission.Webhook{Handler: admission.HandlerFunc(
-		func(context.Context, admission.Request) admission.Response { return admission.Allowed("") })}))
+	allow := &admission.Webhook{Handler: admission.HandlerFunc(
+		func(context.Context, admission.Request) admission.Response { return admission.Allowed("") })}
+	srv.Register(nothingPath, n.countReviews(allow))
+	srv.Register(nothingEvictionPath, n.countReviews(allow))
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go func() { n.done <- srv.Start(runCtx) }()
@@ -121,6 +126,20 @@ func (n *nothingServer) register(ctx context.Context, cfg config.Config) error {
 	mwc.Webhooks[0].Name = "nothing.load.runnerguard.io"
 	if err := cluster.Client.Create(ctx, mwc); err != nil {
 		return fmt.Errorf("registering the do-nothing webhook: %w", err)
+	}
+	// And the guard's eviction webhook, as the chart renders it, answered
+	// by the do-nothing server.
+	ev, err := objs.Webhook(registration.EvictionWebhook)
+	if err != nil {
+		return err
+	}
+	evURL := fmt.Sprintf("https://127.0.0.1:%d%s", n.port, nothingEvictionPath)
+	ev.Name = "eviction.nothing.load.runnerguard.io"
+	ev.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &evURL, CABundle: cluster.Env.WebhookInstallOptions.LocalServingCAData}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "load-nothing"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{ev}}
+	if err := cluster.Client.Create(ctx, vwc); err != nil {
+		return fmt.Errorf("registering the do-nothing eviction webhook: %w", err)
 	}
 	return nil
 }

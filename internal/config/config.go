@@ -52,8 +52,9 @@ type Records struct {
 	// removed this long after they were written; 0: they are not written.
 	CleanMaxAge metav1.Duration `json:"cleanMaxAge"`
 	// MaxPerNamespace keeps at most this many records in a namespace, the
-	// oldest removed first but not those of pods that still exist; 0: no
-	// limit.
+	// oldest normal ones (clean exits, jobs' normal ends) removed first, the
+	// oldest abnormal ones only when no normal one is left, but not those
+	// of pods that still exist; 0: no limit.
 	MaxPerNamespace int `json:"maxPerNamespace"`
 	// CollectInterval is how often the collector runs.
 	CollectInterval metav1.Duration `json:"collectInterval"`

@@ -25,8 +25,16 @@ import (
 const NoteMaxAge = time.Hour
 
 // Expired lists the records that retention removes: those past their age
-// (clean exits and jobs' normal ends sooner), then the oldest of each
-// namespace beyond MaxPerNamespace. items are RunnerDeaths as metadata.
+// (clean exits and jobs' normal ends sooner), then, of each namespace
+// beyond MaxPerNamespace, the oldest normal records (clean exits and jobs'
+// normal ends) and only once none is left the oldest abnormal ones. items
+// are RunnerDeaths as metadata.
+//
+// Normal records go first because they are the cheap ones to make: any
+// principal that may create pods a preset matches (a job's own
+// ServiceAccount among them) can end short-lived ones cleanly, as fast as
+// it likes, and with one count for both kinds their records would push the
+// namespace's older OOM kills and evictions out of the count.
 //
 // The count spares the records of deaths that pods still show in their
 // status (shown names them, asked only of namespaces over the count): the
@@ -64,7 +72,8 @@ func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now ti
 			return nil, err
 		}
 		slices.SortFunc(items, func(a, b metav1.PartialObjectMetadata) int {
-			return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+			return cmp.Or(cmp.Compare(abnormalRank(a), abnormalRank(b)),
+				a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 		})
 		for _, it := range items {
 			if over == 0 {
@@ -77,6 +86,18 @@ func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now ti
 		}
 	}
 	return out, nil
+}
+
+// abnormalRank orders a namespace's records for the count: normal ones (0)
+// before abnormal ones (1). A record without a class label, which only
+// someone other than the watcher can have written, ranks as abnormal, as
+// its age does.
+func abnormalRank(it metav1.PartialObjectMetadata) int {
+	c, ok := it.Labels[death.ClassLabel]
+	if ok && !death.Class(c).Abnormal() {
+		return 0
+	}
+	return 1
 }
 
 // Collector removes expired RunnerDeaths and old deletion notes, on the

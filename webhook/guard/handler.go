@@ -61,6 +61,9 @@ type Handler struct {
 	// deletion shows (podDeleted), so a review the API server did not send
 	// leaves none.
 	NotesAfterDeletion bool
+	// after runs a review's side effects once it is answered; nil: before
+	// the answer (NewHandler's, so a test sees them when Handle returns).
+	after *afterAnswer
 }
 
 var _ admission.Handler = &Handler{}
@@ -97,8 +100,30 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	d := Decide(facts, h.Config)
-	h.sideEffects(ctx, facts, d, rv)
+	if h.labelsFirst(facts, d, rv) {
+		h.sideEffects(ctx, facts, d, rv)
+	} else {
+		h.after.do(ctx, func(ctx context.Context) { h.sideEffects(ctx, facts, d, rv) })
+	}
 	return response(facts.Operation, d)
+}
+
+// AnswerFirst has the handler answer each review before it confirms the
+// review's pod and writes its Event, note, log and metric: nothing but the
+// decision is on the answer's path.
+func (h *Handler) AnswerFirst() { h.after = newAfterAnswer(afterSlots) }
+
+// Wait returns once the side effects of the reviews answered so far are
+// done.
+func (h *Handler) Wait() { h.after.wait() }
+
+// labelsFirst reports whether the review's side effects must come before
+// its answer: an admitted deletion of a runner pod the watcher does not see
+// (no runner label) labels it first, so that the watcher's cache holds it
+// before the deletion removes it.
+func (h *Handler) labelsFirst(f Facts, d Decision, rv review) bool {
+	_, labelled := f.Pod.Labels[runnerpod.RunnerLabel]
+	return d.Allowed && !labelled && h.Writer != nil && !rv.dryRun && d.Rule != RuleNotRunnerPod && d.Rule != RuleTerminating
 }
 
 // review is what the request says beyond the pod: whether it is a dry run
@@ -240,9 +265,10 @@ func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
 }
 
 // sideEffects logs the decision, emits Events and notes an admitted
-// deletion of a running runner for the pod watcher. A dry run gets the same
-// answer and none of them; so does a review whose pod does not exist with
-// the review's UID, which the API server did not send.
+// deletion of a running runner for the pod watcher, after the answer
+// (AnswerFirst) unless it labels the pod (labelsFirst). A dry run gets the
+// same answer and none of them; so does a review whose pod does not exist
+// with the review's UID, which the API server did not send.
 func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review) {
 	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", rv.dryRun)
 	if why := h.unsent(ctx, f); why != "" {
@@ -292,8 +318,8 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		h.Notes.WriteWhen(ctx, n, h.podDeleted(n))
 	}
 	if unlabelled {
-		// Before the answer: the watcher's cache must hold the pod before
-		// the deletion removes it.
+		// Before the answer (labelsFirst): the watcher's cache must hold
+		// the pod before the deletion removes it.
 		if err := recorder.Label(ctx, h.Writer, f.Pod); err != nil {
 			log.Error(err, "labelling the runner pod for the pod watcher")
 		}

@@ -586,3 +586,64 @@ func TestWarnModeTellsTheOperatorTheManagerWouldBeRefused(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Contains(t, got[0], `enforce mode would refuse it; `+manager+` is named as the job's owner but is a ServiceAccount of the pod's own namespace`)
 }
+
+// Answering first, the handler returns a refusal before it confirms the
+// review's pod or writes the Event: both follow, and a forged review still
+// writes nothing.
+func TestARefusalIsAnsweredBeforeItsPodIsConfirmedAndItsEventWritten(t *testing.T) {
+	pod := podtest.Runner("ci", "busy").Running("runner").Obj()
+	h, rec := newTestHandler(pod)
+	h.AnswerFirst()
+	release := make(chan struct{})
+	h.Reader = interceptor.NewClient(h.Reader.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			<-release // the confirming read waits until the answer is in
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	resp := h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
+	require.False(t, resp.Allowed, "answered while the confirming read is held")
+	assert.Empty(t, drain(rec), "no Event before the pod is confirmed")
+	close(release)
+	h.Wait()
+	events := drain(rec)
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "DeleteRefused")
+
+	forged := pod.DeepCopy()
+	forged.UID = "forged-uid"
+	require.False(t, h.Handle(context.Background(), deleteReq(t, forged, "mallory", false, nil)).Allowed)
+	h.Wait()
+	assert.Empty(t, drain(rec), "a review of a pod that is not there with its UID writes no Event")
+}
+
+// An admitted deletion of an unlabelled runner pod labels it before the
+// answer even when answering first: the watcher must see it before it goes.
+func TestAnUnlabelledRunnerPodIsLabelledBeforeTheAnswerEvenAnsweringFirst(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
+	h, _ := newTestHandler(pod)
+	h.AnswerFirst()
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
+	got := &corev1.Pod{}
+	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel], "labelled when Handle returns")
+}
+
+// A replica that is stopped finishes the work its answers started.
+func TestAStoppedReplicaFinishesWhatItsAnswersStarted(t *testing.T) {
+	a := newAfterAnswer(1)
+	release, done := make(chan struct{}), make(chan struct{})
+	a.do(context.Background(), func(context.Context) { <-release; close(done) })
+	ctx, stop := context.WithCancel(context.Background())
+	stop()
+	started := make(chan error)
+	go func() { started <- a.Start(ctx) }()
+	select {
+	case <-started:
+		t.Fatal("Start returned with work in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, <-started)
+	<-done
+}

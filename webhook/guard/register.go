@@ -39,6 +39,12 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}
+	// Nothing but the decision on the answer's path; what follows the
+	// answers is finished before the replica exits.
+	h.AnswerFirst()
+	if err := mgr.Add(h.after); err != nil {
+		return err
+	}
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
 	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
 	return nil

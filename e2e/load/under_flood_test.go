@@ -1,0 +1,190 @@
+//go:build load
+
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// The flood of issue 28, class 4: this many clients post reviews of about
+// floodBytes each to the guard's path, without credentials, as anyone on
+// the pod network can.
+const (
+	floodClients = 48
+	floodBytes   = 4<<20 - 4<<10
+)
+
+// TestTheInjectorUnderAFloodOfTheGuardsPath times runner pod CREATEs, one
+// at a time through the API server, which calls the injector, first with
+// the server quiet, then while floodClients post the largest reviews the
+// server admits to the guard's path of the same binary. It reports the
+// injector's latency against its webhook timeout, how many pods the API
+// server let in uninstrumented (the injector's failure policy is Ignore),
+// and what the flood's reviews were answered.
+func TestTheInjectorUnderAFloodOfTheGuardsPath(t *testing.T) {
+	ctx := context.Background()
+	n := min(envInt("LOAD_ROUNDS", 300), 200)
+	timeout := time.Duration(server.Options().TimeoutSeconds) * time.Second
+	const op = "runner pod CREATE (injector)"
+	create := func(name string) (time.Duration, bool) {
+		var got *corev1.Pod
+		d, err := timed(func() (err error) {
+			got, err = fast.CoreV1().Pods(nsGuard).Create(ctx, newRunner(nsGuard, name), metav1.CreateOptions{})
+			return err
+		})
+		require.NoError(t, err)
+		return d, got.Labels[runnerpod.RunnerLabel] != ""
+	}
+	series := func(prefix string) (times []time.Duration, uninstrumented int) {
+		for i := range n {
+			d, ok := create(fmt.Sprintf("%s-%d", prefix, i))
+			times = append(times, d)
+			if !ok {
+				uninstrumented++
+			}
+		}
+		return times, uninstrumented
+	}
+	for i := range min(maxWarmup, n) {
+		create(fmt.Sprintf("warm-%d", i))
+	}
+	quiet, quietMissed := series("quiet")
+
+	body := floodReview(t)
+	client := tlsClient(t)
+	client.Timeout = 2 * maxFloodWait
+	url := server.URL(registration.GuardPath) + "?timeout=" + timeout.String()
+	var stop atomic.Bool
+	codes := &floodCodes{byCode: map[int]int{}}
+	var wg sync.WaitGroup
+	for range floodClients {
+		wg.Go(func() {
+			for !stop.Load() {
+				codes.add(floodOnce(client, url, body))
+			}
+		})
+	}
+	// The flood at its height: every client has had an answer.
+	require.Eventually(t, func() bool { return codes.total() >= floodClients }, time.Minute, 50*time.Millisecond, "the flood's first answers")
+	start := time.Now()
+	flooded, floodMissed := series("flooded")
+	elapsed := time.Since(start)
+	stop.Store(true)
+	wg.Wait()
+
+	report.AddLatency(op, "quiet", quiet, nil, "")
+	report.AddLatency(op, fmt.Sprintf("%d clients posting %d-byte reviews to the guard's path", floodClients, floodBytes), flooded, nil, "quiet")
+	report.Notes = append(report.Notes,
+		fmt.Sprintf("%s under the flood: p50 %s, p99 %s, max %s against the webhook timeout of %s; %d of %d pods let in uninstrumented (%d of %d quiet)",
+			op, ms(percentile(flooded, 0.5)), ms(percentile(flooded, 0.99)), ms(percentile(flooded, 1)), timeout, floodMissed, n, quietMissed, n),
+		fmt.Sprintf("the flood's reviews, from its start to its end (the injector timed for %s of it): %s", elapsed.Round(time.Millisecond), codes))
+	removeAll(t, nsGuard)
+}
+
+// maxFloodWait is the longest the server may hold a flood's review: its
+// wait for budget follows the timeout the review claims.
+const maxFloodWait = 30 * time.Second
+
+// floodReview is an AdmissionReview of about floodBytes, as one of the
+// flood posts it: the DELETE of a busy runner pod that does not exist, the
+// bulk in its runner's env (many small objects: the costliest shape to
+// decode), naming a requester.
+func floodReview(t *testing.T) []byte {
+	t.Helper()
+	pod := podtest.Runner(nsGuard, "flood").RunningSince("runner", time.Now()).Obj()
+	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	value := strings.Repeat("x", 80)
+	entry, err := json.Marshal(corev1.EnvVar{Name: "E000000", Value: value})
+	require.NoError(t, err)
+	for i := range (floodBytes - 16<<10) / (len(entry) + 1) {
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%06d", i), Value: value})
+	}
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       types.UID("flood"),
+			Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Namespace: nsGuard, Name: "flood", Operation: admissionv1.Delete,
+			OldObject: runtime.RawExtension{Raw: raw},
+		},
+	}
+	review.Request.UserInfo.Username = "system:serviceaccount:" + nsGuard + ":mallory"
+	out, err := json.Marshal(review)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(out), 4<<20, "the flood's reviews are within the server's limit")
+	return out
+}
+
+// floodOnce posts one of the flood's reviews: its HTTP status, or 0 when
+// the request failed.
+func floodOnce(c *http.Client, url string, body []byte) int {
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// floodCodes counts the flood's answers by HTTP status.
+type floodCodes struct {
+	mu     sync.Mutex
+	byCode map[int]int
+}
+
+func (c *floodCodes) add(code int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byCode[code]++
+}
+
+func (c *floodCodes) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.byCode {
+		n += v
+	}
+	return n
+}
+
+func (c *floodCodes) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(c.byCode)) {
+		what := fmt.Sprintf("answered %d %s", code, http.StatusText(code))
+		if code == 0 {
+			what = "failed (no answer within the client's timeout, or the connection broke)"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", c.byCode[code], what))
+	}
+	return strings.Join(parts, ", ")
+}

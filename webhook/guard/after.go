@@ -1,0 +1,79 @@
+package guard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// afterAnswer runs what a review leads to beyond its answer (confirming
+// that its pod exists with its UID, the Event, the deletion note, the
+// log and metric) off the answer's path: a refusal is answered as soon as
+// it is decided, and the reads and writes that make it known follow. Slots
+// bound the work in flight, so a flood of reviews (anyone on the pod
+// network can post one) holds bounded memory and bounded requests to the
+// API server; when they are all busy the work is done before the answer,
+// as it was before, which slows the flood, not the API server's other
+// reviews.
+type afterAnswer struct {
+	slots   chan struct{}
+	pending sync.WaitGroup
+}
+
+// afterTimeout bounds one review's work after its answer: a read or two
+// and an Event (the note has its own wait, deletion.NoteWait).
+const afterTimeout = 10 * time.Second
+
+// afterSlots is how many reviews' work runs at once after their answers.
+const afterSlots = 64
+
+func newAfterAnswer(slots int) *afterAnswer {
+	return &afterAnswer{slots: make(chan struct{}, slots)}
+}
+
+// do runs work after the answer, in a context of its own that keeps ctx's
+// logger; or now, in ctx, when a is nil or every slot is busy.
+func (a *afterAnswer) do(ctx context.Context, work func(context.Context)) {
+	if a == nil {
+		work(ctx)
+		return
+	}
+	select {
+	case a.slots <- struct{}{}:
+	default:
+		work(ctx)
+		return
+	}
+	a.pending.Add(1)
+	log := logf.FromContext(ctx)
+	go func() {
+		defer a.pending.Done()
+		defer func() { <-a.slots }()
+		// The review's context ends with the answer.
+		actx, cancel := context.WithTimeout(logf.IntoContext(context.Background(), log), afterTimeout)
+		defer cancel()
+		work(actx)
+	}()
+}
+
+// Start waits for the replica to stop, then for the work in flight, so a
+// replica that is stopped finishes what its answers started (its notes
+// among them: Notes, stopping alongside, waits for those already handed
+// to it).
+func (a *afterAnswer) Start(ctx context.Context) error {
+	<-ctx.Done()
+	a.wait()
+	return nil
+}
+
+// NeedLeaderElection: every replica answers reviews.
+func (a *afterAnswer) NeedLeaderElection() bool { return false }
+
+// wait returns once the work in flight is done.
+func (a *afterAnswer) wait() {
+	if a != nil {
+		a.pending.Wait()
+	}
+}
