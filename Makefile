@@ -51,8 +51,8 @@ kube-bin:
 e2e-api: kube-bin helm-bin
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -tags e2e -count=1 -timeout 20m ./e2e/api/...
 
-# The same suite on the oldest minor the chart supports (issue 31; 1.33, the
-# one in between, is still to add), built from the Go module proxy by
+# The same suite on the oldest minor the chart supports (1.30) and one in
+# between (1.33), each built from the Go module proxy by
 # hack/kube.sh from its own module (hack/kube-1.N). Not part of test: it
 # would double CI's time.
 # A test needing a newer server skips, naming the feature (apitest.RequireServer).
