@@ -188,19 +188,11 @@ func peakRSS(t *testing.T, pid int) int64 {
 // CREATE to the injector, the bulk in the runner's env (many small
 // objects: the costliest shape to decode).
 func review(t *testing.T, path, ns string, size int) []byte {
-	pod := podtest.Runner(ns, "big").RunningSince("runner", time.Now()).Obj()
-	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
-	value := strings.Repeat("x", 80)
-	entry, err := json.Marshal(corev1.EnvVar{Name: "E000000", Value: value})
-	require.NoError(t, err)
-	for i := range (size - 16<<10) / (len(entry) + 1) {
-		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%06d", i), Value: value})
-	}
-	raw, err := json.Marshal(pod)
+	raw, err := apitest.BulkyRunnerPod(ns, "big", size)
 	require.NoError(t, err)
 	req := &admissionv1.AdmissionRequest{
 		UID: types.UID("review-" + strconv.Itoa(size)), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
-		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: ns, Name: pod.Name,
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: ns, Name: "big",
 		Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: raw}, DryRun: ptr.To(true),
 	}
 	if path == registration.InjectPath {

@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
-	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -114,15 +114,7 @@ const maxFloodWait = 30 * time.Second
 // decode), naming a requester.
 func floodReview(t *testing.T) []byte {
 	t.Helper()
-	pod := podtest.Runner(nsGuard, "flood").RunningSince("runner", time.Now()).Obj()
-	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
-	value := strings.Repeat("x", 80)
-	entry, err := json.Marshal(corev1.EnvVar{Name: "E000000", Value: value})
-	require.NoError(t, err)
-	for i := range (floodBytes - 16<<10) / (len(entry) + 1) {
-		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%06d", i), Value: value})
-	}
-	raw, err := json.Marshal(pod)
+	raw, err := apitest.BulkyRunnerPod(nsGuard, "flood", floodBytes)
 	require.NoError(t, err)
 	review := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
