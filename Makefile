@@ -252,10 +252,10 @@ scale-smoke: kube-bin helm-bin
 # (docs/performance/fleet-scale.md), kept in
 # e2e/.artifacts/karpenter-report-N.txt. KARPENTER_NODES_PER_ROLE (default
 # 10) nodes of each role per setup; long jobs run at least KARPENTER_HOLD
-# (default 5m) after the short ones. Not part of test.
+# (default 3m) after the short ones. Not part of test.
 .PHONY: karpenter karpenter-smoke
 KARPENTER_NODES_PER_ROLE ?= 10
-KARPENTER_HOLD ?= 5m
+KARPENTER_HOLD ?= 3m
 karpenter: kube-bin helm-bin
 	hack/tools.sh kwok
 	hack/kube.sh kube-scheduler
@@ -267,7 +267,7 @@ karpenter: kube-bin helm-bin
 # soon as runnerguard's idle nodes are gone: 0 busy runners lost with
 # runnerguard, no mark left after a job, the nodes of idle runners
 # consolidated with busy-following marks and kept with static ones. Part of
-# test.
+# test (about 2 minutes warm; the first run builds Karpenter).
 karpenter-smoke: kube-bin helm-bin
 	hack/tools.sh kwok
 	hack/kube.sh kube-scheduler

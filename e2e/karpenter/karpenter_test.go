@@ -281,9 +281,7 @@ func TestConsolidation(t *testing.T) {
 
 	// t1: the short jobs end.
 	t1 := time.Now()
-	for _, s := range setups {
-		endJobs(ctx, t, admin, s, short, &mu)
-	}
+	finish(ctx, t, admin, setups, short, &mu)
 	// The long jobs run on until the busy-following setup's goes-idle
 	// nodes are gone (or Karpenter had KARPENTER_WAIT to remove them), and
 	// at least KARPENTER_HOLD.
@@ -299,18 +297,10 @@ func TestConsolidation(t *testing.T) {
 	}
 	// t2: the long jobs end; the measurement stops.
 	t2 := time.Now()
-	for _, s := range setups {
-		endJobs(ctx, t, admin, s, long, &mu)
-	}
 	close(stop)
 	<-sampled
-
-	// Every mark runnerguard set goes once its runner's job has ended.
-	until(ctx, t, time.Minute, "runnerguard's marks to leave every ended runner", func() bool {
-		return marked(ctx, admin, guarded, func(r *runner) bool { return r.job != idle }) == 0
-	})
+	finish(ctx, t, admin, setups, long, &mu)
 	for _, s := range setups {
-		s.marksLeft = marked(ctx, admin, s, func(r *runner) bool { return r.job != idle })
 		for _, r := range s.runners {
 			if r.lost {
 				s.lost++
@@ -428,6 +418,53 @@ func setJob(ctx context.Context, c client.Client, ns, name string, id int64) err
 		return err
 	}
 	return c.Status().Update(ctx, er)
+}
+
+// finish ends the jobs of kind j in every setup and waits until their
+// runners have exited; once runnerguard's leader has had the time to take
+// its marks off them, it counts the marks left on them, then deletes their
+// pods as ARC does once a runner has exited (with its EphemeralRunner).
+// Karpenter looks again at a node when a pod on it goes, not when one
+// ends.
+func finish(ctx context.Context, t *testing.T, c client.Client, setups []*setup, j job, mu *sync.Mutex) {
+	t.Helper()
+	for _, s := range setups {
+		endJobs(ctx, t, c, s, j, mu)
+	}
+	ended := func(r *runner) bool { return r.job == j && !r.lost }
+	until(ctx, t, 2*time.Minute, "the runners whose job ended to exit", func() bool {
+		for _, s := range setups {
+			pods := &corev1.PodList{}
+			if err := c.List(ctx, pods, client.InNamespace(s.ns)); err != nil {
+				return false
+			}
+			for _, p := range pods.Items {
+				if r := s.find(p.Name); ended(r) && p.UID == r.uid && p.Status.Phase == corev1.PodRunning {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	guarded := setups[2]
+	until(ctx, t, time.Minute, "runnerguard's marks to leave every runner whose job ended", func() bool {
+		return marked(ctx, c, guarded, ended) == 0
+	})
+	for _, s := range setups {
+		s.marksLeft += marked(ctx, c, s, ended)
+		for _, r := range s.runners {
+			if !ended(r) {
+				continue
+			}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: r.name}}
+			if err := c.Delete(ctx, pod, client.Preconditions{UID: &r.uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				t.Fatal(err)
+			}
+			if err := c.Delete(ctx, apitest.EphemeralRunner(s.ns, r.name)); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 // endJobs ends the jobs of kind j: a runner whose pod is still running
