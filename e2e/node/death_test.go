@@ -105,13 +105,30 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 			// its end was an error (the kubelet falls back to the log's
 			// tail only then).
 			require.NotNil(t, r.FinishedAt)
-			assertOwnOOMKill(t, r, 64<<20, r.FinishedAt.Time)
+			// On cgroup v1 the kernel counts the kill of a container's
+			// own process only in that container's cgroup, which runc
+			// removes as the process dies: the sidecar's poll sees the
+			// count in some runs and not in others, however fast the
+			// machine. A step killed while its container lives on (child-oom)
+			// is always seen. Either way the record must say which.
+			missed := tc.exitCode != 0 && r.Vitals != nil && r.Vitals.Cgroup == "v1" && r.Vitals.OOMKill == 0
+			if missed {
+				t.Log("the sidecar did not see the kill in the runner's own cgroup before runc removed it")
+				assertOwnCgroup(t, r, 64<<20)
+			} else {
+				assertOwnOOMKill(t, r, 64<<20, r.FinishedAt.Time)
+			}
 			require.Eventually(t, func() bool { return gone(t, pod) }, 30*time.Second, 250*time.Millisecond)
 			out := runWhy(t, pod.Name, "-n", ns)
 			t.Logf("runnerguard why %s -n %s:\n%s", pod.Name, ns, out)
 			assert.Contains(t, out, `runner "runner" died: cgroup-oom`)
-			assert.Regexp(t, `memory of the runner container "runner" \(its own cgroup, v[12]\): peak \S+ of 64Mi limit, oom \d+, oom_kill 1, first OOM kill seen at `, out)
-			assert.Contains(t, out, "the vitals confirm an OOM kill")
+			if missed {
+				assert.Regexp(t, `memory of the runner container "runner" \(its own cgroup, v1\): peak \S+ of 64Mi limit, oom \d+, oom_kill 0`, out)
+				assert.Contains(t, out, "the vitals counted no OOM kill here: on cgroup v1", "why says why the evidence does not show the kill its verdict names")
+			} else {
+				assert.Regexp(t, `memory of the runner container "runner" \(its own cgroup, v[12]\): peak \S+ of 64Mi limit, oom \d+, oom_kill 1, first OOM kill seen at `, out)
+				assert.Contains(t, out, "the vitals confirm an OOM kill")
+			}
 			if tc.exitCode != 0 {
 				assert.Contains(t, out, "last words")
 				assert.Contains(t, out, "runner: allocating 200M", "the runner's last log line before the kill")
@@ -128,19 +145,29 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 // whole seconds).
 func assertOwnOOMKill(t *testing.T, r death.Record, limit int64, until time.Time) {
 	t.Helper()
+	assertOwnCgroup(t, r, limit)
+	v := r.Vitals
+	assert.GreaterOrEqual(t, *v.Peak, limit*9/10, "its peak reached its limit")
+	assert.Equal(t, int64(1), v.OOMKill, "the kernel's one OOM kill, counted in the container's own cgroup")
+	require.NotNil(t, v.OOMKillAt, "the OOM's time")
+	require.NotNil(t, r.StartedAt)
+	assert.False(t, v.OOMKillAt.Time.Before(r.StartedAt.Time), "the OOM kill %s after the container's start %s", v.OOMKillAt, r.StartedAt)
+	assert.False(t, v.OOMKillAt.Time.After(until.Add(time.Second)), "the OOM kill %s before %s", v.OOMKillAt, until)
+}
+
+// assertOwnCgroup asserts that r's vitals are those of the runner
+// container's own cgroup, its own limit (not the pod's, which holds the
+// vitals sidecar too) and a peak that never passed it, with the pod's
+// reading beside them.
+func assertOwnCgroup(t *testing.T, r death.Record, limit int64) {
+	t.Helper()
 	v := r.Vitals
 	require.NotNil(t, v, "the sidecar's final reading is joined to the record")
 	require.Equal(t, death.ScopeContainer, v.Scope, "the vitals are the runner container's own cgroup's")
 	require.NotNil(t, v.Limit)
 	assert.Equal(t, limit, *v.Limit, "the runner container's own limit")
 	require.NotNil(t, v.Peak)
-	assert.GreaterOrEqual(t, *v.Peak, limit*9/10, "its peak reached its limit")
 	assert.LessOrEqual(t, *v.Peak, limit, "a container's own peak never passes its limit")
-	assert.Equal(t, int64(1), v.OOMKill, "the kernel's one OOM kill, counted in the container's own cgroup")
-	require.NotNil(t, v.OOMKillAt, "the OOM's time")
-	require.NotNil(t, r.StartedAt)
-	assert.False(t, v.OOMKillAt.Time.Before(r.StartedAt.Time), "the OOM kill %s after the container's start %s", v.OOMKillAt, r.StartedAt)
-	assert.False(t, v.OOMKillAt.Time.After(until.Add(time.Second)), "the OOM kill %s before %s", v.OOMKillAt, until)
 	require.NotNil(t, v.Pod, "the pod's reading, which differs, beside it")
 	if v.Pod.Limit != nil { // none when a container of the pod has none
 		assert.Greater(t, *v.Pod.Limit, limit, "the pod's limit includes the vitals sidecar's")
