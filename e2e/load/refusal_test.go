@@ -32,6 +32,7 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 	ctx := context.Background()
 	rounds := envInt("LOAD_ROUNDS", 300)
 	warmup := min(maxWarmup, rounds)
+	report.Rounds = rounds
 	pods := fast.CoreV1()
 
 	// The pods are shaped as the injector leaves a runner pod (labelled,
