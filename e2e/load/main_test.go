@@ -124,6 +124,7 @@ func run(m *testing.M) (int, error) {
 		nsNoMatch: {noMatchLabel: "true"},
 		nsVAP:     {vapLabel: "true"},
 		nsNothing: {nothingLabel: "true"},
+		nsRefuser: {refuserLabel: "true"},
 		nsCapture: nil,
 	} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}

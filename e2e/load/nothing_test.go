@@ -32,6 +32,12 @@ const (
 	// nothingEvictionPath is its validating twin, registered as the
 	// guard's eviction webhook is: the floor of an allowed eviction.
 	nothingEvictionPath = "/validate-nothing"
+	// nsRefuser is where busy runners' DELETEs go, through the guard's
+	// delete webhook as the chart renders it, to a handler that refuses
+	// without reading the review: the floor of any webhook's refusal.
+	nsRefuser         = "load-refuser"
+	refuserLabel      = "runnerguard.io/load-refuser"
+	nothingRefusePath = "/validate-refuse"
 )
 
 // nothingServer is controller-runtime's webhook server, set up as
@@ -83,6 +89,11 @@ func startNothing(ctx context.Context) (*nothingServer, error) {
 		func(context.Context, admission.Request) admission.Response { return admission.Allowed("") })}
 	srv.Register(nothingPath, n.countReviews(allow))
 	srv.Register(nothingEvictionPath, n.countReviews(allow))
+	refuse := &admission.Webhook{Handler: admission.HandlerFunc(
+		func(context.Context, admission.Request) admission.Response {
+			return admission.Denied("refused by a webhook that does not look")
+		})}
+	srv.Register(nothingRefusePath, n.countReviews(refuse))
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go func() { n.done <- srv.Start(runCtx) }()
@@ -136,8 +147,18 @@ func (n *nothingServer) register(ctx context.Context, cfg config.Config) error {
 	evURL := fmt.Sprintf("https://127.0.0.1:%d%s", n.port, nothingEvictionPath)
 	ev.Name = "eviction.nothing.load.runnerguard.io"
 	ev.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &evURL, CABundle: cluster.Env.WebhookInstallOptions.LocalServingCAData}
+	// And the guard's delete webhook, as the chart renders it (its
+	// matchConditions send it busy runners only), answered by a refusal.
+	del, err := objs.Webhook(registration.DeleteWebhook)
+	if err != nil {
+		return err
+	}
+	delURL := fmt.Sprintf("https://127.0.0.1:%d%s", n.port, nothingRefusePath)
+	del.Name = "delete.refuser.load.runnerguard.io"
+	del.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{refuserLabel: "true"}}
+	del.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &delURL, CABundle: cluster.Env.WebhookInstallOptions.LocalServingCAData}
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "load-nothing"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{ev}}
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{ev, del}}
 	if err := cluster.Client.Create(ctx, vwc); err != nil {
 		return fmt.Errorf("registering the do-nothing eviction webhook: %w", err)
 	}

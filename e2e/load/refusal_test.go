@@ -44,9 +44,11 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 
 	// Refused DELETEs: one busy runner a setup, refused every round.
 	const refusedOp = "pod DELETE refused (busy runner)"
+	const refuser = "validating webhook that refuses without looking"
 	refusedSetups := []struct{ name, ns, base string }{
 		{"ValidatingAdmissionPolicy", nsVAP, ""},
 		{"runnerguard guard", nsGuard, "ValidatingAdmissionPolicy"},
+		{refuser, nsRefuser, "ValidatingAdmissionPolicy"},
 	}
 	busy := make([]*corev1.Pod, len(refusedSetups))
 	for s, setup := range refusedSetups {
@@ -87,9 +89,10 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 		}
 	})
 	report.AddLatency(refusedOp, refusedSetups[0].name, refusals[0], nil, "")
+	report.AddLatency(refusedOp, refusedSetups[2].name, refusals[2], nil, refusedSetups[2].base)
 	report.AddLatency(refusedOp, refusedSetups[1].name, refusals[1], &guardRefusals, refusedSetups[1].base)
-	report.Notes = append(report.Notes, fmt.Sprintf("%s: guard p50 / ValidatingAdmissionPolicy p50 = %s (goal: at most 1.50x)",
-		refusedOp, p50Ratio(refusals[1], refusals[0])))
+	report.Notes = append(report.Notes, fmt.Sprintf("%s: guard p50 / ValidatingAdmissionPolicy p50 = %s (goal: at most 1.50x); %s p50 / ValidatingAdmissionPolicy p50 = %s (any webhook's floor); guard p50 / %s p50 = %s",
+		refusedOp, p50Ratio(refusals[1], refusals[0]), refuser, p50Ratio(refusals[2], refusals[0]), refuser, p50Ratio(refusals[1], refusals[2])))
 
 	// Allowed evictions of runners whose job has ended: fresh pods each
 	// round, as an eviction deletes its pod.
@@ -145,7 +148,7 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 	}
 	report.Notes = append(report.Notes, fmt.Sprintf("%s: guard p50 / %s p50 = %s (goal: at most 1.10x); %s p50 / no webhook p50 = %s",
 		evictOp, nothingEviction, p50Ratio(evictions[2], evictions[1]), nothingEviction, p50Ratio(evictions[1], evictions[0])))
-	for _, ns := range []string{nsNone, nsNothing, nsGuard, nsVAP} {
+	for _, ns := range []string{nsNone, nsNothing, nsGuard, nsVAP, nsRefuser} {
 		removeAll(t, ns)
 	}
 }
