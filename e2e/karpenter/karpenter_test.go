@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -107,38 +106,15 @@ type setup struct {
 	consolidated time.Duration
 }
 
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
-		return d
-	}
-	return def
-}
-
-// until polls cond every half second for at most d.
-func until(ctx context.Context, t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, d, true, func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting %s for %s: %v", d, what, err)
-	}
-}
-
 func TestConsolidation(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	// KARPENTER_NODES_PER_ROLE nodes of each role per setup;
 	// KARPENTER_HOLD is the least time long jobs run on after the short ones
 	// end (they run on at least until the busy-following setup's goes-idle
 	// nodes are gone, or KARPENTER_WAIT passed).
-	perRole := envInt("KARPENTER_NODES_PER_ROLE", 1)
-	hold := envDuration("KARPENTER_HOLD", 0)
-	patience := envDuration("KARPENTER_WAIT", 4*time.Minute)
+	perRole := apitest.EnvInt("KARPENTER_NODES_PER_ROLE", 1)
+	hold := apitest.EnvDuration("KARPENTER_HOLD", 0)
+	patience := apitest.EnvDuration("KARPENTER_WAIT", 4*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute+hold+patience)
 	defer cancel()
 	dir := t.TempDir()
@@ -163,7 +139,7 @@ func TestConsolidation(t *testing.T) {
 	admin := cluster.Client
 	for _, p := range []struct {
 		name  string
-		start func(*apitest.Cluster, string, string) (*process, error)
+		start func(*apitest.Cluster, string, string) (*apitest.Process, error)
 	}{{"kwok", startKwok}, {"kube-scheduler", startScheduler}, {"karpenter", startKarpenter}} {
 		proc, err := p.start(cluster, dir, filepath.Join(artifacts, "karpenter-"+p.name+".log"))
 		if err != nil {
@@ -217,7 +193,7 @@ func TestConsolidation(t *testing.T) {
 		}
 	}
 	want := len(setups) * perRole * int(roles) * perNode
-	until(ctx, t, 10*time.Minute, "every runner to run on a node Karpenter launched", func() bool {
+	apitest.Until(ctx, t, 10*time.Minute, "every runner to run on a node Karpenter launched", func() bool {
 		return runningRunners(ctx, admin, setups) == want
 	})
 	provisioned := time.Since(created)
@@ -275,7 +251,7 @@ func TestConsolidation(t *testing.T) {
 		sample(ctx, admin, setups, &mu, stop)
 	}()
 	guarded := setups[2]
-	until(ctx, t, time.Minute, "runnerguard's leader to mark every busy runner", func() bool {
+	apitest.Until(ctx, t, time.Minute, "runnerguard's leader to mark every busy runner", func() bool {
 		return marked(ctx, admin, guarded, func(r *runner) bool { return r.job != idle }) == guarded.busyCount(&mu)
 	})
 
@@ -435,7 +411,7 @@ func finish(ctx context.Context, t *testing.T, c client.Client, setups []*setup,
 		endJobs(ctx, t, c, s, j, mu)
 	}
 	ended := func(r *runner) bool { return r.job == j && !r.lost }
-	until(ctx, t, 2*time.Minute, "the runners whose job ended to exit", func() bool {
+	apitest.Until(ctx, t, 2*time.Minute, "the runners whose job ended to exit", func() bool {
 		for _, s := range setups {
 			pods := &corev1.PodList{}
 			if err := c.List(ctx, pods, client.InNamespace(s.ns)); err != nil {
@@ -450,7 +426,7 @@ func finish(ctx context.Context, t *testing.T, c client.Client, setups []*setup,
 		return true
 	})
 	guarded := setups[2]
-	until(ctx, t, time.Minute, "runnerguard's marks to leave every runner whose job ended", func() bool {
+	apitest.Until(ctx, t, time.Minute, "runnerguard's marks to leave every runner whose job ended", func() bool {
 		return marked(ctx, c, guarded, ended) == 0
 	})
 	for _, s := range setups {

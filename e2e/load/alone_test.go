@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 )
 
@@ -32,7 +33,7 @@ import (
 // stepRequests, whichever comes first.
 const stepRequests = 20000
 
-var stepDuration = time.Duration(envInt("LOAD_STEP_MS", 3000)) * time.Millisecond
+var stepDuration = time.Duration(apitest.EnvInt("LOAD_STEP_MS", 3000)) * time.Millisecond
 
 // TestWebhookServerAloneUnderConcurrentReviews posts AdmissionReviews to
 // the binary's HTTPS endpoint directly, with the CA envtest generated, at

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -55,7 +56,7 @@ func TestBusyRunnerDeleteIsRefusedByEachGuardSetup(t *testing.T) {
 // the machine's load affects every setup alike.
 func TestPodCreateAndDeleteLatency(t *testing.T) {
 	ctx := context.Background()
-	rounds := envInt("LOAD_ROUNDS", 300)
+	rounds := apitest.EnvInt("LOAD_ROUNDS", 300)
 	warmup := min(maxWarmup, rounds)
 	report.Rounds = rounds
 	pods := fast.CoreV1()

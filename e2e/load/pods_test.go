@@ -5,8 +5,6 @@ package load
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -26,13 +24,6 @@ import (
 const node = "node-load"
 
 // envInt reads a positive integer from the environment, or def.
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
 // newRunner is a generic pool's runner pod as its controller creates it.
 func newRunner(ns, name string) *corev1.Pod {
 	pod := podtest.Runner(ns, name).Obj()

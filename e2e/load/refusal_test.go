@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 )
@@ -30,7 +31,7 @@ import (
 // printed under the table.
 func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 	ctx := context.Background()
-	rounds := envInt("LOAD_ROUNDS", 300)
+	rounds := apitest.EnvInt("LOAD_ROUNDS", 300)
 	warmup := min(maxWarmup, rounds)
 	report.Rounds = rounds
 	pods := fast.CoreV1()

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -49,7 +50,7 @@ func TestWhatThePolicyAddsToPodCreateAndUpdate(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+o.Name+"'")
 	}, 15*time.Second, 100*time.Millisecond, "the policy is enforced")
 
-	rounds := envInt("LOAD_ROUNDS", 300)
+	rounds := apitest.EnvInt("LOAD_ROUNDS", 300)
 	warmup := min(maxWarmup, rounds)
 	report.Rounds = rounds
 	setups := []string{nsNoPolicy, nsPolicy}

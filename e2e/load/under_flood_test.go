@@ -46,7 +46,7 @@ const (
 // and what the flood's reviews were answered.
 func TestTheInjectorUnderAFloodOfTheGuardsPath(t *testing.T) {
 	ctx := context.Background()
-	n := min(envInt("LOAD_ROUNDS", 300), 200)
+	n := min(apitest.EnvInt("LOAD_ROUNDS", 300), 200)
 	timeout := time.Duration(server.Options().TimeoutSeconds) * time.Second
 	const op = "runner pod CREATE (injector)"
 	create := func(name string) (time.Duration, bool) {

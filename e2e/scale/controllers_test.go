@@ -19,8 +19,12 @@ import (
 // its own ServiceAccount's token (TokenRequest, signed with envtest's
 // service-account key), so the guard sees the namespace controller and pod
 // GC under their real usernames, the ones config.Default exempts.
-func startKCM(c *apitest.Cluster, dir, logPath string) (*process, error) {
-	return startProcess(c, dir, "kube-controller-manager", filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), logPath, nil,
-		"--use-service-account-credentials=true", "--controllers=namespace,podgc,garbagecollector",
+func startKCM(c *apitest.Cluster, dir, logPath string) (*apitest.Process, error) {
+	kc, err := c.AdminKubeconfig(dir, "kube-controller-manager")
+	if err != nil {
+		return nil, err
+	}
+	return apitest.StartProcess("kube-controller-manager", filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), logPath, nil,
+		"--kubeconfig="+kc, "--use-service-account-credentials=true", "--controllers=namespace,podgc,garbagecollector",
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0")
 }

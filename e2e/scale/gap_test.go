@@ -54,7 +54,7 @@ func (k *kills) strikeGap(ctx context.Context, t *testing.T, workers int, other 
 		return podGC.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	}
 	errs := parallel(k.gapBusy, workers, forceDelete)
-	until(ctx, t, 2*time.Minute, "kwok to end the gap's runners", func() bool { return k.inPhase(ctx, k.gapEnded, corev1.PodSucceeded) == len(k.gapEnded) })
+	apitest.Until(ctx, t, 2*time.Minute, "kwok to end the gap's runners", func() bool { return k.inPhase(ctx, k.gapEnded, corev1.PodSucceeded) == len(k.gapEnded) })
 	errs = append(errs, parallel(k.gapEnded, workers, forceDelete)...)
 	if len(errs) > 0 {
 		t.Fatalf("%d force-deletes in the gap failed, first: %v", len(errs), errs[0])

@@ -5,33 +5,12 @@ package scale
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
-
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
-// until polls cond every half second for at most d: the bounds are
-// generous, the waits end as soon as the condition holds.
-func until(ctx context.Context, t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, d, true, func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waiting %s for %s: %v", d, what, err)
-	}
-}
 
 // took keeps how long a request started at start took, under the lock.
 func (r *run) took(into *[]time.Duration, start time.Time) {

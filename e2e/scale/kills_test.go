@@ -53,7 +53,7 @@ type kills struct {
 	cluster *apitest.Cluster
 	dir     string
 	kcmLog  string
-	kcm     *process
+	kcm     *apitest.Process
 	admin   *kubernetes.Clientset
 	crAdmin client.Client
 	pool    *kubernetes.Clientset
@@ -180,7 +180,7 @@ func (k *kills) setup(ctx context.Context, t *testing.T, workers int) {
 		t.Fatalf("%d creates of the kill paths' runners failed, first: %v", len(errs), errs[0])
 	}
 	starting := k.starting()
-	until(ctx, t, 3*time.Minute, "kwok to start the kill paths' runners", func() bool { return k.inPhase(ctx, starting, corev1.PodRunning) == len(starting) })
+	apitest.Until(ctx, t, 3*time.Minute, "kwok to start the kill paths' runners", func() bool { return k.inPhase(ctx, starting, corev1.PodRunning) == len(starting) })
 }
 
 // killPod is r's pod without the fleet's label: the kill paths' pods stay
@@ -262,7 +262,7 @@ func (k *kills) strike(ctx context.Context, t *testing.T, workers int, obs *obse
 	if err := endJob(ctx, k.admin, k.downFinished); err != nil {
 		t.Fatal(err)
 	}
-	until(ctx, t, 2*time.Minute, "kwok to end the finished runner", func() bool {
+	apitest.Until(ctx, t, 2*time.Minute, "kwok to end the finished runner", func() bool {
 		return k.inPhase(ctx, []*runner{k.downFinished}, corev1.PodSucceeded) == 1
 	})
 	autoscaler := clientAs(k.cfg, autoscalerUser)
@@ -323,7 +323,7 @@ func (k *kills) strike(ctx context.Context, t *testing.T, workers int, obs *obse
 	}
 	// ARC's controller deletes the finished pods: decided in the API
 	// server (matchConditions), no guard call.
-	until(ctx, t, 2*time.Minute, "kwok to end ARC's busy runners", func() bool { return k.inPhase(ctx, k.arcBusy, corev1.PodSucceeded) == len(k.arcBusy) })
+	apitest.Until(ctx, t, 2*time.Minute, "kwok to end ARC's busy runners", func() bool { return k.inPhase(ctx, k.arcBusy, corev1.PodSucceeded) == len(k.arcBusy) })
 	before, err := guard.WebhookCalls(registration.GuardPath)
 	if err != nil {
 		t.Fatal(err)
@@ -335,11 +335,11 @@ func (k *kills) strike(ctx context.Context, t *testing.T, workers int, obs *obse
 	}
 	k.arcDoneCalls = int(after - before)
 	// The scale-down goes on once the autoscaler's node has no busy runner.
-	until(ctx, t, 2*time.Minute, "kwok to end the autoscaler node's runners", func() bool { return k.inPhase(ctx, k.down, corev1.PodSucceeded) == len(k.down) })
+	apitest.Until(ctx, t, 2*time.Minute, "kwok to end the autoscaler node's runners", func() bool { return k.inPhase(ctx, k.down, corev1.PodSucceeded) == len(k.down) })
 	k.asAfterTried = len(k.down)
 	k.asAfterAllowed = len(k.down) - len(parallel(k.down, workers, func(r *runner) error { return evict(ctx, autoscaler, r) }))
 
-	until(ctx, t, 3*time.Minute, "the namespace controller to remove "+doomedNS, func() bool {
+	apitest.Until(ctx, t, 3*time.Minute, "the namespace controller to remove "+doomedNS, func() bool {
 		_, err := k.admin.CoreV1().Namespaces().Get(ctx, doomedNS, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -352,7 +352,7 @@ func (k *kills) strike(ctx context.Context, t *testing.T, workers int, obs *obse
 			rest, want = append(rest, e.r), want+e.n
 		}
 	}
-	until(ctx, t, 3*time.Minute, "a record of every kill path's death but the lost node's and the gap's", func() bool { return obs.recordsOf(rest) >= want })
+	apitest.Until(ctx, t, 3*time.Minute, "a record of every kill path's death but the lost node's and the gap's", func() bool { return obs.recordsOf(rest) >= want })
 }
 
 // stop ends kube-controller-manager.

@@ -25,8 +25,8 @@ import (
 
 func TestFleet(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	nRunners, nNodes, workers := envInt("SCALE_RUNNERS", 30), envInt("SCALE_NODES", 10), envInt("SCALE_WORKERS", 8)
-	nOthers := envInt("SCALE_OTHER_PODS", 0)
+	nRunners, nNodes, workers := apitest.EnvInt("SCALE_RUNNERS", 30), apitest.EnvInt("SCALE_NODES", 10), apitest.EnvInt("SCALE_WORKERS", 8)
+	nOthers := apitest.EnvInt("SCALE_OTHER_PODS", 0)
 	ctx, cancel := context.WithTimeout(context.Background(), scaled(40*time.Minute, nRunners+nOthers/10, 300*time.Millisecond))
 	defer cancel()
 	dir := t.TempDir()
@@ -51,12 +51,12 @@ func TestFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kw, err := startKwok(cluster, dir, filepath.Join(artifacts, "scale-kwok.log"))
+	kw, err := apitest.StartKwok(cluster, dir, filepath.Join(artifacts, "scale-kwok.log"), nodeLabel+"=kwok")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kw.Stop(ctx)
-	cp.kwok = kw.cmd.Process.Pid
+	cp.kwok = kw.Pid()
 
 	admin := cluster.Clientset
 	for _, ns := range []string{genericNS, gitlabNS, genericNS + baseSuffix, gitlabNS + baseSuffix} {
@@ -72,14 +72,14 @@ func TestFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(ctx, t, scaled(3*time.Minute, nNodes, 100*time.Millisecond), "kwok to make every node Ready", func() bool { return readyNodes(ctx, admin) == nNodes })
+	apitest.Until(ctx, t, scaled(3*time.Minute, nNodes, 100*time.Millisecond), "kwok to make every node Ready", func() bool { return readyNodes(ctx, admin) == nNodes })
 	obs, err := startObserver(ctx, cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The cluster's other workloads, before any runner and before
 	// runnerguard: it starts against a cluster of their size.
-	others, err := createOthers(ctx, cp, nOthers, nodes, []string{genericNS, gitlabNS}, envInt("SCALE_OTHER_WORKERS", 32))
+	others, err := createOthers(ctx, cp, nOthers, nodes, []string{genericNS, gitlabNS}, apitest.EnvInt("SCALE_OTHER_WORKERS", 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	cfg := config.Default()
-	if n := envInt("SCALE_RECORDS_PER_NAMESPACE", 0); n > 0 {
+	if n := apitest.EnvInt("SCALE_RECORDS_PER_NAMESPACE", 0); n > 0 {
 		// Retention that bites during the run: the collector removes the
 		// oldest records of pods that may still show their deaths, and a
 		// leader that takes over must not write those again.
@@ -115,7 +115,7 @@ func TestFleet(t *testing.T) {
 	if err := server.Register(ctx, cluster.Client, cfg); err != nil {
 		t.Fatal(err)
 	}
-	until(ctx, t, 2*time.Minute, "a leader", func() bool { return isLeader(server) || isLeader(replica) })
+	apitest.Until(ctx, t, 2*time.Minute, "a leader", func() bool { return isLeader(server) || isLeader(replica) })
 	// The kill paths that need cluster machinery (kills_test.go) strike
 	// before the fleet's plan; only pod GC's removal of a lost node's pods
 	// runs on into it.
@@ -187,7 +187,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 		t.Fatalf("%d creates failed, first: %v", len(errs), errs[0])
 	}
 	run.burst = since(run.before.at)
-	until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "kwok to start every runner", func() bool {
+	apitest.Until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "kwok to start every runner", func() bool {
 		return notRunning(ctx, f.cp.meta, fleetLabel+"=1", genericNS, gitlabNS) == len(never)
 	})
 	run.burstEnd = take(replicas)
@@ -265,7 +265,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	if errs := parallel(restarting, workers, func(r *runner) error { return crash(ctx, admin, r) }); len(errs) > 0 {
 		t.Fatalf("%d crashes failed, first: %v", len(errs), errs[0])
 	}
-	until(ctx, t, scaled(5*time.Minute, len(restarting), 100*time.Millisecond), "kwok to restart the crashing runners", func() bool { return obs.restartedIn(restarting) == len(restarting) })
+	apitest.Until(ctx, t, scaled(5*time.Minute, len(restarting), 100*time.Millisecond), "kwok to restart the crashing runners", func() bool { return obs.restartedIn(restarting) == len(restarting) })
 	run.restarted = len(restarting)
 
 	// The reaper removes the runners that never started: allowed, and
@@ -321,11 +321,11 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	if errs := parallel(batch, workers, func(r *runner) error { return endJob(ctx, admin, r) }); len(errs) > 0 {
 		t.Fatalf("%d job ends failed, first: %v", len(errs), errs[0])
 	}
-	until(ctx, t, scaled(5*time.Minute, len(batch), 100*time.Millisecond), "kwok to end the first batch of runners", func() bool { return obs.ended(batch) == len(batch) })
+	apitest.Until(ctx, t, scaled(5*time.Minute, len(batch), 100*time.Millisecond), "kwok to end the first batch of runners", func() bool { return obs.ended(batch) == len(batch) })
 	run.gapDeaths = len(batch)
 	if guarded {
 		other := replicas[1-run.killed]
-		until(ctx, t, 3*time.Minute, "the other replica to lead", func() bool { return isLeader(other) })
+		apitest.Until(ctx, t, 3*time.Minute, "the other replica to lead", func() bool { return isLeader(other) })
 		run.gap = since(gapStart)
 		if err := replicas[run.killed].Start(ctx); err != nil {
 			t.Fatal(err)
@@ -373,7 +373,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	for _, r := range rs {
 		deaths += r.deaths()
 	}
-	until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "a record of every death", func() bool {
+	apitest.Until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "a record of every death", func() bool {
 		return obs.recordsOf(rs) >= deaths
 	})
 	run.end = take(replicas)

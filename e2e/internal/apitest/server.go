@@ -74,7 +74,8 @@ type Server struct {
 	logs *os.File
 }
 
-func freePort() (int, error) {
+// FreePort is a TCP port on loopback that nothing listens on just now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -154,7 +155,7 @@ func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, err
 		return nil, err
 	}
 	for _, p := range []*int{&s.metricsPort, &s.probePort, &s.pprofPort} {
-		if *p, err = freePort(); err != nil {
+		if *p, err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -300,7 +301,7 @@ func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
 		kubeconfigFromEnv: s.kubeconfigFromEnv, MetricsToken: s.MetricsToken}
 	var err error
 	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort, &r.pprofPort} {
-		if *p, err = freePort(); err != nil {
+		if *p, err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
