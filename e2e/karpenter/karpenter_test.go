@@ -118,12 +118,8 @@ func TestConsolidation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute+hold+patience)
 	defer cancel()
 	dir := t.TempDir()
-	root, err := apitest.RepoRoot()
+	artifacts, err := apitest.Artifacts()
 	if err != nil {
-		t.Fatal(err)
-	}
-	artifacts := filepath.Join(root, "e2e", ".artifacts")
-	if err := os.MkdirAll(artifacts, 0o755); err != nil {
 		t.Fatal(err)
 	}
 

@@ -30,12 +30,8 @@ func TestFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), scaled(40*time.Minute, nRunners+nOthers/10, 300*time.Millisecond))
 	defer cancel()
 	dir := t.TempDir()
-	root, err := apitest.RepoRoot()
+	artifacts, err := apitest.Artifacts()
 	if err != nil {
-		t.Fatal(err)
-	}
-	artifacts := filepath.Join(root, "e2e", ".artifacts")
-	if err := os.MkdirAll(artifacts, 0o755); err != nil {
 		t.Fatal(err)
 	}
 

@@ -33,6 +33,20 @@ type Cluster struct {
 const EventTTL = 20 * time.Second
 
 func StartCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	env, err := NewEnvironment(crds...)
+	if err != nil {
+		return nil, err
+	}
+	// Events expire within the suite, as they do after an hour in a real
+	// cluster: the death records must not depend on them.
+	env.ControlPlane.GetAPIServer().Configure().Set("event-ttl", EventTTL.String())
+	return Start(env)
+}
+
+// NewEnvironment is kube-apiserver and etcd from KUBEBUILDER_ASSETS, not
+// started, with runnerguard's CRDs as the chart ships them and crds, for a
+// suite to configure further.
+func NewEnvironment(crds ...*apiextensionsv1.CustomResourceDefinition) (*envtest.Environment, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the suite through make, which builds kube-apiserver and etcd")
@@ -41,8 +55,7 @@ func StartCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, 
 	if err != nil {
 		return nil, err
 	}
-	// runnerguard's own CRDs, as the chart ships them; and its types in the
-	// clients' scheme.
+	// runnerguard's types in the clients' scheme.
 	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return nil, err
 	}
@@ -51,9 +64,11 @@ func StartCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, 
 	// 1.37 refuses a loopback advertise address in its endpoint reconciler;
 	// envtest passes one, so turn the reconciler off.
 	env.ControlPlane.GetAPIServer().Configure().Set("endpoint-reconciler-type", "none")
-	// Events expire within the suite, as they do after an hour in a real
-	// cluster: the death records must not depend on them.
-	env.ControlPlane.GetAPIServer().Configure().Set("event-ttl", EventTTL.String())
+	return env, nil
+}
+
+// Start starts env and connects to it as the admin.
+func Start(env *envtest.Environment) (*Cluster, error) {
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
@@ -68,6 +83,17 @@ func StartCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, 
 		return nil, err
 	}
 	return c, nil
+}
+
+// Artifacts is e2e/.artifacts, where the suites keep their logs and
+// reports, made if missing.
+func Artifacts() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "e2e", ".artifacts")
+	return dir, os.MkdirAll(dir, 0o755)
 }
 
 // Stop ends kube-apiserver and etcd.
