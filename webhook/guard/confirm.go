@@ -21,8 +21,8 @@ import (
 // record and an Event, not a GET besides); a pod the cache has not seen
 // yet, or has dropped, is read from the API server.
 func (h *Handler) confirm(ctx context.Context, f Facts) (bool, error) {
-	if f.confirmed {
-		return true, nil
+	if f.confirmed || f.refuted {
+		return f.confirmed, nil
 	}
 	key := client.ObjectKeyFromObject(f.Pod)
 	if h.Pods != nil {

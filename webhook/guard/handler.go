@@ -100,6 +100,15 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	d := Decide(facts, h.Config)
+	if d.Allowed && !rv.dryRun && !facts.confirmed {
+		// An allowed deletion can be applied before the work after the
+		// answer runs, and a pod found terminating then would pass for a
+		// review sent after its deletion began (no note, no deleter on
+		// record): confirm it now, while its deletion cannot have begun.
+		// A refusal deletes nothing, so its confirmation waits.
+		ok, err := h.confirm(ctx, facts)
+		facts.confirmed, facts.refuted = ok, !ok && err == nil
+	}
 	if h.labelsFirst(facts, d, rv) {
 		h.sideEffects(ctx, facts, d, rv)
 	} else {

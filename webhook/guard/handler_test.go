@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -627,6 +628,33 @@ func TestAnUnlabelledRunnerPodIsLabelledBeforeTheAnswerEvenAnsweringFirst(t *tes
 	got := &corev1.Pod{}
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel], "labelled when Handle returns")
+}
+
+// Answering first, an allowed deletion can be applied before the work
+// after the answer runs: the review's pod is confirmed before the answer,
+// so finding it terminating afterwards does not drop its deletion note.
+func TestAnAllowedDeletionIsNotedThoughItsPodIsTerminatingByTheTimeTheWorkAfterTheAnswerRuns(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Label(runnerpod.RunnerLabel, "true").Annotate(runnerpod.AllowDelete, "drain").Obj()
+	h, _ := newTestHandler(pod)
+	h.AnswerFirst()
+	var answered atomic.Bool
+	h.Pods = interceptor.NewClient(fake.NewClientBuilder().WithObjects(pod.DeepCopy()).Build(), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if answered.Load() { // the API server has applied the deletion
+				obj.SetDeletionTimestamp(&metav1.Time{Time: podtest.Start.Add(5 * time.Minute)})
+			}
+			return nil
+		},
+	})
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
+	answered.Store(true)
+	h.Wait()
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n, "the deleter is noted")
+	assert.Equal(t, "alice", n.Requester)
 }
 
 // A replica that is stopped finishes the work its answers started.
