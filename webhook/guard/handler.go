@@ -100,7 +100,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	d := Decide(facts, h.Config)
-	if d.Allowed && !rv.dryRun && !facts.confirmed {
+	w := h.writes(facts, d, rv)
+	if d.Allowed && w.any && !facts.confirmed {
 		// An allowed deletion can be applied before the work after the
 		// answer runs, and a pod found terminating then would pass for a
 		// review sent after its deletion began (no note, no deleter on
@@ -109,7 +110,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		ok, err := h.confirm(ctx, facts)
 		facts.confirmed, facts.refuted = ok, !ok && err == nil
 	}
-	if h.labelsFirst(facts, d, rv) {
+	if w.unlabelled {
+		// The watcher's cache must hold the pod before the deletion
+		// removes it: labelled before the answer.
 		h.sideEffects(ctx, facts, d, rv)
 	} else {
 		h.after.do(ctx, func(ctx context.Context) { h.sideEffects(ctx, facts, d, rv) })
@@ -126,13 +129,29 @@ func (h *Handler) AnswerFirst() { h.after = newAfterAnswer(afterSlots) }
 // done.
 func (h *Handler) Wait() { h.after.wait() }
 
-// labelsFirst reports whether the review's side effects must come before
-// its answer: an admitted deletion of a runner pod the watcher does not see
-// (no runner label) labels it first, so that the watcher's cache holds it
-// before the deletion removes it.
-func (h *Handler) labelsFirst(f Facts, d Decision, rv review) bool {
+// writing is what a review's side effects write beyond its log line and
+// metric: any (an Event, a note or the runner label, which the review's pod
+// must be confirmed for), a note of a running runner's admitted deletion
+// (running), the runner label on an admitted deletion of a runner pod the
+// watcher does not see (unlabelled).
+type writing struct{ any, running, unlabelled bool }
+
+// writes is what the review's side effects write. A dry run gets the same
+// answer and writes nothing; nor does a pod that is no runner's, or is
+// already terminating.
+func (h *Handler) writes(f Facts, d Decision, rv review) writing {
+	if rv.dryRun || d.Rule == RuleNotRunnerPod || d.Rule == RuleTerminating {
+		return writing{}
+	}
+	w := writing{running: d.Allowed && d.Status.State == runnerpod.Running}
+	// A runner pod the injector never saw is out of the pod watcher's view
+	// until labelled, whatever its runner's state: its delete is sent here
+	// (matchConditions) so it is labelled before it goes and its death,
+	// an OOM before its fleet removes it, is still recorded.
 	_, labelled := f.Pod.Labels[runnerpod.RunnerLabel]
-	return d.Allowed && !labelled && h.Writer != nil && !rv.dryRun && d.Rule != RuleNotRunnerPod && d.Rule != RuleTerminating
+	w.unlabelled = d.Allowed && !labelled && h.Writer != nil
+	w.any = !d.Allowed || d.Rule == RuleOverride || d.Rule == RuleProtectionExpired || w.running || w.unlabelled
+	return w
 }
 
 // review is what the request says beyond the pod: whether it is a dry run
@@ -275,7 +294,7 @@ func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
 
 // sideEffects logs the decision, emits Events and notes an admitted
 // deletion of a running runner for the pod watcher, after the answer
-// (AnswerFirst) unless it labels the pod (labelsFirst). A dry run gets the
+// (AnswerFirst) unless it labels the pod. A dry run gets the
 // same answer and none of them; so does a review whose pod does not exist
 // with the review's UID, which the API server did not send.
 func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review) {
@@ -296,14 +315,8 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	default:
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
 	}
-	running := d.Allowed && d.Status.State == runnerpod.Running
-	// A runner pod the injector never saw is out of the pod watcher's view
-	// until labelled, whatever its runner's state: its delete is sent here
-	// (matchConditions) so it is labelled before it goes and its death,
-	// an OOM before its fleet removes it, is still recorded.
-	_, labelled := f.Pod.Labels[runnerpod.RunnerLabel]
-	unlabelled := d.Allowed && !labelled && h.Writer != nil
-	if rv.dryRun || (d.Allowed && d.Rule != RuleOverride && d.Rule != RuleProtectionExpired && !running && !unlabelled) {
+	w := h.writes(f, d, rv)
+	if !w.any {
 		return
 	}
 	if ok, err := h.confirm(ctx, f); !ok {
@@ -314,11 +327,11 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	// Who deleted the EphemeralRunner: the refusal names them, and a delete
 	// once the job is over completes what they started.
 	var startedBy string
-	if !d.Allowed && d.OwnerDeleting || running && d.Rule == RuleJobOver {
+	if !d.Allowed && d.OwnerDeleting || w.running && d.Rule == RuleJobOver {
 		startedBy = h.ownerDeleter(ctx, pod)
 	}
 	h.event(f, d, startedBy)
-	if running && h.Writer != nil {
+	if w.running && h.Writer != nil {
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
 		n.Deletion.StartedBy = startedBy
 		// Written once the deletion has happened, so a review the API server
@@ -326,9 +339,9 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		// the real one.
 		h.Notes.WriteWhen(ctx, n, h.podDeleted(n))
 	}
-	if unlabelled {
-		// Before the answer (labelsFirst): the watcher's cache must hold
-		// the pod before the deletion removes it.
+	if w.unlabelled {
+		// Before the answer (Handle): the watcher's cache must hold the
+		// pod before the deletion removes it.
 		if err := recorder.Label(ctx, h.Writer, f.Pod); err != nil {
 			log.Error(err, "labelling the runner pod for the pod watcher")
 		}
