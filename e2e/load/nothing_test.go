@@ -5,10 +5,14 @@ package load
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -17,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
 )
@@ -41,80 +46,121 @@ const (
 )
 
 // nothingServer is controller-runtime's webhook server, set up as
-// runnerguard's (its own TLS port on loopback, HTTP/1.1 only), serving an
-// admission handler that allows every review with no patch. It runs in
-// the test process, which also sends the timed requests; runnerguard runs
-// as its own process.
+// runnerguard's (its own TLS port on loopback, HTTP/1.1 only) and, like
+// runnerguard, in a process of its own (this test binary, run again with
+// nothingServeEnv set: serveNothing), serving admission handlers that
+// allow every review with no patch, or refuse it without reading it. A
+// floor served from the test process, which also sends the timed requests,
+// would leave out what crossing to another process costs.
 type nothingServer struct {
-	port   int
-	cancel context.CancelFunc
-	done   chan error
-	// calls and nanos count the reviews answered and the time spent
-	// answering them, as controller-runtime's latency histogram does for
-	// runnerguard's server.
-	calls, nanos atomic.Int64
+	port  int
+	cmd   *exec.Cmd
+	stats func() (calls, seconds float64, err error)
 }
 
-// countReviews times each review from receiving it to writing its answer.
-func (n *nothingServer) countReviews(h http.Handler) http.Handler {
+// nothingServeEnv, set to "<port> <certDir>", makes this test binary serve
+// the do-nothing webhooks instead of running the tests.
+const (
+	nothingServeEnv = "LOAD_SERVE_NOTHING"
+	nothingStats    = "/stats"
+)
+
+// counter counts the reviews answered and the time spent answering them,
+// from receiving each to writing its answer, as controller-runtime's
+// latency histogram does for runnerguard's server.
+type counter struct{ calls, nanos atomic.Int64 }
+
+func (c *counter) count(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		h.ServeHTTP(w, r)
-		n.nanos.Add(int64(time.Since(start)))
-		n.calls.Add(1)
+		c.nanos.Add(int64(time.Since(start)))
+		c.calls.Add(1)
 	})
 }
 
-// stats are the reviews answered so far and the seconds spent on them, as
-// Server.WebhookStats reports runnerguard's.
-func (n *nothingServer) stats() (calls, seconds float64) {
-	return float64(n.calls.Load()), time.Duration(n.nanos.Load()).Seconds()
-}
-
-// startNothing serves the do-nothing webhook with envtest's serving
-// certificate, the one runnerguard's server uses, and waits until it
-// answers.
-func startNothing(ctx context.Context) (*nothingServer, error) {
-	wio := cluster.Env.WebhookInstallOptions
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+// serveNothing serves the do-nothing webhooks until it is signalled, with
+// the counts at nothingStats.
+func serveNothing(args string) int {
+	var port int
+	var certDir string
+	if _, err := fmt.Sscan(args, &port, &certDir); err != nil {
+		fmt.Fprintf(os.Stderr, "%s=%q: want a port and a certificate directory: %v\n", nothingServeEnv, args, err)
+		return 2
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	n := &nothingServer{port: port, done: make(chan error, 1)}
-	srv := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: wio.LocalServingCertDir,
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	srv := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir,
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}})
+	var c counter
 	allow := &admission.Webhook{Handler: admission.HandlerFunc(
 		func(context.Context, admission.Request) admission.Response { return admission.Allowed("") })}
-	srv.Register(nothingPath, n.countReviews(allow))
-	srv.Register(nothingEvictionPath, n.countReviews(allow))
+	srv.Register(nothingPath, c.count(allow))
+	srv.Register(nothingEvictionPath, c.count(allow))
 	refuse := &admission.Webhook{Handler: admission.HandlerFunc(
 		func(context.Context, admission.Request) admission.Response {
 			return admission.Denied("refused by a webhook that does not look")
 		})}
-	srv.Register(nothingRefusePath, n.countReviews(refuse))
-	runCtx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	go func() { n.done <- srv.Start(runCtx) }()
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-n.done:
-			return false, fmt.Errorf("the do-nothing webhook stopped: %w", err)
-		default:
+	srv.Register(nothingRefusePath, c.count(refuse))
+	srv.Register(nothingStats, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "%d %d", c.calls.Load(), c.nanos.Load())
+	}))
+	if err := srv.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "the do-nothing webhook:", err)
+		return 1
+	}
+	return 0
+}
+
+// startNothing runs the do-nothing webhooks in a process of their own, with
+// envtest's serving certificate (the one runnerguard's server uses), and
+// waits until they answer.
+func startNothing(ctx context.Context) (*nothingServer, error) {
+	wio := cluster.Env.WebhookInstallOptions
+	port, err := apitest.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %s", nothingServeEnv, port, wio.LocalServingCertDir))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the do-nothing webhook: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(wio.LocalServingCAData)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	statsURL := fmt.Sprintf("https://127.0.0.1:%d%s", port, nothingStats)
+	n := &nothingServer{port: port, cmd: cmd}
+	n.stats = func() (float64, float64, error) {
+		resp, err := hc.Get(statsURL)
+		if err != nil {
+			return 0, 0, err
 		}
-		return srv.StartedChecker()(nil) == nil, nil
+		defer resp.Body.Close()
+		var calls, nanos int64
+		if _, err := fmt.Fscan(resp.Body, &calls, &nanos); err != nil {
+			return 0, 0, fmt.Errorf("the do-nothing webhook's counts: %w", err)
+		}
+		return float64(calls), time.Duration(nanos).Seconds(), nil
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if cmd.ProcessState != nil {
+			return false, fmt.Errorf("the do-nothing webhook exited: %s", cmd.ProcessState)
+		}
+		_, _, err := n.stats()
+		return err == nil, nil
 	})
 	if err != nil {
-		cancel()
+		n.stop()
 		return nil, err
 	}
 	return n, nil
 }
 
 func (n *nothingServer) stop() {
-	n.cancel()
-	<-n.done
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	_ = n.cmd.Wait()
 }
 
 // register installs the do-nothing webhook as the injector is installed

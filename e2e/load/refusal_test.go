@@ -89,8 +89,13 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 			require.NoError(t, refuse(busy[1]))
 		}
 	})
+	refuserRefusals := reviewsDuring(t, nothing.stats, countWindow, func() {
+		for range countWindow {
+			require.NoError(t, refuse(busy[2]))
+		}
+	})
 	report.AddLatency(refusedOp, refusedSetups[0].name, refusals[0], nil, "")
-	report.AddLatency(refusedOp, refusedSetups[2].name, refusals[2], nil, refusedSetups[2].base)
+	report.AddLatency(refusedOp, refusedSetups[2].name, refusals[2], &refuserRefusals, refusedSetups[2].base)
 	report.AddLatency(refusedOp, refusedSetups[1].name, refusals[1], &guardRefusals, refusedSetups[1].base)
 	report.Notes = append(report.Notes, fmt.Sprintf("%s: guard p50 / ValidatingAdmissionPolicy p50 = %s (goal: at most 1.50x); %s p50 / ValidatingAdmissionPolicy p50 = %s (any webhook's floor); guard p50 / %s p50 = %s",
 		refusedOp, p50Ratio(refusals[1], refusals[0]), refuser, p50Ratio(refusals[2], refusals[0]), refuser, p50Ratio(refusals[1], refusals[2])))
@@ -133,7 +138,7 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 		case nsGuard:
 			stats = func() (float64, float64, error) { return server.WebhookStats(registration.GuardPath) }
 		case nsNothing:
-			stats = func() (float64, float64, error) { c, sec := nothing.stats(); return c, sec, nil }
+			stats = nothing.stats
 		default:
 			continue
 		}

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"time"
 
@@ -56,6 +57,44 @@ func (a *afterAnswer) do(ctx context.Context, work func(context.Context)) {
 		defer cancel()
 		work(actx)
 	}()
+}
+
+// later runs work after the review's answer: once the answer is written,
+// for a review served through Serve; otherwise as do does.
+func (a *afterAnswer) later(ctx context.Context, work func(context.Context)) {
+	if p, ok := ctx.Value(pendingKey{}).(*pending); ok && a != nil && p.work == nil {
+		p.ctx, p.work = ctx, work
+		return
+	}
+	a.do(ctx, work)
+}
+
+// pendingKey carries a review's pending work in its request's context.
+type pendingKey struct{}
+
+// pending is the work a review's answer leads to, and the context (its
+// logger) it was handed over in.
+type pending struct {
+	ctx  context.Context
+	work func(context.Context)
+}
+
+// Serve serves next, a webhook whose handler hands its work to later, and
+// starts that work once the answer is written and flushed to the API
+// server: not even starting it, a goroutine and the thread that picks it
+// up, sits on the answer's path.
+func (a *afterAnswer) Serve(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := &pending{}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), pendingKey{}, p)))
+		if p.work == nil {
+			return
+		}
+		// A ResponseWriter that cannot flush sends the answer when this
+		// returns: the work then starts a moment before it is out.
+		_ = http.NewResponseController(w).Flush()
+		a.do(p.ctx, p.work)
+	})
 }
 
 // Start waits for the replica to stop, then for the work in flight, so a

@@ -115,15 +115,20 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		// removes it: labelled before the answer.
 		h.sideEffects(ctx, facts, d, rv)
 	} else {
-		h.after.do(ctx, func(ctx context.Context) { h.sideEffects(ctx, facts, d, rv) })
+		h.after.later(ctx, func(ctx context.Context) { h.sideEffects(ctx, facts, d, rv) })
 	}
 	return response(facts.Operation, d)
 }
 
 // AnswerFirst has the handler answer each review before it confirms the
 // review's pod and writes its Event, note, log and metric: nothing but the
-// decision is on the answer's path.
+// decision is on the answer's path. Served through Served, that work
+// starts once the answer is written.
 func (h *Handler) AnswerFirst() { h.after = newAfterAnswer(afterSlots) }
+
+// Served is the guard's webhook for h, starting the work after each answer
+// once the answer is written (AnswerFirst).
+func (h *Handler) Served() http.Handler { return h.after.Serve(&admission.Webhook{Handler: h}) }
 
 // Wait returns once the side effects of the reviews answered so far are
 // done.

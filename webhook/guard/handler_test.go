@@ -1,9 +1,11 @@
 package guard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -674,4 +676,50 @@ func TestAStoppedReplicaFinishesWhatItsAnswersStarted(t *testing.T) {
 	close(release)
 	require.NoError(t, <-started)
 	<-done
+}
+
+// flushRecorder records when its answer was flushed to the caller.
+type flushRecorder struct {
+	*httptest.ResponseRecorder
+	flushed atomic.Bool
+}
+
+func (f *flushRecorder) Flush() { f.flushed.Store(true); f.ResponseRecorder.Flush() }
+
+// Served through its webhook, a refusal's work (the confirming read, the
+// Event) starts only once the answer has been written and flushed: not
+// even starting it is on the answer's path.
+func TestTheWorkAfterARefusalStartsOnceItsAnswerIsFlushed(t *testing.T) {
+	pod := podtest.Runner("ci", "busy").Running("runner").Obj()
+	h, rec := newTestHandler(pod)
+	h.AnswerFirst()
+	var flushedFirst, read atomic.Bool
+	w := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+	h.Reader = interceptor.NewClient(h.Reader.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			read.Store(true)
+			flushedFirst.Store(w.flushed.Load())
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	req := deleteReq(t, pod, reaper, false, nil)
+	review, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  &req.AdmissionRequest,
+	})
+	require.NoError(t, err)
+	r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(review))
+	r.Header.Set("Content-Type", "application/json")
+	h.Served().ServeHTTP(w, r)
+	h.Wait()
+
+	var answer admissionv1.AdmissionReview
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &answer))
+	require.NotNil(t, answer.Response)
+	assert.False(t, answer.Response.Allowed)
+	require.True(t, read.Load(), "the review's pod is confirmed after the answer")
+	assert.True(t, flushedFirst.Load(), "the confirming read started before the answer was flushed")
+	events := drain(rec)
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "DeleteRefused")
 }

@@ -45,7 +45,7 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 	if err := mgr.Add(h.after); err != nil {
 		return err
 	}
-	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
+	mgr.GetWebhookServer().Register(Path, h.Served())
 	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
 	return nil
 }
