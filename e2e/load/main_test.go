@@ -128,6 +128,7 @@ func run(m *testing.M) (int, error) {
 		nsVAP:     {vapLabel: "true"},
 		nsNothing: {nothingLabel: "true"},
 		nsRefuser: {refuserLabel: "true"},
+		nsReader:  {readerLabel: "true"},
 		nsCapture: nil,
 	} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -43,6 +45,12 @@ const (
 	nsRefuser         = "load-refuser"
 	refuserLabel      = "runnerguard.io/load-refuser"
 	nothingRefusePath = "/validate-refuse"
+	// nsReader is where they go to a handler that decodes the pod in the
+	// review, as any webhook judging the pod must, and refuses: the floor
+	// of a refusal by any webhook that reads the pod.
+	nsReader              = "load-reader"
+	readerLabel           = "runnerguard.io/load-reader"
+	nothingReadRefusePath = "/validate-read-refuse"
 )
 
 // nothingServer is controller-runtime's webhook server, set up as
@@ -102,6 +110,17 @@ func serveNothing(args string) int {
 			return admission.Denied("refused by a webhook that does not look")
 		})}
 	srv.Register(nothingRefusePath, c.count(refuse))
+	// What every webhook that judges a pod's DELETE pays besides: decoding
+	// the pod the API server sends.
+	readRefuse := &admission.Webhook{Handler: admission.HandlerFunc(
+		func(_ context.Context, req admission.Request) admission.Response {
+			var pod corev1.Pod
+			if err := json.Unmarshal(req.OldObject.Raw, &pod); err != nil {
+				return admission.Errored(http.StatusBadRequest, err)
+			}
+			return admission.Denied("refused by a webhook that reads only the pod's name: " + pod.Name)
+		})}
+	srv.Register(nothingReadRefusePath, c.count(readRefuse))
 	srv.Register(nothingStats, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "%d %d", c.calls.Load(), c.nanos.Load())
 	}))
@@ -203,8 +222,14 @@ func (n *nothingServer) register(ctx context.Context, cfg config.Config) error {
 	del.Name = "delete.refuser.load.runnerguard.io"
 	del.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{refuserLabel: "true"}}
 	del.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &delURL, CABundle: cluster.Env.WebhookInstallOptions.LocalServingCAData}
+	// And once more, answered by a refusal that first decodes the pod.
+	reader := *del.DeepCopy()
+	readURL := fmt.Sprintf("https://127.0.0.1:%d%s", n.port, nothingReadRefusePath)
+	reader.Name = "delete.reader.load.runnerguard.io"
+	reader.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{readerLabel: "true"}}
+	reader.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &readURL, CABundle: cluster.Env.WebhookInstallOptions.LocalServingCAData}
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "load-nothing"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{ev, del}}
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{ev, del, reader}}
 	if err := cluster.Client.Create(ctx, vwc); err != nil {
 		return fmt.Errorf("registering the do-nothing eviction webhook: %w", err)
 	}

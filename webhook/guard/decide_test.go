@@ -227,7 +227,15 @@ func TestDecide(t *testing.T) {
 				mode = config.ModeEnforce
 			}
 			runsJob := func() bool { return slices.Contains(tc.jobPods, tc.boundPod) }
-			d := Decide(Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, RequesterPodRunsJob: runsJob, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}, c)
+			f := Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, RequesterPodRunsJob: runsJob, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}
+			d := Decide(f, c)
+			// The pod as the guard decodes it from a review (decodePod) is
+			// decided as the whole pod decoded from the same bytes.
+			whole, got := decodedBothWays(t, tc.pod)
+			f.Pod = whole
+			want := Decide(f, c)
+			f.Pod = got
+			assert.Equal(t, want, Decide(f, c), "the pod as the guard decodes it from a review is decided as the whole pod")
 			assert.Equal(t, tc.rule, d.Rule, d.Message)
 			assert.Equal(t, tc.allowed, d.Allowed)
 			assert.Equal(t, tc.warned, d.Warned)

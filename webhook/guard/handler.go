@@ -178,7 +178,7 @@ var (
 func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, review, error) {
 	f := Facts{Requester: req.UserInfo.Username, RequesterPod: boundPod(req), Now: h.Now()}
 	rv := review{dryRun: req.DryRun != nil && *req.DryRun, grace: -1}
-	pod := &corev1.Pod{}
+	var pod *corev1.Pod
 	switch {
 	case req.Operation == admissionv1.Delete && req.SubResource == "":
 		f.Operation = Delete
@@ -187,7 +187,8 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 		}
 		// A deletecollection review has no request name: the pod is in
 		// oldObject either way.
-		if err := json.Unmarshal(req.OldObject.Raw, pod); err != nil {
+		var err error
+		if pod, err = decodePod(req.OldObject.Raw); err != nil {
 			return f, rv, fmt.Errorf("%w: decoding oldObject as a Pod: %w", errBadRequest, err)
 		}
 		var o metav1.DeleteOptions
@@ -211,6 +212,7 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 		if req.Name == "" || req.Namespace == "" {
 			return f, rv, fmt.Errorf("%w: eviction without a pod name and namespace", errBadRequest)
 		}
+		pod = &corev1.Pod{}
 		if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
 			if apierrors.IsNotFound(err) {
 				return f, rv, errPodGone
