@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -62,7 +62,7 @@ const (
 // would leave out what crossing to another process costs.
 type nothingServer struct {
 	port  int
-	cmd   *exec.Cmd
+	proc  *apitest.Process
 	stats func() (calls, seconds float64, err error)
 }
 
@@ -140,17 +140,21 @@ func startNothing(ctx context.Context) (*nothingServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %s", nothingServeEnv, port, wio.LocalServingCertDir))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the do-nothing webhook: %w", err)
+	artifacts, err := apitest.Artifacts()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(artifacts, "load-nothing.log")
+	proc, err := apitest.StartProcess("the do-nothing webhook", os.Args[0], logPath,
+		[]string{fmt.Sprintf("%s=%d %s", nothingServeEnv, port, wio.LocalServingCertDir)})
+	if err != nil {
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(wio.LocalServingCAData)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	statsURL := fmt.Sprintf("https://127.0.0.1:%d%s", port, nothingStats)
-	n := &nothingServer{port: port, cmd: cmd}
+	n := &nothingServer{port: port, proc: proc}
 	n.stats = func() (float64, float64, error) {
 		resp, err := hc.Get(statsURL)
 		if err != nil {
@@ -164,23 +168,17 @@ func startNothing(ctx context.Context) (*nothingServer, error) {
 		return float64(calls), time.Duration(nanos).Seconds(), nil
 	}
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		if cmd.ProcessState != nil {
-			return false, fmt.Errorf("the do-nothing webhook exited: %s", cmd.ProcessState)
-		}
 		_, _, err := n.stats()
 		return err == nil, nil
 	})
 	if err != nil {
 		n.stop()
-		return nil, err
+		return nil, fmt.Errorf("the do-nothing webhook does not answer (its log: %s): %w", logPath, err)
 	}
 	return n, nil
 }
 
-func (n *nothingServer) stop() {
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	_ = n.cmd.Wait()
-}
+func (n *nothingServer) stop() { n.proc.Stop(context.Background()) }
 
 // register installs the do-nothing webhook as the injector is installed
 // (the chart's, rendered by registration: the same rules, matchConditions, failurePolicy,
