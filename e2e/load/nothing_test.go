@@ -47,9 +47,10 @@ const (
 	nsRefuser         = "load-refuser"
 	refuserLabel      = "runnerguard.io/load-refuser"
 	nothingRefusePath = "/validate-refuse"
-	// nsReader is where they go to a handler that decodes the pod in the
-	// review, as any webhook judging the pod must, and refuses: the floor
-	// of a refusal by any webhook that reads the pod.
+	// nsReader is where they go to a handler that decodes the whole pod in
+	// the review, as a webhook built on the usual types does, and refuses:
+	// the floor of a refusal by a webhook that reads the pod (the guard
+	// decodes less of it: webhook/guard/decode.go).
 	nsReader              = "load-reader"
 	readerLabel           = "runnerguard.io/load-reader"
 	nothingReadRefusePath = "/validate-read-refuse"

@@ -1,8 +1,10 @@
 package guard
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -59,11 +61,13 @@ func (a *afterAnswer) do(ctx context.Context, work func(context.Context)) {
 	}()
 }
 
-// later runs work after the review's answer: once the answer is written,
-// for a review served through Serve; otherwise as do does.
+// later runs work after the review's answer: once the whole answer is
+// sent, for a review served through Serve; otherwise as do does.
 func (a *afterAnswer) later(ctx context.Context, work func(context.Context)) {
 	if p, ok := ctx.Value(pendingKey{}).(*pending); ok && a != nil && p.work == nil {
-		p.ctx, p.work = ctx, work
+		// Counted from now, so a replica that stops waits for it.
+		a.pending.Add(1)
+		p.ctx, p.work = ctx, func(ctx context.Context) { defer a.pending.Done(); work(ctx) }
 		return
 	}
 	a.do(ctx, work)
@@ -80,21 +84,42 @@ type pending struct {
 }
 
 // Serve serves next, a webhook whose handler hands its work to later, and
-// starts that work once the answer is written and flushed to the API
-// server: not even starting it, a goroutine and the thread that picks it
-// up, sits on the answer's path.
+// starts that work once the whole answer is sent: the answer is held until
+// the handler returns, then written at once with its length and flushed,
+// so the API server has read all of it (it reads an answer to its end)
+// before the work starts. Not even starting it, a goroutine and the thread
+// that picks it up, sits on the answer's path.
 func (a *afterAnswer) Serve(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := &pending{}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), pendingKey{}, p)))
-		if p.work == nil {
-			return
+		held := &heldAnswer{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(held, r.WithContext(context.WithValue(r.Context(), pendingKey{}, p)))
+		held.send()
+		if p.work != nil {
+			a.do(p.ctx, p.work)
 		}
-		// A ResponseWriter that cannot flush sends the answer when this
-		// returns: the work then starts a moment before it is out.
-		_ = http.NewResponseController(w).Flush()
-		a.do(p.ctx, p.work)
 	})
+}
+
+// heldAnswer holds an answer's status and body until send. Its headers are
+// the ResponseWriter's own.
+type heldAnswer struct {
+	http.ResponseWriter
+	code int
+	body bytes.Buffer
+}
+
+func (h *heldAnswer) WriteHeader(code int) { h.code = code }
+
+func (h *heldAnswer) Write(b []byte) (int, error) { return h.body.Write(b) }
+
+// send writes the answer with its length, in one write, and flushes it. A
+// write that fails is the caller's gone: nothing to tell it.
+func (h *heldAnswer) send() {
+	h.Header().Set("Content-Length", strconv.Itoa(h.body.Len()))
+	h.ResponseWriter.WriteHeader(h.code)
+	_, _ = h.ResponseWriter.Write(h.body.Bytes())
+	_ = http.NewResponseController(h.ResponseWriter).Flush()
 }
 
 // Start waits for the replica to stop, then for the work in flight, so a

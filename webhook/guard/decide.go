@@ -50,6 +50,9 @@ type JobRecord struct {
 
 // Facts are everything the decision depends on.
 type Facts struct {
+	// Pod is the pod as a DELETE review's oldObject has it, decoded without
+	// what no rule reads (decodePod: no managedFields, volumes, or container
+	// fields but names), or as read from the API server for an eviction.
 	Pod       *corev1.Pod
 	Operation Operation
 	// Requester is the username of the request's userInfo.

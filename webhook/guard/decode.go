@@ -11,15 +11,14 @@ import (
 // for what no rule of the guard reads and what makes up most of a pod's
 // bytes: managedFields, volumes, and every field of a container but its
 // name (and an init container's restart policy). Those are skipped over,
-// not decoded: a refusal costs less, and a review padded with env (a
-// flood's) costs its bytes, not their decode. Decide and everything the
-// guard writes read the pod only through decodePod's result, and
-// TestDecide judges each of its pods both ways.
+// not decoded: a refusal costs less, and a review padded there (a flood's
+// env) costs its bytes, not their heap. Decide and everything the guard
+// writes read the pod only through decodePod's result, and TestDecide
+// judges each of its pods both ways.
 type reviewedPod struct {
-	metav1.TypeMeta `json:",inline"`
-	Metadata        reviewedMeta     `json:"metadata"`
-	Spec            reviewedSpec     `json:"spec"`
-	Status          corev1.PodStatus `json:"status"`
+	Metadata reviewedMeta     `json:"metadata"`
+	Spec     reviewedSpec     `json:"spec"`
+	Status   corev1.PodStatus `json:"status"`
 }
 
 // The outer fields shadow the embedded ones of the same JSON name.
@@ -42,7 +41,8 @@ type reviewedContainer struct {
 }
 
 // unread is a field skipped over: the decoder still checks that it is
-// well-formed JSON.
+// well-formed JSON, but not that it is well-typed (a pod the API server
+// sends always is).
 type unread struct{}
 
 func (*unread) UnmarshalJSON([]byte) error { return nil }
@@ -53,7 +53,8 @@ func decodePod(raw []byte) (*corev1.Pod, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, err
 	}
-	pod := &corev1.Pod{TypeMeta: r.TypeMeta, ObjectMeta: r.Metadata.ObjectMeta, Spec: r.Spec.PodSpec, Status: r.Status}
+	// A pod whatever kind the review claims: the Events about it say so.
+	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: r.Metadata.ObjectMeta, Spec: r.Spec.PodSpec, Status: r.Status}
 	pod.Spec.Containers = containers(r.Spec.Containers)
 	pod.Spec.InitContainers = containers(r.Spec.InitContainers)
 	return pod, nil

@@ -31,6 +31,7 @@ func decodedBothWays(t testing.TB, pod *corev1.Pod) (whole, reviewed *corev1.Pod
 // unreadDropped is pod without what decodePod skips.
 func unreadDropped(pod *corev1.Pod) *corev1.Pod {
 	want := pod.DeepCopy()
+	want.APIVersion, want.Kind = "v1", "Pod"
 	want.ManagedFields = nil
 	want.Spec.Volumes, want.Spec.EphemeralContainers = nil, nil
 	names := func(cs []corev1.Container) []corev1.Container {
@@ -74,6 +75,23 @@ func TestAReviewedPodKeepsAllButWhatTheGuardNeverReads(t *testing.T) {
 	assert.Equal(t, "runner", got.Spec.Containers[0].Name)
 	assert.Equal(t, ptr.To(corev1.ContainerRestartPolicyAlways), got.Spec.InitContainers[0].RestartPolicy, "a native sidecar is known as one")
 	assert.Empty(t, got.Spec.Containers[0].Env, "env is skipped over")
+}
+
+// A skipped field is checked to be JSON, not to be of its type: only a
+// review the API server did not send could carry such a pod, and what is
+// decided of it changes nothing the API server does.
+func TestASkippedFieldIsNotTypeChecked(t *testing.T) {
+	pod, err := decodePod([]byte(`{"metadata":{"name":"p"},"spec":{"volumes":5,"containers":[{"name":"runner","env":"x"}]}}`))
+	require.NoError(t, err)
+	assert.Equal(t, "runner", pod.Spec.Containers[0].Name)
+}
+
+// Whatever kind a review claims its object is, the guard's Events are
+// about a pod.
+func TestAReviewedPodIsAPodWhateverItsKindSays(t *testing.T) {
+	pod, err := decodePod([]byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"p"}}`))
+	require.NoError(t, err)
+	assert.Equal(t, metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, pod.TypeMeta)
 }
 
 func TestABadReviewedPodIsAnError(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -678,48 +680,48 @@ func TestAStoppedReplicaFinishesWhatItsAnswersStarted(t *testing.T) {
 	<-done
 }
 
-// flushRecorder records when its answer was flushed to the caller.
-type flushRecorder struct {
-	*httptest.ResponseRecorder
-	flushed atomic.Bool
-}
-
-func (f *flushRecorder) Flush() { f.flushed.Store(true); f.ResponseRecorder.Flush() }
-
-// Served through its webhook, a refusal's work (the confirming read, the
-// Event) starts only once the answer has been written and flushed: not
-// even starting it is on the answer's path.
-func TestTheWorkAfterARefusalStartsOnceItsAnswerIsFlushed(t *testing.T) {
+// The whole answer is sent before the work after it starts. With every
+// slot busy that work runs on the review's own request, and here it waits
+// until the client has read the whole answer: an answer still open (sent
+// in chunks, its end written only when the handler returns) would never
+// be read to its end.
+func TestTheWholeAnswerIsSentBeforeTheWorkAfterItStarts(t *testing.T) {
 	pod := podtest.Runner("ci", "busy").Running("runner").Obj()
 	h, rec := newTestHandler(pod)
-	h.AnswerFirst()
-	var flushedFirst, read atomic.Bool
-	w := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+	h.after = newAfterAnswer(0)
+	read := make(chan struct{})
 	h.Reader = interceptor.NewClient(h.Reader.(client.WithWatch), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			read.Store(true)
-			flushedFirst.Store(w.flushed.Load())
+			select {
+			case <-read:
+			case <-time.After(10 * time.Second):
+				return errors.New("the confirming read started before the answer was read")
+			}
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
+	srv := httptest.NewServer(h.Served())
+	defer srv.Close()
 	req := deleteReq(t, pod, reaper, false, nil)
 	review, err := json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request:  &req.AdmissionRequest,
 	})
 	require.NoError(t, err)
-	r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(review))
-	r.Header.Set("Content-Type", "application/json")
-	h.Served().ServeHTTP(w, r)
-	h.Wait()
+	resp, err := srv.Client().Post(srv.URL, "application/json", bytes.NewReader(review))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	close(read)
+	assert.Equal(t, int64(len(body)), resp.ContentLength, "sent with its length")
 
 	var answer admissionv1.AdmissionReview
-	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &answer))
+	require.NoError(t, json.Unmarshal(body, &answer))
 	require.NotNil(t, answer.Response)
 	assert.False(t, answer.Response.Allowed)
-	require.True(t, read.Load(), "the review's pod is confirmed after the answer")
-	assert.True(t, flushedFirst.Load(), "the confirming read started before the answer was flushed")
+	h.Wait()
 	events := drain(rec)
-	require.Len(t, events, 1)
+	require.Len(t, events, 1, "the work after the answer ran")
 	assert.Contains(t, events[0], "DeleteRefused")
 }
