@@ -92,12 +92,16 @@ type pending struct {
 func (a *afterAnswer) Serve(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := &pending{}
+		// Deferred, so work handed over is done (and counted done) even if
+		// the handler panics after handing it over.
+		defer func() {
+			if p.work != nil {
+				a.do(p.ctx, p.work)
+			}
+		}()
 		held := &heldAnswer{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(held, r.WithContext(context.WithValue(r.Context(), pendingKey{}, p)))
 		held.send()
-		if p.work != nil {
-			a.do(p.ctx, p.work)
-		}
 	})
 }
 
