@@ -113,9 +113,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if w.unlabelled {
 		// The watcher's cache must hold the pod before the deletion
 		// removes it: labelled before the answer.
-		h.sideEffects(ctx, facts, d, rv)
+		h.sideEffects(ctx, facts, d, rv, w)
 	} else {
-		h.after.later(ctx, func(ctx context.Context) { h.sideEffects(ctx, facts, d, rv) })
+		h.after.later(ctx, func(ctx context.Context) { h.sideEffects(ctx, facts, d, rv, w) })
 	}
 	return response(facts.Operation, d)
 }
@@ -300,11 +300,11 @@ func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
 }
 
 // sideEffects logs the decision, emits Events and notes an admitted
-// deletion of a running runner for the pod watcher, after the answer
-// (AnswerFirst) unless it labels the pod. A dry run gets the
+// deletion of a running runner for the pod watcher, as w (writes) says,
+// after the answer (AnswerFirst) unless it labels the pod. A dry run gets the
 // same answer and none of them; so does a review whose pod does not exist
 // with the review's UID, which the API server did not send.
-func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review) {
+func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review, w writing) {
 	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", rv.dryRun)
 	if why := h.unsent(ctx, f); why != "" {
 		log.Info(notActedOn, "why", why, "pod", f.Pod.Namespace+"/"+f.Pod.Name)
@@ -322,7 +322,6 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	default:
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
 	}
-	w := h.writes(f, d, rv)
 	if !w.any {
 		return
 	}
