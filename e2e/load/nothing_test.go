@@ -60,7 +60,8 @@ const (
 // runnerguard's (its own TLS port on loopback, HTTP/1.1 only) and, like
 // runnerguard, in a process of its own (this test binary, run again with
 // nothingServeEnv set: serveNothing), serving admission handlers that
-// allow every review with no patch, or refuse it without reading it. A
+// allow every review with no patch, refuse it without reading it, or
+// decode its pod and refuse it. A
 // floor served from the test process, which also sends the timed requests,
 // would leave out what crossing to another process costs.
 type nothingServer struct {

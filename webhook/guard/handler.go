@@ -122,12 +122,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 
 // AnswerFirst has the handler answer each review before it confirms the
 // review's pod and writes its Event, note, log and metric: nothing but the
-// decision is on the answer's path. Served through Served, that work
-// starts once the answer is written.
+// decision is on the answer's path. Through Served, that work starts once
+// the whole answer is sent.
 func (h *Handler) AnswerFirst() { h.after = newAfterAnswer(afterSlots) }
 
 // Served is the guard's webhook for h, starting the work after each answer
-// once the answer is written (AnswerFirst).
+// once the whole answer is sent (AnswerFirst).
 func (h *Handler) Served() http.Handler { return h.after.Serve(&admission.Webhook{Handler: h}) }
 
 // Wait returns once the side effects of the reviews answered so far are
