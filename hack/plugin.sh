@@ -15,7 +15,10 @@
 # the commit's time; gzip stores no name or time. The same commit gives the
 # same bytes with the same Go, tar and gzip.
 # Usage: hack/plugin.sh [OUTDIR]   (default .cache/plugin; VERSION defaults
-# to the chart's appVersion)
+# to the chart's appVersion; PLUGIN_PLATFORMS="linux_amd64 ..." builds only
+# those of the template's platforms, as `make test` does for this machine's:
+# a cold cross-compile of the module graph for each platform is the
+# slowest part of a cold `make test`)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 fail() { echo "hack/plugin.sh: $*" >&2; exit 1; }
@@ -26,6 +29,16 @@ template="$root/hack/krew/runnerguard.yaml"
 
 mapfile -t archives < <(grep -o 'kubectl-runnerguard_[a-z0-9]*_[a-z0-9]*\.tar\.gz' "$template" | sort -u)
 [ "${#archives[@]}" -gt 0 ] || fail "no kubectl-runnerguard_<os>_<arch>.tar.gz URI in $template"
+if [ -n "${PLUGIN_PLATFORMS:-}" ]; then
+  wanted=()
+  for platform in $PLUGIN_PLATFORMS; do
+    archive="kubectl-runnerguard_$platform.tar.gz"
+    printf '%s\n' "${archives[@]}" | grep -qxF "$archive" ||
+      fail "PLUGIN_PLATFORMS names $platform, which $template does not list"
+    wanted+=("$archive")
+  done
+  archives=("${wanted[@]}")
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
