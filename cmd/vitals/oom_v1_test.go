@@ -150,7 +150,10 @@ func TestOOMKillV1(t *testing.T) {
 	require.NoError(t, sidecar.Wait(), stderr.String())
 	stopped := time.Since(start)
 	t.Logf("SIGTERM to exit: %v", stopped)
-	assert.Less(t, stopped, time.Second)
+	// Promptly, not at its next sample or the kubelet's kill: well inside
+	// the default grace period of a pod deletion, with room for a loaded
+	// machine (the measured time is in docs/performance).
+	assert.Less(t, stopped, 10*time.Second)
 	assert.Equal(t, record.TriggerFinal, final.line.Trigger)
 
 	msg, err := os.ReadFile(termLog)

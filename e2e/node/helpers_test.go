@@ -33,7 +33,7 @@ const reaper = "system:serviceaccount:ci-infra:orphan-reaper"
 const runnerLabel = "e2e.runnerguard.io/runner"
 
 // newNamespace makes an opted-in namespace, deleted after the test.
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:   "node-" + strings.ToLower(rand.String(6)),

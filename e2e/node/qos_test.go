@@ -4,7 +4,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +21,7 @@ import (
 
 // plainNamespace makes a namespace that did not opt in, deleted after the
 // test.
-func plainNamespace(t *testing.T) string {
+func plainNamespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain-" + strings.ToLower(rand.String(6))}}
 	require.NoError(t, admin.Create(context.Background(), ns))
@@ -72,7 +71,7 @@ func TestAnInstrumentedRunnerKeepsItsQoSClass(t *testing.T) {
 type timeline struct{ running, ended, done time.Duration }
 
 // run creates pod and follows it to its end.
-func run(t *testing.T, pod *corev1.Pod) timeline {
+func run(t testing.TB, pod *corev1.Pod) timeline {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -104,32 +103,24 @@ func run(t *testing.T, pod *corev1.Pod) timeline {
 	return tl
 }
 
-// What the sidecar costs a runner's start and end on the real node:
-// rounds of the same Burstable runner with and without it, in turn. The
-// figures are logged for docs/performance/cost.md, not asserted: they depend on the
-// machine.
-func TestWhatTheSidecarAddsToARunnersStartAndEnd(t *testing.T) {
-	const rounds = 5
-	served, plain := newNamespace(t), plainNamespace(t)
-	var with, without []timeline
-	for i := range rounds {
-		without = append(without, run(t, shaped(plain, fmt.Sprintf("plain-%d", i), corev1.PodQOSBurstable)))
-		with = append(with, run(t, shaped(served, fmt.Sprintf("instrumented-%d", i), corev1.PodQOSBurstable)))
-	}
-	median := func(tls []timeline, f func(timeline) time.Duration) time.Duration {
-		d := make([]time.Duration, len(tls))
-		for i, tl := range tls {
-			d[i] = f(tl)
-		}
-		slices.Sort(d)
-		return d[len(d)/2].Round(time.Millisecond)
-	}
-	startup := func(tl timeline) time.Duration { return tl.running }
-	end := func(tl timeline) time.Duration { return tl.done - tl.ended }
-	t.Logf("median of %d rounds, create to runner running: without the sidecar %s, with it %s", rounds, median(without, startup), median(with, startup))
-	t.Logf("median of %d rounds, runner ended to pod Succeeded: without the sidecar %s, with it %s", rounds, median(without, end), median(with, end))
-	for i := range rounds {
-		t.Logf("round %d: without %s / %s, with %s / %s", i, without[i].running.Round(time.Millisecond), end(without[i]).Round(time.Millisecond),
-			with[i].running.Round(time.Millisecond), end(with[i]).Round(time.Millisecond))
+// BenchmarkSidecarStartAndEnd is what the sidecar costs a runner's start
+// and end on the real node: the same Burstable runner without the sidecar
+// (a namespace that did not opt in) and with it, reported per runner as
+// milliseconds from CREATE to the runner running and from the runner's end
+// to the pod's Succeeded. Figures depend on the machine, so they are a
+// benchmark's, not a test's; docs/performance says how to run it.
+func BenchmarkSidecarStartAndEnd(b *testing.B) {
+	served, plain := newNamespace(b), plainNamespace(b)
+	for _, c := range []struct{ name, ns string }{{"without", plain}, {"with", served}} {
+		b.Run(c.name, func(b *testing.B) {
+			var startup, end time.Duration
+			for range b.N {
+				tl := run(b, shaped(c.ns, c.name+"-"+strings.ToLower(rand.String(6)), corev1.PodQOSBurstable))
+				startup += tl.running
+				end += tl.done - tl.ended
+			}
+			b.ReportMetric(float64(startup.Milliseconds())/float64(b.N), "ms-to-running/op")
+			b.ReportMetric(float64(end.Milliseconds())/float64(b.N), "ms-end-to-succeeded/op")
+		})
 	}
 }
