@@ -176,7 +176,7 @@ var (
 
 // facts decodes the review and gathers what Decide needs.
 func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, review, error) {
-	f := Facts{Requester: req.UserInfo.Username, RequesterPod: boundPod(req), Now: h.Now()}
+	f := Facts{Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now()}
 	rv := review{dryRun: req.DryRun != nil && *req.DryRun, grace: -1}
 	var pod *corev1.Pod
 	switch {
@@ -311,6 +311,9 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		return
 	}
 	decisions.WithLabelValues(string(f.Operation), decisionLabel(d), string(d.Rule), requesterClass(f.Requester)).Inc()
+	if d.OwnerNotTaken != "" && (!d.Allowed || d.Warned) {
+		ownersNotTaken.WithLabelValues(string(d.Runner.Preset.Name), string(f.Operation), decisionLabel(d)).Inc()
+	}
 	switch d.Rule {
 	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -724,4 +725,43 @@ func TestTheWholeAnswerIsSentBeforeTheWorkAfterItStarts(t *testing.T) {
 	events := drain(rec)
 	require.Len(t, events, 1, "the work after the answer ran")
 	assert.Contains(t, events[0], "DeleteRefused")
+}
+
+// A manager outside the cluster, or with one long-lived token, deletes
+// with the token it created the build pod with; a token minted anew for
+// its ServiceAccount (as edit in the namespace may) is refused, with an
+// Event saying what to set and the owner-not-taken counter.
+func TestTheCreatorsOwnCredentialEndsItsJobAndAMintedOneIsRefused(t *testing.T) {
+	const manager = "system:serviceaccount:ci:gitlab-runner"
+	pod := podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, manager).Annotate(runnerpod.CreatedWith, "JTI=manager").Obj()
+	for name, tc := range map[string]struct {
+		credential string
+		allowed    bool
+	}{
+		"the token the pod was created with": {credential: "JTI=manager", allowed: true},
+		"a token minted anew":                {credential: "JTI=minted"},
+		"no credential (impersonated)":       {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, rec := newTestHandler(pod)
+			req := deleteReq(t, pod, manager, false, nil)
+			if tc.credential != "" {
+				req.UserInfo.Extra = map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/credential-id": {tc.credential}}
+			}
+			counted := ownersNotTaken.WithLabelValues(string(runnerpod.GitLab), string(Delete), "deny")
+			before := testutil.ToFloat64(counted)
+			resp := h.Handle(context.Background(), req)
+			require.Equal(t, tc.allowed, resp.Allowed, resp.Result.Message)
+			if tc.allowed {
+				assert.Empty(t, drain(rec))
+				assert.Equal(t, before, testutil.ToFloat64(counted))
+				return
+			}
+			got := drain(rec)
+			require.Len(t, got, 1)
+			assert.Contains(t, got[0], "Warning DeleteRefused refused delete by "+manager)
+			assert.Contains(t, got[0], "presets.gitlab.ownerInRunnerNamespace: true")
+			assert.Equal(t, before+1, testutil.ToFloat64(counted))
+		})
+	}
 }
