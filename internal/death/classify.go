@@ -29,6 +29,11 @@ const (
 	// what stopped the container (a shell waiting on stdin, tail -f): the
 	// job's normal end, not a death. OOM evidence still wins over it.
 	JobEnded Class = "job-ended"
+	// IdleRemoved: the fleet removed a runner that had no job (an ARC
+	// runner whose EphemeralRunner never named one, removed on scale-down;
+	// a legacy ARC runner after its unregistration), and that delete is what
+	// stopped it: neither a death nor a job's end. OOM evidence still wins.
+	IdleRemoved Class = "idle-removed"
 	// JobTimeout: the pod's activeDeadlineSeconds ran out (GitLab sets it
 	// to the job's timeout): pod reason DeadlineExceeded.
 	JobTimeout Class = "job-timeout"
@@ -52,8 +57,9 @@ const (
 )
 
 // Abnormal reports whether the class is a death an operator must look at:
-// every class but the runner's own clean exit and the job's normal end.
-func (c Class) Abnormal() bool { return c != CleanExit && c != JobEnded }
+// every class but the runner's own clean exit, the job's normal end and an
+// idle runner's removal by its fleet.
+func (c Class) Abnormal() bool { return c != CleanExit && c != JobEnded && c != IdleRemoved }
 
 // ReasonContainerStatusUnknown is the kubelet's terminated reason for a
 // container it no longer finds: its exit code (137) and message are the
@@ -199,13 +205,22 @@ func podReason(pod *corev1.Pod) string {
 // the pod (the guard's rule job-owner) as the job's normal end, unless the
 // record holds evidence of an OOM kill (reason OOMKilled, or the vitals
 // counted one), which then classifies it.
-func EndedByOwner(r *Record) {
+func EndedByOwner(r *Record) { endedAs(r, JobEnded) }
+
+// RemovedIdle reclasses a death that the fleet caused by deleting the pod
+// of a runner with no job (the guard's rule idle) as an idle removal,
+// unless the record holds evidence of an OOM kill.
+func RemovedIdle(r *Record) { endedAs(r, IdleRemoved) }
+
+// endedAs reclasses a death a deletion caused as c, unless OOM evidence
+// (reason OOMKilled, or the vitals counted a kill) classifies it.
+func endedAs(r *Record, c Class) {
 	switch {
 	case Class(r.Class) == CgroupOOM:
 	case r.Vitals != nil && r.Vitals.OOMKill > 0:
 		r.Class = string(CgroupOOM)
 	default:
-		r.Class = string(JobEnded)
+		r.Class = string(c)
 	}
 	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 }

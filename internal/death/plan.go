@@ -110,8 +110,12 @@ func Decide(o Observation) Plan {
 		}
 		if note != nil { // a valid note implies a deletion was seen
 			r.DeletedBy, r.DeleteRule, r.StartedBy = note.Requester, note.Rule, note.StartedBy
-			if r.Deleted && (note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() || note.Rule == deletion.RuleJobOver) {
+			switch {
+			case !r.Deleted:
+			case note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() || note.Rule == deletion.RuleJobOver:
 				EndedByOwner(&r)
+			case note.Rule == deletion.RuleIdle:
+				RemovedIdle(&r)
 			}
 		}
 		if !Class(r.Class).Abnormal() && (!o.KeepClean || dated && end.Before(o.CleanSince)) {

@@ -166,6 +166,25 @@ func TestDecide(t *testing.T) {
 				return n
 			}(), now: end.Add(time.Second), clean: true,
 			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", startedBy: "reaper"}},
+		{name: "ARC: an idle runner its fleet removed on scale-down (never a job) is an idle removal, neither a death nor a job end",
+			pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
+			note: func() *v1alpha1.DeletionNote {
+				n := note("arc", "idle", end.Add(-5*time.Second))
+				n.StartedBy = "arc-listener"
+				return n
+			}(), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{IdleRemoved}, deleted: true, deletedBy: "arc", startedBy: "arc-listener"}},
+		{name: "ARC: an idle removal is not recorded when clean records are off",
+			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
+			note: note("arc", "idle", end.Add(-5*time.Second)), now: end.Add(time.Second)},
+		{name: "ARC: an idle runner OOM-killed before its removal stays an OOM",
+			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 137, "OOMKilled").Deleted(end.Add(-5*time.Second), 30),
+			note: note("arc", "idle", end.Add(-5*time.Second)), now: end.Add(time.Second),
+			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "arc"}},
+		{name: "an idle runner that ended before its removal began keeps its own class",
+			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Deleted(end.Add(time.Minute), 30),
+			note: note("arc", "idle", end.Add(time.Minute)), now: end.Add(2 * time.Minute),
+			want: want{classes: []Class{ErrorExit}, deletedBy: "arc"}},
 		{name: "ARC: an OOM before the job was over stays an OOM",
 			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 137, "OOMKilled").Deleted(end.Add(-5*time.Second), 30),
 			note: note("arc", "job-over", end.Add(-5*time.Second)), now: end.Add(time.Second),

@@ -171,6 +171,8 @@ func TestEndingNamesWhoStartedWhatTheDeleterCarriedOut(t *testing.T) {
 		{"an idle runner's pod deleted for someone else", rec(SigTerm, "idle", "alice"),
 			"ended by its pod's deletion, requested by arc (allowed: idle), on the deletion of its EphemeralRunner by alice"},
 		{"a deleter acting on its own", rec(SigTerm, "idle", ""), "ended by its pod's deletion, requested by arc (allowed: idle)"},
+		{"an idle runner its fleet removed", rec(IdleRemoved, deletion.RuleIdle, "arc-listener"),
+			"it had no job when arc deleted its pod, on the deletion of its EphemeralRunner by arc-listener"},
 	} {
 		assert.Equal(t, tc.want, tc.r.Ending(), tc.name)
 	}

@@ -77,3 +77,25 @@ func TestWhySaysAContainerTheKubeletLostLeftNoLastWords(t *testing.T) {
 	assert.Contains(t, got, "the exit code is its placeholder")
 	assert.NotContains(t, got, "last words (")
 }
+
+// An ARC runner's life includes its wait for a job: `why` says so rather
+// than calling all of it the job; an idle runner's removal says it never
+// had one.
+func TestWhyTellsAnARCRunnersLifeFromItsJob(t *testing.T) {
+	base := v1alpha1.DeathRecord{Pod: "r", UID: "u", Preset: "arc-scale-set", Container: "runner",
+		ExitCode: ptr.To(int32(143)), Signal: 15, Reason: "Error", StartedAt: at(0), FinishedAt: at(97 * time.Second),
+		Deleted: true, DeletedAt: at(95 * time.Second), DeletedBy: "system:serviceaccount:arc-systems:arc-gha-rs-controller"}
+	over := base
+	over.Class, over.DeleteRule = string(death.JobEnded), deletion.RuleJobOver
+	got := Summary(death.Record{Namespace: "ci", DeathRecord: over})
+	assert.Contains(t, got, "  the runner ran 2026-11-01T11:12:00Z to 2026-11-01T11:13:35Z (95s), its wait for the job included, when ARC deleted the pod after the job\n")
+	assert.NotContains(t, got, "the job ran")
+
+	idle := base
+	idle.Class, idle.DeleteRule = string(death.IdleRemoved), deletion.RuleIdle
+	got = Summary(death.Record{Namespace: "ci", DeathRecord: idle})
+	assert.Contains(t, got, "  the runner waited 2026-11-01T11:12:00Z to 2026-11-01T11:13:35Z (95s) and never had a job, when its fleet deleted the pod\n")
+	assert.Contains(t, got, "  exit code 143 is the fleet's stop of the idle container\n")
+	assert.Contains(t, got, "  it had no job when system:serviceaccount:arc-systems:arc-gha-rs-controller deleted its pod\n")
+	assert.NotContains(t, got, "the job ran")
+}

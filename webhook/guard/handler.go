@@ -336,7 +336,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	// Who deleted the EphemeralRunner: the refusal names them, and a delete
 	// once the job is over completes what they started.
 	var startedBy string
-	if !d.Allowed && d.OwnerDeleting || w.running && d.Rule == RuleJobOver {
+	if !d.Allowed && d.OwnerDeleting || w.running && (d.Rule == RuleJobOver || d.Rule == RuleIdle && d.OwnerDeleting) {
 		startedBy = h.ownerDeleter(ctx, pod)
 	}
 	h.event(f, d, startedBy)
