@@ -112,12 +112,16 @@ func Decide(o Observation) Plan {
 			r.DeletedBy, r.DeleteRule, r.StartedBy = note.Requester, note.Rule, note.StartedBy
 			switch {
 			case !r.Deleted:
-			case note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() || note.Rule == deletion.RuleJobOver:
+			case note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob():
+				EndedByOwner(&r)
+				TimedOut(o.Pod, &r)
+			case note.Rule == deletion.RuleJobOver:
 				EndedByOwner(&r)
 			case note.Rule == deletion.RuleIdle:
 				RemovedIdle(&r)
 			}
 		}
+		ProcessOOMSurvived(&r)
 		if !Class(r.Class).Abnormal() && (!o.KeepClean || dated && end.Before(o.CleanSince)) {
 			continue
 		}

@@ -27,6 +27,7 @@ var Meaning = map[death.Class]string{
 	death.NodeLost:        "the node or its kubelet vanished",
 	death.DeletedRunning:  "the pod was removed at once while its runner was still running",
 	death.JobEnded:        "the job's owner deleted the pod to end the job: its normal end, not a death",
+	death.ProcessOOM:      "the kernel OOM-killed a process of the job (a step, a child), and the container lived on after it: a memory limit hit by one process, not the container's kill",
 	death.IdleRemoved:     "the fleet removed a runner that had no job (an ARC scale-down): neither a death nor a job's end",
 	death.JobTimeout:      "the pod's activeDeadlineSeconds ran out: the job hit its time limit",
 	death.ProbeKill:       "the kubelet killed the runner for failing its liveness probe",
@@ -94,6 +95,10 @@ func Summary(r death.Record) string {
 			cut = fmt.Sprintf(", its last %d bytes", death.MaxMessageBytes)
 		}
 		fmt.Fprintf(&b, "  last words (the runner's termination message%s; written by the container, not evidence):\n", cut)
+		if r.DeletedAt != nil && r.FinishedAt != nil && r.FinishedAt.After(r.DeletedAt.Time) {
+			fmt.Fprintf(&b, "  (the container ran on %s after its pod's deletion began: lines near the end may come after the job's end)\n",
+				duration.HumanDuration(r.FinishedAt.Sub(r.DeletedAt.Time)))
+		}
 		for _, l := range strings.Split(strings.TrimRight(r.Message, "\n"), "\n") {
 			fmt.Fprintf(&b, "    | %s\n", l)
 		}
@@ -117,6 +122,9 @@ func ran(b *strings.Builder, r death.Record) {
 		fmt.Fprintf(b, "  ran %s to %s (%s)\n", ts(r.StartedAt.Time), ts(r.FinishedAt.Time), duration.HumanDuration(r.FinishedAt.Sub(r.StartedAt.Time)))
 	case r.StartedAt != nil:
 		fmt.Fprintf(b, "  running since %s\n", ts(r.StartedAt.Time))
+	}
+	if death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOwner {
+		b.WriteString("  the job's outcome (success, failure or cancel) is unknown to the cluster: its owner deletes the pod the same way for each; the CI service has it\n")
 	}
 	switch {
 	case r.ExitCode == nil || r.DeletedAt == nil:

@@ -99,3 +99,19 @@ func TestWhyTellsAnARCRunnersLifeFromItsJob(t *testing.T) {
 	assert.Contains(t, got, "  it had no job when system:serviceaccount:arc-systems:arc-gha-rs-controller deleted its pod\n")
 	assert.NotContains(t, got, "the job ran")
 }
+
+// A GitLab job's end by its manager is the same delete for a success, a
+// failure and a cancel: `why` says the cluster does not know which, and
+// marks the last words the build container wrote after the delete began.
+func TestWhySaysAJobsOutcomeIsUnknownToTheClusterAndMarksLateLastWords(t *testing.T) {
+	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "b", UID: "u", Preset: "gitlab", Container: "build",
+		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "Error", Class: string(death.JobEnded), StartedAt: at(0), FinishedAt: at(62 * time.Second),
+		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "glr", DeleteRule: deletion.RuleJobOwner, Message: "step 3\nstep 4"}}
+	got := Summary(r)
+	assert.Contains(t, got, "  the job's outcome (success, failure or cancel) is unknown to the cluster")
+	assert.Contains(t, got, "  (the container ran on 30s after its pod's deletion began: lines near the end may come after the job's end)\n")
+
+	r.Class = string(death.ProcessOOM)
+	assert.Contains(t, Summary(r), "the kernel OOM-killed a process of the job")
+	assert.NotContains(t, Summary(r), "outcome (success", "said of a job's normal end only")
+}
