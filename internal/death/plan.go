@@ -110,6 +110,7 @@ func Decide(o Observation) Plan {
 		}
 		if note != nil { // a valid note implies a deletion was seen
 			r.DeletedBy, r.DeleteRule, r.StartedBy = note.Requester, note.Rule, note.StartedBy
+			r.Job = note.Job
 			switch {
 			case !r.Deleted:
 			case note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob():

@@ -34,6 +34,7 @@ func TestDecide(t *testing.T) {
 		deleted   bool
 		deletedBy string
 		startedBy string
+		job       string
 		retry     time.Duration
 	}
 	cases := []struct {
@@ -166,6 +167,14 @@ func TestDecide(t *testing.T) {
 				return n
 			}(), now: end.Add(time.Second), clean: true,
 			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", startedBy: "reaper"}},
+		{name: "ARC: the job the guard's note kept names the record",
+			pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
+			note: func() *v1alpha1.DeletionNote {
+				n := note("arc", "job-over", end.Add(-5*time.Second))
+				n.Job = &v1alpha1.Job{ID: "9001", Source: "EphemeralRunner/r"}
+				return n
+			}(), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", job: "9001"}},
 		{name: "ARC: an idle runner its fleet removed on scale-down (never a job) is an idle removal, neither a death nor a job end",
 			pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
 			note: func() *v1alpha1.DeletionNote {
@@ -230,6 +239,10 @@ func TestDecide(t *testing.T) {
 				assert.Equal(t, tc.want.deleted, r.Deleted, "deleted")
 				assert.Equal(t, tc.want.deletedBy, r.DeletedBy, "deletedBy")
 				assert.Equal(t, tc.want.startedBy, r.StartedBy, "startedBy")
+				if tc.want.job != "" {
+					require.NotNil(t, r.Job)
+					assert.Equal(t, tc.want.job, r.Job.ID)
+				}
 			}
 			assert.Equal(t, tc.want.classes, classes)
 		})

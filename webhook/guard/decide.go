@@ -147,6 +147,11 @@ type Decision struct {
 	// recorded creator or an owner principal) was not taken as it; "" when
 	// the requester was not named or was taken.
 	OwnerNotTaken string
+	// Named is the job the fleet's record named when the guard read it
+	// (an ARC runner's EphemeralRunner), whatever the rule: the deletion
+	// note keeps it for the record, written after ARC deleted the
+	// EphemeralRunner.
+	Named *v1alpha1.Job
 	// Job is the busy runner's job as its fleet names it (the
 	// EphemeralRunner's status, or the pod's job keys), nil when unnamed:
 	// set for rule busy only, for the refusal to say.
@@ -174,7 +179,7 @@ func Decide(f Facts, cfg config.Config) Decision {
 		r := f.LookupJob()
 		f.Job, f.OwnerDeleting, f.JobNamed = r.Signal, r.OwnerDeleting, r.Job
 	}
-	d.OwnerDeleting = f.OwnerDeleting
+	d.OwnerDeleting, d.Named = f.OwnerDeleting, f.JobNamed
 	if free, why := runnerpod.FreeByJob(pod, runner.Preset.Name, f.Job); free != "" {
 		return allow(Rule(free), why)
 	}

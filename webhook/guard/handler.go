@@ -343,6 +343,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	if w.running && h.Writer != nil {
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
 		n.Deletion.StartedBy = startedBy
+		n.Deletion.Job = d.Named
 		// Written once the deletion has happened, so a review the API server
 		// did not send, of a pod nobody deletes, leaves no note to pre-empt
 		// the real one.

@@ -471,6 +471,28 @@ func TestARCsDeleteOfARunnerWhoseJobIsOverPassesAndNamesWhoStartedIt(t *testing.
 	assert.Equal(t, arc, n.Requester)
 	assert.Equal(t, "job-over", n.Rule)
 	assert.Equal(t, reaper, n.StartedBy)
+	require.NotNil(t, n.Job, "the note keeps the job the EphemeralRunner named, for the record written after ARC deletes it")
+	assert.Equal(t, "7", n.Job.RequestID)
+}
+
+// ARC's scale-down of an idle runner: its EphemeralRunner never named a
+// job, so the delete is noted under rule idle, naming who deleted the
+// EphemeralRunner, and the note names no job.
+func TestARCsRemovalOfAnIdleRunnerIsNotedIdle(t *testing.T) {
+	const arc = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
+	pod := podtest.ARCScaleSet("ci", "r").Running("runner").Obj()
+	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
+		Deletion: v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: "system:serviceaccount:arc-systems:arc-listener", Operation: "delete"}}
+	er := deletingEphemeralRunner(map[string]any{"phase": "Running"}, "ephemeralrunner.actions.github.com/finalizer")
+	h, rec := newTestHandler(pod, er, erNote)
+	resp := h.Handle(context.Background(), deleteReq(t, pod, arc, false, nil))
+	require.True(t, resp.Allowed, resp.Result.Message)
+	assert.Empty(t, drain(rec))
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n)
+	assert.Equal(t, "idle", n.Rule)
+	assert.Equal(t, "system:serviceaccount:arc-systems:arc-listener", n.StartedBy)
+	assert.Nil(t, n.Job)
 }
 
 func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvisesNoOverride(t *testing.T) {
