@@ -146,6 +146,8 @@ func TestARCScaleSetLifeWhereSomeoneElseDeletesABusyRunnersEphemeralRunner(t *te
 	assert.Equal(t, arcController, rec.DeletedBy)
 	assert.Equal(t, "job-over", rec.DeleteRule)
 	assert.Equal(t, clusterAdmin, rec.StartedBy, "the record names who started it")
+	require.NotNil(t, rec.Job, "the record names the job, the EphemeralRunner gone or not")
+	assert.Equal(t, "job-7", rec.Job.ID)
 	for _, e := range refusals(t, r.pod) {
 		assert.NotContains(t, e.Note, "by "+arcController, "ARC itself is never refused")
 	}
@@ -211,12 +213,39 @@ func TestARCScaleSetScaleDownOfAnIdleRunner(t *testing.T) {
 	kubeletEnds(t, r.pod, podtest.ARCScaleSet(ns, "arc-idle").Terminated("runner", 143, "Error"))
 	r.removeFinalizer(t, arcFinalizer)
 
+	// Its EphemeralRunner never named a job: neither a death nor a job's
+	// end (this once read job-ended, "the job ran").
 	rec := oneDeath(t, r.pod)
-	assert.Equal(t, "job-over", rec.DeleteRule, "ARC removed it from the service first")
-	assert.Equal(t, string(death.JobEnded), rec.Class)
+	assert.Equal(t, "idle", rec.DeleteRule, "the runner never had a job")
+	assert.Equal(t, string(death.IdleRemoved), rec.Class)
 	assert.Equal(t, arcController, rec.DeletedBy)
 	assert.Equal(t, arcController, rec.StartedBy)
+	assert.Nil(t, rec.Job)
 	assert.Empty(t, refusals(t, r.pod))
+	eventually(t, hasEvent(t, r.pod, corev1.EventTypeNormal, death.ReasonIdleRemoved, "removed by its fleet while idle"), "a Normal Event says so")
+}
+
+// ARC's delete after a job whose EphemeralRunner ARC has already removed
+// (its finalizers gone) before the runner's end is reported: the record
+// still names the job, as the guard's note kept it.
+func TestARCScaleSetRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "arc-gone")
+	r.assignJob(t)
+	r.deleteEphemeralRunner(t, arcController)
+	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	require.NoError(t, deletePod(as(t, arcController), r.pod))
+	r.removeFinalizer(t, arcFinalizer)
+	eventually(t, func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(r.er), r.er.DeepCopy()))
+	}, "ARC's EphemeralRunner is gone")
+	kubeletEnds(t, r.pod, podtest.ARCScaleSet(ns, "arc-gone").Terminated("runner", 143, "Error"))
+
+	rec := oneDeath(t, r.pod)
+	assert.Equal(t, string(death.JobEnded), rec.Class)
+	require.NotNil(t, rec.Job)
+	assert.Equal(t, "job-7", rec.Job.ID)
+	assert.Equal(t, "7", rec.Job.RequestID)
 }
 
 func TestLegacyARCLife(t *testing.T) {
