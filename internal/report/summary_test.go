@@ -113,5 +113,6 @@ func TestWhySaysAJobsOutcomeIsUnknownToTheClusterAndMarksLateLastWords(t *testin
 
 	r.Class = string(death.ProcessOOM)
 	assert.Contains(t, Summary(r), "the kernel OOM-killed a process of the job")
+	assert.Contains(t, Summary(r), "  its pod's deletion began at 2026-11-01T11:12:32Z, 30s before that: the job ended then")
 	assert.NotContains(t, Summary(r), "outcome (success", "said of a job's normal end only")
 }
