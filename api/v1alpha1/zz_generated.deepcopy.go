@@ -35,6 +35,10 @@ func (in *DeathRecord) DeepCopyInto(out *DeathRecord) {
 		in, out := &in.StartedAt, &out.StartedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.JobStartedAt != nil {
+		in, out := &in.JobStartedAt, &out.JobStartedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.FinishedAt != nil {
 		in, out := &in.FinishedAt, &out.FinishedAt
 		*out = (*in).DeepCopy()

@@ -51,6 +51,9 @@ type EphemeralRunners struct {
 	// events carries each EphemeralRunner change to the marker, from
 	// whichever informer runs.
 	events chan event.GenericEvent
+	// stamper writes when a runner's job began, from starts (nil: not).
+	stamper *JobStamper
+	starts  chan jobStart
 	// checked is closed once the first check is done.
 	checked   chan struct{}
 	checkOnce sync.Once
@@ -67,8 +70,9 @@ type EphemeralRunners struct {
 // served: a discovery request of one group version.
 const crdCheck = 30 * time.Second
 
-// NewEphemeralRunners builds the follower of ARC's EphemeralRunners on cfg.
-func NewEphemeralRunners(cfg *rest.Config) (*EphemeralRunners, error) {
+// NewEphemeralRunners builds the follower of ARC's EphemeralRunners on cfg;
+// stamper, when not nil, writes on each runner's pod when its job began.
+func NewEphemeralRunners(cfg *rest.Config, stamper *JobStamper) (*EphemeralRunners, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -78,7 +82,9 @@ func NewEphemeralRunners(cfg *rest.Config) (*EphemeralRunners, error) {
 		return nil, err
 	}
 	served := func(context.Context) (bool, error) { return EphemeralRunnersServed(disc) }
-	return newFollower(served, ephemeralRunnerInformer(dyn), crdCheck), nil
+	e := newFollower(served, ephemeralRunnerInformer(dyn), crdCheck)
+	e.stamper = stamper
+	return e, nil
 }
 
 // ephemeralRunnerInformer makes informers of every EphemeralRunner on dyn,
@@ -101,7 +107,7 @@ func ephemeralRunnerInformer(dyn dynamic.Interface) func() (toolscache.SharedInd
 
 func newFollower(served func(context.Context) (bool, error), newInformer func() (toolscache.SharedIndexInformer, error), every time.Duration) *EphemeralRunners {
 	return &EphemeralRunners{served: served, newInformer: newInformer, every: every,
-		events: make(chan event.GenericEvent, 1024), checked: make(chan struct{})}
+		events: make(chan event.GenericEvent, 1024), starts: make(chan jobStart, 256), checked: make(chan struct{})}
 }
 
 // EphemeralRunnersServed reports whether the API server serves ARC's
@@ -153,6 +159,9 @@ func compactEphemeralRunner(obj any) (any, error) {
 // and watches them while they are (a manager.Runnable).
 func (e *EphemeralRunners) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("ephemeralrunners")
+	if e.stamper != nil {
+		go e.stamper.stampAll(ctx, e.starts)
+	}
 	t := time.NewTicker(e.every)
 	defer t.Stop()
 	defer e.stopInformer()
@@ -218,7 +227,7 @@ func (e *EphemeralRunners) startInformer(ctx context.Context) error {
 		}
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: send, UpdateFunc: func(_, o any) { send(o) }, DeleteFunc: send,
+		AddFunc: send, UpdateFunc: func(before, after any) { e.noteStart(before, after); send(after) }, DeleteFunc: send,
 	}); err != nil {
 		return err
 	}
@@ -232,6 +241,20 @@ func (e *EphemeralRunners) startInformer(ctx context.Context) error {
 	e.informer, e.stop, e.stopped = inf, cancel, stopped
 	e.mu.Unlock()
 	return nil
+}
+
+// noteStart hands the stamper an EphemeralRunner that turned busy, if it
+// has room: a start it has no room for goes unwritten.
+func (e *EphemeralRunners) noteStart(before, after any) {
+	b, okB := before.(*unstructured.Unstructured)
+	a, okA := after.(*unstructured.Unstructured)
+	if e.stamper == nil || !okB || !okA || !turnedBusy(b, a) {
+		return
+	}
+	select {
+	case e.starts <- jobStart{pod: types.NamespacedName{Namespace: a.GetNamespace(), Name: a.GetName()}, uid: a.GetUID(), at: time.Now()}:
+	default:
+	}
 }
 
 // stopInformer stops the running informer, if any, and drops what it held.

@@ -110,7 +110,7 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named("runner-marks").
 		WatchesRawSource(m.Pods.source(&handler.EnqueueRequestForObject{}, hasRunner))
 	var err error
-	if m.ers, err = NewEphemeralRunners(mgr.GetConfig()); err != nil {
+	if m.ers, err = NewEphemeralRunners(mgr.GetConfig(), &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}); err != nil {
 		return err
 	}
 	if err := mgr.Add(m.ers); err != nil {

@@ -114,10 +114,19 @@ func ran(b *strings.Builder, r death.Record) {
 	switch {
 	case death.Class(r.Class) == death.IdleRemoved && r.StartedAt != nil && r.DeletedAt != nil:
 		fmt.Fprintf(b, "  the runner waited %s to %s (%s) and never had a job, when its fleet deleted the pod\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
+	case death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOver && r.JobStartedAt != nil && r.DeletedAt != nil:
+		fmt.Fprintf(b, "  the job ran %s to %s (%s), when ARC deleted the pod after it\n", ts(r.JobStartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.JobStartedAt.Time)))
+		if r.StartedAt != nil && r.StartedAt.Before(r.JobStartedAt) {
+			fmt.Fprintf(b, "  the runner had waited for it since %s (%s)\n", ts(r.StartedAt.Time), duration.HumanDuration(r.JobStartedAt.Sub(r.StartedAt.Time)))
+		}
 	case death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOver && r.StartedAt != nil && r.DeletedAt != nil:
 		fmt.Fprintf(b, "  the runner ran %s to %s (%s), its wait for the job included, when ARC deleted the pod after the job\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
 	case death.Class(r.Class) == death.JobEnded && r.StartedAt != nil && r.DeletedAt != nil:
-		fmt.Fprintf(b, "  the job ran %s to %s (%s), when its owner deleted the pod to end it\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
+		from := r.StartedAt
+		if r.JobStartedAt != nil {
+			from = r.JobStartedAt
+		}
+		fmt.Fprintf(b, "  the job ran %s to %s (%s), when its owner deleted the pod to end it\n", ts(from.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(from.Time)))
 	case r.StartedAt != nil && r.FinishedAt != nil:
 		fmt.Fprintf(b, "  ran %s to %s (%s)\n", ts(r.StartedAt.Time), ts(r.FinishedAt.Time), duration.HumanDuration(r.FinishedAt.Sub(r.StartedAt.Time)))
 		if r.DeletedAt != nil && r.DeletedAt.Before(r.FinishedAt) {

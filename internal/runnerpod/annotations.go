@@ -36,6 +36,12 @@ const (
 	// this one. It names the credential, it is not one.
 	CreatedWith = "runnerguard.io/created-with"
 
+	// JobAssignedAt is written by the leader (recorder.EphemeralRunners) on
+	// an ARC scale-set runner pod when it sees the pod's EphemeralRunner
+	// turn busy (its status names a job): the job's start, apart from the
+	// runner's. The chart's policy lets only runnerguard change it.
+	JobAssignedAt = "runnerguard.io/job-assigned-at"
+
 	// PresetAnnotation is written by the injector with the name of the preset that
 	// matched, for operators and for the death record.
 	PresetAnnotation = "runnerguard.io/preset"
