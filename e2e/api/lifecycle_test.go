@@ -232,6 +232,10 @@ func TestARCScaleSetRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *testing.T)
 	ns := newNamespace(t, nil)
 	r := newARCRunner(t, ns, "arc-gone")
 	r.assignJob(t)
+	eventually(t, func() bool {
+		got := &corev1.Pod{}
+		return admin.Get(context.Background(), client.ObjectKeyFromObject(r.pod), got) == nil && got.Annotations[runnerpod.JobAssignedAt] != ""
+	}, "the leader writes when it saw the job begin")
 	r.deleteEphemeralRunner(t, arcController)
 	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
 	require.NoError(t, deletePod(as(t, arcController), r.pod))
@@ -246,6 +250,8 @@ func TestARCScaleSetRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *testing.T)
 	require.NotNil(t, rec.Job)
 	assert.Equal(t, "job-7", rec.Job.ID)
 	assert.Equal(t, "7", rec.Job.RequestID)
+	require.NotNil(t, rec.JobStartedAt, "the job's start, apart from the runner's")
+	assert.True(t, rec.JobStartedAt.After(rec.StartedAt.Time), "the runner waited for its job")
 }
 
 func TestLegacyARCLife(t *testing.T) {
