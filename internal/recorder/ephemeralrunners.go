@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -20,10 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -243,20 +239,6 @@ func (e *EphemeralRunners) startInformer(ctx context.Context) error {
 	return nil
 }
 
-// noteStart hands the stamper an EphemeralRunner that turned busy, if it
-// has room: a start it has no room for goes unwritten.
-func (e *EphemeralRunners) noteStart(before, after any) {
-	b, okB := before.(*unstructured.Unstructured)
-	a, okA := after.(*unstructured.Unstructured)
-	if e.stamper == nil || !okB || !okA || !turnedBusy(b, a) {
-		return
-	}
-	select {
-	case e.starts <- jobStart{pod: types.NamespacedName{Namespace: a.GetNamespace(), Name: a.GetName()}, uid: a.GetUID(), at: time.Now()}:
-	default:
-	}
-}
-
 // stopInformer stops the running informer, if any, and drops what it held.
 func (e *EphemeralRunners) stopInformer() {
 	e.mu.Lock()
@@ -293,33 +275,4 @@ func (e *EphemeralRunners) Get(key types.NamespacedName) *unstructured.Unstructu
 		return nil
 	}
 	return obj.(*unstructured.Unstructured)
-}
-
-// source is the EphemeralRunners' changes, from whichever informer runs,
-// each as a request for the runner pod of the EphemeralRunner's name (ARC
-// names the pod after it; the marker checks the pod's owner reference by
-// UID). The controller starts its workers once the first check is done
-// and, if the EphemeralRunners are served, their informer has synced.
-func (e *EphemeralRunners) source() source.Source {
-	h := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-	})
-	return followingSource{Source: source.Channel(e.events, h), e: e}
-}
-
-type followingSource struct {
-	source.Source
-	e *EphemeralRunners
-}
-
-func (s followingSource) WaitForSync(ctx context.Context) error {
-	select {
-	case <-s.e.checked:
-	case <-ctx.Done():
-		return errors.New("the first check of ARC's EphemeralRunners did not come")
-	}
-	if inf := s.e.current(); inf != nil && !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return errors.New("the EphemeralRunner informer did not sync")
-	}
-	return nil
 }

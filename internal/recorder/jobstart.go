@@ -84,3 +84,17 @@ func (j JobStamper) stampAll(ctx context.Context, starts <-chan jobStart) {
 		}
 	}
 }
+
+// noteStart hands the stamper an EphemeralRunner that turned busy, if it
+// has room: a start it has no room for goes unwritten.
+func (e *EphemeralRunners) noteStart(before, after any) {
+	b, okB := before.(*unstructured.Unstructured)
+	a, okA := after.(*unstructured.Unstructured)
+	if e.stamper == nil || !okB || !okA || !turnedBusy(b, a) {
+		return
+	}
+	select {
+	case e.starts <- jobStart{pod: types.NamespacedName{Namespace: a.GetNamespace(), Name: a.GetName()}, uid: a.GetUID(), at: time.Now()}:
+	default:
+	}
+}
