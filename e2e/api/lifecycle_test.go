@@ -278,6 +278,7 @@ func TestLegacyARCLife(t *testing.T) {
 	rec := oneDeath(t, idle)
 	assert.Equal(t, runnerpod.ARCLegacyController, rec.DeletedBy)
 	assert.Equal(t, "idle", rec.DeleteRule)
+	assert.Equal(t, string(death.IdleRemoved), rec.Class, "an unregistered runner its controller removed: no death, no job's end")
 
 	// An OOM: the controller removes the failed pod.
 	oom := running("legacy-oom")
@@ -316,7 +317,18 @@ func TestGitLabLifeWithTheInjector(t *testing.T) {
 	require.NoError(t, deletePod(as(t, manager), oom))
 	assert.Equal(t, string(death.CgroupOOM), oneDeath(t, oom).Class)
 
-	for _, p := range []*corev1.Pod{done, oom} {
+	// GitLab's timeout: the manager deletes the pod a second or two before
+	// the pod's own deadline (activeDeadlineSeconds, the job's timeout).
+	start := time.Now().Add(-time.Minute)
+	tw := podtest.GitLab(ns, "runner-a-project-1-concurrent-2").ActiveDeadline(62, start).RunningSince("build", start)
+	timedOut := create(t, as(t, manager), tw.Obj())
+	require.NoError(t, deletePod(as(t, manager), timedOut), "the manager ends the job at its timeout")
+	kubeletEnds(t, timedOut, podtest.GitLab(ns, timedOut.Name).ActiveDeadline(62, start).Terminated("build", 137, "Error"))
+	rec = oneDeath(t, timedOut)
+	assert.Equal(t, string(death.JobTimeout), rec.Class, "the job's timeout, though its owner's delete beat the deadline")
+	assert.Contains(t, rec.ClassBasis, "before its deadline (activeDeadlineSeconds 62")
+
+	for _, p := range []*corev1.Pod{done, oom, timedOut} {
 		for _, e := range refusals(t, p) {
 			assert.NotContains(t, e.Note, "by "+manager, "the manager is never refused")
 		}
