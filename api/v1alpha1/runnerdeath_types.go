@@ -97,6 +97,13 @@ type DeathRecord struct {
 	NodeState *NodeState `json:"nodeState,omitempty"`
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// JobStartedAt is when the runner's job began, where the cluster can
+	// tell it apart from the runner's start: for ARC scale sets, when the
+	// leader saw the EphemeralRunner turn busy (the pod's
+	// runnerguard.io/job-assigned-at, which only runnerguard writes); for
+	// GitLab, the build pod's start (it exists for one job).
+	// +optional
+	JobStartedAt *metav1.Time `json:"jobStartedAt,omitempty"`
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 	// Restarts is the container's restart count before this death.

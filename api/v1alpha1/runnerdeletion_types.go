@@ -51,6 +51,12 @@ type DeletionNote struct {
 	// the pod's EphemeralRunner, as the guard noted it.
 	// +optional
 	StartedBy string `json:"startedBy,omitempty"`
+	// Job is the job the fleet's record named when the guard admitted the
+	// deletion (an ARC runner's EphemeralRunner status, read then), kept
+	// here because ARC deletes the EphemeralRunner before the pod watcher
+	// writes the record.
+	// +optional
+	Job *Job `json:"job,omitempty"`
 }
 
 // RunnerDeletionList is a list of RunnerDeletions.

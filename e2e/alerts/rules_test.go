@@ -15,6 +15,7 @@ import (
 var shipped = []string{
 	"RunnerguardBusyRunnerDeletesRefused",
 	"RunnerguardDrainWaiting",
+	"RunnerguardFleetOwnerRefused",
 	"RunnerguardNoWatcherLeader",
 	"RunnerguardRunnerDeaths",
 	"RunnerguardRunnersOOMKilled",

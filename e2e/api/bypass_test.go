@@ -27,6 +27,8 @@ const (
 	overrideRefused = "may set or change runnerguard.io/allow-delete"
 	forgedCreator   = "names the principal that created the pod: set it to your own username or leave it out"
 	creatorChanged  = "runnerguard.io/created-by is written once, at CREATE, and never changes"
+	credentialKept  = "runnerguard.io/created-with is written once, at CREATE, and never changes"
+	jobStartKept    = "only runnerguard may write runnerguard.io/job-assigned-at"
 	idleSignal      = "may change actions-runner/unregistration-complete-timestamp"
 	scaleSetLabel   = "may change the label actions-ephemeral-runner"
 	workflowLabel   = "may change the label runner-pod"
@@ -124,6 +126,9 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		{"a reaper cannot make itself the job's owner", gitlab, reaperSA, annotations(runnerpod.CreatedBy, reaper), creatorChanged},
 		{"a CI job cannot erase the recorded creator", gitlab, ciJob, annotations(runnerpod.CreatedBy, nil), creatorChanged},
 		{"a reaper cannot add a creator to a pod that had none", generic, reaperSA, annotations(runnerpod.CreatedBy, reaper), creatorChanged},
+		{"a reaper cannot give a pod the credential its manager created it with", gitlab, reaperSA, annotations(runnerpod.CreatedWith, "JTI=reaper"), credentialKept},
+		{"a reaper cannot date an ARC runner's job", scaleSet, reaperSA, annotations(runnerpod.JobAssignedAt, "2026-11-01T12:00:00Z"), jobStartKept},
+		{"ARC's controller cannot date its runner's job either: runnerguard saw it", scaleSet, arc, annotations(runnerpod.JobAssignedAt, "2026-11-01T12:00:00Z"), jobStartKept},
 		{"a reaper cannot mark a generic runner unregistered", generic, reaperSA, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
 		{"a namespace admin cannot mark a legacy runner unregistered", legacyRunner, nsAdmin, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
 		{"ARC's scale-set controller cannot write legacy ARC's signal", legacyRunner, arc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},

@@ -146,6 +146,8 @@ func TestARCScaleSetLifeWhereSomeoneElseDeletesABusyRunnersEphemeralRunner(t *te
 	assert.Equal(t, arcController, rec.DeletedBy)
 	assert.Equal(t, "job-over", rec.DeleteRule)
 	assert.Equal(t, clusterAdmin, rec.StartedBy, "the record names who started it")
+	require.NotNil(t, rec.Job, "the record names the job, the EphemeralRunner gone or not")
+	assert.Equal(t, "job-7", rec.Job.ID)
 	for _, e := range refusals(t, r.pod) {
 		assert.NotContains(t, e.Note, "by "+arcController, "ARC itself is never refused")
 	}
@@ -211,12 +213,45 @@ func TestARCScaleSetScaleDownOfAnIdleRunner(t *testing.T) {
 	kubeletEnds(t, r.pod, podtest.ARCScaleSet(ns, "arc-idle").Terminated("runner", 143, "Error"))
 	r.removeFinalizer(t, arcFinalizer)
 
+	// Its EphemeralRunner never named a job: neither a death nor a job's
+	// end (this once read job-ended, "the job ran").
 	rec := oneDeath(t, r.pod)
-	assert.Equal(t, "job-over", rec.DeleteRule, "ARC removed it from the service first")
-	assert.Equal(t, string(death.JobEnded), rec.Class)
+	assert.Equal(t, "idle", rec.DeleteRule, "the runner never had a job")
+	assert.Equal(t, string(death.IdleRemoved), rec.Class)
 	assert.Equal(t, arcController, rec.DeletedBy)
 	assert.Equal(t, arcController, rec.StartedBy)
+	assert.Nil(t, rec.Job)
 	assert.Empty(t, refusals(t, r.pod))
+	eventually(t, hasEvent(t, r.pod, corev1.EventTypeNormal, death.ReasonIdleRemoved, "removed by its fleet while idle"), "a Normal Event says so")
+}
+
+// ARC's delete after a job whose EphemeralRunner ARC has already removed
+// (its finalizers gone) before the runner's end is reported: the record
+// still names the job, as the guard's note kept it.
+func TestARCScaleSetRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "arc-gone")
+	r.assignJob(t)
+	eventually(t, func() bool {
+		got := &corev1.Pod{}
+		return admin.Get(context.Background(), client.ObjectKeyFromObject(r.pod), got) == nil && got.Annotations[runnerpod.JobAssignedAt] != ""
+	}, "the leader writes when it saw the job begin")
+	r.deleteEphemeralRunner(t, arcController)
+	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	require.NoError(t, deletePod(as(t, arcController), r.pod))
+	r.removeFinalizer(t, arcFinalizer)
+	eventually(t, func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(r.er), r.er.DeepCopy()))
+	}, "ARC's EphemeralRunner is gone")
+	kubeletEnds(t, r.pod, podtest.ARCScaleSet(ns, "arc-gone").Terminated("runner", 143, "Error"))
+
+	rec := oneDeath(t, r.pod)
+	assert.Equal(t, string(death.JobEnded), rec.Class)
+	require.NotNil(t, rec.Job)
+	assert.Equal(t, "job-7", rec.Job.ID)
+	assert.Equal(t, "7", rec.Job.RequestID)
+	require.NotNil(t, rec.JobStartedAt, "the job's start, apart from the runner's")
+	assert.True(t, rec.JobStartedAt.After(rec.StartedAt.Time), "the runner waited for its job")
 }
 
 func TestLegacyARCLife(t *testing.T) {
@@ -243,6 +278,7 @@ func TestLegacyARCLife(t *testing.T) {
 	rec := oneDeath(t, idle)
 	assert.Equal(t, runnerpod.ARCLegacyController, rec.DeletedBy)
 	assert.Equal(t, "idle", rec.DeleteRule)
+	assert.Equal(t, string(death.IdleRemoved), rec.Class, "an unregistered runner its controller removed: no death, no job's end")
 
 	// An OOM: the controller removes the failed pod.
 	oom := running("legacy-oom")
@@ -281,7 +317,18 @@ func TestGitLabLifeWithTheInjector(t *testing.T) {
 	require.NoError(t, deletePod(as(t, manager), oom))
 	assert.Equal(t, string(death.CgroupOOM), oneDeath(t, oom).Class)
 
-	for _, p := range []*corev1.Pod{done, oom} {
+	// GitLab's timeout: the manager deletes the pod a second or two before
+	// the pod's own deadline (activeDeadlineSeconds, the job's timeout).
+	start := time.Now().Add(-time.Minute)
+	tw := podtest.GitLab(ns, "runner-a-project-1-concurrent-2").ActiveDeadline(62, start).RunningSince("build", start)
+	timedOut := create(t, as(t, manager), tw.Obj())
+	require.NoError(t, deletePod(as(t, manager), timedOut), "the manager ends the job at its timeout")
+	kubeletEnds(t, timedOut, podtest.GitLab(ns, timedOut.Name).ActiveDeadline(62, start).Terminated("build", 137, "Error"))
+	rec = oneDeath(t, timedOut)
+	assert.Equal(t, string(death.JobTimeout), rec.Class, "the job's timeout, though its owner's delete beat the deadline")
+	assert.Contains(t, rec.ClassBasis, "before its deadline (activeDeadlineSeconds 62")
+
+	for _, p := range []*corev1.Pod{done, oom, timedOut} {
 		for _, e := range refusals(t, p) {
 			assert.NotContains(t, e.Note, "by "+manager, "the manager is never refused")
 		}

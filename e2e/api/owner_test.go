@@ -4,6 +4,7 @@ package api
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,15 +194,40 @@ func TestTheJobOwnerIsNoNameAnEditorCanWear(t *testing.T) {
 	sameUser := serviceAccountIn(t, ns, sameNS)
 	may(t, ns, serviceAccount(sameUser), "edit")
 	inRunnerNS := token(t, cs, ns, sameNS, nil)
-	t.Run("GitLab's manager in the build pods' own namespace, with a token bound to no pod, is refused, saying what to change", func(t *testing.T) {
+	// A manager outside the cluster, or with one long-lived token: the same
+	// token creates the build pod, execs into it and deletes it.
+	t.Run("GitLab's manager in the build pods' own namespace, with one token bound to no pod, runs and ends the job it created", func(t *testing.T) {
 		pod := create(t, inRunnerNS.client(t), running(podtest.GitLab(ns, "build-same-ns"), "build"))
 		require.Equal(t, sameUser, pod.Annotations[runnerpod.CreatedBy])
-		err := deletePod(inRunnerNS.client(t), pod)
+		require.True(t, strings.HasPrefix(pod.Annotations[runnerpod.CreatedWith], "JTI="), "the injector records the token's credential id: %q", pod.Annotations[runnerpod.CreatedWith])
+		for _, sub := range []string{"exec", "attach"} {
+			err := connectAs(t, inRunnerNS.cfg, pod, sub, "build")
+			if err != nil {
+				assert.NotContains(t, err.Error(), "runnerguard", "%s into the build container is the job's own work", sub)
+			}
+		}
+		require.NoError(t, deletePod(inRunnerNS.client(t), pod))
+		assert.False(t, alive(t, pod))
+	})
+	t.Run("a reaper with edit minting a new token for that manager is refused, saying what to set", func(t *testing.T) {
+		pod := create(t, inRunnerNS.client(t), running(podtest.GitLab(ns, "build-minted"), "build"))
+		minted := token(t, reaperID.clientset(t), ns, sameNS, nil)
+		err := connectAs(t, minted.cfg, pod, "exec", "build")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "a token minted anew")
+		err = deletePod(minted.client(t), pod)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "which anyone granted edit in "+ns+" can impersonate")
 		assert.Contains(t, err.Error(), "presets.gitlab.ownerInRunnerNamespace: true")
 		assert.True(t, alive(t, pod))
-		eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "DeleteRefused", "run the manager with its pod's own ServiceAccount token"), "the Event tells the operator")
+		eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "DeleteRefused", "run the manager with its own pod's token"), "the Event tells the operator")
+	})
+	t.Run("the recorded credential cannot be changed after CREATE", func(t *testing.T) {
+		pod := create(t, inRunnerNS.client(t), running(podtest.GitLab(ns, "build-keep"), "build"))
+		pod.Annotations[runnerpod.CreatedWith] = "JTI=forged"
+		err := reaperID.client(t).Update(ctx, pod)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "runnerguard.io/created-with is written once, at CREATE, and never changes")
 	})
 	// The manager's pod (the GitLab chart's Deployment), and its own pod's
 	// token, as the in-cluster client of a pod uses it.

@@ -18,7 +18,10 @@ import (
 const (
 	ReasonDied     = "RunnerDied"
 	ReasonJobEnded = "RunnerJobEnded"
-	ReasonStuck    = "RunnerStuck"
+	// ReasonIdleRemoved is the Normal Event of an idle runner its fleet
+	// removed.
+	ReasonIdleRemoved = "RunnerIdleRemoved"
+	ReasonStuck       = "RunnerStuck"
 )
 
 // Labels on a RunnerDeath: the class lets retention list records as
@@ -70,8 +73,11 @@ func FromObject(o *v1alpha1.RunnerDeath) Record {
 
 // EventReason is the reason of the Event that notifies r.
 func (r Record) EventReason() string {
-	if Class(r.Class) == JobEnded {
+	switch Class(r.Class) {
+	case JobEnded:
 		return ReasonJobEnded
+	case IdleRemoved:
+		return ReasonIdleRemoved
 	}
 	return ReasonDied
 }
@@ -89,8 +95,11 @@ func (r Record) EventType() string {
 // deleter.
 func (r Record) Note() string {
 	parts := []string{fmt.Sprintf("runner %q died: %s", r.Container, r.Class)}
-	if Class(r.Class) == JobEnded {
+	switch Class(r.Class) {
+	case JobEnded:
 		parts[0] = fmt.Sprintf("runner %q: its job ended (%s)", r.Container, r.Class)
+	case IdleRemoved:
+		parts[0] = fmt.Sprintf("runner %q: removed by its fleet while idle, with no job (%s)", r.Container, r.Class)
 	}
 	if r.Job != nil && r.Job.ID != "" {
 		parts = append(parts, "job "+r.Job.ID)
@@ -143,6 +152,8 @@ func (r Record) ending() string {
 		return fmt.Sprintf("it had no job left (ARC had removed the runner from the Actions service) when %s deleted its pod", r.DeletedBy)
 	case Class(r.Class) == JobEnded:
 		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
+	case Class(r.Class) == IdleRemoved:
+		return fmt.Sprintf("it had no job when %s deleted its pod", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == deletion.RuleBusy:
 		return fmt.Sprintf("ended by its pod's deletion, requested by %s: allowed only because the guard was in warn mode; enforce would have refused it", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "" && r.DeleteRule != "":

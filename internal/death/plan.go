@@ -110,10 +110,19 @@ func Decide(o Observation) Plan {
 		}
 		if note != nil { // a valid note implies a deletion was seen
 			r.DeletedBy, r.DeleteRule, r.StartedBy = note.Requester, note.Rule, note.StartedBy
-			if r.Deleted && (note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob() || note.Rule == deletion.RuleJobOver) {
+			r.Job = note.Job
+			switch {
+			case !r.Deleted:
+			case note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob():
 				EndedByOwner(&r)
+				TimedOut(o.Pod, &r)
+			case note.Rule == deletion.RuleJobOver:
+				EndedByOwner(&r)
+			case note.Rule == deletion.RuleIdle:
+				RemovedIdle(&r)
 			}
 		}
+		ProcessOOMSurvived(&r)
 		if !Class(r.Class).Abnormal() && (!o.KeepClean || dated && end.Before(o.CleanSince)) {
 			continue
 		}

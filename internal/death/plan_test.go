@@ -34,6 +34,7 @@ func TestDecide(t *testing.T) {
 		deleted   bool
 		deletedBy string
 		startedBy string
+		job       string
 		retry     time.Duration
 	}
 	cases := []struct {
@@ -166,10 +167,54 @@ func TestDecide(t *testing.T) {
 				return n
 			}(), now: end.Add(time.Second), clean: true,
 			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", startedBy: "reaper"}},
+		{name: "ARC: the job the guard's note kept names the record",
+			pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
+			note: func() *v1alpha1.DeletionNote {
+				n := note("arc", "job-over", end.Add(-5*time.Second))
+				n.Job = &v1alpha1.Job{ID: "9001", Source: "EphemeralRunner/r"}
+				return n
+			}(), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", job: "9001"}},
+		{name: "ARC: an idle runner its fleet removed on scale-down (never a job) is an idle removal, neither a death nor a job end",
+			pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
+			note: func() *v1alpha1.DeletionNote {
+				n := note("arc", "idle", end.Add(-5*time.Second))
+				n.StartedBy = "arc-listener"
+				return n
+			}(), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{IdleRemoved}, deleted: true, deletedBy: "arc", startedBy: "arc-listener"}},
+		{name: "ARC: an idle removal is not recorded when clean records are off",
+			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
+			note: note("arc", "idle", end.Add(-5*time.Second)), now: end.Add(time.Second)},
+		{name: "ARC: an idle runner OOM-killed before its removal stays an OOM",
+			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 137, "OOMKilled").Deleted(end.Add(-5*time.Second), 30),
+			note: note("arc", "idle", end.Add(-5*time.Second)), now: end.Add(time.Second),
+			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "arc"}},
+		{name: "an idle runner that ended before its removal began keeps its own class",
+			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Deleted(end.Add(time.Minute), 30),
+			note: note("arc", "idle", end.Add(time.Minute)), now: end.Add(2 * time.Minute),
+			want: want{classes: []Class{ErrorExit}, deletedBy: "arc"}},
 		{name: "ARC: an OOM before the job was over stays an OOM",
 			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 137, "OOMKilled").Deleted(end.Add(-5*time.Second), 30),
 			note: note("arc", "job-over", end.Add(-5*time.Second)), now: end.Add(time.Second),
 			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "arc"}},
+		{name: "GitLab: the manager's delete a second before the pod's deadline is the job's timeout, not its normal end",
+			pod:  podtest.GitLab("ci", "r").ActiveDeadline(599, podtest.Start).Terminated("build", 137, "Error").Deleted(end.Add(-time.Second), 0),
+			note: note("glr", "job-owner", end.Add(-time.Second)), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{JobTimeout}, deleted: true, deletedBy: "glr"}},
+		{name: "GitLab: the manager's delete well before the pod's deadline is the job's normal end",
+			pod:  podtest.GitLab("ci", "r").ActiveDeadline(3600, podtest.Start).Terminated("build", 137, "Error").Deleted(end.Add(-time.Second), 0),
+			note: note("glr", "job-owner", end.Add(-time.Second)), now: end.Add(time.Second), clean: true,
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "glr"}},
+		{name: "GitLab: a step OOM-killed minutes before the owner's delete is a process's OOM, the container lived on",
+			pod: podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30).
+				SidecarTerminated(runnerpod.VitalsContainer, `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":1,"oom_kill":1,"oom_kill_at":"2026-11-01T12:07:00Z"}`),
+			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Second),
+			want: want{classes: []Class{ProcessOOM}, deleted: true, deletedBy: "glr"}},
+		{name: "a container killed at its limit within a second of the vitals' kill stays a cgroup OOM",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").
+				SidecarTerminated(runnerpod.VitalsContainer, `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":1,"oom_kill":1,"oom_kill_at":"2026-11-01T12:09:59Z"}`),
+			now: end.Add(time.Second), want: want{classes: []Class{CgroupOOM}}},
 		{name: "activeDeadlineSeconds ran out: a job timeout",
 			pod: podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Reason("DeadlineExceeded"), now: end.Add(time.Second),
 			want: want{classes: []Class{JobTimeout}}},
@@ -194,6 +239,10 @@ func TestDecide(t *testing.T) {
 				assert.Equal(t, tc.want.deleted, r.Deleted, "deleted")
 				assert.Equal(t, tc.want.deletedBy, r.DeletedBy, "deletedBy")
 				assert.Equal(t, tc.want.startedBy, r.StartedBy, "startedBy")
+				if tc.want.job != "" {
+					require.NotNil(t, r.Job)
+					assert.Equal(t, tc.want.job, r.Job.ID)
+				}
 			}
 			assert.Equal(t, tc.want.classes, classes)
 		})

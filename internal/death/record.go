@@ -72,6 +72,7 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 			r.ContainerID = t.ContainerID
 		}
 	}
+	r.JobStartedAt = jobStart(pod, runner.Preset.Name)
 	if f, ok := FinalVitals(pod); ok {
 		r.Vitals = vitals(f, r.ContainerID)
 	}

@@ -171,7 +171,35 @@ func TestEndingNamesWhoStartedWhatTheDeleterCarriedOut(t *testing.T) {
 		{"an idle runner's pod deleted for someone else", rec(SigTerm, "idle", "alice"),
 			"ended by its pod's deletion, requested by arc (allowed: idle), on the deletion of its EphemeralRunner by alice"},
 		{"a deleter acting on its own", rec(SigTerm, "idle", ""), "ended by its pod's deletion, requested by arc (allowed: idle)"},
+		{"an idle runner its fleet removed", rec(IdleRemoved, deletion.RuleIdle, "arc-listener"),
+			"it had no job when arc deleted its pod, on the deletion of its EphemeralRunner by arc-listener"},
 	} {
 		assert.Equal(t, tc.want, tc.r.Ending(), tc.name)
+	}
+}
+
+// The job's start, apart from the runner's, where the cluster can tell it.
+func TestTheRecordTellsTheJobsStartFromTheRunners(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  *podtest.Wrapper
+		want *time.Time
+	}{
+		{"ARC: when the leader saw the EphemeralRunner turn busy",
+			podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Annotate(runnerpod.JobAssignedAt, "2026-11-01T12:03:00Z"),
+			ptr.To(time.Date(2026, 11, 1, 12, 3, 0, 0, time.UTC))},
+		{"ARC: not seen, not said", podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error"), nil},
+		{"ARC: a value that is no time is not said",
+			podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Annotate(runnerpod.JobAssignedAt, "soon"), nil},
+		{"GitLab: the build pod's start", podtest.GitLab("ci", "g").ActiveDeadline(3600, podtest.Start).Terminated("build", 137, "Error"), ptr.To(podtest.Start)},
+		{"a generic runner's job start is its own", podtest.Runner("ci", "r").Terminated("runner", 1, "Error").Annotate(runnerpod.JobAssignedAt, "2026-11-01T12:03:00Z"), nil},
+	} {
+		r := newRecord(t, tc.pod)
+		if tc.want == nil {
+			assert.Nil(t, r.JobStartedAt, tc.name)
+			continue
+		}
+		require.NotNil(t, r.JobStartedAt, tc.name)
+		assert.True(t, tc.want.Equal(r.JobStartedAt.Time), tc.name)
 	}
 }

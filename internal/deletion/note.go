@@ -18,6 +18,9 @@ const (
 	// RuleJobOver: the fleet's controller deleted the pod after the job was
 	// over (ARC, once the Actions service accepted the runner's removal).
 	RuleJobOver = string(runnerpod.FreeJobOver)
+	// RuleIdle: the runner had no job (ARC's EphemeralRunner never had one,
+	// legacy ARC unregistered it): its fleet removed an idle runner.
+	RuleIdle = string(runnerpod.FreeIdle)
 	// RuleBusy: a busy runner's deletion, allowed only in warn mode.
 	RuleBusy = "busy"
 )

@@ -31,7 +31,12 @@ func (w *Watcher) account(ctx context.Context, pod *corev1.Pod, runner runnerpod
 		if !jobRead {
 			job, jobRead = w.job(ctx, pod, runner), true
 		}
-		rs[i].Job = job
+		if job != nil || rs[i].Job == nil {
+			// Read now; else the job the guard's note kept from when it
+			// admitted the deletion (ARC has deleted the EphemeralRunner
+			// since).
+			rs[i].Job = job
+		}
 		if !death.Class(rs[i].Class).Abnormal() {
 			continue // a clean exit or a job's normal end: no node explains it
 		}

@@ -101,3 +101,22 @@ func TestARecordKeepsItsNodesStateAndANodeBeingRemovedExplainsTheDeath(t *testin
 	assert.Equal(t, &v1alpha1.NodeState{Taints: []string{death.TaintAutoscalerDelete}}, rs[0].NodeState)
 	assert.Contains(t, rs[0].ClassBasis, "cluster autoscaler")
 }
+
+// ARC deletes the EphemeralRunner before the record is written: the job
+// the guard's note kept, read when it admitted the deletion, names it.
+func TestAnARCRecordNamesTheJobTheGuardsNoteKeptOnceTheEphemeralRunnerIsGone(t *testing.T) {
+	began := podtest.Start.Add(9*time.Minute + 50*time.Second)
+	pod := terminating(podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error"), began)
+	w := newWatcher(t, pod)
+	require.NoError(t, w.Client.Create(context.Background(), &v1alpha1.RunnerDeletion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: string(pod.UID)},
+		Deletion: v1alpha1.DeletionNote{Pod: pod.Name, UID: string(pod.UID), Requester: "arc", Rule: deletion.RuleBusy, Operation: "delete", Time: metav1.NewTime(began),
+			Job: &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/r"}},
+	}))
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	require.NotNil(t, rs[0].Job, "no EphemeralRunner left to read")
+	assert.Equal(t, "7311", rs[0].Job.ID)
+	assert.Equal(t, "acme/app", rs[0].Job.Project)
+}

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -98,9 +97,10 @@ type Marker struct {
 }
 
 // SetupWithManager runs the marker on the watcher's pod cache, which the
-// watcher adds to mgr (set the watcher up first), and, where the API server
-// serves ARC's EphemeralRunners, on an informer of them. ARC installed
-// after runnerguard is read from runnerguard's next start.
+// watcher adds to mgr (set the watcher up first), and on ARC's
+// EphemeralRunners while the API server serves them (EphemeralRunners
+// follows ARC's CRD: installed after runnerguard, it is read without a
+// restart).
 func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 	names := m.Config.RunnerContainerNames()
 	hasRunner := predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -109,23 +109,14 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("runner-marks").
 		WatchesRawSource(m.Pods.source(&handler.EnqueueRequestForObject{}, hasRunner))
-	served, err := EphemeralRunnersServed(mgr.GetRESTMapper())
-	if err != nil {
+	var err error
+	if m.ers, err = NewEphemeralRunners(mgr.GetConfig(), &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}); err != nil {
 		return err
 	}
-	if served {
-		dyn, err := dynamic.NewForConfig(mgr.GetConfig())
-		if err != nil {
-			return err
-		}
-		if m.ers, err = NewEphemeralRunners(dyn); err != nil {
-			return err
-		}
-		if err := mgr.Add(m.ers); err != nil {
-			return err
-		}
-		b = b.WatchesRawSource(m.ers.source())
+	if err := mgr.Add(m.ers); err != nil {
+		return err
 	}
+	b = b.WatchesRawSource(m.ers.source())
 	return b.Complete(m)
 }
 

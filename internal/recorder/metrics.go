@@ -12,12 +12,20 @@ import (
 var (
 	deathsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "runnerguard_runner_deaths_total",
-		Help: "Runner deaths recorded, by namespace and class of death (jobs ended by their owner are counted in runnerguard_runner_jobs_ended_total).",
+		Help: "Runner deaths recorded, by namespace and class of death (jobs ended by their owner are counted in runnerguard_runner_jobs_ended_total, idle runners their fleet removed in runnerguard_runner_idle_removed_total).",
 	}, []string{"namespace", "class"})
 	jobsEndedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "runnerguard_runner_jobs_ended_total",
 		Help: "Runner pods whose job's owner ended the job by deleting the pod (class job-ended): the fleet's normal work, not deaths.",
 	}, []string{"namespace"})
+	idleRemovedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runnerguard_runner_idle_removed_total",
+		Help: "Runner pods their fleet removed while the runner had no job (class idle-removed: ARC's scale-down): neither deaths nor job ends.",
+	}, []string{"namespace"})
+	ephemeralRunnersWatched = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "runnerguard_ephemeralrunners_watched",
+		Help: "1 while the leader watches ARC's EphemeralRunners (the API server serves them), 0 while it does not: then ARC scale-set runners are taken as busy, idle ones included, and keep the autoscalers' do-not-disrupt marks.",
+	})
 	stuckGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "runnerguard_runner_pods_stuck",
 		Help: "Runner pods whose runner container has waited longer than the threshold to start, by namespace and waiting reason.",
@@ -41,7 +49,7 @@ var (
 
 // RegisterMetrics registers the watcher's metrics on reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, stuckGauge, peakRatio, recordsCollected, gapDropped} {
+	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, idleRemovedTotal, ephemeralRunnersWatched, stuckGauge, peakRatio, recordsCollected, gapDropped} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -53,8 +61,12 @@ func countDeath(r death.Record) {
 	if v := r.Vitals; v != nil && v.Peak != nil && v.Limit != nil && *v.Limit > 0 {
 		peakRatio.WithLabelValues(r.Namespace).Observe(float64(*v.Peak) / float64(*v.Limit))
 	}
-	if death.Class(r.Class) == death.JobEnded {
+	switch death.Class(r.Class) {
+	case death.JobEnded:
 		jobsEndedTotal.WithLabelValues(r.Namespace).Inc()
+		return
+	case death.IdleRemoved:
+		idleRemovedTotal.WithLabelValues(r.Namespace).Inc()
 		return
 	}
 	deathsTotal.WithLabelValues(r.Namespace, r.Class).Inc()

@@ -48,9 +48,14 @@ func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 		fmt.Fprintf(&b, "no runner deaths or job ends recorded in the last %s\n", duration.HumanDuration(window))
 		return b.String()
 	}
-	// A job end is the job's normal end, not a death: counted apart.
-	ends := f.ByClass[string(death.JobEnded)]
-	fmt.Fprintf(&b, "%s and %s recorded in the last %s\n\n", plural(f.Total-ends, "runner death"), plural(ends, "job end"), duration.HumanDuration(window))
+	// A job end is the job's normal end, and an idle runner's removal no
+	// job's end at all: neither is a death, each counted apart.
+	ends, idle := f.ByClass[string(death.JobEnded)], f.ByClass[string(death.IdleRemoved)]
+	counts := plural(f.Total-ends-idle, "runner death") + " and " + plural(ends, "job end")
+	if idle > 0 {
+		counts = plural(f.Total-ends-idle, "runner death") + ", " + plural(ends, "job end") + " and " + plural(idle, "idle removal")
+	}
+	fmt.Fprintf(&b, "%s recorded in the last %s\n\n", counts, duration.HumanDuration(window))
 	classes := slices.SortedFunc(maps.Keys(f.ByClass), func(a, b string) int {
 		if x, y := death.Class(a).Abnormal(), death.Class(b).Abnormal(); x != y {
 			if x {

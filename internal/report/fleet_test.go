@@ -40,3 +40,18 @@ func TestRecordsTableStopsAtTheLimit(t *testing.T) {
 	assert.Regexp(t, `ci\s+a\s+cgroup-oom\s+137\s+OOMKilled\s+-`, table)
 	assert.NotContains(t, table, "bob")
 }
+
+// An idle runner its fleet removed is neither a death nor a job end: the
+// headline counts it apart from both.
+func TestTheTableCountsIdleRemovalsApartFromDeathsAndJobEnds(t *testing.T) {
+	var items []v1alpha1.RunnerDeath
+	for i, class := range []death.Class{death.IdleRemoved, death.JobEnded, death.IdleRemoved, death.SigKill} {
+		o := recorded(t, podtest.ARCScaleSet("ci", string(rune('a'+i))).Terminated("runner", 143, "Error"), "")
+		o.Record.Class = string(class)
+		o.CreationTimestamp = metav1.NewTime(podtest.Start)
+		items = append(items, *o)
+	}
+	table := Summarize(items, podtest.Start.Add(-time.Hour)).Table(168*time.Hour, false, 10)
+	assert.Contains(t, table, "1 runner death, 1 job end and 2 idle removals recorded in the last 7d\n")
+	assert.Regexp(t, `idle-removed\s+2\s+the fleet removed a runner that had no job`, table)
+}

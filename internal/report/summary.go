@@ -10,6 +10,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 )
 
 // Meaning says what a class of death means, for the human reading the
@@ -26,6 +27,8 @@ var Meaning = map[death.Class]string{
 	death.NodeLost:        "the node or its kubelet vanished",
 	death.DeletedRunning:  "the pod was removed at once while its runner was still running",
 	death.JobEnded:        "the job's owner deleted the pod to end the job: its normal end, not a death",
+	death.ProcessOOM:      "the kernel OOM-killed a process of the job (a step, a child), and the container lived on after it: a memory limit hit by one process, not the container's kill",
+	death.IdleRemoved:     "the fleet removed a runner that had no job (an ARC scale-down): neither a death nor a job's end",
 	death.JobTimeout:      "the pod's activeDeadlineSeconds ran out: the job hit its time limit",
 	death.ProbeKill:       "the kubelet killed the runner for failing its liveness probe",
 	death.StorageEviction: "the kubelet evicted the pod for using more ephemeral storage than its own limit (a container's, the pod's, or an emptyDir's)",
@@ -92,6 +95,10 @@ func Summary(r death.Record) string {
 			cut = fmt.Sprintf(", its last %d bytes", death.MaxMessageBytes)
 		}
 		fmt.Fprintf(&b, "  last words (the runner's termination message%s; written by the container, not evidence):\n", cut)
+		if r.DeletedAt != nil && r.FinishedAt != nil && r.FinishedAt.After(r.DeletedAt.Time) {
+			fmt.Fprintf(&b, "  (the container ran on %s after its pod's deletion began: lines near the end may come after the job's end)\n",
+				duration.HumanDuration(r.FinishedAt.Sub(r.DeletedAt.Time)))
+		}
 		for _, l := range strings.Split(strings.TrimRight(r.Message, "\n"), "\n") {
 			fmt.Fprintf(&b, "    | %s\n", l)
 		}
@@ -99,19 +106,47 @@ func Summary(r death.Record) string {
 	return b.String()
 }
 
-// ran says how long the runner, or for a job's normal end the job, ran.
+// ran says how long the runner ran and, where the cluster knows the job's
+// own start (GitLab: the build pod exists for one job), how long the job
+// ran: an ARC runner's life includes its wait for a job.
 func ran(b *strings.Builder, r death.Record) {
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	switch {
-	case death.Class(r.Class) == death.JobEnded && r.StartedAt != nil && r.DeletedAt != nil:
-		fmt.Fprintf(b, "  the job ran %s to %s (%s), when its owner deleted the pod to end it\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
-		if r.ExitCode != nil {
-			fmt.Fprintf(b, "  exit code %d is the owner's stop of the container at the end, not the job's result\n", *r.ExitCode)
+	case death.Class(r.Class) == death.IdleRemoved && r.StartedAt != nil && r.DeletedAt != nil:
+		fmt.Fprintf(b, "  the runner waited %s to %s (%s) and never had a job, when its fleet deleted the pod\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
+	case death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOver && r.JobStartedAt != nil && r.DeletedAt != nil:
+		fmt.Fprintf(b, "  the job ran %s to %s (%s), when ARC deleted the pod after it\n", ts(r.JobStartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.JobStartedAt.Time)))
+		if r.StartedAt != nil && r.StartedAt.Before(r.JobStartedAt) {
+			fmt.Fprintf(b, "  the runner had waited for it since %s (%s)\n", ts(r.StartedAt.Time), duration.HumanDuration(r.JobStartedAt.Sub(r.StartedAt.Time)))
 		}
+	case death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOver && r.StartedAt != nil && r.DeletedAt != nil:
+		fmt.Fprintf(b, "  the runner ran %s to %s (%s), its wait for the job included, when ARC deleted the pod after the job\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
+	case death.Class(r.Class) == death.JobEnded && r.StartedAt != nil && r.DeletedAt != nil:
+		from := r.StartedAt
+		if r.JobStartedAt != nil {
+			from = r.JobStartedAt
+		}
+		fmt.Fprintf(b, "  the job ran %s to %s (%s), when its owner deleted the pod to end it\n", ts(from.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(from.Time)))
 	case r.StartedAt != nil && r.FinishedAt != nil:
 		fmt.Fprintf(b, "  ran %s to %s (%s)\n", ts(r.StartedAt.Time), ts(r.FinishedAt.Time), duration.HumanDuration(r.FinishedAt.Sub(r.StartedAt.Time)))
+		if r.DeletedAt != nil && r.DeletedAt.Before(r.FinishedAt) {
+			// The end is the container's last kill; the deletion, a grace
+			// period earlier, is when the job was ended.
+			fmt.Fprintf(b, "  its pod's deletion began at %s, %s before that: the job ended then, the container's end is the delete's last kill\n",
+				ts(r.DeletedAt.Time), duration.HumanDuration(r.FinishedAt.Sub(r.DeletedAt.Time)))
+		}
 	case r.StartedAt != nil:
 		fmt.Fprintf(b, "  running since %s\n", ts(r.StartedAt.Time))
+	}
+	if death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOwner {
+		b.WriteString("  the job's outcome (success, failure or cancel) is unknown to the cluster: its owner deletes the pod the same way for each; the CI service has it\n")
+	}
+	switch {
+	case r.ExitCode == nil || r.DeletedAt == nil:
+	case death.Class(r.Class) == death.JobEnded:
+		fmt.Fprintf(b, "  exit code %d is the owner's stop of the container at the end, not the job's result\n", *r.ExitCode)
+	case death.Class(r.Class) == death.IdleRemoved:
+		fmt.Fprintf(b, "  exit code %d is the fleet's stop of the idle container\n", *r.ExitCode)
 	}
 }
 

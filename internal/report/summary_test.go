@@ -77,3 +77,47 @@ func TestWhySaysAContainerTheKubeletLostLeftNoLastWords(t *testing.T) {
 	assert.Contains(t, got, "the exit code is its placeholder")
 	assert.NotContains(t, got, "last words (")
 }
+
+// An ARC runner's life includes its wait for a job: `why` says so rather
+// than calling all of it the job; an idle runner's removal says it never
+// had one.
+func TestWhyTellsAnARCRunnersLifeFromItsJob(t *testing.T) {
+	base := v1alpha1.DeathRecord{Pod: "r", UID: "u", Preset: "arc-scale-set", Container: "runner",
+		ExitCode: ptr.To(int32(143)), Signal: 15, Reason: "Error", StartedAt: at(0), FinishedAt: at(97 * time.Second),
+		Deleted: true, DeletedAt: at(95 * time.Second), DeletedBy: "system:serviceaccount:arc-systems:arc-gha-rs-controller"}
+	over := base
+	over.Class, over.DeleteRule = string(death.JobEnded), deletion.RuleJobOver
+	got := Summary(death.Record{Namespace: "ci", DeathRecord: over})
+	assert.Contains(t, got, "  the runner ran 2026-11-01T11:12:00Z to 2026-11-01T11:13:35Z (95s), its wait for the job included, when ARC deleted the pod after the job\n")
+	assert.NotContains(t, got, "the job ran")
+
+	over.JobStartedAt = at(60 * time.Second)
+	got = Summary(death.Record{Namespace: "ci", DeathRecord: over})
+	assert.Contains(t, got, "  the job ran 2026-11-01T11:13:00Z to 2026-11-01T11:13:35Z (35s), when ARC deleted the pod after it\n")
+	assert.Contains(t, got, "  the runner had waited for it since 2026-11-01T11:12:00Z (60s)\n")
+
+	idle := base
+	idle.Class, idle.DeleteRule = string(death.IdleRemoved), deletion.RuleIdle
+	got = Summary(death.Record{Namespace: "ci", DeathRecord: idle})
+	assert.Contains(t, got, "  the runner waited 2026-11-01T11:12:00Z to 2026-11-01T11:13:35Z (95s) and never had a job, when its fleet deleted the pod\n")
+	assert.Contains(t, got, "  exit code 143 is the fleet's stop of the idle container\n")
+	assert.Contains(t, got, "  it had no job when system:serviceaccount:arc-systems:arc-gha-rs-controller deleted its pod\n")
+	assert.NotContains(t, got, "the job ran")
+}
+
+// A GitLab job's end by its manager is the same delete for a success, a
+// failure and a cancel: `why` says the cluster does not know which, and
+// marks the last words the build container wrote after the delete began.
+func TestWhySaysAJobsOutcomeIsUnknownToTheClusterAndMarksLateLastWords(t *testing.T) {
+	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "b", UID: "u", Preset: "gitlab", Container: "build",
+		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "Error", Class: string(death.JobEnded), StartedAt: at(0), FinishedAt: at(62 * time.Second),
+		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "glr", DeleteRule: deletion.RuleJobOwner, Message: "step 3\nstep 4"}}
+	got := Summary(r)
+	assert.Contains(t, got, "  the job's outcome (success, failure or cancel) is unknown to the cluster")
+	assert.Contains(t, got, "  (the container ran on 30s after its pod's deletion began: lines near the end may come after the job's end)\n")
+
+	r.Class = string(death.ProcessOOM)
+	assert.Contains(t, Summary(r), "the kernel OOM-killed a process of the job")
+	assert.Contains(t, Summary(r), "  its pod's deletion began at 2026-11-01T11:12:32Z, 30s before that: the job ended then")
+	assert.NotContains(t, Summary(r), "outcome (success", "said of a job's normal end only")
+}

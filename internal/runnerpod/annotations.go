@@ -25,6 +25,23 @@ const (
 	// job (presets whose owner ends the job by deleting the pod).
 	CreatedBy = "runnerguard.io/created-by"
 
+	// CreatedWith is written by the injector beside CreatedBy with the
+	// credential the CREATE was made with (the API server's
+	// authentication.kubernetes.io/credential-id: a token's JTI), always
+	// overwriting what the pod came with, and removed when the request
+	// carried none. A ServiceAccount of the pod's own namespace whose token
+	// is bound to no pod (a manager outside the cluster, a long-lived token)
+	// is taken as the job's owner only with this same credential: `edit`
+	// there can impersonate it or mint a new token for it, never present
+	// this one. It names the credential, it is not one.
+	CreatedWith = "runnerguard.io/created-with"
+
+	// JobAssignedAt is written by the leader (recorder.EphemeralRunners) on
+	// an ARC scale-set runner pod when it sees the pod's EphemeralRunner
+	// turn busy (its status names a job): the job's start, apart from the
+	// runner's. The chart's policy lets only runnerguard change it.
+	JobAssignedAt = "runnerguard.io/job-assigned-at"
+
 	// PresetAnnotation is written by the injector with the name of the preset that
 	// matched, for operators and for the death record.
 	PresetAnnotation = "runnerguard.io/preset"

@@ -190,7 +190,8 @@ func Protected(pod *corev1.Pod, r Runner, job JobSignal, now time.Time) Protecti
 // ARC never clears it after the job, but once the EphemeralRunner's
 // deletion began it removes the runner from the Actions service (which
 // refuses while the job runs) and only then its registration finalizer: a
-// deleting EphemeralRunner without that finalizer says the job is over. An
+// deleting EphemeralRunner without that finalizer says the job is over;
+// one that never had a job is idle, being removed or not (scale-down). An
 // EphemeralRunner whose UID is not owner (an idle runner of the same name
 // recreated, or a reference re-pointed at one) says nothing of the pod's
 // job: unreadable, which is busy.
@@ -199,15 +200,17 @@ func EphemeralRunnerJob(er *unstructured.Unstructured, owner types.UID) (JobSign
 		return JobUnreadable, false
 	}
 	deleting := er.GetDeletionTimestamp() != nil
+	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
+	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
+	if jobID == "" && !nonZero(reqID) {
+		// Never a job (ARC never clears one): idle, also while its fleet
+		// removes it on scale-down; no job is over.
+		return JobNone, deleting
+	}
 	if deleting && !slices.Contains(er.GetFinalizers(), ARCRegistrationFinalizer) {
 		return JobOver, true
 	}
-	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
-	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
-	if jobID != "" || nonZero(reqID) {
-		return JobAssigned, deleting
-	}
-	return JobNone, deleting
+	return JobAssigned, deleting
 }
 
 func nonZero(v any) bool {

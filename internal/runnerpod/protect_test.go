@@ -105,6 +105,8 @@ func TestEphemeralRunnerJob(t *testing.T) {
 		{"a jobId alone: busy", er(map[string]any{"jobId": "j"}, false), "er-uid", runnerpod.JobAssigned, false},
 		{"deleting with the registration finalizer: still busy, and deleting", er(map[string]any{"jobId": "j"}, true, runnerpod.ARCRegistrationFinalizer), "er-uid", runnerpod.JobAssigned, true},
 		{"deleting without it: the job is over", er(map[string]any{"jobId": "j"}, true, "other"), "er-uid", runnerpod.JobOver, true},
+		{"deleting without it, never a job: idle, removed on scale-down", er(map[string]any{"phase": "Running"}, true, "other"), "er-uid", runnerpod.JobNone, true},
+		{"deleting without it, a zero jobRequestId: idle", er(map[string]any{"jobRequestId": int64(0)}, true), "er-uid", runnerpod.JobNone, true},
 		{"another UID than the pod's owner: unreadable", er(map[string]any{}, false), "other-uid", runnerpod.JobUnreadable, false},
 		{"none: unreadable", nil, "er-uid", runnerpod.JobUnreadable, false},
 	}

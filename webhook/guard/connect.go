@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // ConnectPath is where the webhook server serves the guard's reviews of
@@ -59,7 +61,7 @@ func (c connectHandler) Handle(ctx context.Context, req admission.Request) admis
 		logf.FromContext(ctx).Error(err, "refused for now: cannot read the pod", "operation", op)
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("runnerguard: cannot read pod %s/%s to judge the %s: %w", req.Namespace, req.Name, op, err))
 	}
-	f := Facts{Pod: pod, Operation: op, Requester: req.UserInfo.Username, RequesterPod: boundPod(req), Now: h.Now(), Mode: h.mode(ctx, pod.Namespace), confirmed: true,
+	f := Facts{Pod: pod, Operation: op, Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now(), Mode: h.mode(ctx, pod.Namespace), confirmed: true,
 		LookupJob: h.lookupJob(ctx, pod), RequesterPodRunsJob: h.runsJob(ctx, pod.Namespace, boundPod(req))}
 	d := DecideConnect(f, opts.Container, h.Config)
 	log := logf.FromContext(ctx).WithValues("operation", op, "rule", d.Rule, "requester", f.Requester, "pod", pod.Namespace+"/"+pod.Name, "container", opts.Container)

@@ -63,6 +63,10 @@ type Facts struct {
 	// (impersonating an extra takes "impersonate" on userextras, which no
 	// built-in namespace role grants).
 	RequesterPod string
+	// RequesterCredential is the credential the request was made with
+	// (runnerpod.Credential: its token's JTI), "" when the API server
+	// states none.
+	RequesterCredential string
 	// RequesterPodRunsJob reports whether RequesterPod is a runner pod (a
 	// job's own pod) rather than, say, a fleet manager's; nil when unknown.
 	// Decide calls it only for a ServiceAccount of the runner pod's own
@@ -143,6 +147,11 @@ type Decision struct {
 	// recorded creator or an owner principal) was not taken as it; "" when
 	// the requester was not named or was taken.
 	OwnerNotTaken string
+	// Named is the job the fleet's record named when the guard read it
+	// (an ARC runner's EphemeralRunner), whatever the rule: the deletion
+	// note keeps it for the record, written after ARC deleted the
+	// EphemeralRunner.
+	Named *v1alpha1.Job
 	// Job is the busy runner's job as its fleet names it (the
 	// EphemeralRunner's status, or the pod's job keys), nil when unnamed:
 	// set for rule busy only, for the refusal to say.
@@ -170,7 +179,7 @@ func Decide(f Facts, cfg config.Config) Decision {
 		r := f.LookupJob()
 		f.Job, f.OwnerDeleting, f.JobNamed = r.Signal, r.OwnerDeleting, r.Job
 	}
-	d.OwnerDeleting = f.OwnerDeleting
+	d.OwnerDeleting, d.Named = f.OwnerDeleting, f.JobNamed
 	if free, why := runnerpod.FreeByJob(pod, runner.Preset.Name, f.Job); free != "" {
 		return allow(Rule(free), why)
 	}
@@ -232,12 +241,16 @@ func Decide(f Facts, cfg config.Config) Decision {
 //     token: it could already act as that runner.
 //   - gitlab: the manager acts with its own pod's bound token, and a job
 //     with its build pod's, so the token must be bound to a pod that runs
-//     no job: an impersonated name (no pod claim), a long-lived token, or a
-//     job running as the manager's ServiceAccount is no owner. A namespace
-//     editor can still mint a token bound to the manager's pod, create a pod
-//     of that ServiceAccount, or exec into the manager: it could already act
-//     as the manager. A preset that opts in (ownerInRunnerNamespace) takes
-//     the name alone.
+//     no job, or be the very credential the pod was created with
+//     (runnerpod.CreatedWith: a manager outside the cluster, or with a
+//     long-lived token, uses the same token for the CREATE and for every
+//     exec and delete that follow). An impersonated name (no pod claim, no
+//     credential), a token minted anew, or a job running as the manager's
+//     ServiceAccount is no owner. A namespace editor can still mint a token
+//     bound to the manager's pod, create a pod of that ServiceAccount, exec
+//     into the manager, or read a token the manager keeps in a Secret of
+//     that namespace: it could already act as the manager. A preset that
+//     opts in (ownerInRunnerNamespace) takes the name alone.
 //
 // When the requester is named but not taken, the second result says why
 // and what to change.
@@ -272,13 +285,38 @@ func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 		if f.RequesterPod != "" && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob() {
 			return true, "" // the manager, with its own pod's token
 		}
-		bound := "is bound to no pod (an impersonated or long-lived token)"
-		if f.RequesterPod != "" {
-			bound = fmt.Sprintf("is bound to pod %q, which runs a job", f.RequesterPod)
+		if f.RequesterPod == "" && sameCredential(pod, f.RequesterCredential) {
+			return true, "" // the manager, with the token it created the pod with
 		}
-		return false, fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can impersonate, and its token %s, not to the fleet manager's own pod: run the manager with its pod's own ServiceAccount token (the default in a pod), or in a namespace of its own, or accept the risk with presets.%s.ownerInRunnerNamespace: true",
-			requester, pod.Namespace, bound, p.Name)
+		return false, ownerNotTakenGitLab(pod, f, p.Name)
 	}
+}
+
+// sameCredential: the request was made with the credential the pod was
+// created with, as the injector recorded it.
+func sameCredential(pod *corev1.Pod, credential string) bool {
+	return credential != "" && pod.Annotations[runnerpod.CreatedWith] == credential
+}
+
+// ownerNotTakenGitLab says why a ServiceAccount of the build pod's own
+// namespace named as its owner is not taken, and the one value that makes
+// the manager pass.
+func ownerNotTakenGitLab(pod *corev1.Pod, f Facts, preset runnerpod.PresetName) string {
+	var token string
+	switch {
+	case f.RequesterPod != "":
+		token = fmt.Sprintf("its token is bound to pod %q, which runs a job", f.RequesterPod)
+	case f.RequesterCredential == "":
+		token = "its token is bound to no pod and states no credential id (an impersonated name, or a legacy Secret token, which anyone granted edit there can read)"
+	case pod.Annotations[runnerpod.CreatedWith] == "":
+		token = fmt.Sprintf("its token is bound to no pod, and the pod was created with no credential id in %s", runnerpod.CreatedWith)
+	default:
+		token = fmt.Sprintf("its token is bound to no pod and is not the one the pod was created with (%s): a token minted anew", runnerpod.CreatedWith)
+	}
+	return fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can impersonate, and %s: "+
+		"run the manager with its own pod's token (the default in a pod), or with one token for the whole job (kubectl create token), or as a ServiceAccount of a namespace of its own, "+
+		"or accept the risk with presets.%s.ownerInRunnerNamespace: true",
+		f.Requester, pod.Namespace, token, preset)
 }
 
 // ownerUnknown: the pod's creator was not recorded (it was created while

@@ -23,11 +23,13 @@ func TestDecideConnect(t *testing.T) {
 		container string
 		requester string
 		boundPod  string
-		job       JobSignal
-		mode      config.Mode
-		rule      Rule
-		allowed   bool
-		msg       []string
+		// credential is the request's credential id (its token's JTI).
+		credential string
+		job        JobSignal
+		mode       config.Mode
+		rule       Rule
+		allowed    bool
+		msg        []string
 	}{
 		{name: "a reaper's exec into a busy runner is refused, saying who may",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), op: Exec, container: "runner", requester: reaper,
@@ -45,6 +47,15 @@ func TestDecideConnect(t *testing.T) {
 		{name: "a recorded creator of the pod's own namespace may not enter without the opt-in, saying why",
 			pod: busyGitLab().Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), op: Exec, container: "build",
 			requester: "system:serviceaccount:ci:runner", rule: RuleBusy, msg: []string{`refused exec into runner container "build"`, "which anyone granted edit in ci can impersonate", "ownerInRunnerNamespace"}},
+		{name: "GitLab's manager in the build pods' namespace, outside the cluster, attaches with the token it created the pod with",
+			pod: busyGitLab().Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Annotate(runnerpod.CreatedWith, "JTI=manager").Obj(), op: Attach, container: "build",
+			requester: "system:serviceaccount:ci:runner", credential: "JTI=manager", rule: RuleJobOwner, allowed: true},
+		{name: "a token minted anew for that manager may not exec, saying what to set",
+			pod: busyGitLab().Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Annotate(runnerpod.CreatedWith, "JTI=manager").Obj(), op: Exec, container: "build",
+			requester: "system:serviceaccount:ci:runner", credential: "JTI=minted", rule: RuleBusy, msg: []string{"a token minted anew", "kubectl create token", "ownerInRunnerNamespace"}},
+		{name: "warn mode lets the fleet's manager in whatever its token, saying enforce would refuse it and why",
+			pod: busyGitLab().Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), op: Exec, container: "build", mode: config.ModeWarn,
+			requester: "system:serviceaccount:ci:runner", rule: RuleBusy, allowed: true, msg: []string{"(warn mode) would refuse this", "ownerInRunnerNamespace"}},
 		{name: "ARC's runner execs into its own workflow pod with its pod's token",
 			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), op: Exec, container: "job",
 			requester: "system:serviceaccount:ci:runner", boundPod: "r", rule: RuleJobOwner, allowed: true},
@@ -79,7 +90,7 @@ func TestDecideConnect(t *testing.T) {
 			if mode == "" {
 				mode = config.ModeEnforce
 			}
-			f := Facts{Pod: tc.pod, Operation: tc.op, Requester: tc.requester, RequesterPod: tc.boundPod, Job: tc.job, Now: podtest.Start.Add(5 * time.Minute), Mode: mode}
+			f := Facts{Pod: tc.pod, Operation: tc.op, Requester: tc.requester, RequesterPod: tc.boundPod, RequesterCredential: tc.credential, Job: tc.job, Now: podtest.Start.Add(5 * time.Minute), Mode: mode}
 			d := DecideConnect(f, tc.container, cfg)
 			assert.Equal(t, tc.rule, d.Rule)
 			assert.Equal(t, tc.allowed, d.Allowed)

@@ -31,6 +31,8 @@ func TestDecide(t *testing.T) {
 		op        Operation
 		requester string
 		boundPod  string
+		// credential is the request's credential id (its token's JTI).
+		credential string
 		// jobPods are the pods that run jobs, for RequesterPodRunsJob.
 		jobPods  []string
 		job      JobSignal
@@ -131,7 +133,24 @@ func TestDecide(t *testing.T) {
 		{name: "GitLab's manager in the build pods' own namespace is no owner without the opt-in",
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", rule: RuleBusy,
 			msg: []string{"system:serviceaccount:ci:gitlab-runner is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in ci can impersonate",
-				"its token is bound to no pod (an impersonated or long-lived token)", "presets.gitlab.ownerInRunnerNamespace: true"}},
+				"its token is bound to no pod and states no credential id (an impersonated name, or a legacy Secret token", "presets.gitlab.ownerInRunnerNamespace: true"}},
+		{name: "GitLab's manager in the build pods' namespace, outside the cluster with one long-lived token, ends the job it created with that token",
+			pod: gitlabCreatedWith("system:serviceaccount:ci:gitlab-runner", "JTI=manager"), requester: "system:serviceaccount:ci:gitlab-runner", credential: "JTI=manager", rule: RuleJobOwner, allowed: true},
+		{name: "a reaper with edit minting a new token for the same-namespace manager is no owner: its credential is not the pod's",
+			pod: gitlabCreatedWith("system:serviceaccount:ci:gitlab-runner", "JTI=manager"), requester: "system:serviceaccount:ci:gitlab-runner", credential: "JTI=minted", rule: RuleBusy,
+			msg: []string{"is not the one the pod was created with (runnerguard.io/created-with): a token minted anew", "kubectl create token"}},
+		{name: "a reaper impersonating the same-namespace manager carries no credential: no owner",
+			pod: gitlabCreatedWith("system:serviceaccount:ci:gitlab-runner", "JTI=manager"), requester: "system:serviceaccount:ci:gitlab-runner", rule: RuleBusy,
+			msg: []string{"states no credential id"}},
+		{name: "a pod created with no credential id cannot be matched by one",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", credential: "JTI=manager", rule: RuleBusy,
+			msg: []string{"the pod was created with no credential id in runnerguard.io/created-with"}},
+		{name: "the creator's credential held by another principal proves nothing: the name must match too",
+			pod: gitlabCreatedWith("system:serviceaccount:ci:gitlab-runner", "JTI=manager"), requester: reaper, credential: "JTI=manager", rule: RuleBusy},
+		{name: "a job running as the manager's ServiceAccount with its build pod's token is no owner even if the pod names a credential",
+			pod: gitlabCreatedWith("system:serviceaccount:ci:gitlab-runner", "JTI=manager"), requester: "system:serviceaccount:ci:gitlab-runner", boundPod: "runner-abc-project-1", credential: "JTI=manager", jobPods: []string{"runner-abc-project-1"}, rule: RuleBusy},
+		{name: "warn mode: the same-namespace manager with a minted token is allowed, saying enforce would refuse it",
+			pod: gitlabCreatedWith("system:serviceaccount:ci:gitlab-runner", "JTI=manager"), requester: "system:serviceaccount:ci:gitlab-runner", credential: "JTI=other", mode: config.ModeWarn, rule: RuleBusy, allowed: true, warned: true},
 		{name: "GitLab's manager in the build pods' namespace, with its own pod's token, ends the job it created",
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", boundPod: "gitlab-runner-7d9f", rule: RuleJobOwner, allowed: true},
 		{name: "a job running as the same-namespace manager's ServiceAccount, with its build pod's token, is no owner",
@@ -227,7 +246,7 @@ func TestDecide(t *testing.T) {
 				mode = config.ModeEnforce
 			}
 			runsJob := func() bool { return slices.Contains(tc.jobPods, tc.boundPod) }
-			f := Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, RequesterPodRunsJob: runsJob, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}
+			f := Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, RequesterCredential: tc.credential, RequesterPodRunsJob: runsJob, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}
 			d := Decide(f, c)
 			// The pod as the guard decodes it from a review (decodePod) is
 			// decided as the whole pod decoded from the same bytes.
@@ -242,7 +261,7 @@ func TestDecide(t *testing.T) {
 			for _, m := range tc.msg {
 				assert.Contains(t, d.Message, m)
 			}
-			if tc.requester == reaper || tc.allowed {
+			if tc.requester == reaper || (tc.allowed && !tc.warned) {
 				assert.Empty(t, d.OwnerNotTaken, "said only of a requester named as the owner and refused")
 			}
 		})
@@ -455,4 +474,10 @@ func TestDecideAndProtectedAgree(t *testing.T) {
 			assert.Equal(t, d.Rule == RuleBusy, p.Busy, "pod %d (%s), job %d: rule %s", i, r.Preset.Name, job, d.Rule)
 		}
 	}
+}
+
+// gitlabCreatedWith is a running GitLab build pod in namespace ci created
+// by creator with credential.
+func gitlabCreatedWith(creator, credential string) *corev1.Pod {
+	return podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, creator).Annotate(runnerpod.CreatedWith, credential).Obj()
 }

@@ -176,7 +176,7 @@ var (
 
 // facts decodes the review and gathers what Decide needs.
 func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, review, error) {
-	f := Facts{Requester: req.UserInfo.Username, RequesterPod: boundPod(req), Now: h.Now()}
+	f := Facts{Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now()}
 	rv := review{dryRun: req.DryRun != nil && *req.DryRun, grace: -1}
 	var pod *corev1.Pod
 	switch {
@@ -311,6 +311,9 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		return
 	}
 	decisions.WithLabelValues(string(f.Operation), decisionLabel(d), string(d.Rule), requesterClass(f.Requester)).Inc()
+	if d.OwnerNotTaken != "" && (!d.Allowed || d.Warned) {
+		ownersNotTaken.WithLabelValues(string(d.Runner.Preset.Name), string(f.Operation), decisionLabel(d)).Inc()
+	}
 	switch d.Rule {
 	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
@@ -333,13 +336,14 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	// Who deleted the EphemeralRunner: the refusal names them, and a delete
 	// once the job is over completes what they started.
 	var startedBy string
-	if !d.Allowed && d.OwnerDeleting || w.running && d.Rule == RuleJobOver {
+	if !d.Allowed && d.OwnerDeleting || w.running && (d.Rule == RuleJobOver || d.Rule == RuleIdle && d.OwnerDeleting) {
 		startedBy = h.ownerDeleter(ctx, pod)
 	}
 	h.event(f, d, startedBy)
 	if w.running && h.Writer != nil {
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
 		n.Deletion.StartedBy = startedBy
+		n.Deletion.Job = d.Named
 		// Written once the deletion has happened, so a review the API server
 		// did not send, of a pod nobody deletes, leaves no note to pre-empt
 		// the real one.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -470,6 +471,28 @@ func TestARCsDeleteOfARunnerWhoseJobIsOverPassesAndNamesWhoStartedIt(t *testing.
 	assert.Equal(t, arc, n.Requester)
 	assert.Equal(t, "job-over", n.Rule)
 	assert.Equal(t, reaper, n.StartedBy)
+	require.NotNil(t, n.Job, "the note keeps the job the EphemeralRunner named, for the record written after ARC deletes it")
+	assert.Equal(t, "7", n.Job.RequestID)
+}
+
+// ARC's scale-down of an idle runner: its EphemeralRunner never named a
+// job, so the delete is noted under rule idle, naming who deleted the
+// EphemeralRunner, and the note names no job.
+func TestARCsRemovalOfAnIdleRunnerIsNotedIdle(t *testing.T) {
+	const arc = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
+	pod := podtest.ARCScaleSet("ci", "r").Running("runner").Obj()
+	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
+		Deletion: v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: "system:serviceaccount:arc-systems:arc-listener", Operation: "delete"}}
+	er := deletingEphemeralRunner(map[string]any{"phase": "Running"}, "ephemeralrunner.actions.github.com/finalizer")
+	h, rec := newTestHandler(pod, er, erNote)
+	resp := h.Handle(context.Background(), deleteReq(t, pod, arc, false, nil))
+	require.True(t, resp.Allowed, resp.Result.Message)
+	assert.Empty(t, drain(rec))
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n)
+	assert.Equal(t, "idle", n.Rule)
+	assert.Equal(t, "system:serviceaccount:arc-systems:arc-listener", n.StartedBy)
+	assert.Nil(t, n.Job)
 }
 
 func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvisesNoOverride(t *testing.T) {
@@ -724,4 +747,43 @@ func TestTheWholeAnswerIsSentBeforeTheWorkAfterItStarts(t *testing.T) {
 	events := drain(rec)
 	require.Len(t, events, 1, "the work after the answer ran")
 	assert.Contains(t, events[0], "DeleteRefused")
+}
+
+// A manager outside the cluster, or with one long-lived token, deletes
+// with the token it created the build pod with; a token minted anew for
+// its ServiceAccount (as edit in the namespace may) is refused, with an
+// Event saying what to set and the owner-not-taken counter.
+func TestTheCreatorsOwnCredentialEndsItsJobAndAMintedOneIsRefused(t *testing.T) {
+	const manager = "system:serviceaccount:ci:gitlab-runner"
+	pod := podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, manager).Annotate(runnerpod.CreatedWith, "JTI=manager").Obj()
+	for name, tc := range map[string]struct {
+		credential string
+		allowed    bool
+	}{
+		"the token the pod was created with": {credential: "JTI=manager", allowed: true},
+		"a token minted anew":                {credential: "JTI=minted"},
+		"no credential (impersonated)":       {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, rec := newTestHandler(pod)
+			req := deleteReq(t, pod, manager, false, nil)
+			if tc.credential != "" {
+				req.UserInfo.Extra = map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/credential-id": {tc.credential}}
+			}
+			counted := ownersNotTaken.WithLabelValues(string(runnerpod.GitLab), string(Delete), "deny")
+			before := testutil.ToFloat64(counted)
+			resp := h.Handle(context.Background(), req)
+			require.Equal(t, tc.allowed, resp.Allowed, resp.Result.Message)
+			if tc.allowed {
+				assert.Empty(t, drain(rec))
+				assert.Equal(t, before, testutil.ToFloat64(counted))
+				return
+			}
+			got := drain(rec)
+			require.Len(t, got, 1)
+			assert.Contains(t, got[0], "Warning DeleteRefused refused delete by "+manager)
+			assert.Contains(t, got[0], "presets.gitlab.ownerInRunnerNamespace: true")
+			assert.Equal(t, before+1, testutil.ToFloat64(counted))
+		})
+	}
 }

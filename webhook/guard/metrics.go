@@ -13,6 +13,12 @@ var (
 		Name: "runnerguard_guard_decisions_total",
 		Help: "Guard decisions on pod deletes and evictions, by operation, decision, the rule that decided and the requester's class (serviceaccount, node, system, user).",
 	}, []string{"operation", "decision", "rule", "requester"})
+	ownersNotTaken = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runnerguard_guard_owner_not_taken_total",
+		Help: "Deletes and evictions by a principal named as the job's owner (the pod's recorded creator or a preset's ownerPrincipals) that the guard did not take as the owner, refused (enforce) or only warned of (warn): " +
+			"the fleet's own cleanup is being refused. The DeleteRefused Event on the pod says what to set: run the manager with its own pod's token or with one token for the whole job, or in a namespace of its own, " +
+			"or set presets.<preset>.ownerInRunnerNamespace.",
+	}, []string{"preset", "operation", "decision"})
 	notesFailed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "runnerguard_guard_notes_failed_total",
 		Help: "Deletion notes the guard could not write while the pod watcher waited for them: those deaths' records name no deleter.",
@@ -22,7 +28,7 @@ var (
 // RegisterMetrics registers the guard's counters on reg (main passes
 // controller-runtime's metrics.Registry).
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{decisions, notesFailed} {
+	for _, c := range []prometheus.Collector{decisions, ownersNotTaken, notesFailed} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

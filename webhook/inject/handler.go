@@ -21,6 +21,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	ns "github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Handler is the injector's admission handler. It implements
@@ -88,7 +89,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return uninstrumented(ctx, fmt.Sprintf("encoding the pod: %v", err))
 	}
 
-	facts := Facts{Requester: req.UserInfo.Username, PodResourcesDropped: h.PodResourcesDropped}
+	facts := Facts{Requester: req.UserInfo.Username, Credential: runnerpod.Credential(req.UserInfo.Extra), PodResourcesDropped: h.PodResourcesDropped}
 	if h.Config.Inject.Vitals.Enabled {
 		facts.HostMountRefused = h.hostMountRefusal(ctx, req.Namespace)
 	}

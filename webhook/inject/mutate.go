@@ -40,6 +40,9 @@ const (
 type Facts struct {
 	// Requester is the username of the CREATE's requester.
 	Requester string
+	// Credential is the CREATE's credential id (its token's JTI), "" when
+	// the request carried none.
+	Credential string
 	// HostMountRefused, when not empty, says why the pod may not mount the
 	// node's cgroup filesystem; the vitals sidecar is then left out.
 	HostMountRefused string
@@ -117,13 +120,13 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 			// recorded even on an opted-out pod, so the job's owner can still
 			// end its job and the pod cannot forge an owner.
 			if runner.Preset.Name.OwnerEndsJob() {
-				pod.Annotations[runnerpod.CreatedBy] = facts.Requester
+				recordCreator(pod, facts)
 			}
 			return out
 		}
 	}
 
-	annotate(pod, runner.Preset.Name, facts.Requester, cfg.Inject.PodAnnotations)
+	annotate(pod, runner.Preset.Name, facts, cfg.Inject.PodAnnotations)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		if !slices.Contains(runner.Containers, c.Name) {
@@ -158,7 +161,7 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 // annotate adds the configured pod annotations where absent and records the
 // preset and, for presets whose owner ends the job by deleting the pod, the
 // creator, overwriting any value the pod came with.
-func annotate(pod *corev1.Pod, preset runnerpod.PresetName, requester string, extra map[string]string) {
+func annotate(pod *corev1.Pod, preset runnerpod.PresetName, facts Facts, extra map[string]string) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
@@ -169,8 +172,22 @@ func annotate(pod *corev1.Pod, preset runnerpod.PresetName, requester string, ex
 	}
 	pod.Annotations[runnerpod.PresetAnnotation] = string(preset)
 	if preset.OwnerEndsJob() {
-		pod.Annotations[runnerpod.CreatedBy] = requester
+		recordCreator(pod, facts)
 	}
+}
+
+// recordCreator writes who created the pod and with which credential,
+// overwriting what the pod came with: neither may be forged by the pod.
+func recordCreator(pod *corev1.Pod, facts Facts) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[runnerpod.CreatedBy] = facts.Requester
+	if facts.Credential == "" {
+		delete(pod.Annotations, runnerpod.CreatedWith)
+		return
+	}
+	pod.Annotations[runnerpod.CreatedWith] = facts.Credential
 }
 
 // addEnv appends the variables of env that c does not set itself. A

@@ -167,6 +167,20 @@ func TestMutate(t *testing.T) {
 			TerminationMessage("build", fallback, termPath).Obj(),
 		out: Outcome{Result: NoSidecar, Preset: runnerpod.GitLab},
 	}, {
+		name: "a GitLab build pod records the credential it was created with, over the one it claims",
+		cfg:  noVitals, facts: Facts{Requester: requester, Credential: "JTI=manager"},
+		pod: podtest.GitLab("ci", "p").Annotate(runnerpod.CreatedWith, "JTI=forged").Obj(),
+		want: marked(podtest.GitLab("ci", "p"), runnerpod.GitLab).Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedWith, "JTI=manager").
+			TerminationMessage("build", fallback, termPath).Obj(),
+		out: Outcome{Result: NoSidecar, Preset: runnerpod.GitLab},
+	}, {
+		name: "a GitLab build pod created with no credential id keeps none it claims",
+		cfg:  noVitals, facts: Facts{Requester: requester},
+		pod: podtest.GitLab("ci", "p").Annotate(runnerpod.CreatedWith, "JTI=forged").Obj(),
+		want: marked(podtest.GitLab("ci", "p"), runnerpod.GitLab).Annotate(runnerpod.CreatedBy, requester).
+			TerminationMessage("build", fallback, termPath).Obj(),
+		out: Outcome{Result: NoSidecar, Preset: runnerpod.GitLab},
+	}, {
 		name: "a runner whose owner does not end the job by deleting it gets no creator",
 		cfg:  noVitals, facts: Facts{Requester: requester},
 		pod: podtest.ARCLegacy("ci", "p").Obj(),

@@ -1,0 +1,41 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// source is the EphemeralRunners' changes, from whichever informer runs,
+// each as a request for the runner pod of the EphemeralRunner's name (ARC
+// names the pod after it; the marker checks the pod's owner reference by
+// UID). The controller starts its workers once the first check is done
+// and, if the EphemeralRunners are served, their informer has synced.
+func (e *EphemeralRunners) source() source.Source {
+	h := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	})
+	return followingSource{Source: source.Channel(e.events, h), e: e}
+}
+
+type followingSource struct {
+	source.Source
+	e *EphemeralRunners
+}
+
+func (s followingSource) WaitForSync(ctx context.Context) error {
+	select {
+	case <-s.e.checked:
+	case <-ctx.Done():
+		return errors.New("the first check of ARC's EphemeralRunners did not come")
+	}
+	if inf := s.e.current(); inf != nil && !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return errors.New("the EphemeralRunner informer did not sync")
+	}
+	return nil
+}

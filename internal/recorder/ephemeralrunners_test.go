@@ -1,0 +1,80 @@
+package recorder
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+)
+
+// The follower of ARC's CRD starts reading EphemeralRunners when the API
+// server begins serving them and stops when it stops, with no restart, and
+// says which it is doing in its gauge.
+func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
+	er := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner",
+		"metadata": map[string]any{"namespace": "ns", "name": "r", "uid": "er-1"},
+		"status":   map[string]any{"jobRequestId": int64(7)},
+	}}
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
+		map[schema.GroupVersionResource]string{ephemeralRunnerVersion: "EphemeralRunnerList"}, er)
+	var served atomic.Bool
+	e := newFollower(func(context.Context) (bool, error) { return served.Load(), nil }, ephemeralRunnerInformer(dyn), time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := types.NamespacedName{Namespace: "ns", Name: "r"}
+
+	e.check(ctx, logr.Discard())
+	assert.False(t, e.Watching(), "no CRD: nothing watched")
+	assert.Nil(t, e.Get(key), "no CRD: every ARC runner is taken as busy")
+	assert.Equal(t, 0.0, testutil.ToFloat64(ephemeralRunnersWatched), "the degraded mode is visible")
+
+	served.Store(true)
+	e.check(ctx, logr.Discard())
+	require.True(t, e.Watching(), "the CRD came: watched without a restart")
+	assert.Equal(t, 1.0, testutil.ToFloat64(ephemeralRunnersWatched))
+	require.Eventually(t, func() bool { return e.Get(key) != nil }, 10*time.Second, 10*time.Millisecond)
+	select {
+	case ev := <-e.events:
+		assert.Equal(t, "r", ev.Object.GetName(), "the marker hears of each EphemeralRunner")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event for the marker")
+	}
+
+	served.Store(false)
+	e.check(ctx, logr.Discard())
+	assert.False(t, e.Watching(), "the CRD went: the watch stopped")
+	assert.Nil(t, e.Get(key), "what it held is dropped")
+	assert.Equal(t, 0.0, testutil.ToFloat64(ephemeralRunnersWatched))
+
+	served.Store(true)
+	e.check(ctx, logr.Discard())
+	require.True(t, e.Watching(), "and came back")
+	require.Eventually(t, func() bool { return e.Get(key) != nil }, 10*time.Second, 10*time.Millisecond)
+	e.stopInformer()
+}
+
+// The marker's workers wait for the first check and, when the
+// EphemeralRunners are served, for their informer to sync, so no idle
+// runner is marked busy for want of a read.
+func TestTheMarkersSourceWaitsForTheFirstCheck(t *testing.T) {
+	e := newFollower(func(context.Context) (bool, error) { return false, nil }, nil, time.Hour)
+	src := e.source().(followingSource)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	assert.Error(t, src.WaitForSync(ctx), "not before the first check")
+	e.check(context.Background(), logr.Discard())
+	e.checkOnce.Do(func() { close(e.checked) })
+	assert.NoError(t, src.WaitForSync(context.Background()))
+}

@@ -1,0 +1,100 @@
+package recorder
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// jobAnnotations are what the pod cache keeps for the record's job start.
+var jobAnnotations = []string{runnerpod.JobAssignedAt}
+
+// jobStart is an ARC runner whose EphemeralRunner the leader saw turn busy:
+// its pod (named after it), the EphemeralRunner's UID (the pod's owner),
+// and when.
+type jobStart struct {
+	pod types.NamespacedName
+	uid types.UID
+	at  time.Time
+}
+
+// turnedBusy reports whether an EphemeralRunner's update is its job's
+// assignment: no job before, one now.
+func turnedBusy(before, after *unstructured.Unstructured) bool {
+	was, _ := runnerpod.EphemeralRunnerJob(before, before.GetUID())
+	is, _ := runnerpod.EphemeralRunnerJob(after, after.GetUID())
+	return was == runnerpod.JobNone && is == runnerpod.JobAssigned
+}
+
+// JobStamper writes runnerguard.io/job-assigned-at on the pod of an ARC
+// runner whose job the leader saw begin: the one writer of that
+// annotation, which the chart's policy lets no one else change. A pod whose
+// owner is not that EphemeralRunner, or that has the annotation already,
+// is left alone.
+type JobStamper struct {
+	Reader client.Reader
+	Writer client.Client
+}
+
+// stamp writes s's time on its pod.
+func (j JobStamper) stamp(ctx context.Context, s jobStart) error {
+	pod := &corev1.Pod{}
+	if err := j.Reader.Get(ctx, s.pod, pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if runnerpod.EphemeralRunnerRef(pod).UID != s.uid {
+		return nil
+	}
+	if _, done := pod.Annotations[runnerpod.JobAssignedAt]; done {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID,
+		"annotations": map[string]string{runnerpod.JobAssignedAt: s.at.UTC().Format(time.RFC3339)}}})
+	if err != nil {
+		return err
+	}
+	target := runnerpod.Meta()
+	target.Namespace, target.Name = pod.Namespace, pod.Name
+	err = j.Writer.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+		return nil
+	}
+	return err
+}
+
+// stampAll writes each job start handed over until ctx ends.
+func (j JobStamper) stampAll(ctx context.Context, starts <-chan jobStart) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-starts:
+			if err := j.stamp(ctx, s); err != nil {
+				logf.FromContext(ctx).Error(err, "cannot write when the runner's job began; its record will not say", "pod", s.pod)
+			}
+		}
+	}
+}
+
+// noteStart hands the stamper an EphemeralRunner that turned busy, if it
+// has room: a start it has no room for goes unwritten.
+func (e *EphemeralRunners) noteStart(before, after any) {
+	b, okB := before.(*unstructured.Unstructured)
+	a, okA := after.(*unstructured.Unstructured)
+	if e.stamper == nil || !okB || !okA || !turnedBusy(b, a) {
+		return
+	}
+	select {
+	case e.starts <- jobStart{pod: types.NamespacedName{Namespace: a.GetNamespace(), Name: a.GetName()}, uid: a.GetUID(), at: time.Now()}:
+	default:
+	}
+}
