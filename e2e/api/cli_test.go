@@ -94,7 +94,7 @@ func TestTheKubectlPluginFindsADeath(t *testing.T) {
 
 	out, errOut, code = kc("runnerguard", "deaths", "--namespace", ns)
 	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "1 runner death and 0 job ends recorded in the last 24h\n")
+	assert.Contains(t, out, "1 runner death and 0 job ends on record\n")
 	out, errOut, code = kc("runnerguard", "deaths", "--namespace", ns, "-o", "wide")
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, ns+`\s+plugged\s+cgroup-oom\s+137\s+OOMKilled`, out)
