@@ -4,24 +4,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
-	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // Options say which installation to check and where to probe.
@@ -108,15 +101,7 @@ func Gather(ctx context.Context, c Clients, o Options) (Facts, error) {
 		f.NamespacesUnread = err.Error()
 		nsList = &corev1.NamespaceList{}
 	}
-	selectors := selectorsOf(vwc, mwc)
-	for _, ns := range nsList.Items {
-		if selectedByAny(selectors, ns.Labels) {
-			mode := config.ModeFor(ns.Labels, f.ChartMode)
-			labelled := mode != "" && ns.Labels[runnerpod.ModeLabel] == string(mode)
-			f.Namespaces = append(f.Namespaces, Namespace{Name: ns.Name, Mode: mode, Labelled: labelled})
-		}
-	}
-	sort.Slice(f.Namespaces, func(i, j int) bool { return f.Namespaces[i].Name < f.Namespaces[j].Name })
+	f.Namespaces = optedIn(nsList.Items, selectorsOf(vwc, mwc), f.ChartMode)
 	for _, w := range vwc.Webhooks {
 		if Evicts(w) {
 			ns, why := probeNamespace(w.NamespaceSelector, nsList.Items, o.ProbeNamespace)
@@ -198,130 +183,6 @@ func readyEndpoints(ctx context.Context, kube kubernetes.Interface, svc string) 
 		}
 	}
 	return n
-}
-
-func selectorsOf(vwc *admissionregistrationv1.ValidatingWebhookConfiguration, mwc *admissionregistrationv1.MutatingWebhookConfiguration) []*metav1.LabelSelector {
-	var out []*metav1.LabelSelector
-	for _, w := range vwc.Webhooks {
-		out = append(out, w.NamespaceSelector)
-	}
-	for _, w := range mwc.Webhooks {
-		out = append(out, w.NamespaceSelector)
-	}
-	return out
-}
-
-func selectedByAny(selectors []*metav1.LabelSelector, nsLabels map[string]string) bool {
-	return slices.ContainsFunc(selectors, func(s *metav1.LabelSelector) bool { return selects(s, nsLabels) })
-}
-
-// selects is the API server's reading of a webhook's namespaceSelector:
-// none selects every namespace.
-func selects(s *metav1.LabelSelector, nsLabels map[string]string) bool {
-	if s == nil {
-		return true
-	}
-	sel, err := metav1.LabelSelectorAsSelector(s)
-	return err == nil && sel.Matches(labels.Set(nsLabels))
-}
-
-// probeNamespace is the namespace a webhook is probed in: the one asked
-// for, or the first (by name) it acts in; else "" and why.
-func probeNamespace(s *metav1.LabelSelector, nss []corev1.Namespace, asked string) (string, string) {
-	var names []string
-	for _, ns := range nss {
-		if selects(s, ns.Labels) {
-			names = append(names, ns.Name)
-		}
-	}
-	sort.Strings(names)
-	switch {
-	case asked != "" && slices.Contains(names, asked):
-		return asked, ""
-	case asked != "":
-		return "", fmt.Sprintf("it does not act in namespace %s", asked)
-	case len(names) == 0:
-		return "", "it acts in no namespace"
-	}
-	return names[0], ""
-}
-
-// probeGuard evicts, as a dry run, a pod that does not exist: the guard's
-// answer carries guard.GoneWarning, and the API server then answers
-// NotFound; nothing is evicted either way.
-func probeGuard(ctx context.Context, c Clients, w admissionregistrationv1.ValidatingWebhook, ns, why string) Probe {
-	p := Probe{Webhook: w.Name, FailurePolicy: policy(w.FailurePolicy), Namespace: ns}
-	if ns == "" {
-		p.Outcome, p.Detail = NotProbed, why
-		return p
-	}
-	var seen []string
-	kube, err := c.Probing(func(text string) { seen = append(seen, text) })
-	if err != nil {
-		p.Outcome, p.Detail = Refused, err.Error()
-		return p
-	}
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: ProbePrefix + utilrand.String(8), Namespace: ns},
-		DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
-	start := time.Now()
-	err = kube.PolicyV1().Evictions(ns).Evict(ctx, ev)
-	p.Took = time.Since(start)
-	switch {
-	case slices.Contains(seen, guard.GoneWarning):
-		p.Outcome = Answered
-	case err == nil || apierrors.IsNotFound(err):
-		p.Outcome, p.Detail = NoAnswer, "the answer has no word from the guard"
-	default:
-		p.Outcome, p.Detail = Failed(err.Error()), err.Error()
-	}
-	return p
-}
-
-// probeInjector creates, as a dry run, one pod shaped as each preset's
-// runner pod: the injector's answers show that it answered and which
-// presets are on.
-func probeInjector(ctx context.Context, c Clients, w admissionregistrationv1.MutatingWebhook, ns, why string) (Probe, []runnerpod.PresetName) {
-	p := Probe{Webhook: w.Name, FailurePolicy: policy(w.FailurePolicy), Namespace: ns}
-	containers, err := RunnerContainers(w.MatchConditions)
-	if ns == "" || err != nil {
-		p.Outcome, p.Detail = NotProbed, why
-		if err != nil {
-			p.Detail = err.Error()
-		}
-		return p, nil
-	}
-	kube, err := c.Probing(func(string) {})
-	if err != nil {
-		p.Outcome, p.Detail = Refused, err.Error()
-		return p, nil
-	}
-	var on []runnerpod.PresetName
-	p.Outcome, p.Detail = NoAnswer, "no dry-run runner pod came back instrumented"
-	for i, preset := range runnerpod.Order {
-		start := time.Now()
-		got, err := kube.CoreV1().Pods(ns).Create(ctx, ProbePod(ns, preset, containers), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if i == 0 {
-			p.Took = time.Since(start)
-		}
-		if err != nil {
-			p.Outcome, p.Detail = Failed(err.Error()), RefusalDetail(err.Error())
-			break
-		}
-		if matched := InjectedPreset(got); matched != "" {
-			p.Outcome, p.Detail = Answered, ""
-			if matched == preset {
-				on = append(on, preset)
-			}
-		}
-	}
-	return p, on
-}
-
-func policy(p *admissionregistrationv1.FailurePolicyType) string {
-	if p == nil {
-		return string(admissionregistrationv1.Fail) // the API's default
-	}
-	return string(*p)
 }
 
 func appendNew[T comparable](s []T, more ...T) []T {
