@@ -132,6 +132,16 @@ krew-test: kube-bin
 	go vet -tags krew ./e2e/krew/
 	KREW_PLATFORMS="$(filter-out all,$(KREW_PLATFORMS))" KUBECTL=$(KUBE_BIN)/kubectl go test -tags krew -count=1 -timeout 20m ./e2e/krew/
 
+# What this checkout builds, installed into the cluster your kubeconfig
+# names, before any release exists (hack/install.sh): make install
+# REGISTRY=host/path pushes the image there and installs ./charts/runnerguard
+# pinned to it (PUBLISH=1: the chart is pushed beside it and installed from
+# there); make install LOAD=kind|k3d|minikube loads the image into the
+# node instead. HELM_ARGS go to helm upgrade --install.
+.PHONY: install
+install:
+	hack/install.sh $(HELM_ARGS)
+
 # Publishes the image index and the chart (its image pinned by digest) to
 # any OCI registry: make release REGISTRY=ghcr.io/OWNER. The node suite and
 # the demo run it against the cluster's loopback registry.

@@ -19,13 +19,15 @@ import (
 
 // deathsOptions are deaths' own flags.
 type deathsOptions struct {
-	all   bool
+	all bool
+	// since: only the records written within it; 0, every record kept.
+	// No window by default: retention already bounds what is kept, and a
+	// window nobody asked for hides yesterday's deaths from the question
+	// "what kills our runners?".
 	since time.Duration
 	limit int
-	// job: only this CI job's records, of all time unless --since is
-	// given.
-	job      string
-	sinceSet bool
+	// job: only this CI job's records.
+	job string
 }
 
 // newDeathsCommand is `deaths`: what kills the runners, counts by class
@@ -35,37 +37,37 @@ func newDeathsCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deaths",
 		Short: "Tell what kills the runners: deaths and job ends by class, and the recent records",
-		Long: `deaths counts the RunnerDeath records written within --since by class
-(runner deaths apart from job ends, which are a job's normal end) and lists
-the most recent. With -o json, yaml, name, jsonpath or custom-columns it
-prints every record of the window as RunnerDeath objects.
+		Long: `deaths counts the RunnerDeath records by class (runner deaths apart from
+job ends, which are a job's normal end) and lists the most recent: every
+record retention keeps, or those written within --since. The first line
+says which. With -o json, yaml, name, jsonpath or custom-columns it prints
+the same records as RunnerDeath objects.
 
 Exit status: 0 listed (none found included); 1 the cluster could not be
 read; 2 a usage error.`,
 		Example: `  runnerguard deaths -n ci
-  runnerguard deaths -A --since 168h -o wide
+  runnerguard deaths -A --since 24h -o wide
   runnerguard deaths -A --job 31885502817
   runnerguard deaths -A -o custom-columns=NAMESPACE:.metadata.namespace,POD:.record.pod,CLASS:.record.class`,
-		Args:              positional(0, "deaths [-n NAMESPACE | -A] [--since 24h] [-o ...]"),
+		Args:              positional(0, "deaths [-n NAMESPACE | -A] [--since DURATION] [-o ...]"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	k := newKube(cmd)
 	out := newOutput(cmd)
 	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "the records of every namespace")
-	cmd.Flags().DurationVar(&o.since, "since", 24*time.Hour, "only records written within this long")
+	cmd.Flags().DurationVar(&o.since, "since", 0, "only records written within this long (default: every record retention keeps)")
 	cmd.Flags().IntVar(&o.limit, "limit", 20, "recent records listed by the text for people")
-	cmd.Flags().StringVar(&o.job, "job", "", "only the records of this CI job (its id, as the record names it); of all time unless --since is given")
+	cmd.Flags().StringVar(&o.job, "job", "", "only the records of this CI job (its id, as the record names it)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := out.validate(); err != nil {
 			return err
 		}
-		if o.since <= 0 || o.limit < 0 {
+		if cmd.Flags().Changed("since") && o.since <= 0 || o.limit < 0 {
 			return usageErrorf("--since must be positive and --limit not negative")
 		}
 		if errs := validation.IsValidLabelValue(o.job); len(errs) > 0 {
 			return usageErrorf("--job %q: %s", o.job, strings.Join(errs, "; "))
 		}
-		o.sinceSet = cmd.Flags().Changed("since")
 		return failed(deaths(cmd.Context(), k, out, o, streams.Out))
 	}
 	return cmd
@@ -80,12 +82,12 @@ func deaths(ctx context.Context, k kube, out *output, o deathsOptions, w io.Writ
 		}
 		opts = append(opts, client.InNamespace(ns))
 	}
-	from := time.Now().Add(-o.since)
+	var from time.Time
+	if o.since > 0 {
+		from = time.Now().Add(-o.since)
+	}
 	if o.job != "" {
 		opts = append(opts, client.MatchingLabels{death.JobLabel: o.job})
-		if !o.sinceSet {
-			from = time.Time{}
-		}
 	}
 	c, err := k.client()
 	if err != nil {

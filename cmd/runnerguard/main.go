@@ -4,7 +4,8 @@
 //
 //	runnerguard serve --config=/etc/runnerguard/config.yaml --cert-dir=DIR
 //	runnerguard why POD [-n NAMESPACE] [-o wide|json|yaml|name|jsonpath=...|custom-columns=...]
-//	runnerguard deaths [-n NAMESPACE | -A] [--since 24h] [-o ...]
+//	runnerguard deaths [-n NAMESPACE | -A] [--since DURATION] [-o ...]
+//	runnerguard check [--wait DURATION] [--release NAME]
 //	runnerguard version | --version
 //	runnerguard completion bash|zsh|fish|powershell
 //
@@ -22,6 +23,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,6 +31,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 
 	"github.com/runnerguard/runnerguard/internal/version"
 )
@@ -97,7 +100,7 @@ func newRootCommand(binary string, streams genericiooptions.IOStreams) *cobra.Co
 		Long: `runnerguard serves the admission webhooks that keep busy CI runner pods from
 being deleted or evicted mid-job, records every runner's death, and tells
 an operator how a runner died (why) and what kills the runners (deaths).`,
-		Version:     version.Version,
+		Version:     version.Current().Version,
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: display},
 		// Errors are printed once, by run, with the exit code they carry;
 		// a failed command does not repeat its usage.
@@ -108,7 +111,12 @@ an operator how a runner died (why) and what kills the runners (deaths).`,
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newVersionCommand(streams), newServeCommand())
+	verbosity(root)
+	serve := newServeCommand()
+	// The plugin's users never run the server: the chart's Deployment
+	// does, with the binary's own name.
+	serve.Hidden = name == "kubectl-runnerguard"
+	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newCheckCommand(streams), newVersionCommand(streams), serve)
 	// Cobra's completion command, for bash, zsh, fish and powershell; a
 	// shell it has no script for is a usage error, not its help.
 	root.InitDefaultCompletionCmd()
@@ -120,6 +128,20 @@ an operator how a runner died (why) and what kills the runners (deaths).`,
 		}
 	}
 	return root
+}
+
+// verbosity is -v/--v LEVEL, as kubectl's: client-go's own log of the
+// requests it sends (6 shows each request, 8 their bodies), on stderr. A
+// kubectl user types -v for it; with it taken, cobra gives --version no
+// shorthand.
+func verbosity(root *cobra.Command) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	v := fs.Lookup("v")
+	// klog's level is the process's: each command tree starts quiet.
+	_ = v.Value.Set("0")
+	v.Usage = "the log level of the requests sent to the API server, as kubectl's -v (6 shows each request)"
+	root.PersistentFlags().AddGoFlag(v) // a one-letter Go flag is both -v and --v
 }
 
 // positional checks a command's argument count as a usage error.

@@ -49,6 +49,16 @@ func TestRunExitCodes(t *testing.T) {
 		{args: []string{"why", "p", "-o", "custom-columns"}, code: 2, stderr: "-o custom-columns needs its columns"},
 		{args: []string{"why", "p", "-o", "custom-columns=POD"}, code: 2, stderr: `column "POD": want HEADER:JSONPATH`},
 		{args: []string{"deaths", "--since", "-1h"}, code: 2, stderr: "--since must be positive"},
+		{args: []string{"deaths", "--since", "0s"}, code: 2, stderr: "--since must be positive"},
+		{args: []string{"deaths", "--help"}, code: 0, stdout: "(default: every record retention keeps)"},
+		{args: []string{"-v"}, code: 2, stderr: "flag needs an argument: 'v' in -v"},
+		{args: []string{"-v", "6", "version"}, code: 0, stdout: version.String() + "\n"},
+		{args: []string{"--v=6", "version"}, code: 0, stdout: version.String() + "\n"},
+		{args: []string{"why", "-v=7", "--help"}, code: 0, stdout: "-v, --v Level"},
+		{args: []string{"check", "--help"}, code: 0, stdout: "--wait duration"},
+		{args: []string{"check", "--wait", "-1s"}, code: 2, stderr: "--wait must not be negative"},
+		{args: []string{"check", "extra"}, code: 2, stderr: "check takes 0 argument(s), got 1"},
+		{args: []string{"check"}, code: 1, stderr: "no kubeconfig"},
 		{args: []string{"deaths", "extra"}, code: 2, stderr: "deaths takes 0 argument(s), got 1"},
 		{args: []string{"deaths", "--since", "soon"}, code: 2, stderr: `invalid argument "soon"`},
 		{args: []string{"serve", "--port", "many"}, code: 2, stderr: `invalid argument "many"`},
@@ -104,6 +114,26 @@ func TestCompletionScripts(t *testing.T) {
 	root.SetArgs([]string{"why", "--help"})
 	require.NoError(t, root.Execute())
 	assert.Contains(t, stdout.String(), "kubectl runnerguard why POD [flags]", "help names the plugin as kubectl runs it")
+}
+
+// The plugin's help lists what an operator runs, not the server the
+// chart's Deployment runs; --version has no -v, which is kubectl's
+// verbosity.
+func TestThePluginsHelpHidesServe(t *testing.T) {
+	help := func(binary string) string {
+		var stdout bytes.Buffer
+		root := newRootCommand(binary, genericiooptions.IOStreams{Out: &stdout, ErrOut: &stdout})
+		root.SetArgs([]string{"--help"})
+		require.NoError(t, root.Execute())
+		return stdout.String()
+	}
+	plugin := help("kubectl-runnerguard")
+	assert.NotRegexp(t, `\n  serve\s`, plugin)
+	assert.Regexp(t, `\n  check\s`, plugin)
+	assert.Contains(t, plugin, "      --version")
+	assert.NotContains(t, plugin, "-v, --version")
+	assert.Contains(t, plugin, "-v, --v Level")
+	assert.Regexp(t, `\n  serve\s`, help("runnerguard"), "the image's binary still lists it")
 }
 
 // Completion offers the output formats and, for -n and POD, what the

@@ -125,7 +125,8 @@ func serve(o serveOptions) error {
 	if err := addProbes(mgr, o.watchPods); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "version", version.Version, "commit", version.Commit, "built", version.Date, "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", o.watchPods, "leaderElect", o.leaderElect)
+	build := version.Current()
+	ctrl.Log.Info("starting", "version", build.Version, "commit", build.Commit, "built", build.Date, "presets", len(cfg.Presets), "runnerContainers", cfg.RunnerContainerNames(), "watch", o.watchPods, "leaderElect", o.leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

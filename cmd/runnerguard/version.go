@@ -24,6 +24,7 @@ func registerBuildInfo(reg prometheus.Registerer) error {
 		Name: "runnerguard_build_info",
 		Help: "Always 1; the labels name the running build.",
 	}, []string{"version", "commit", "goversion"})
-	g.WithLabelValues(version.Version, version.Commit, runtime.Version()).Set(1)
+	b := version.Current()
+	g.WithLabelValues(b.Version, b.Commit, runtime.Version()).Set(1)
 	return reg.Register(g)
 }

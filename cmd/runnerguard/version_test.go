@@ -29,7 +29,7 @@ func TestBuildInfo(t *testing.T) {
 	}
 	want := `# HELP runnerguard_build_info Always 1; the labels name the running build.
 # TYPE runnerguard_build_info gauge
-runnerguard_build_info{commit="` + version.Commit + `",goversion="` + runtime.Version() + `",version="` + version.Version + `"} 1
+runnerguard_build_info{commit="` + version.Current().Commit + `",goversion="` + runtime.Version() + `",version="` + version.Current().Version + `"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "runnerguard_build_info"); err != nil {
 		t.Error(err)

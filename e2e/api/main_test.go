@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	cluster, err := apitest.StartCluster(apitest.EphemeralRunnerCRD())
+	cluster, err := apitest.StartCluster(apitest.EphemeralRunnerCRD(), apitest.CertificateCRD())
 	if err != nil {
 		return 1, err
 	}

@@ -6,6 +6,6 @@
 // (.cache/cluster); every process is ended by the pid it was started with.
 //
 //	cluster up       start the node and cert-manager (no-op when healthy)
-//	cluster install  load the images and install the chart with Helm
+//	cluster install  load the images and install runnerguard with hack/install.sh
 //	cluster down     end the processes, remove containers, mounts, bridge
 package main

@@ -22,11 +22,12 @@ const (
 	probeNamespace   = "runnerguard-probe"
 )
 
-// install publishes runnerguard to the cluster's registry with
-// hack/release.sh (what `make release REGISTRY=...` runs) and installs the
-// chart from there, as a user installs a release: helm pulls the chart
-// from oci://<registry>/charts/runnerguard and the kubelet pulls the image
-// the packaged chart pins by digest. The runner stand-in image is imported.
+// install installs runnerguard as the README tells a user to, with the
+// same script: hack/install.sh with PUBLISH=1 publishes the image and the
+// chart to the cluster's loopback registry (hack/release.sh, what `make
+// release REGISTRY=...` runs), then installs the chart from
+// oci://<registry>/charts/runnerguard, and the kubelet pulls the image the
+// packaged chart pins by digest. The runner stand-in image is imported.
 // Then it waits until the API server reaches the webhook through its
 // Service: a dry-run runner pod comes back with the vitals sidecar.
 func install(ctx context.Context, l layout, helm string, values []string) error {
@@ -37,51 +38,25 @@ func install(ctx context.Context, l layout, helm string, values []string) error 
 	if err != nil {
 		return err
 	}
-	logStep("hack/release.sh to %s", registry)
-	start := time.Now()
-	release := exec.CommandContext(ctx, filepath.Join(l.repo, "hack", "release.sh"))
-	release.Env = append(os.Environ(), "REGISTRY="+registry)
-	release.Stdout, release.Stderr = os.Stderr, os.Stderr
-	if err := release.Run(); err != nil {
-		return fmt.Errorf("hack/release.sh: %w", err)
-	}
-	version, err := releaseVersion(l)
-	if err != nil {
-		return err
-	}
-	logStep("released %s to %s in %.1fs", version, registry, time.Since(start).Seconds())
-	args := []string{"upgrade", "--install", releaseName, "oci://" + registry + "/charts/runnerguard",
-		"--version=" + version, "--plain-http",
-		"--kubeconfig=" + l.kubeconfig("admin"), "--namespace=" + releaseNamespace, "--create-namespace",
-		"--wait", "--timeout=5m", "--values=" + filepath.Join(l.repo, "e2e", "cluster", "values.yaml")}
+	args := []string{"--kubeconfig=" + l.kubeconfig("admin"), "--values=" + filepath.Join(l.repo, "e2e", "cluster", "values.yaml")}
 	for _, v := range values {
 		args = append(args, "--set="+v)
 	}
-	logStep("helm %s", strings.Join(args[:6], " "))
-	start = time.Now()
-	if out, err := exec.CommandContext(ctx, helm, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("helm upgrade --install: %w: %s", err, out)
+	logStep("PUBLISH=1 REGISTRY=%s hack/install.sh %s", registry, strings.Join(args, " "))
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, filepath.Join(l.repo, "hack", "install.sh"), args...)
+	cmd.Env = append(os.Environ(), "REGISTRY="+registry, "PUBLISH=1", "HELM="+helm,
+		"RELEASE="+releaseName, "NAMESPACE="+releaseNamespace)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("hack/install.sh: %w", err)
 	}
-	logStep("chart installed in %.1fs", time.Since(start).Seconds())
+	logStep("released to %s and installed in %.1fs", registry, time.Since(start).Seconds())
 	cs, err := clientset(l, "admin")
 	if err != nil {
 		return err
 	}
 	return probeInjection(ctx, cs)
-}
-
-// releaseVersion is the version hack/release.sh last published.
-func releaseVersion(l layout) (string, error) {
-	b, err := os.ReadFile(filepath.Join(l.repo, ".cache", "release", "outputs"))
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "version="); ok {
-			return v, nil
-		}
-	}
-	return "", fmt.Errorf("no version in .cache/release/outputs")
 }
 
 // probeInjection creates a runner pod with server-side dry run in an

@@ -13,7 +13,8 @@ import (
 
 // The cluster's OCI registry: crane's in-memory one on a loopback port,
 // started with the cluster and ended with it, so install pushes the image
-// and chart there (hack/release.sh, as a release does to ghcr.io) and the
+// and chart there (hack/install.sh with PUBLISH=1, which runs
+// hack/release.sh, as a release does to ghcr.io) and the
 // kubelet pulls from it for the cluster's whole life, a restarted webhook
 // pod included. containerd reaches it over plain HTTP through a hosts.toml
 // in its registry config_path.

@@ -41,11 +41,16 @@ func Summarize(items []v1alpha1.RunnerDeath, since time.Time) Fleet {
 }
 
 // Table renders the summary for the terminal: classes by count (abnormal
-// first), then the most recent records.
+// first), then the most recent records. Its first line names the window:
+// the last window, or, for 0, every record kept.
 func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 	var b strings.Builder
+	when := "on record"
+	if window > 0 {
+		when = "recorded in the last " + duration.HumanDuration(window)
+	}
 	if f.Total == 0 {
-		fmt.Fprintf(&b, "no runner deaths or job ends recorded in the last %s\n", duration.HumanDuration(window))
+		fmt.Fprintf(&b, "no runner deaths or job ends %s\n", when)
 		return b.String()
 	}
 	// A job end is the job's normal end, and an idle runner's removal no
@@ -55,7 +60,7 @@ func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 	if idle > 0 {
 		counts = plural(f.Total-ends-idle, "runner death") + ", " + plural(ends, "job end") + " and " + plural(idle, "idle removal")
 	}
-	fmt.Fprintf(&b, "%s recorded in the last %s\n\n", counts, duration.HumanDuration(window))
+	fmt.Fprintf(&b, "%s %s\n\n", counts, when)
 	classes := slices.SortedFunc(maps.Keys(f.ByClass), func(a, b string) int {
 		if x, y := death.Class(a).Abnormal(), death.Class(b).Abnormal(); x != y {
 			if x {

@@ -32,6 +32,19 @@ func TestTheTableCountsDeathsAndJobEndsApart(t *testing.T) {
 	assert.Equal(t, "no runner deaths or job ends recorded in the last 24h\n", Summarize(nil, podtest.Start).Table(24*time.Hour, false, 10))
 }
 
+// Without a window (deaths' default) every record given is counted, and
+// the headline says so rather than name a window nobody chose.
+func TestTheTableWithoutAWindowCountsEveryRecordOnRecord(t *testing.T) {
+	old := recorded(t, podtest.Runner("ci", "old").Terminated("runner", 137, "OOMKilled"), "")
+	old.CreationTimestamp = metav1.NewTime(podtest.Start.Add(-30 * 24 * time.Hour))
+	recent := recorded(t, podtest.Runner("ci", "recent").Terminated("runner", 1, "Error"), "")
+	recent.CreationTimestamp = metav1.NewTime(podtest.Start)
+	f := Summarize([]v1alpha1.RunnerDeath{*old, *recent}, time.Time{})
+	assert.Equal(t, 2, f.Total)
+	assert.Contains(t, f.Table(0, false, 10), "2 runner deaths and 0 job ends on record\n")
+	assert.Equal(t, "no runner deaths or job ends on record\n", Summarize(nil, time.Time{}).Table(0, false, 10))
+}
+
 func TestRecordsTableStopsAtTheLimit(t *testing.T) {
 	a := death.FromObject(recorded(t, podtest.Runner("ci", "a").Terminated("runner", 137, "OOMKilled"), ""))
 	b := death.FromObject(recorded(t, podtest.Runner("ci", "b").Terminated("runner", 1, "Error"), "bob"))

@@ -87,6 +87,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	switch {
 	case errors.Is(err, errBadRequest):
 		return admission.Errored(http.StatusBadRequest, err)
+	case errors.Is(err, errPodGone) && rv.dryRun:
+		// `runnerguard check` evicts a pod that does not exist, as a dry
+		// run, to learn whether the API server reaches the guard: with
+		// failure policy Ignore only this warning tells an answer from a
+		// failed call.
+		return admission.Allowed("the pod is gone").WithWarnings(GoneWarning)
 	case errors.Is(err, errPodGone):
 		return admission.Allowed("the pod is gone")
 	case errors.Is(err, errNotGuarded):
@@ -165,6 +171,11 @@ type review struct {
 	dryRun bool
 	grace  int64
 }
+
+// GoneWarning is the guard's warning on a dry-run eviction of a pod that
+// does not exist: the proof `runnerguard check` looks for that the guard
+// answered.
+const GoneWarning = "runnerguard: the guard answered: the pod is gone, nothing to judge"
 
 var (
 	errBadRequest    = errors.New("malformed admission review")

@@ -179,13 +179,14 @@ func TestHandleDelete(t *testing.T) {
 
 func TestHandleEviction(t *testing.T) {
 	cases := []struct {
-		name    string
-		objs    []client.Object
-		req     admission.Request
-		allowed bool
-		code    int32
-		msg     string
-		events  int
+		name     string
+		objs     []client.Object
+		req      admission.Request
+		allowed  bool
+		code     int32
+		msg      string
+		events   int
+		warnings []string
 	}{
 		{name: "a busy runner's eviction is answered 429 so drains retry",
 			objs: []client.Object{podtest.Runner("ci", "r").Running("runner").Obj()},
@@ -195,6 +196,9 @@ func TestHandleEviction(t *testing.T) {
 			req:  evictionReq(t, "ci", "r", reaper, &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), code: http.StatusTooManyRequests},
 		{name: "the eviction of a pod that is gone is allowed",
 			req: evictionReq(t, "ci", "gone", reaper, nil), allowed: true, code: http.StatusOK},
+		{name: "a dry-run eviction of a pod that is gone is allowed with the warning runnerguard check looks for",
+			req: evictionReq(t, "ci", "gone", reaper, &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), allowed: true, code: http.StatusOK,
+			warnings: []string{GoneWarning}},
 		{name: "an idle ARC runner may be evicted",
 			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), ephemeralRunner("r", map[string]any{"phase": "Running"})},
 			req:  evictionReq(t, "ci", "r", reaper, nil), allowed: true, code: http.StatusOK},
@@ -231,6 +235,7 @@ func TestHandleEviction(t *testing.T) {
 			if !tc.allowed && tc.code == http.StatusTooManyRequests {
 				assert.Equal(t, metav1.StatusReasonTooManyRequests, resp.Result.Reason)
 			}
+			assert.Equal(t, tc.warnings, []string(resp.Warnings))
 			assert.Len(t, drain(rec), tc.events)
 		})
 	}

@@ -53,3 +53,26 @@ func EphemeralRunner(ns, name string) *unstructured.Unstructured {
 	er.SetName(name)
 	return er
 }
+
+// CertificateCRD is cert-manager's Certificate as far as runnerguard
+// check reads it: a namespaced cert-manager.io/v1 object whose status (a
+// subresource) carries the Ready condition. The rest of the schema is left
+// open; no cert-manager runs beside the API-server suite, so a test writes
+// the status cert-manager would.
+func CertificateCRD() *apiextensionsv1.CustomResourceDefinition {
+	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "certificates.cert-manager.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "cert-manager.io", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "certificates", Singular: "certificate", Kind: "Certificate", ListKind: "CertificateList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": open, "status": open},
+				}},
+			}},
+		},
+	}
+}

@@ -284,14 +284,25 @@ func root() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
-// template runs `helm template` for o with vals.
-func template(o Options, vals map[string]any) (documents, error) {
+// Helm is the Helm binary Render runs: $HELM, else the repository's
+// .cache/bin/helm that `hack/tools.sh helm` builds. The error says how to
+// get one: a test without Helm skips with it, as e2e/chart's do.
+func Helm() (string, error) {
 	helm := os.Getenv("HELM")
 	if helm == "" {
 		helm = filepath.Join(root(), ".cache", "bin", "helm")
 	}
 	if _, err := os.Stat(helm); err != nil {
-		return nil, fmt.Errorf("no Helm to render the chart with (set $HELM, or run hack/tools.sh helm): %w", err)
+		return "", fmt.Errorf("no Helm to render the chart with (set $HELM, or run hack/tools.sh helm; make unit and make drift build it): %w", err)
+	}
+	return helm, nil
+}
+
+// template runs `helm template` for o with vals.
+func template(o Options, vals map[string]any) (documents, error) {
+	helm, err := Helm()
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "runnerguard-registration")
 	if err != nil {

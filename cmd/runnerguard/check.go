@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/runnerguard/runnerguard/internal/check"
+)
+
+// checkOptions are check's own flags.
+type checkOptions struct {
+	wait    time.Duration
+	release string
+}
+
+// checkInterval is how often --wait asks again.
+const checkInterval = 2 * time.Second
+
+// newCheckCommand is `check`: does the API server reach the guard and the
+// injector, is the certificate ready, which namespaces and presets are on.
+func newCheckCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	var o checkOptions
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Prove the API server reaches the guard and the injector, and the certificate is ready",
+		Long: `check asks each webhook a question only it answers, as a server-side dry
+run that changes nothing: the guard, a dry-run eviction of a pod that does
+not exist; the injector, a dry-run runner pod of each preset's shape. It
+reads cert-manager's Certificate of the webhooks, the opted-in namespaces
+with the guard's mode in each, and which presets the injector matches.
+
+It needs: list webhook configurations and namespaces; get the Certificate
+and the ConfigMap in the release's namespace; create pods and pods/eviction
+in the namespace it probes (-n, else the first opted-in one).
+
+Exit status: 0 all is well; 1 something is wrong (said in one line) or the
+cluster could not be read; 2 a usage error.`,
+		Example: `  kubectl runnerguard check
+  kubectl runnerguard check --wait 2m      # after helm install, until it is green
+  kubectl runnerguard check -n ci --release runnerguard`,
+		Args:              positional(0, "check [--wait DURATION] [--release NAME] [-n NAMESPACE]"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+	}
+	k := newKube(cmd)
+	cmd.Flags().DurationVar(&o.wait, "wait", 0, "ask again every 2s until all is well or this long has passed")
+	cmd.Flags().StringVar(&o.release, "release", "", "the Helm release to check, when the cluster has several")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if o.wait < 0 {
+			return usageErrorf("--wait must not be negative")
+		}
+		opts := check.Options{Release: o.release}
+		if cmd.Flags().Changed("namespace") {
+			opts.ProbeNamespace = *k.flags.Namespace
+		}
+		return failed(runCheck(cmd.Context(), k, opts, o.wait, streams))
+	}
+	return cmd
+}
+
+// runCheck gathers and judges until all is well or the wait is over, then
+// prints the report; the first problem is the error.
+func runCheck(ctx context.Context, k kube, opts check.Options, wait time.Duration, streams genericiooptions.IOStreams) error {
+	cfg, err := k.restConfig()
+	if err != nil {
+		return err
+	}
+	clients, err := check.NewClients(cfg)
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	deadline := time.Now().Add(wait)
+	last := ""
+	for {
+		facts, err := check.Gather(ctx, clients, opts)
+		if err != nil {
+			return err
+		}
+		v := check.Judge(facts)
+		if v.OK() || !time.Now().Add(checkInterval).Before(deadline) {
+			return printCheck(streams.Out, facts, v)
+		}
+		if v.Problems[0] != last {
+			last = v.Problems[0]
+			fmt.Fprintf(streams.ErrOut, "not yet: %s\n", last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(checkInterval):
+		}
+	}
+}
+
+func printCheck(w io.Writer, f check.Facts, v check.Verdict) error {
+	if _, err := io.WriteString(w, check.Report(f)); err != nil {
+		return err
+	}
+	if v.OK() {
+		_, err := fmt.Fprintln(w, "ok: the API server reaches the guard and the injector, and the certificate is ready")
+		return err
+	}
+	for _, p := range v.Problems[1:] {
+		fmt.Fprintf(w, "also: %s\n", p)
+	}
+	return errors.New(v.Problems[0])
+}

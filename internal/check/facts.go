@@ -1,0 +1,178 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Facts are what Gather found out about one installation.
+type Facts struct {
+	// Release is the installation's name (its webhook configurations'),
+	// "" when none was found: NotInstalled then says why.
+	Release      string
+	NotInstalled string
+	// Namespace is the release's namespace.
+	Namespace   string
+	Certificate Certificate
+	// CAMissing names the webhook configurations with a webhook whose CA
+	// bundle is empty: the API server cannot trust the webhook's
+	// certificate until cert-manager's cainjector fills it.
+	CAMissing []string
+	// ChartMode is the chart-wide mode (the release's config); "" when it
+	// could not be read.
+	ChartMode config.Mode
+	// Namespaces are the namespaces the webhooks act in; NamespacesUnread
+	// says why they could not be listed.
+	Namespaces       []Namespace
+	NamespacesUnread string
+	// Guard and Injector are the webhooks' answers to a dry run each.
+	Guard    []Probe
+	Injector []Probe
+	// Presets are those the injector's answers show on.
+	Presets []runnerpod.PresetName
+	// Service is the webhooks' Service (namespace/name), "" when they are
+	// reached by URL; ReadyEndpoints counts its ready endpoints, -1 when
+	// they could not be read.
+	Service        string
+	ReadyEndpoints int
+}
+
+// Certificate is cert-manager's serving Certificate of the webhooks.
+type Certificate struct {
+	// Name is namespace/name, from the webhook configuration's
+	// cert-manager.io/inject-ca-from annotation; "" when it has none.
+	Name  string
+	Ready bool
+	// Problem says why it is not ready, or could not be read.
+	Problem string
+}
+
+// Namespace is one opted-in namespace and the guard's mode there.
+type Namespace struct {
+	Name string
+	Mode config.Mode
+	// Labelled: the mode comes from the namespace's runnerguard.io/mode
+	// label, not the chart-wide mode.
+	Labelled bool
+}
+
+// Probe is one webhook's answer to a dry run.
+type Probe struct {
+	Webhook       string
+	FailurePolicy string
+	// Namespace is where the dry run was sent.
+	Namespace string
+	Outcome   Outcome
+	// Detail is the API server's error, or what the answer showed.
+	Detail string
+	Took   time.Duration
+}
+
+// Outcome is what a dry run showed of a webhook.
+type Outcome string
+
+// The outcomes.
+const (
+	// Answered: the answer carries what only the webhook writes.
+	Answered Outcome = "answered"
+	// Unreachable: the API server's call to the webhook failed, and its
+	// failure policy Fail said so.
+	Unreachable Outcome = "unreachable"
+	// TimedOut: the call did not finish within the webhook's timeout.
+	TimedOut Outcome = "timed out"
+	// NoAnswer: the request went through without the webhook's mark, as
+	// failure policy Ignore lets a failed call do.
+	NoAnswer Outcome = "no answer"
+	// Refused: something else refused the dry run (a policy, Pod
+	// Security, the operator's own permissions).
+	Refused Outcome = "refused"
+	// NotProbed: no namespace the webhook acts in to send it to.
+	NotProbed Outcome = "not probed"
+)
+
+// Verdict is Judge's account: no problems, or each in one line, the most
+// fundamental first.
+type Verdict struct {
+	Problems []string
+}
+
+// OK reports whether nothing is wrong.
+func (v Verdict) OK() bool { return len(v.Problems) == 0 }
+
+// Judge says what is wrong with the facts, a cause before what it causes:
+// the installation, its certificate and CA (without which no call is
+// trusted), the namespaces (without which nothing is reviewed or
+// probed), then each webhook.
+func Judge(f Facts) Verdict {
+	var v Verdict
+	add := func(format string, a ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, a...)) }
+	if f.Release == "" {
+		add("runnerguard is not installed: %s", f.NotInstalled)
+		return v
+	}
+	switch c := f.Certificate; {
+	case c.Name == "":
+		add("the webhook configuration %s names no cert-manager Certificate (annotation cert-manager.io/inject-ca-from)", f.Release)
+	case !c.Ready:
+		add("certificate %s is not ready: %s", c.Name, c.Problem)
+	}
+	if len(f.CAMissing) > 0 {
+		add("no CA bundle in %s yet: cert-manager's cainjector has not put the CA in, so the API server cannot trust the webhooks", strings.Join(f.CAMissing, ", "))
+	}
+	switch {
+	case f.NamespacesUnread != "":
+		add("cannot list the namespaces: %s", f.NamespacesUnread)
+	case len(f.Namespaces) == 0:
+		add("no namespace is opted in: label one with %s=true (nothing is reviewed, and nothing can be probed)", runnerpod.EnabledNamespaceLabel)
+	}
+	for _, p := range f.Guard {
+		if problem := probeProblem("guard", "a dry-run eviction", p, f); problem != "" {
+			add("%s", problem)
+		}
+	}
+	for _, p := range f.Injector {
+		if problem := probeProblem("injector", "a dry-run runner pod", p, f); problem != "" {
+			add("%s", problem)
+		}
+	}
+	if len(f.Guard) == 0 {
+		add("the webhook configuration %s has no webhook for pods/eviction: the guard cannot be probed", f.Release)
+	}
+	if len(f.Injector) == 0 {
+		add("no mutating webhook of %s injects runner pods", f.Release)
+	}
+	return v
+}
+
+// probeProblem is a probe's one line, or "" when the webhook answered. A
+// webhook not probed for want of a namespace is already said.
+func probeProblem(what, request string, p Probe, f Facts) string {
+	switch p.Outcome {
+	case Answered:
+		return ""
+	case NotProbed:
+		if len(f.Namespaces) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("the %s (%s) could not be probed: %s", what, p.Webhook, p.Detail)
+	case Refused:
+		return fmt.Sprintf("%s in %s was refused before the %s's answer could be seen: %s", request, p.Namespace, what, p.Detail)
+	}
+	cause := p.Detail
+	if f.Service != "" && f.ReadyEndpoints == 0 {
+		cause = "no ready pod behind Service " + f.Service
+	}
+	line := fmt.Sprintf("the %s did not answer %s in %s (%s, %s", what, request, p.Namespace, p.Webhook, p.Outcome)
+	if p.Outcome == NoAnswer {
+		line += fmt.Sprintf("; failure policy %s let the request through without it", p.FailurePolicy)
+	}
+	line += ")"
+	if cause != "" {
+		line += ": " + cause
+	}
+	return line
+}

@@ -1,0 +1,195 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+)
+
+// Options say which installation to check and where to probe.
+type Options struct {
+	// Release is the Helm release (label app.kubernetes.io/instance); ""
+	// takes the cluster's only installation.
+	Release string
+	// ProbeNamespace is where the dry runs go; "" takes the first opted-in
+	// namespace each webhook acts in.
+	ProbeNamespace string
+}
+
+// Clients are what Gather reads and probes with: Kube for the reads,
+// Probing for each dry run, a client whose admission warnings go to warn.
+type Clients struct {
+	Kube    kubernetes.Interface
+	Probing func(warn func(string)) (kubernetes.Interface, error)
+	Config  *rest.Config
+}
+
+// NewClients are the clients of cfg, the operator's kubeconfig.
+func NewClients(cfg *rest.Config) (Clients, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, err
+	}
+	return Clients{Kube: kube, Config: cfg, Probing: func(warn func(string)) (kubernetes.Interface, error) {
+		c := rest.CopyConfig(cfg)
+		c.WarningHandler = warnings(warn)
+		return kubernetes.NewForConfig(c)
+	}}, nil
+}
+
+type warnings func(string)
+
+func (w warnings) HandleWarningHeader(_ int, _ string, text string) { w(text) }
+
+// installLabel is the label every object of the chart carries.
+const installLabel = "app.kubernetes.io/name=runnerguard"
+
+// Gather reads the installation and asks its webhooks a dry run each. An
+// error means nothing could be judged: the webhook configurations could
+// not be read, or Options.Release must name one of several installations.
+func Gather(ctx context.Context, c Clients, o Options) (Facts, error) {
+	f := Facts{ReadyEndpoints: -1}
+	sel := installLabel
+	if o.Release != "" {
+		sel += ",app.kubernetes.io/instance=" + o.Release
+	}
+	list, err := c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return f, fmt.Errorf("reading the webhook configurations: %w", err)
+	}
+	switch len(list.Items) {
+	case 0:
+		f.NotInstalled = "no ValidatingWebhookConfiguration labelled " + sel
+		return f, nil
+	case 1:
+	default:
+		var names []string
+		for _, v := range list.Items {
+			names = append(names, v.Labels["app.kubernetes.io/instance"])
+		}
+		return f, fmt.Errorf("%d runnerguard installations (releases %s): name one with --release", len(names), strings.Join(names, ", "))
+	}
+	vwc := &list.Items[0]
+	f.Release = vwc.Name
+	mwc, err := c.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, vwc.Name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return f, fmt.Errorf("reading the injector's webhook configuration: %w", err)
+	}
+	if apierrors.IsNotFound(err) {
+		mwc = &admissionregistrationv1.MutatingWebhookConfiguration{}
+	}
+	f.Namespace, f.Service = service(vwc)
+	f.Certificate = certificate(ctx, c, vwc.Annotations["cert-manager.io/inject-ca-from"])
+	f.CAMissing = caMissing(vwc, mwc)
+	f.ChartMode = chartMode(ctx, c.Kube, f.Namespace, vwc.Name)
+	if f.Service != "" {
+		f.ReadyEndpoints = readyEndpoints(ctx, c.Kube, f.Service)
+	}
+	nsList, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.NamespacesUnread = err.Error()
+		nsList = &corev1.NamespaceList{}
+	}
+	f.Namespaces = optedIn(nsList.Items, selectorsOf(vwc, mwc), f.ChartMode)
+	for _, w := range vwc.Webhooks {
+		if Evicts(w) {
+			ns, why := probeNamespace(w.NamespaceSelector, nsList.Items, o.ProbeNamespace)
+			f.Guard = append(f.Guard, probeGuard(ctx, c, w, ns, why))
+		}
+	}
+	for _, w := range mwc.Webhooks {
+		if Injects(w) {
+			ns, why := probeNamespace(w.NamespaceSelector, nsList.Items, o.ProbeNamespace)
+			p, presets := probeInjector(ctx, c, w, ns, why)
+			f.Injector = append(f.Injector, p)
+			f.Presets = appendNew(f.Presets, presets...)
+		}
+	}
+	return f, nil
+}
+
+// service is the webhooks' Service as namespace/name and its namespace,
+// the release's; a configuration reached by URL (the API-server suite)
+// names its namespace only in its CA annotation.
+func service(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) (string, string) {
+	for _, w := range vwc.Webhooks {
+		if s := w.ClientConfig.Service; s != nil {
+			return s.Namespace, s.Namespace + "/" + s.Name
+		}
+	}
+	ns, _, _ := strings.Cut(vwc.Annotations["cert-manager.io/inject-ca-from"], "/")
+	return ns, ""
+}
+
+func caMissing(vwc *admissionregistrationv1.ValidatingWebhookConfiguration, mwc *admissionregistrationv1.MutatingWebhookConfiguration) []string {
+	var missing []string
+	for _, w := range vwc.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			missing = append(missing, "ValidatingWebhookConfiguration "+vwc.Name)
+			break
+		}
+	}
+	for _, w := range mwc.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			missing = append(missing, "MutatingWebhookConfiguration "+mwc.Name)
+			break
+		}
+	}
+	return missing
+}
+
+// chartMode is the chart-wide mode in the release's config (the ConfigMap
+// named as the webhook configurations), "" when it cannot be read.
+func chartMode(ctx context.Context, kube kubernetes.Interface, ns, name string) config.Mode {
+	if ns == "" {
+		return ""
+	}
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		return ""
+	}
+	return cfg.Guard.Mode
+}
+
+// readyEndpoints counts the ready endpoints behind the Service; -1 when
+// they cannot be read.
+func readyEndpoints(ctx context.Context, kube kubernetes.Interface, svc string) int {
+	ns, name, _ := strings.Cut(svc, "/")
+	list, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func appendNew[T comparable](s []T, more ...T) []T {
+	for _, m := range more {
+		if !slices.Contains(s, m) {
+			s = append(s, m)
+		}
+	}
+	return s
+}
