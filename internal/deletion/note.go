@@ -18,6 +18,9 @@ const (
 	// RuleJobOver: the fleet's controller deleted the pod after the job was
 	// over (ARC, once the Actions service accepted the runner's removal).
 	RuleJobOver = string(runnerpod.FreeJobOver)
+	// RuleNodeDrain: a busy runner's deletion allowed because its node's
+	// drain deadline passed; the note's StartedBy names who set it.
+	RuleNodeDrain = "node-drain-deadline"
 	// RuleBusy: a busy runner's deletion, allowed only in warn mode.
 	RuleBusy = "busy"
 )
