@@ -83,7 +83,7 @@ type Facts struct {
 	// calls it only for a busy runner (after the override), so the handler
 	// reads the Node only then. nil, or a nil Node: no deadline.
 	LookupNode func() *corev1.Node
-	Now       time.Time
+	Now        time.Time
 	// Mode is the guard's mode in the pod's namespace: enforce or warn.
 	Mode config.Mode
 	// confirmed: Pod was read from the API server, not taken from the
