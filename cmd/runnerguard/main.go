@@ -108,7 +108,7 @@ an operator how a runner died (why) and what kills the runners (deaths).`,
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newVersionCommand(streams), newServeCommand())
+	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newDrainCommand(streams), newVersionCommand(streams), newServeCommand())
 	// Cobra's completion command, for bash, zsh, fish and powershell; a
 	// shell it has no script for is a usage error, not its help.
 	root.InitDefaultCompletionCmd()
