@@ -230,7 +230,7 @@ func TestADrainIsRefusedWithNothingChangedWhenKubectlsRulesRefuseAPod(t *testing
 
 	out, code := runDrain(t, n.Name)
 	assert.Equal(t, drain.ExitRefused, code)
-	assert.Contains(t, out, "refused by kubectl drain's rules for node "+n.Name+"'s other pods: cannot delete cluster-unmanaged Pods")
+	assert.Contains(t, out, "refused by kubectl drain's rules for node "+n.Name+"'s other pods: cannot delete Pods that declare no controller (use --force to override): "+ns+"/web")
 	assert.False(t, cordoned(t, n.Name))
 	assert.True(t, alive(t, web))
 }
