@@ -51,6 +51,10 @@ type DeletionNote struct {
 	// the pod's EphemeralRunner, as the guard noted it.
 	// +optional
 	StartedBy string `json:"startedBy,omitempty"`
+	// Reason is the override's reason when the override allowed the
+	// deletion (rule override), at most 512 bytes.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // RunnerDeletionList is a list of RunnerDeletions.

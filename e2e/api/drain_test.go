@@ -189,6 +189,7 @@ func TestDrainEndsTheJobsStillRunningAtTheDeadlineThroughTheOverride(t *testing.
 	r := oneDeath(t, busy)
 	assert.Equal(t, operator, r.DeletedBy, "the record names who drained")
 	assert.Equal(t, "override", r.DeleteRule)
+	assert.Equal(t, reason, r.DeleteReason, "and the reason, with who drained which node")
 	eventually(t, hasEvent(t, busy, corev1.EventTypeNormal, "DeleteOverridden", reason), "the override's Event carries the reason")
 }
 

@@ -185,6 +185,7 @@ func TestRunnerguardDrainEndsTheRemainingJobsAtTheDeadlineOnRecord(t *testing.T)
 		recs := waitRecords(t, p)
 		assert.Equal(t, "override", recs[0].DeleteRule, p.Name)
 		assert.NotEmpty(t, recs[0].DeletedBy, "the record names who drained")
+		assert.Contains(t, recs[0].DeleteReason, "e2e node pool upgrade (runnerguard drain of node "+nodeName+" by ", "and why")
 		assert.True(t, hasEventNote(t, p, "DeleteOverridden", "e2e node pool upgrade (runnerguard drain of node "+nodeName+" by "), "the reason is said")
 	}
 }

@@ -135,6 +135,9 @@ func (r Record) Ending() string {
 	if e != "" && r.StartedBy != "" && r.DeleteRule != deletion.RuleNodeDrain {
 		e += ", on the deletion of its EphemeralRunner by " + r.StartedBy
 	}
+	if e != "" && r.DeleteReason != "" {
+		e += fmt.Sprintf(", reason %q", r.DeleteReason)
+	}
 	return e
 }
 

@@ -171,6 +171,8 @@ func TestEndingNamesWhoStartedWhatTheDeleterCarriedOut(t *testing.T) {
 		{"an idle runner's pod deleted for someone else", rec(SigTerm, "idle", "alice"),
 			"ended by its pod's deletion, requested by arc (allowed: idle), on the deletion of its EphemeralRunner by alice"},
 		{"a deleter acting on its own", rec(SigTerm, "idle", ""), "ended by its pod's deletion, requested by arc (allowed: idle)"},
+		{"an override's reason is said", Record{DeathRecord: v1alpha1.DeathRecord{Class: string(SigTerm), Deleted: true, DeletedBy: "alice", DeleteRule: "override", DeleteReason: "node pool upgrade"}},
+			`ended by its pod's deletion, requested by alice (allowed: override), reason "node pool upgrade"`},
 		{"a platform's drain once the node's drain deadline passed names who set the deadline", rec(SigTerm, deletion.RuleNodeDrain, "alice"),
 			"ended by its pod's deletion, requested by arc once its node's drain deadline (runnerguard.io/drain-deadline) had passed, set by alice"},
 	} {

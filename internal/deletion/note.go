@@ -48,6 +48,10 @@ const (
 	NoteLag = 5 * time.Minute
 )
 
+// MaxReason bounds the override's reason a note keeps: an annotation has
+// no size of its own.
+const MaxReason = 512
+
 // New is the RunnerDeletion that tells the recorder who asked for a running
 // runner's pod to go, and under which rule it was allowed. It is named
 // after the pod's UID: the first admitted deletion is the one that ends the

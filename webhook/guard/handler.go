@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -358,6 +359,12 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	if w.running && h.Writer != nil {
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
 		n.Deletion.StartedBy = startedBy
+		if d.Rule == RuleOverride {
+			n.Deletion.Reason = d.Override
+			if len(n.Deletion.Reason) > deletion.MaxReason {
+				n.Deletion.Reason = strings.ToValidUTF8(n.Deletion.Reason[:deletion.MaxReason], "")
+			}
+		}
 		if d.Rule == RuleNodeDrain {
 			// The deadline's setter started what this deletion carries out.
 			n.Deletion.StartedBy = d.NodeDrain.By

@@ -260,7 +260,7 @@ func TestAnAllowedDeleteOfARunningRunnerNotesTheDeleter(t *testing.T) {
 	require.NotNil(t, n)
 	assert.True(t, n.Time.Time.Equal(podtest.Start.Add(5*time.Minute)), "noted at the review's time")
 	n.Time = metav1.Time{}
-	assert.Equal(t, v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: "alice", Operation: "delete", Rule: "override"}, *n)
+	assert.Equal(t, v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: "alice", Operation: "delete", Rule: "override", Reason: "drain"}, *n)
 }
 
 func TestAnOverriddenEvictionIsNoted(t *testing.T) {
