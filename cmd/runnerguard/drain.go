@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	kdrain "k8s.io/kubectl/pkg/drain"
 
 	"github.com/runnerguard/runnerguard/internal/drain"
@@ -92,10 +92,14 @@ nothing changed (a permission missing, or kubectl's rules refuse a pod);
 		if err != nil {
 			return failed(err)
 		}
-		if code := out.Code(); code != drain.ExitDrained {
+		switch code := out.Code(); code {
+		case drain.ExitDrained:
+			return nil
+		case drain.ExitDeadline:
+			return saidExit{code}
+		default:
 			return exitError{code, errors.New(outcomeText(out))}
 		}
-		return nil
 	}
 	return cmd
 }
@@ -107,7 +111,7 @@ func outcomeText(o drain.Outcome) string {
 	case o.TimedOut:
 		return "--timeout passed with pods still on the nodes; they stay cordoned"
 	}
-	return fmt.Sprintf("drained; the deadline ended %d job(s)", o.Ended)
+	return ""
 }
 
 // drainRun is one drain's state: what it reads and writes with.
@@ -128,6 +132,9 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 	if err != nil {
 		return drain.Outcome{}, err
 	}
+	// The guard's admission warnings (a busy runner ended by the override)
+	// are log lines, as kubectl prints them.
+	cfg.WarningHandler = rest.NewWarningWriter(sc, rest.WarningWriterOptions{Deduplicate: true})
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return drain.Outcome{}, err

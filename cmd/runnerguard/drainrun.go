@@ -169,6 +169,9 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 		}
 		if len(steps) == 0 && !othersLeft {
 			r.screen.Logf("node(s) %v drained", r.names)
+			if len(ended) > 0 {
+				r.screen.Logf("the deadline ended %d job(s)", len(ended))
+			}
 			return drain.Outcome{Ended: len(ended)}, nil
 		}
 		select {

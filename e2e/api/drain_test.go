@@ -185,6 +185,9 @@ func TestDrainEndsTheJobsStillRunningAtTheDeadlineThroughTheOverride(t *testing.
 	require.Equal(t, drain.ExitDeadline, code, "drained, and the deadline ended a job")
 	reason := "node pool upgrade (runnerguard drain of node " + n.Name + " by " + operator + ")"
 	assert.Contains(t, out, "deadline reached: ending "+ns+"/busy (generic, job -): runnerguard.io/allow-delete=\""+reason+"\"")
+	assert.Contains(t, out, "the deadline ended 1 job(s)")
+	assert.Contains(t, out, "Warning: runnerguard: deleting a busy runner pod")
+	assert.NotContains(t, out, "error:", "an ended job is an outcome, not an error")
 	assert.True(t, gone(t, busy))
 	r := oneDeath(t, busy)
 	assert.Equal(t, operator, r.DeletedBy, "the record names who drained")
