@@ -118,14 +118,8 @@ func (r *drainRun) plan(ctx context.Context, others []corev1.Pod) error {
 // drain cordons the nodes, hands the other pods to kubectl's drain library
 // and judges the runners again at each interval until none is left.
 func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcome, error) {
-	for _, n := range r.nodes {
-		c := kdrain.NewCordonHelper(n)
-		if c.UpdateIfRequired(true) {
-			if err, patchErr := c.PatchOrReplaceWithContext(ctx, r.cs, false); err != nil {
-				return drain.Outcome{}, fmt.Errorf("cordoning node %s: %w (%v)", n.Name, err, patchErr)
-			}
-		}
-		r.screen.Logf("node/%s cordoned", n.Name)
+	if err := r.cordon(ctx); err != nil {
+		return drain.Outcome{}, err
 	}
 	othersDone := make(chan error, 1)
 	go func() { othersDone <- r.helper.DeleteOrEvictPods(others) }()
@@ -180,6 +174,20 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 		case <-time.After(r.o.interval):
 		}
 	}
+}
+
+// cordon marks the nodes unschedulable, with kubectl's cordon helper.
+func (r *drainRun) cordon(ctx context.Context) error {
+	for _, n := range r.nodes {
+		c := kdrain.NewCordonHelper(n)
+		if c.UpdateIfRequired(true) {
+			if err, patchErr := c.PatchOrReplaceWithContext(ctx, r.cs, false); err != nil {
+				return fmt.Errorf("cordoning node %s: %w (%v)", n.Name, err, patchErr)
+			}
+		}
+		r.screen.Logf("node/%s cordoned", n.Name)
+	}
+	return nil
 }
 
 // override sets the override on a busy runner whose job the deadline
