@@ -130,6 +130,10 @@ type DeathRecord struct {
 	// completes by deleting the pod.
 	// +optional
 	StartedBy string `json:"startedBy,omitempty"`
+	// DeleteReason is the reason the override gave, when the override let
+	// the delete through (rule override), as the guard noted it.
+	// +optional
+	DeleteReason string `json:"deleteReason,omitempty"`
 	// Vitals is the vitals sidecar's final reading, when it left one.
 	// +optional
 	Vitals *Vitals `json:"vitals,omitempty"`

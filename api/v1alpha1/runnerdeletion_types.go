@@ -57,6 +57,10 @@ type DeletionNote struct {
 	// writes the record.
 	// +optional
 	Job *Job `json:"job,omitempty"`
+	// Reason is the override's reason when the override allowed the
+	// deletion (rule override), at most 512 bytes.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // RunnerDeletionList is a list of RunnerDeletions.

@@ -53,6 +53,12 @@ type exitError struct {
 func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
+// saidExit ends a command with its code, having said why itself: an
+// outcome, not an error.
+type saidExit struct{ code int }
+
+func (e saidExit) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
 func usageErrorf(format string, a ...any) error {
 	return exitError{exitUsage, fmt.Errorf(format, a...)}
 }
@@ -74,6 +80,10 @@ func run(args []string, streams genericiooptions.IOStreams) int {
 	}
 	if errors.Is(err, errNoRecord) {
 		return exitNoRecord // the report said it
+	}
+	var said saidExit
+	if errors.As(err, &said) {
+		return said.code // the command said how it ended
 	}
 	fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
 	var e exitError
@@ -116,7 +126,7 @@ an operator how a runner died (why) and what kills the runners (deaths).`,
 	// The plugin's users never run the server: the chart's Deployment
 	// does, with the binary's own name.
 	serve.Hidden = name == "kubectl-runnerguard"
-	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newCheckCommand(streams), newVersionCommand(streams), serve)
+	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newDrainCommand(streams), newCheckCommand(streams), newVersionCommand(streams), serve)
 	// Cobra's completion command, for bash, zsh, fish and powershell; a
 	// shell it has no script for is a usage error, not its help.
 	root.InitDefaultCompletionCmd()

@@ -90,6 +90,8 @@ func registerPolicy(ctx context.Context) error {
 	}
 	overridden := podtest.Runner(plain.Name, "probe").Annotate(runnerpod.AllowDelete, "probe").Obj()
 	overridden.UID = ""
+	// A node whose drain deadline names no setter.
+	unnamedDeadline := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Annotations: map[string]string{runnerpod.DrainDeadline: "2026-11-28T06:00:00Z"}}}
 	optIn := plain.DeepCopy()
 	optIn.Labels = map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
 	for _, p := range []struct {
@@ -99,6 +101,7 @@ func registerPolicy(ctx context.Context) error {
 		{policyDenied(), func() error { return admin.Create(ctx, probe.DeepCopy(), client.DryRunAll) }},
 		{refusedBy(objs.OverridePolicy.Name), func() error { return prober.Create(ctx, overridden.DeepCopy(), client.DryRunAll) }},
 		{refusedBy(objs.NamespacePolicy.Name), func() error { return prober.Update(ctx, optIn.DeepCopy(), client.DryRunAll) }},
+		{refusedBy(objs.NodePolicy.Name), func() error { return admin.Create(ctx, unnamedDeadline.DeepCopy(), client.DryRunAll) }},
 	} {
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			err := p.try()

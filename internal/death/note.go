@@ -11,6 +11,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Event reasons: the Events are notifications for kubectl describe and
@@ -140,8 +141,11 @@ func (r Record) Note() string {
 // unreviewed.
 func (r Record) Ending() string {
 	e := r.ending()
-	if e != "" && r.StartedBy != "" {
+	if e != "" && r.StartedBy != "" && r.DeleteRule != deletion.RuleNodeDrain {
 		e += ", on the deletion of its EphemeralRunner by " + r.StartedBy
+	}
+	if e != "" && r.DeleteReason != "" {
+		e += fmt.Sprintf(", reason %q", r.DeleteReason)
 	}
 	return e
 }
@@ -154,6 +158,8 @@ func (r Record) ending() string {
 		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
 	case Class(r.Class) == IdleRemoved:
 		return fmt.Sprintf("it had no job when %s deleted its pod", r.DeletedBy)
+	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == deletion.RuleNodeDrain:
+		return fmt.Sprintf("ended by its pod's deletion, requested by %s once its node's drain deadline (%s) had passed, set by %s", r.DeletedBy, runnerpod.DrainDeadline, r.StartedBy)
 	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == deletion.RuleBusy:
 		return fmt.Sprintf("ended by its pod's deletion, requested by %s: allowed only because the guard was in warn mode; enforce would have refused it", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "" && r.DeleteRule != "":

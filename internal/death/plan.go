@@ -109,7 +109,7 @@ func Decide(o Observation) Plan {
 			}
 		}
 		if note != nil { // a valid note implies a deletion was seen
-			r.DeletedBy, r.DeleteRule, r.StartedBy = note.Requester, note.Rule, note.StartedBy
+			r.DeletedBy, r.DeleteRule, r.StartedBy, r.DeleteReason = note.Requester, note.Rule, note.StartedBy, note.Reason
 			r.Job = note.Job
 			switch {
 			case !r.Deleted:

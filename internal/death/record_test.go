@@ -173,6 +173,10 @@ func TestEndingNamesWhoStartedWhatTheDeleterCarriedOut(t *testing.T) {
 		{"a deleter acting on its own", rec(SigTerm, "idle", ""), "ended by its pod's deletion, requested by arc (allowed: idle)"},
 		{"an idle runner its fleet removed", rec(IdleRemoved, deletion.RuleIdle, "arc-listener"),
 			"it had no job when arc deleted its pod, on the deletion of its EphemeralRunner by arc-listener"},
+		{"an override's reason is said", Record{DeathRecord: v1alpha1.DeathRecord{Class: string(SigTerm), Deleted: true, DeletedBy: "alice", DeleteRule: "override", DeleteReason: "node pool upgrade"}},
+			`ended by its pod's deletion, requested by alice (allowed: override), reason "node pool upgrade"`},
+		{"a platform's drain once the node's drain deadline passed names who set the deadline", rec(SigTerm, deletion.RuleNodeDrain, "alice"),
+			"ended by its pod's deletion, requested by arc once its node's drain deadline (runnerguard.io/drain-deadline) had passed, set by alice"},
 	} {
 		assert.Equal(t, tc.want, tc.r.Ending(), tc.name)
 	}

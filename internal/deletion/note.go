@@ -21,6 +21,9 @@ const (
 	// RuleIdle: the runner had no job (ARC's EphemeralRunner never had one,
 	// legacy ARC unregistered it): its fleet removed an idle runner.
 	RuleIdle = string(runnerpod.FreeIdle)
+	// RuleNodeDrain: a busy runner's deletion allowed because its node's
+	// drain deadline passed; the note's StartedBy names who set it.
+	RuleNodeDrain = "node-drain-deadline"
 	// RuleBusy: a busy runner's deletion, allowed only in warn mode.
 	RuleBusy = "busy"
 )
@@ -47,6 +50,10 @@ const (
 	// another came long after) still names nobody.
 	NoteLag = 5 * time.Minute
 )
+
+// MaxReason bounds the override's reason a note keeps: an annotation has
+// no size of its own.
+const MaxReason = 512
 
 // New is the RunnerDeletion that tells the recorder who asked for a running
 // runner's pod to go, and under which rule it was allowed. It is named

@@ -58,6 +58,19 @@ const (
 	// watcher's leader sets it on runner pods created without it (while the
 	// injector was down, or before runnerguard was installed).
 	RunnerLabel = "runnerguard.io/runner"
+
+	// DrainDeadline on a Node is the time (RFC3339) from which the guard lets
+	// a busy runner on that node be evicted or deleted: a platform that
+	// drains nodes by itself (a managed node pool's upgrade) gets the same
+	// end as `kubectl runnerguard drain --deadline`. No value, or one that
+	// does not parse, frees nothing.
+	DrainDeadline = "runnerguard.io/drain-deadline"
+
+	// DrainDeadlineBy on a Node names who set DrainDeadline: the chart's
+	// admission policy requires it equal to the requester's username
+	// whenever DrainDeadline is added or changed, so the death records of
+	// the runners it frees name that person or controller.
+	DrainDeadlineBy = "runnerguard.io/drain-deadline-by"
 )
 
 // Keys written by the fleets themselves, read as their idle signals.

@@ -83,7 +83,11 @@ type Facts struct {
 	// JobNamed is the job the fleet's record names, when it was read.
 	JobNamed  *v1alpha1.Job
 	LookupJob func() JobRecord
-	Now       time.Time
+	// LookupNode reads the pod's node, for its drain deadline; Decide
+	// calls it only for a busy runner (after the override), so the handler
+	// reads the Node only then. nil, or a nil Node: no deadline.
+	LookupNode func() *corev1.Node
+	Now        time.Time
 	// Mode is the guard's mode in the pod's namespace: enforce or warn.
 	Mode config.Mode
 	// confirmed: Pod was read from the API server, not taken from the
@@ -118,6 +122,10 @@ const (
 	RuleOwnerUnknown Rule = "owner-unknown"
 	RuleExempt       Rule = "exempt-principal"
 	RuleOverride     Rule = "override"
+	// RuleNodeDrain: the pod's node carries a drain deadline
+	// (runnerpod.DrainDeadline) that has passed: a platform's own drain
+	// ends the job at the time its setter stated.
+	RuleNodeDrain Rule = deletion.RuleNodeDrain
 	// RuleProtectionExpired: the runner has run past its preset's
 	// maxProtected, so it no longer pins its node.
 	RuleProtectionExpired Rule = "protection-expired"
@@ -135,6 +143,9 @@ type Decision struct {
 	Status  runnerpod.Status
 	// Override is the reason given in the override annotation (rule 9).
 	Override string
+	// NodeDrain is the node's drain deadline and its setter (rule
+	// node-drain-deadline).
+	NodeDrain runnerpod.NodeDrain
 	// Ran is how long the runner has run, when its protection expired.
 	Ran time.Duration
 	// OwnerDeleting: the pod's EphemeralRunner is being deleted (as
@@ -200,6 +211,13 @@ func Decide(f Facts, cfg config.Config) Decision {
 	if reason, ok := runnerpod.Overridden(pod); ok {
 		d.Override = reason
 		return allow(RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
+	}
+	if f.LookupNode != nil {
+		if nd, passed := runnerpod.NodeDrainPassed(f.LookupNode(), f.Now); passed {
+			d.NodeDrain = nd
+			return allow(RuleNodeDrain, fmt.Sprintf("allowed by node %s's %s %s, set by %s",
+				pod.Spec.NodeName, runnerpod.DrainDeadline, nd.At.UTC().Format(time.RFC3339), nd.By))
+		}
 	}
 	if ran, passed := runnerpod.CapPassed(d.Status, runner.Preset, f.Now); passed {
 		d.Ran = ran

@@ -37,12 +37,14 @@ func TestDecide(t *testing.T) {
 		jobPods  []string
 		job      JobSignal
 		deleting bool
-		cfg      *config.Config
-		mode     config.Mode
-		rule     Rule
-		allowed  bool
-		warned   bool
-		msg      []string
+		// node is the pod's node, for its drain deadline.
+		node    *corev1.Node
+		cfg     *config.Config
+		mode    config.Mode
+		rule    Rule
+		allowed bool
+		warned  bool
+		msg     []string
 	}{
 		{name: "warn mode: a busy runner's delete is allowed, saying enforce would refuse it",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: "reaper", mode: config.ModeWarn,
@@ -53,6 +55,22 @@ func TestDecide(t *testing.T) {
 			rule: RuleOverride, allowed: true},
 		{name: "warn mode changes nothing for an idle runner",
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: JobNone, mode: config.ModeWarn, rule: RuleIdle, allowed: true},
+		{name: "a busy runner on a node whose drain deadline passed may go, naming who set it",
+			pod: podtest.Runner("ci", "r").Node("node-7").Running("runner").Obj(), requester: "system:serviceaccount:kube-system:upgrader",
+			node: drainNode(now.Add(-time.Second), "alice"), rule: RuleNodeDrain, allowed: true,
+			msg: []string{"allowed by node node-7's runnerguard.io/drain-deadline 2026-11-01T12:41:11Z, set by alice"}},
+		{name: "a busy runner on a node whose drain deadline is still ahead is protected",
+			pod: podtest.Runner("ci", "r").Node("node-7").Running("runner").Obj(), requester: reaper,
+			node: drainNode(now.Add(time.Minute), "alice"), rule: RuleBusy},
+		{name: "a drain deadline that names no setter frees nothing",
+			pod: podtest.Runner("ci", "r").Node("node-7").Running("runner").Obj(), requester: reaper,
+			node: drainNode(now.Add(-time.Hour), ""), rule: RuleBusy},
+		{name: "an override decides before the node's drain deadline",
+			pod: podtest.Runner("ci", "r").Node("node-7").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj(), requester: "ops",
+			node: drainNode(now.Add(-time.Hour), "alice"), rule: RuleOverride, allowed: true},
+		{name: "an idle runner on a draining node is idle, and its node is not read",
+			pod: podtest.ARCScaleSet("ci", "r").Node("node-7").Running("runner").Obj(), job: JobNone,
+			node: drainNode(now.Add(-time.Hour), "alice"), rule: RuleIdle, allowed: true},
 		{name: "a pod without a runner container is not judged",
 			pod: podtest.Plain("ci", "web").Running("app").Obj(), rule: RuleNotRunnerPod, allowed: true},
 		{name: "a runner container name of a disabled preset is not a runner pod",
@@ -246,8 +264,15 @@ func TestDecide(t *testing.T) {
 				mode = config.ModeEnforce
 			}
 			runsJob := func() bool { return slices.Contains(tc.jobPods, tc.boundPod) }
-			f := Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, RequesterCredential: tc.credential, RequesterPodRunsJob: runsJob, Job: tc.job, OwnerDeleting: tc.deleting, Now: now, Mode: mode}
+			nodeReads := 0
+			lookupNode := func() *corev1.Node { nodeReads++; return tc.node }
+			f := Facts{Pod: tc.pod, Operation: op, Requester: tc.requester, RequesterPod: tc.boundPod, RequesterCredential: tc.credential, RequesterPodRunsJob: runsJob, Job: tc.job, OwnerDeleting: tc.deleting, LookupNode: lookupNode, Now: now, Mode: mode}
 			d := Decide(f, c)
+			if d.Rule == RuleBusy || d.Rule == RuleNodeDrain || d.Rule == RuleProtectionExpired {
+				assert.Equal(t, 1, nodeReads, "the node is read once for a busy runner")
+			} else {
+				assert.Zero(t, nodeReads, "the node is read only for a busy runner")
+			}
 			// The pod as the guard decodes it from a review (decodePod) is
 			// decided as the whole pod decoded from the same bytes.
 			whole, got := decodedBothWays(t, tc.pod)
@@ -480,4 +505,10 @@ func TestDecideAndProtectedAgree(t *testing.T) {
 // by creator with credential.
 func gitlabCreatedWith(creator, credential string) *corev1.Pod {
 	return podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, creator).Annotate(runnerpod.CreatedWith, credential).Obj()
+}
+
+// drainNode is a node carrying a drain deadline at at, set by by.
+func drainNode(at time.Time, by string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-7", Annotations: map[string]string{
+		runnerpod.DrainDeadline: at.UTC().Format(time.RFC3339), runnerpod.DrainDeadlineBy: by}}}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -161,7 +162,7 @@ func (h *Handler) writes(f Facts, d Decision, rv review) writing {
 	// an OOM before its fleet removes it, is still recorded.
 	_, labelled := f.Pod.Labels[runnerpod.RunnerLabel]
 	w.unlabelled = d.Allowed && !labelled && h.Writer != nil
-	w.any = !d.Allowed || d.Rule == RuleOverride || d.Rule == RuleProtectionExpired || w.running || w.unlabelled
+	w.any = !d.Allowed || d.Rule == RuleOverride || d.Rule == RuleNodeDrain || d.Rule == RuleProtectionExpired || w.running || w.unlabelled
 	return w
 }
 
@@ -238,6 +239,7 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 	f.Pod = pod
 	f.Mode = h.mode(ctx, pod.Namespace)
 	f.LookupJob = h.lookupJob(ctx, pod)
+	f.LookupNode = h.lookupNode(ctx, pod.Spec.NodeName)
 	f.RequesterPodRunsJob = h.runsJob(ctx, pod.Namespace, f.RequesterPod)
 	return f, rv, nil
 }
@@ -273,6 +275,23 @@ func boundPod(req admission.Request) string {
 		return v[0]
 	}
 	return ""
+}
+
+// lookupNode reads the pod's node when Decide asks for it (a busy
+// runner's review only): uncached, since a drain deadline set a moment ago
+// must count. A node that cannot be read states no deadline.
+func (h *Handler) lookupNode(ctx context.Context, name string) func() *corev1.Node {
+	return func() *corev1.Node {
+		if name == "" {
+			return nil
+		}
+		node := &corev1.Node{}
+		if err := h.Reader.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+			logf.FromContext(ctx).Info("cannot read the pod's node for its drain deadline", "node", name, "error", err.Error())
+			return nil
+		}
+		return node
+	}
 }
 
 // lookupJob reads the pod's EphemeralRunner when Decide asks for it.
@@ -329,7 +348,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	case RuleNotRunnerPod, RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
 		return
-	case RuleJobOwner, RuleExempt, RuleOverride, RuleProtectionExpired, RuleBusy, RuleJobOver, RuleOwnerUnknown:
+	case RuleJobOwner, RuleExempt, RuleOverride, RuleNodeDrain, RuleProtectionExpired, RuleBusy, RuleJobOver, RuleOwnerUnknown:
 		// The contract's "allow, and log" rows and every refusal: an
 		// operator sees them at the default level.
 		log.Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name, "overrideReason", d.Override)
@@ -355,6 +374,16 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
 		n.Deletion.StartedBy = startedBy
 		n.Deletion.Job = d.Named
+		if d.Rule == RuleOverride {
+			n.Deletion.Reason = d.Override
+			if len(n.Deletion.Reason) > deletion.MaxReason {
+				n.Deletion.Reason = strings.ToValidUTF8(n.Deletion.Reason[:deletion.MaxReason], "")
+			}
+		}
+		if d.Rule == RuleNodeDrain {
+			// The deadline's setter started what this deletion carries out.
+			n.Deletion.StartedBy = d.NodeDrain.By
+		}
 		// Written once the deletion has happened, so a review the API server
 		// did not send, of a pod nobody deletes, leaves no note to pre-empt
 		// the real one.
@@ -396,6 +425,9 @@ func (h *Handler) event(f Facts, d Decision, startedBy string) {
 	case d.Rule == RuleOverride:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DeleteOverridden", string(f.Operation),
 			"%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)
+	case d.Rule == RuleNodeDrain:
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DrainDeadlinePassed", string(f.Operation),
+			"%s by %s %s", f.Operation, f.Requester, d.Message)
 	case d.Rule == RuleProtectionExpired:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "ProtectionExpired", string(f.Operation),
 			"%s by %s allowed: %s", f.Operation, f.Requester, d.Message)

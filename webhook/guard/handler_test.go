@@ -266,7 +266,7 @@ func TestAnAllowedDeleteOfARunningRunnerNotesTheDeleter(t *testing.T) {
 	require.NotNil(t, n)
 	assert.True(t, n.Time.Time.Equal(podtest.Start.Add(5*time.Minute)), "noted at the review's time")
 	n.Time = metav1.Time{}
-	assert.Equal(t, v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: "alice", Operation: "delete", Rule: "override"}, *n)
+	assert.Equal(t, v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: "alice", Operation: "delete", Rule: "override", Reason: "drain"}, *n)
 }
 
 func TestAnOverriddenEvictionIsNoted(t *testing.T) {
@@ -791,4 +791,26 @@ func TestTheCreatorsOwnCredentialEndsItsJobAndAMintedOneIsRefused(t *testing.T) 
 			assert.Equal(t, before+1, testutil.ToFloat64(counted))
 		})
 	}
+}
+
+func TestAnEvictionPastItsNodesDrainDeadlineIsNotedWithWhoSetIt(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Node("node-7").Running("runner").Obj()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-7", Annotations: map[string]string{
+		runnerpod.DrainDeadline: podtest.Start.Add(time.Minute).Format(time.RFC3339), runnerpod.DrainDeadlineBy: "alice"}}}
+	h, rec := newTestHandler(pod, node)
+	resp := h.Handle(context.Background(), evictionReq(t, "ci", "r", "system:serviceaccount:kube-system:upgrader", nil))
+	require.True(t, resp.Allowed, resp.Result.Message)
+	assert.Equal(t, []string{"runnerguard: deleting a busy runner pod (allowed by node node-7's runnerguard.io/drain-deadline 2026-11-01T12:01:00Z, set by alice)"}, resp.Warnings)
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n)
+	assert.Equal(t, "node-drain-deadline", n.Rule)
+	assert.Equal(t, "system:serviceaccount:kube-system:upgrader", n.Requester)
+	assert.Equal(t, "alice", n.StartedBy, "the deadline's setter started what the eviction carries out")
+	assert.Contains(t, drain(rec), "Normal DrainDeadlinePassed eviction by system:serviceaccount:kube-system:upgrader allowed by node node-7's runnerguard.io/drain-deadline 2026-11-01T12:01:00Z, set by alice")
+
+	// Before the deadline the same eviction waits.
+	h.Now = func() time.Time { return podtest.Start }
+	resp = h.Handle(context.Background(), evictionReq(t, "ci", "r", "system:serviceaccount:kube-system:upgrader", nil))
+	assert.False(t, resp.Allowed)
+	assert.Equal(t, int32(429), resp.Result.Code)
 }

@@ -23,6 +23,8 @@ func response(op Operation, d Decision) admission.Response {
 			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
 		case RuleProtectionExpired:
 			r = r.WithWarnings("runnerguard: " + d.Message)
+		case RuleNodeDrain:
+			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
 		case RuleBusy:
 			r = r.WithWarnings(d.Message)
 		}

@@ -204,3 +204,21 @@ func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
 	assert.Contains(t, labelsChecked(Options{NamespaceSelector: sel}), `["env", "`+runnerpod.ModeLabel+`", "team"]`,
 		"the labels a custom selector opts in by, and the mode")
 }
+
+// The node policy guards the annotations the guard reads (runnerpod's
+// keys), on nodes and their status, and binds everywhere: a Node is not
+// namespaced.
+func TestPolicyForNodesGuardsTheDrainDeadlineTheGuardReads(t *testing.T) {
+	objs := render(t, config.Default(), Options{})
+	p := objs.NodePolicy
+	require.Len(t, p.Spec.MatchConditions, 1)
+	assert.Contains(t, p.Spec.MatchConditions[0].Expression, `["`+runnerpod.DrainDeadline+`", "`+runnerpod.DrainDeadlineBy+`"]`)
+	require.Len(t, p.Spec.Validations, 2)
+	assert.Contains(t, p.Spec.Validations[0].Expression, "'system:nodes' in request.userInfo")
+	assert.Contains(t, p.Spec.Validations[1].Expression, `object.metadata.?annotations[?"`+runnerpod.DrainDeadlineBy+`"] == optional.of(request.userInfo.username)`)
+	rules := p.Spec.MatchConstraints.ResourceRules
+	require.Len(t, rules, 1)
+	assert.Equal(t, []string{"nodes", "nodes/status"}, rules[0].Resources)
+	assert.Equal(t, name+"-nodes", objs.NodeBinding.Spec.PolicyName)
+	assert.Nil(t, objs.NodeBinding.Spec.MatchResources, "every node")
+}

@@ -89,6 +89,9 @@ type Objects struct {
 	// opt-in and mode labels.
 	NamespacePolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
 	NamespaceBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// NodePolicy and NodeBinding: who may set a node's drain deadline.
+	NodePolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	NodeBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	// OverrideRole is the ClusterRole that grants the override permission,
 	// OptInRole the one that grants the opt-in permission.
 	OverrideRole *rbacv1.ClusterRole
@@ -100,7 +103,7 @@ type Objects struct {
 // policies.
 func (o *Objects) PolicyObjects() []client.Object {
 	return []client.Object{o.Policy, o.Binding, o.OverridePolicy, o.OverrideBinding,
-		o.NamespacePolicy, o.NamespaceBinding, o.OverrideRole, o.OptInRole}
+		o.NamespacePolicy, o.NamespaceBinding, o.NodePolicy, o.NodeBinding, o.OverrideRole, o.OptInRole}
 }
 
 // Webhook is the validating webhook named name.
@@ -146,6 +149,8 @@ func Render(cfg config.Config, o Options) (*Objects, error) {
 		{"ValidatingAdmissionPolicyBinding", full + "-override", &objs.OverrideBinding},
 		{"ValidatingAdmissionPolicy", full + "-namespaces", &objs.NamespacePolicy},
 		{"ValidatingAdmissionPolicyBinding", full + "-namespaces", &objs.NamespaceBinding},
+		{"ValidatingAdmissionPolicy", full + "-nodes", &objs.NodePolicy},
+		{"ValidatingAdmissionPolicyBinding", full + "-nodes", &objs.NodeBinding},
 		{"ClusterRole", full + "-override", &objs.OverrideRole},
 		{"ClusterRole", full + "-opt-in", &objs.OptInRole},
 	} {

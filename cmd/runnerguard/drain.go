@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	kdrain "k8s.io/kubectl/pkg/drain"
+
+	"github.com/runnerguard/runnerguard/internal/drain"
+)
+
+const drainSynopsis = "drain NODE... [--selector LABELS] [--deadline 2h|RFC3339 --reason TEXT] [--dry-run]"
+
+// drainOptions are drain's flags: kubectl drain's own, for the node's
+// other pods, and runnerguard's for its runners.
+type drainOptions struct {
+	selector, podSelector      string
+	deadline, reason           string
+	dryRun                     bool
+	force, ignoreDaemonSets    bool
+	deleteEmptyDirData         bool
+	timeout                    time.Duration
+	gracePeriod                int
+	configPath, releaseNS, rel string
+	// interval is how often the drain looks at the nodes again.
+	interval time.Duration
+}
+
+// newDrainCommand is `drain NODE...`: cordon, let idle runners go at once,
+// wait for busy ones until their jobs end or the deadline.
+func newDrainCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &drainOptions{}
+	cmd := &cobra.Command{
+		Use:   "drain NODE...",
+		Short: "Drain nodes of runners: idle ones at once, busy ones when their jobs end or at a deadline",
+		Long: `drain cordons the nodes, evicts the runners the guard lets go (idle, finished,
+never started) at once, so no new job lands there, and waits for the busy
+ones, showing what still runs. With --deadline, the jobs still running then
+are ended: the drain sets the override runnerguard.io/allow-delete with
+--reason (and who ran the drain, on which nodes) on each, then evicts it,
+so each death's record names you. The node's other pods go by kubectl
+drain's rules (--force, --ignore-daemonsets, --delete-emptydir-data).
+Before changing anything it asks the API server for each permission it
+needs, and names those you lack.
+
+Exit status: 0 drained; 4 drained, and the deadline ended jobs; 5 --timeout
+passed with pods still on the nodes (they stay cordoned); 6 refused,
+nothing changed (a permission missing, or kubectl's rules refuse a pod);
+1 failed; 2 a usage error.`,
+		Example: `  kubectl runnerguard drain node-7
+  kubectl runnerguard drain --selector pool=ci --deadline 2h --reason "node pool upgrade"
+  kubectl runnerguard drain node-7 --dry-run`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && o.selector == "" {
+				return usageErrorf("drain takes node names or --selector: %s", drainSynopsis)
+			}
+			return nil
+		},
+	}
+	k := newKube(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&o.selector, "selector", "l", "", "drain the nodes with these labels (a node pool)")
+	f.StringVar(&o.podSelector, "pod-selector", "", "only pods with these labels, as kubectl drain's")
+	f.StringVar(&o.deadline, "deadline", "", "end the jobs still running then: a duration (2h) or an RFC3339 time; none by default")
+	f.StringVar(&o.reason, "reason", "", "why jobs are ended at the deadline: the override's reason, on each death's record (required with --deadline)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print what would happen and change nothing")
+	f.BoolVar(&o.force, "force", false, "as kubectl drain: also evict the node's pods that no controller manages (runner pods need no --force)")
+	f.BoolVar(&o.ignoreDaemonSets, "ignore-daemonsets", false, "as kubectl drain: leave DaemonSet-managed pods")
+	f.BoolVar(&o.deleteEmptyDirData, "delete-emptydir-data", false, "as kubectl drain: evict pods with emptyDir data (runner pods need no flag)")
+	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long, leaving the nodes cordoned (0: never)")
+	f.IntVar(&o.gracePeriod, "grace-period", -1, "as kubectl drain: seconds each pod is given to terminate (-1: the pod's own)")
+	f.StringVar(&o.configPath, "config", "", "runnerguard config file, when the chart's ConfigMap cannot be read")
+	f.StringVar(&o.releaseNS, "runnerguard-namespace", "runnerguard", "the namespace runnerguard is installed in, for its ConfigMap")
+	f.StringVar(&o.rel, "release", "runnerguard", "runnerguard's release name (its ConfigMap's name)")
+	f.DurationVar(&o.interval, "interval", 2*time.Second, "how often the nodes are looked at again")
+	_ = f.MarkHidden("interval")
+	cmd.ValidArgsFunction = cobra.NoFileCompletions
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if o.deadline != "" && o.reason == "" {
+			return usageErrorf("--deadline ends the jobs still running then, and each one's record says why: give --reason")
+		}
+		if _, err := drain.ParseDeadline(o.deadline, time.Now()); o.deadline != "" && err != nil {
+			return usageErrorf("%v", err)
+		}
+		out, err := runDrain(cmd.Context(), k, o, args, newScreen(streams.Out))
+		if err != nil {
+			return failed(err)
+		}
+		switch code := out.Code(); code {
+		case drain.ExitDrained:
+			return nil
+		case drain.ExitDeadline:
+			return saidExit{code}
+		default:
+			return exitError{code, errors.New(outcomeText(out))}
+		}
+	}
+	return cmd
+}
+
+func outcomeText(o drain.Outcome) string {
+	switch {
+	case o.Refused:
+		return "the drain was refused; nothing was changed"
+	case o.TimedOut:
+		return "--timeout passed with pods still on the nodes; they stay cordoned"
+	}
+	return ""
+}
+
+// drainRun is one drain's state: what it reads and writes with.
+type drainRun struct {
+	o        *drainOptions
+	cs       kubernetes.Interface
+	runners  runnersOn
+	helper   *kdrain.Helper
+	screen   *screen
+	nodes    []*corev1.Node
+	names    []string
+	deadline time.Time
+	reason   string
+}
+
+func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *screen) (drain.Outcome, error) {
+	cfg, err := k.restConfig()
+	if err != nil {
+		return drain.Outcome{}, err
+	}
+	// The guard's admission warnings (a busy runner ended by the override)
+	// are log lines, as kubectl prints them.
+	cfg.WarningHandler = rest.NewWarningWriter(sc, rest.WarningWriterOptions{Deduplicate: true})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return drain.Outcome{}, err
+	}
+	c, err := k.client()
+	if err != nil {
+		return drain.Outcome{}, err
+	}
+	rgCfg, source, err := clusterConfig(ctx, cs, o.configPath, o.releaseNS, o.rel)
+	if err != nil {
+		return drain.Outcome{}, err
+	}
+	sc.Logf("runnerguard: %s", source)
+	r := &drainRun{o: o, cs: cs, screen: sc, runners: runnersOn{cs: cs, c: c, presets: rgCfg.Presets, podSelector: o.podSelector}}
+	if r.nodes, err = nodes(ctx, cs, args, o.selector); err != nil {
+		return drain.Outcome{}, err
+	}
+	for _, n := range r.nodes {
+		r.names = append(r.names, n.Name)
+	}
+	if o.deadline != "" {
+		user, err := whoAmI(ctx, cs)
+		if err != nil {
+			return drain.Outcome{}, err
+		}
+		r.deadline, _ = drain.ParseDeadline(o.deadline, time.Now())
+		if r.reason, err = drain.Reason(o.reason, user, r.names); err != nil {
+			return drain.Outcome{}, usageErrorf("%v", err)
+		}
+	}
+	r.helper = &kdrain.Helper{Ctx: ctx, Client: withoutRunners{cs, rgCfg.Presets}, Force: o.force, GracePeriodSeconds: o.gracePeriod,
+		IgnoreAllDaemonSets: o.ignoreDaemonSets, DeleteEmptyDirData: o.deleteEmptyDirData, PodSelector: o.podSelector,
+		EvictErrorRetryDelay: 5 * time.Second, Out: sc, ErrOut: sc}
+	others, refused, err := r.check(ctx)
+	if err != nil || refused {
+		return drain.Outcome{Refused: refused}, err
+	}
+	if o.dryRun {
+		return drain.Outcome{}, r.plan(ctx, others)
+	}
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		r.helper.Ctx = ctx
+	}
+	return r.drain(ctx, others)
+}
