@@ -18,6 +18,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -59,7 +60,7 @@ func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	suiteCfg = config.Default()
+	suiteCfg = configtest.Enforcing()
 	for i := range suiteCfg.Presets {
 		if suiteCfg.Presets[i].Name == runnerpod.GitLab {
 			suiteCfg.Presets[i].OwnerPrincipals = []string{ownerPrincipal}

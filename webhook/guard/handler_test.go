@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -80,7 +80,7 @@ func newTestHandler(objs ...client.Object) (*Handler, *events.FakeRecorder) {
 	_ = clientgoscheme.AddToScheme(s)
 	_ = v1alpha1.AddToScheme(s)
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
-	h := NewHandler(config.Default(), c, c, rec)
+	h := NewHandler(configtest.Enforcing(), c, c, rec)
 	h.Now = func() time.Time { return podtest.Start.Add(5 * time.Minute) }
 	return h, rec
 }
@@ -323,7 +323,7 @@ func TestAnEvictionWhosePodCannotBeReadIsRetried(t *testing.T) {
 			return apierrors.NewServiceUnavailable("etcd is busy")
 		},
 	}).Build()
-	h := NewHandler(config.Default(), c, c, events.NewFakeRecorder(1))
+	h := NewHandler(configtest.Enforcing(), c, c, events.NewFakeRecorder(1))
 	resp := h.Handle(context.Background(), evictionReq(t, "ci", "r", reaper, nil))
 	assert.False(t, resp.Allowed)
 	assert.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code, "a drain retries on 429 and gives up on 500")

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/webhook/guard"
 )
@@ -99,7 +100,7 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config.Default()
+			cfg := configtest.Enforcing()
 			if tc.configure != nil {
 				tc.configure(&cfg)
 			}
@@ -109,7 +110,7 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 }
 
 func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	objs := render(t, cfg, Options{})
 	p, b := objs.Policy, objs.Binding
 
@@ -142,7 +143,7 @@ func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.
 }
 
 func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
-	objs := render(t, config.Default(), Options{})
+	objs := render(t, configtest.Enforcing(), Options{})
 	p, role := objs.Policy, objs.OverrideRole
 	assert.Equal(t, name+"-override", role.Name)
 	require.Len(t, role.Rules, 1)
@@ -163,7 +164,7 @@ func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
 // namespace the webhooks could ever select, opted in or not.
 func TestPolicyForTheOverrideAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
 	for _, sel := range []*metav1.LabelSelector{nil, {MatchLabels: map[string]string{"team": "ci"}}} {
-		objs := render(t, config.Default(), Options{NamespaceSelector: sel})
+		objs := render(t, configtest.Enforcing(), Options{NamespaceSelector: sel})
 		assert.Equal(t, name+"-override", objs.OverrideBinding.Spec.PolicyName)
 		assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, objs.OverrideBinding.Spec.ValidationActions)
 		assert.Equal(t, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
@@ -173,7 +174,7 @@ func TestPolicyForTheOverrideAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
 }
 
 func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
-	objs := render(t, config.Default(), Options{})
+	objs := render(t, configtest.Enforcing(), Options{})
 	p, role := objs.NamespacePolicy, objs.OptInRole
 	assert.Equal(t, name+"-opt-in", role.Name)
 	require.Len(t, role.Rules, 1)
@@ -190,7 +191,7 @@ func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
 	assert.Equal(t, name+"-namespaces", objs.NamespaceBinding.Spec.PolicyName)
 
 	labelsChecked := func(o Options) string {
-		objs := render(t, config.Default(), o)
+		objs := render(t, configtest.Enforcing(), o)
 		require.Len(t, objs.NamespacePolicy.Spec.MatchConditions, 1)
 		return objs.NamespacePolicy.Spec.MatchConditions[0].Expression
 	}

@@ -1,0 +1,20 @@
+// Package configtest holds the config the tests judge against. Never
+// imported by production code.
+package configtest
+
+import (
+	"github.com/runnerguard/runnerguard/internal/config"
+)
+
+// Enforcing is the default config with every preset on and the guard in
+// enforce: every fleet's pods are runner pods and a busy one is refused,
+// the shape a test of the guard's rules starts from (a plain install has
+// no preset on and warns).
+func Enforcing() config.Config {
+	c := config.Default()
+	for i := range c.Presets {
+		c.Presets[i].Enabled = true
+	}
+	c.Guard.Mode = config.ModeEnforce
+	return c
+}
