@@ -96,6 +96,8 @@ manifests:
 	hack/tools.sh helm
 	$(CACHE)/bin/helm template runnerguard charts/runnerguard --namespace runnerguard > manifests/runnerguard.yaml.tmp
 	mv manifests/runnerguard.yaml.tmp manifests/runnerguard.yaml
+	$(CACHE)/bin/helm template runnerguard charts/runnerguard --namespace runnerguard --values manifests/enforce.values.yaml > manifests/runnerguard-enforce.yaml.tmp
+	mv manifests/runnerguard-enforce.yaml.tmp manifests/runnerguard-enforce.yaml
 
 # The image without a Docker engine, for linux/amd64 and linux/arm64 as one
 # OCI index, reproducible (same commit, same digest), checked: the index

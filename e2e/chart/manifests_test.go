@@ -8,17 +8,36 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// manifestsFile is the chart rendered with defaults for users who apply
-// plain YAML; `make manifests` writes it with the same command.
-const manifestsFile = "../../manifests/runnerguard.yaml"
+// The plain YAML for users who apply it, in both shapes: the chart's
+// defaults (warn) and enforce (its values file); `make manifests` writes
+// them with the same commands.
+const (
+	manifestsFile        = "../../manifests/runnerguard.yaml"
+	enforceManifestsFile = "../../manifests/runnerguard-enforce.yaml"
+	enforceValuesFile    = "../../manifests/enforce.values.yaml"
+)
 
 func TestManifestsAreInSyncWithTheChart(t *testing.T) {
 	h := helm4(t)
-	want, err := h.template(t)
+	enforceValues, err := os.ReadFile(enforceValuesFile)
 	require.NoError(t, err)
-	got, err := os.ReadFile(manifestsFile)
+	for _, tc := range []struct{ file, values string }{{manifestsFile, ""}, {enforceManifestsFile, string(enforceValues)}} {
+		var values []string
+		if tc.values != "" {
+			values = append(values, tc.values)
+		}
+		want, err := h.template(t, values...)
+		require.NoError(t, err)
+		got, err := os.ReadFile(tc.file)
+		require.NoError(t, err)
+		assert.Equal(t, want, string(got), "%s is stale: run `make manifests`", tc.file)
+	}
+	warn, err := os.ReadFile(manifestsFile)
 	require.NoError(t, err)
-	assert.Equal(t, want, string(got), "manifests/runnerguard.yaml is stale: run `make manifests`")
+	enforce, err := os.ReadFile(enforceManifestsFile)
+	require.NoError(t, err)
+	assert.Contains(t, string(warn), "runnerguard.io/mode\n          operator: NotIn\n          values:\n          - enforce", "the plain YAML sends unlabelled namespaces to the warn registrations")
+	assert.Contains(t, string(enforce), "runnerguard.io/mode\n          operator: NotIn\n          values:\n          - warn", "the enforce YAML sends them to the enforce ones")
 }
 
 // Helm 3 and Helm 4 must install the same objects (they order kinds they do

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -724,4 +725,24 @@ func TestTheWholeAnswerIsSentBeforeTheWorkAfterItStarts(t *testing.T) {
 	events := drain(rec)
 	require.Len(t, events, 1, "the work after the answer ran")
 	assert.Contains(t, events[0], "DeleteRefused")
+}
+
+// The chart's registrations choose the mode in the API server and call the
+// guard at the mode's path: the guard answers in that mode, whatever its
+// config or the namespace's label says, so a switch needs no restart.
+func TestTheGuardAnswersInTheModeOfTheRegistrationThatCalled(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Obj()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{runnerpod.ModeLabel: "enforce"}}}
+	h, _ := newTestHandler(pod, ns)
+	h.Namespaces = h.Reader
+	for _, tc := range []struct {
+		mode    config.Mode
+		allowed bool
+	}{{config.ModeWarn, true}, {config.ModeEnforce, false}} {
+		ctx := context.WithValue(context.Background(), modeKey{}, tc.mode)
+		resp := h.Handle(ctx, deleteReq(t, pod, reaper, false, nil))
+		assert.Equal(t, tc.allowed, resp.Allowed, "called by the %s registration", tc.mode)
+	}
+	assert.Equal(t, "/validate-runner-pod/warn", ModePath(config.ModeWarn))
+	assert.False(t, h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil)).Allowed, "the legacy path reads the label")
 }
