@@ -42,7 +42,7 @@ func Budget(pod *corev1.Pod) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: pod.Namespace, Name: BudgetName(pod),
-			Labels: map[string]string{"app.kubernetes.io/managed-by": BudgetManagedBy},
+			Labels:          map[string]string{"app.kubernetes.io/managed-by": BudgetManagedBy},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}},
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{

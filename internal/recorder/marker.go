@@ -202,4 +202,3 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 	}
 	return Judge(pod, runner, f), known, nil
 }
-
