@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"os"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,8 +37,13 @@ func TestManifestsAreInSyncWithTheChart(t *testing.T) {
 	require.NoError(t, err)
 	enforce, err := os.ReadFile(enforceManifestsFile)
 	require.NoError(t, err)
-	assert.Contains(t, string(warn), "runnerguard.io/mode\n          operator: NotIn\n          values:\n          - enforce", "the plain YAML sends unlabelled namespaces to the warn registrations")
-	assert.Contains(t, string(enforce), "runnerguard.io/mode\n          operator: NotIn\n          values:\n          - warn", "the enforce YAML sends them to the enforce ones")
+	unlabelledTo := func(not string) *regexp.Regexp {
+		return regexp.MustCompile(`key: runnerguard\.io/mode\s+operator: NotIn\s+values:\s+- ` + not + `\s`)
+	}
+	assert.Regexp(t, unlabelledTo("enforce"), string(warn), "the plain YAML sends unlabelled namespaces to the warn registrations")
+	assert.NotRegexp(t, unlabelledTo("warn"), string(warn))
+	assert.Regexp(t, unlabelledTo("warn"), string(enforce), "the enforce YAML sends them to the enforce ones")
+	assert.NotRegexp(t, unlabelledTo("enforce"), string(enforce))
 }
 
 // Helm 3 and Helm 4 must install the same objects (they order kinds they do
