@@ -59,7 +59,7 @@ func TestNotesSayTheModeTheNamespacesAndTheOffSwitches(t *testing.T) {
 				"kubectl label namespace <runners-namespace> runnerguard.io/mode=enforce --overwrite",
 				"--reuse-values --set guard.rollout=enforce",
 			}, offSwitches...),
-			notWant: []string{ownerWarning, "legacy", "validatingadmissionpolicybinding"},
+			notWant: []string{ownerWarning, "Legacy (summerwind) ARC", "validatingadmissionpolicybinding"},
 		},
 		{
 			name:   "enforce: one value",
