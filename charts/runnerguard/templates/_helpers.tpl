@@ -181,7 +181,7 @@ else "". e2e/internal/registration holds it to runnerpod.Match.
 {{- $out := "''" }}
 {{- range $name := list "generic" "arc-legacy" "arc-scale-set" "gitlab" "arc-workflow" }}
 {{- $p := index $.root.Values.presets $name }}
-{{- if $p.enabled }}
+{{- if has $name $.root.Values.presets.enabled }}
 {{- $quoted := list }}
 {{- range $p.runnerContainers }}{{ $quoted = append $quoted (printf "%q" .) }}{{ end }}
 {{- $out = printf "%s.spec.containers.exists(c, c.name in [%s]) && (%s) ? %q : %s" $o (join ", " $quoted) (index $fits $name) $name $out }}

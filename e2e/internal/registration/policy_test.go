@@ -1,6 +1,7 @@
 package registration
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,18 +50,19 @@ func render(t *testing.T, cfg config.Config, o Options) *Objects {
 
 func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 	const gc = `"system:serviceaccount:kube-system:generic-garbage-collector"`
+	legacy := strconv.Quote(runnerpod.ARCLegacyController)
 	cases := []struct {
 		name      string
 		configure func(*config.Config)
 		want      map[string]string
 	}{
 		{
-			name: "by default only the garbage collector: no fleet's controller is trusted unnamed",
+			name: "by default only the garbage collector and legacy ARC's controller, which that preset must name: no fleet's controller is trusted unnamed",
 			want: map[string]string{
-				runnerpod.ARCLegacyUnregistered: "[" + gc + "]",
+				runnerpod.ARCLegacyUnregistered: "[" + gc + ", " + legacy + "]",
 				runnerpod.ARCScaleSetLabel:      "[" + gc + "]",
 				runnerpod.ARCWorkflowPodLabel:   "[" + gc + "]",
-				"ownerReferences":               "[" + gc + "]",
+				"ownerReferences":               "[" + gc + ", " + legacy + "]",
 			},
 		},
 		{
@@ -86,11 +88,14 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 			},
 		},
 		{
-			name: "with nobody trusted nobody may change them",
+			name: "with nobody trusted nobody may change them (legacy ARC, which must trust its controller, off)",
 			configure: func(c *config.Config) {
 				c.Policy.GarbageCollectors = nil
 				for i := range c.Presets {
 					c.Presets[i].ControllerPrincipals = nil
+					if c.Presets[i].Name == runnerpod.ARCLegacy {
+						c.Presets[i].Enabled = false
+					}
 				}
 			},
 			want: map[string]string{
