@@ -95,6 +95,9 @@ func TestDefaultDeploymentIsHighlyAvailable(t *testing.T) {
 				"--leader-elect",
 				"--namespace-selector=runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (kube-system,kube-public,kube-node-lease,runnerguard,cert-manager)",
 				"--stuck-after=10m",
+				// The leader reads the enforce namespaces from the release's
+				// own registration.
+				"--webhook-configuration=runnerguard",
 			}, c.Args)
 			env := map[string]corev1.EnvVarSource{}
 			for _, e := range c.Env {
