@@ -44,6 +44,15 @@ type outage struct {
 func startOutage(t *testing.T) *outage {
 	t.Helper()
 	ctx := context.Background()
+	// One installation per cluster: the suite's leader would judge the
+	// outage namespaces as not its own and lift their marks and budgets.
+	// The suite's replicas stop for the test (its tests run one at a time).
+	server.Stop()
+	replica.Stop()
+	t.Cleanup(func() {
+		require.NoError(t, server.Start(ctx), "restarting runnerguard")
+		require.NoError(t, replica.Start(ctx), "restarting its replica")
+	})
 	cfg := configtest.Enforcing()
 	name := "outage-runnerguard"
 	srv, err := server.Variant(ctx, "runnerguard-outage.log", cfg, "--leader-elect=false",
