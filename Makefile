@@ -100,6 +100,8 @@ manifests:
 	hack/tools.sh helm
 	$(CACHE)/bin/helm template runnerguard charts/runnerguard --namespace runnerguard > manifests/runnerguard.yaml.tmp
 	mv manifests/runnerguard.yaml.tmp manifests/runnerguard.yaml
+	$(CACHE)/bin/helm template runnerguard charts/runnerguard --namespace runnerguard --values manifests/enforce.values.yaml > manifests/runnerguard-enforce.yaml.tmp
+	mv manifests/runnerguard-enforce.yaml.tmp manifests/runnerguard-enforce.yaml
 
 # The image without a Docker engine, for linux/amd64 and linux/arm64 as one
 # OCI index, reproducible (same commit, same digest), checked: the index
@@ -137,7 +139,8 @@ krew-test: kube-bin
 # REGISTRY=host/path pushes the image there and installs ./charts/runnerguard
 # pinned to it (PUBLISH=1: the chart is pushed beside it and installed from
 # there); make install LOAD=kind|k3d|minikube loads the image into the
-# node instead. HELM_ARGS go to helm upgrade --install.
+# node instead. PRESETS=arc-scale-set,gitlab names the fleets you run;
+# HELM_ARGS go to helm upgrade --install.
 .PHONY: install
 install:
 	hack/install.sh $(HELM_ARGS)

@@ -17,8 +17,10 @@
 # Then `helm upgrade --install RELEASE` (default runnerguard) into NAMESPACE
 # (default runnerguard) with --wait. Arguments are passed to Helm:
 #   hack/install.sh --kube-context prod -f my-values.yaml
-# The chart's defaults start in warn mode; pass --set guard.rollout=enforce
-# to enforce.
+# PRESETS names the fleets you run (arc-scale-set, arc-workflow,
+# arc-legacy, gitlab, generic; comma-separated: presets.enabled): the
+# chart's default judges and instruments no pod. The chart's defaults start
+# in warn mode; pass --set guard.rollout=enforce to enforce.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 fail() { echo "hack/install.sh: $*" >&2; exit 1; }
@@ -87,6 +89,11 @@ else
   image_values=(--set "image.repository=runnerguard.local/runnerguard" --set "image.tag=$tag" --set "image.pullPolicy=IfNotPresent")
 fi
 
+if [ -n "${PRESETS:-}" ]; then
+  # One --set with the braces quoted: Helm's list, not the shell's brace
+  # expansion.
+  image_values+=(--set "presets.enabled={$PRESETS}")
+fi
 echo ">> helm upgrade --install $release ${chart[*]} -n $namespace" >&2
 "$helm" upgrade --install "$release" "${chart[@]}" --namespace "$namespace" --create-namespace --wait --timeout 5m \
   "${image_values[@]}" "$@"

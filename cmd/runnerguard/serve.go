@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -43,7 +44,7 @@ import (
 // serveOptions are serve's flags.
 type serveOptions struct {
 	configPath, kubeconfig, certDir, metricsAddr, metricsCertDir string
-	probeAddr, pprofAddr, leNamespace, nsSelector                string
+	probeAddr, pprofAddr, leNamespace, nsSelector, webhookConfig string
 	port                                                         int
 	metricsSecure, watchPods, leaderElect                        bool
 	reviewBudget                                                 int64
@@ -82,6 +83,7 @@ func (o *serveOptions) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the pod watcher; the webhooks serve on every replica")
 	fs.StringVar(&o.leNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease")
 	fs.StringVar(&o.nsSelector, "namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers and the guard acts in (the webhooks' namespaceSelector)")
+	fs.StringVar(&o.webhookConfig, "webhook-configuration", "", "the ValidatingWebhookConfiguration whose enforce registration selects the enforce namespaces, which the leader keeps busy runners' PodDisruptionBudgets in; empty: a namespace's runnerguard.io/mode label, else the config's guard.mode")
 	fs.DurationVar(&o.stuckAfter, "stuck-after", 10*time.Minute, "report a runner that has not started after this long")
 	fs.DurationVar(&o.labelEvery, "label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
 	// controller-runtime binds its logging flags (--zap-log-level, ...) to
@@ -179,7 +181,8 @@ func newManager(o serveOptions) (manager.Manager, error) {
 		LeaseDuration: ptr.To(leaseDuration), RenewDeadline: ptr.To(renewDeadline), RetryPeriod: ptr.To(retryPeriod),
 		// The guard's metadata cache of pods keeps labelled runner pods
 		// only, their names and UIDs (the watcher keeps its own).
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCacheOptions()}},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCacheOptions(),
+			&policyv1.PodDisruptionBudget{}: recorder.BudgetCacheOptions()}},
 		// controller-runtime's server watches the cert dir (certwatcher),
 		// so a renewed serving certificate is picked up without a restart.
 		WebhookServer: boundedServer{
@@ -219,8 +222,12 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	if err := w.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Now: time.Now}
+	modes := &recorder.Modes{Reader: mgr.GetAPIReader(), Name: o.webhookConfig, Default: cfg.Guard.Mode, Interval: 5 * time.Second}
+	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now}
 	if err := marker.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(modes); err != nil {
 		return err
 	}
 	c := &recorder.Collector{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Pods: pods, Presets: cfg.Presets, Gap: gap, Policy: cfg.Records, Now: time.Now}

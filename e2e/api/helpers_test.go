@@ -99,8 +99,9 @@ func create(t *testing.T, c client.Client, pod *corev1.Pod) *corev1.Pod {
 	}
 	require.NoError(t, c.Create(ctx, pod))
 	if status.Phase != "" || len(status.ContainerStatuses) > 0 {
-		pod.Status = status
-		require.NoError(t, admin.Status().Update(ctx, pod))
+		// The leader may have marked the new pod already (safe to evict):
+		// written on the pod as it is now.
+		writeStatus(t, pod, status)
 	}
 	t.Cleanup(func() { forceRemove(pod) })
 	return marksSettled(t, pod)
@@ -168,10 +169,10 @@ func eventually(t *testing.T, cond func() bool, what string) {
 // calls counts the reviews the guard answered while f ran.
 func calls(t *testing.T, f func()) float64 {
 	t.Helper()
-	before, err := server.WebhookCalls("/validate-runner-pod")
+	before, err := server.WebhookCalls(registration.GuardPath)
 	require.NoError(t, err)
 	f()
-	after, err := server.WebhookCalls("/validate-runner-pod")
+	after, err := server.WebhookCalls(registration.GuardPath)
 	require.NoError(t, err)
 	return after - before
 }

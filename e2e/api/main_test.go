@@ -18,6 +18,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -59,7 +60,7 @@ func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	suiteCfg = config.Default()
+	suiteCfg = configtest.Enforcing()
 	for i := range suiteCfg.Presets {
 		if suiteCfg.Presets[i].Name == runnerpod.GitLab {
 			suiteCfg.Presets[i].OwnerPrincipals = []string{ownerPrincipal}
@@ -67,6 +68,10 @@ func run(m *testing.M) (int, error) {
 	}
 	// Retention that a test can see work: a few records a namespace,
 	// collected every second.
+	// The budgets are the outage suite's (outage_test.go, a server of its
+	// own): here a test that frees a runner and evicts it at once judges
+	// the webhook, not how soon the leader lifts the budget.
+	suiteCfg.Marks.Budgets = false
 	suiteCfg.Records.MaxPerNamespace = 3
 	suiteCfg.Records.CollectInterval = metav1.Duration{Duration: time.Second}
 	trustControllers(&suiteCfg)

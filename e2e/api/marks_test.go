@@ -4,6 +4,8 @@ package api
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
+	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -22,10 +25,13 @@ import (
 const (
 	karpenterMark = runnerpod.KarpenterDoNotDisrupt
 	caMark        = runnerpod.ClusterAutoscalerSafeEvict
+	volumesMark   = runnerpod.ClusterAutoscalerLocalVolumes
 )
 
-// marksOf is the pod's autoscaler marks and runnerguard's list of them, as
-// the API server has them.
+// marksOf is the pod's busy-state marks and runnerguard's list of them, as
+// the API server has them; the list leaves out the local-volumes mark,
+// which follows whether the pod was instrumented, not its state (see
+// TestAnInstrumentedPodNamesItsInjectedVolumes).
 func marksOf(t *testing.T, pod *corev1.Pod) map[string]string {
 	t.Helper()
 	got := &corev1.Pod{}
@@ -34,6 +40,12 @@ func marksOf(t *testing.T, pod *corev1.Pod) map[string]string {
 	for _, k := range []string{karpenterMark, caMark, runnerpod.Marked} {
 		if v, ok := got.Annotations[k]; ok {
 			out[k] = v
+		}
+	}
+	if list, ok := out[runnerpod.Marked]; ok {
+		out[runnerpod.Marked] = strings.Join(slices.DeleteFunc(strings.Split(list, ","), func(k string) bool { return k == volumesMark }), ",")
+		if out[runnerpod.Marked] == "" {
+			delete(out, runnerpod.Marked)
 		}
 	}
 	return out
@@ -49,10 +61,14 @@ func marksBecome(t *testing.T, pod *corev1.Pod, want map[string]string, what str
 // clone is a copy of w to build on.
 func clone(w *podtest.Wrapper) *podtest.Wrapper { return &podtest.Wrapper{Pod: *w.Pod.DeepCopy()} }
 
-var busyMarks = map[string]string{karpenterMark: "true", caMark: "false", runnerpod.Marked: karpenterMark + "," + caMark}
+var (
+	busyMarks = map[string]string{karpenterMark: "true", caMark: "false", runnerpod.Marked: karpenterMark + "," + caMark}
+	// freeMarks tell cluster-autoscaler it may take the pod's node.
+	freeMarks = map[string]string{caMark: "true", runnerpod.Marked: caMark}
+)
 
 // The leader marks a runner pod for the autoscalers when its runner starts,
-// by each preset's rule, and removes the marks when the runner ends.
+// by each preset's rule, and marks it safe to evict before and after.
 func TestMarksFollowTheRunnersBusyState(t *testing.T) {
 	ns := newNamespace(t, nil)
 	for _, tc := range []struct {
@@ -70,11 +86,11 @@ func TestMarksFollowTheRunnersBusyState(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := create(t, nil, clone(tc.pod).Obj())
-			assert.Empty(t, marksOf(t, pod), "the injector writes no mark: the runner has not started")
+			assert.Equal(t, freeMarks, marksOf(t, pod), "the runner has not started: safe to evict")
 			setStatus(t, pod, clone(tc.pod).RunningSince(tc.runner, time.Now().Add(-time.Minute)).Obj().Status)
 			marksBecome(t, pod, busyMarks, "a running runner is busy")
 			setStatus(t, pod, clone(tc.pod).Terminated(tc.runner, 0, "Completed").Obj().Status)
-			marksBecome(t, pod, map[string]string{}, "an ended runner holds no node")
+			marksBecome(t, pod, freeMarks, "an ended runner holds no node")
 		})
 	}
 }
@@ -88,7 +104,7 @@ func TestAnAuthorsOwnMarkIsLeftAlone(t *testing.T) {
 	setStatus(t, pod, clone(w).RunningSince("runner", time.Now().Add(-time.Minute)).Obj().Status)
 	marksBecome(t, pod, map[string]string{karpenterMark: "false", caMark: "false", runnerpod.Marked: caMark}, "the author's mark stays as written")
 	setStatus(t, pod, clone(w).Terminated("runner", 0, "Completed").Obj().Status)
-	marksBecome(t, pod, map[string]string{karpenterMark: "false"}, "only runnerguard's mark goes")
+	marksBecome(t, pod, map[string]string{karpenterMark: "false", caMark: "true", runnerpod.Marked: caMark}, "only runnerguard's mark changes")
 }
 
 // A runner past its protection cap is no longer protected: its marks go
@@ -106,7 +122,7 @@ func TestARunnerPastItsProtectionCapLosesItsMarks(t *testing.T) {
 	// Started so that the cap passes a few seconds from now.
 	setStatus(t, pod, clone(w).RunningSince("runner", time.Now().Add(-limit+3*time.Second)).Obj().Status)
 	marksBecome(t, pod, busyMarks, "busy within its cap")
-	marksBecome(t, pod, map[string]string{}, "the cap has passed")
+	marksBecome(t, pod, freeMarks, "the cap has passed")
 }
 
 // The override frees a busy runner for anyone, the autoscalers included.
@@ -119,7 +135,7 @@ func TestAnOverriddenRunnerLosesItsMarks(t *testing.T) {
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Annotations[runnerpod.AllowDelete] = "node maintenance"
 	require.NoError(t, admin.Patch(context.Background(), got, patch))
-	marksBecome(t, pod, map[string]string{}, "an overridden runner holds no node")
+	marksBecome(t, pod, freeMarks, "an overridden runner holds no node")
 }
 
 // A scale-set runner's job is on its EphemeralRunner: the leader watches
@@ -157,7 +173,7 @@ func TestAScaleSetRunnersMarksFollowItsEphemeralRunner(t *testing.T) {
 	setJob(int64(42))
 	marksBecome(t, pod, busyMarks, "ARC assigned a job")
 	setJob(nil)
-	marksBecome(t, pod, map[string]string{}, "no job assigned: idle")
+	marksBecome(t, pod, freeMarks, "no job assigned: idle")
 	setJob(int64(43))
 	marksBecome(t, pod, busyMarks, "another job")
 
@@ -167,7 +183,7 @@ func TestAScaleSetRunnersMarksFollowItsEphemeralRunner(t *testing.T) {
 	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(er), er))
 	er.SetFinalizers([]string{"example.com/hold"})
 	require.NoError(t, admin.Update(ctx, er))
-	marksBecome(t, pod, map[string]string{}, "the job is over")
+	marksBecome(t, pod, freeMarks, "the job is over")
 }
 
 // marksSettled waits until the leader has brought pod's marks where its
@@ -180,20 +196,22 @@ func marksSettled(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	got := &corev1.Pod{}
 	require.Eventually(t, func() bool {
 		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), got))
-		return recorder.MarkPlan(got, busyForTheMarker(t, got), suiteCfg.Marks) == nil
+		j := judgementOf(t, got)
+		_, relabel := recorder.BudgetLabelPlan(got, suiteCfg.Marks.Budgets && j.Budget)
+		return recorder.MarkPlan(got, j, suiteCfg.Marks) == nil && !relabel
 	}, 15*time.Second, 50*time.Millisecond, "the leader settles the pod's marks")
 	return got
 }
 
-// busyForTheMarker is what the leader's marker judges of pod.
-func busyForTheMarker(t *testing.T, pod *corev1.Pod) bool {
+// judgementOf is what the leader's marker judges of pod.
+func judgementOf(t *testing.T, pod *corev1.Pod) recorder.Judgement {
 	ctx := context.Background()
 	ns := &corev1.Namespace{}
 	require.NoError(t, admin.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns))
 	runner, ok := runnerpod.Match(pod, suiteCfg.Presets)
 	// The leader's cache holds the labelled pods only.
-	if _, seen := pod.Labels[runnerpod.RunnerLabel]; !ok || !seen || ns.Labels[runnerpod.EnabledNamespaceLabel] != "true" {
-		return false
+	if _, seen := pod.Labels[runnerpod.RunnerLabel]; !ok || !seen {
+		return recorder.Judgement{}
 	}
 	job := runnerpod.JobNotRead
 	if ref := runnerpod.EphemeralRunnerRef(pod); runner.Preset.Name == runnerpod.ARCScaleSet && ref.Name != "" {
@@ -205,5 +223,27 @@ func busyForTheMarker(t *testing.T, pod *corev1.Pod) bool {
 		}
 		job, _ = runnerpod.EphemeralRunnerJob(er, ref.UID)
 	}
-	return runnerpod.Protected(pod, runner, job, time.Now()).Busy
+	return recorder.Judge(pod, runner, recorder.Facts{
+		Selected: ns.Labels[runnerpod.EnabledNamespaceLabel] == "true",
+		Enforce:  config.ModeFor(ns.Labels, suiteCfg.Guard.Mode) == config.ModeEnforce,
+		Job:      job, Now: time.Now(),
+	})
+}
+
+// An instrumented runner pod names the injector's volumes to
+// cluster-autoscaler as safe to lose, busy or not.
+func TestAnInstrumentedPodNamesItsInjectedVolumes(t *testing.T) {
+	ns := newNamespace(t, nil)
+	w := podtest.Runner(ns, "instrumented")
+	pod := create(t, nil, clone(w).Obj())
+	got := &corev1.Pod{}
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	require.True(t, slices.ContainsFunc(got.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == runnerpod.VitalsContainer }),
+		"the injector added the sidecar")
+	injected := runnerpod.CgroupVolume + "," + runnerpod.VitalsVolume
+	assert.Equal(t, injected, got.Annotations[volumesMark], "idle")
+	setStatus(t, pod, clone(w).RunningSince("runner", time.Now().Add(-time.Minute)).Obj().Status)
+	marksBecome(t, pod, busyMarks, "busy")
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	assert.Equal(t, injected, got.Annotations[volumesMark], "busy")
 }

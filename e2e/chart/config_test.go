@@ -60,19 +60,20 @@ func TestConfigFromValues(t *testing.T) {
 			},
 		},
 		{
-			name: "preset settings replace that preset's defaults",
+			name: "the presets named are on, and preset settings replace that preset's defaults",
 			values: `presets:
-  gitlab: {runnerContainers: [build, step], diagnosticEnv: [{name: CI_DEBUG_SERVICES, value: "true"}]}
-  generic: {enabled: false}`,
+  enabled: [gitlab, arc-scale-set]
+  gitlab: {runnerContainers: [build, step], diagnosticEnv: [{name: CI_DEBUG_SERVICES, value: "true"}]}`,
 			want: func(c *config.Config, image string) {
 				c.Inject.Vitals.Image = image
 				for i, p := range c.Presets {
 					switch p.Name {
 					case runnerpod.GitLab:
+						c.Presets[i].Enabled = true
 						c.Presets[i].RunnerContainers = []string{"build", "step"}
 						c.Presets[i].DiagnosticEnv = []corev1.EnvVar{{Name: "CI_DEBUG_SERVICES", Value: "true"}}
-					case runnerpod.Generic:
-						c.Presets[i].Enabled = false
+					case runnerpod.ARCScaleSet:
+						c.Presets[i].Enabled = true
 					}
 				}
 			},
@@ -94,12 +95,17 @@ func TestConfigFromValues(t *testing.T) {
 			},
 		},
 		{
-			name:   "each autoscaler's marks can be turned off",
-			values: "marks: {karpenter: false}",
+			name:   "each autoscaler's marks and the budgets can be turned off, and Karpenter's duration form on",
+			values: "marks: {karpenter: false, clusterAutoscaler: false, budgets: false, karpenterDuration: true}",
 			want: func(c *config.Config, image string) {
 				c.Inject.Vitals.Image = image
-				c.Marks.Karpenter = false
+				c.Marks = config.Marks{KarpenterDuration: true}
 			},
+		},
+		{
+			name:   "the mode is not in the config (the registrations select it): rollout leaves it at the default",
+			values: "guard: {rollout: enforce}",
+			want:   func(c *config.Config, image string) { c.Inject.Vitals.Image = image },
 		},
 		{
 			name:   "GitLab's opt-in to a manager in the build pods' namespace reaches the config",

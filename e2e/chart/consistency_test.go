@@ -68,20 +68,26 @@ func TestWebhookConfigurations(t *testing.T) {
 		values           string
 		selector         *metav1.LabelSelector
 		certManager      string
+		rollout          string
 		delete, eviction admissionregistrationv1.FailurePolicyType
 		timeout          int32
 	}{
 		{
-			name:     "defaults select opted-in namespaces and fail closed",
-			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+			name:     "defaults select opted-in namespaces, judge no fleet and warn: no namespace fails closed unless labelled enforce",
+			selector: optIn, rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
+		},
+		{
+			name:     "guard.rollout=enforce moves every unlabelled namespace to the enforce registrations",
+			values:   "guard: {rollout: enforce}\n" + allPresets,
+			selector: optIn, rollout: "enforce", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
 			name:   "listed namespaces replace the opt-in label",
-			values: "namespaces: [ci, builds]",
+			values: "namespaces: [ci, builds]\n" + allPresets,
 			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"ci", "builds"}},
 			}},
-			delete: fail, eviction: fail, timeout: 5,
+			rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
 			name: "a custom selector keeps its expressions and still excludes the release namespace",
@@ -91,47 +97,47 @@ func TestWebhookConfigurations(t *testing.T) {
 			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "team", Operator: metav1.LabelSelectorOpExists},
 			}},
-			delete: fail, eviction: fail, timeout: 5,
+			rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
 			name:     "cert-manager's namespace is never selected, wherever it is",
 			values:   "certManager: {namespace: certs}",
-			selector: optIn, certManager: "certs", delete: fail, eviction: fail, timeout: 5,
+			selector: optIn, certManager: "certs", rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
 			name:     "a release in cert-manager's namespace excludes it once",
 			values:   "certManager: {namespace: " + namespace + "}",
-			selector: optIn, certManager: namespace, delete: fail, eviction: fail, timeout: 5,
+			selector: optIn, certManager: namespace, rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
-			name:     "failure policies and timeout come from values",
-			values:   "guard: {deleteFailurePolicy: Ignore, evictionFailurePolicy: Ignore}\nwebhook: {timeoutSeconds: 12}",
-			selector: optIn, delete: ignore, eviction: ignore, timeout: 12,
+			name:     "the enforce registrations' failure policies and timeout come from values",
+			values:   "guard: {rollout: enforce, deleteFailurePolicy: Ignore, evictionFailurePolicy: Fail}\nwebhook: {timeoutSeconds: 12}\n" + allPresets,
+			selector: optIn, rollout: "enforce", delete: ignore, eviction: fail, timeout: 12,
 		},
 		{
-			name:     "disabled presets leave their containers out of matchConditions",
-			values:   "presets: {gitlab: {enabled: false}, arc-workflow: {enabled: false}}",
-			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+			name:     "presets not chosen leave their containers out of matchConditions",
+			values:   "presets: {enabled: [generic, arc-scale-set]}",
+			selector: optIn, rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
 			name:     "without the arc-scale-set preset no EphemeralRunner deletes are reviewed",
-			values:   "presets: {arc-scale-set: {enabled: false}}",
-			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+			values:   "presets: {enabled: [gitlab]}",
+			selector: optIn, rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
 			name:     "renamed runner containers reach matchConditions in preset order",
-			values:   "presets: {generic: {runnerContainers: [agent, runner]}, gitlab: {runnerContainers: [build, step]}}",
-			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+			values:   "presets: {enabled: [generic, gitlab], generic: {runnerContainers: [agent, runner]}, gitlab: {runnerContainers: [build, step]}}",
+			selector: optIn, rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
 			name:     "without exempt principals the eviction webhook has no matchConditions",
-			values:   "guard: {exemptPrincipals: []}",
-			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+			values:   "guard: {exemptPrincipals: []}\n" + allPresets,
+			selector: optIn, rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 		{
 			name:     "principals with quotes and backslashes stay valid CEL strings",
 			values:   `guard: {exemptPrincipals: ["system:serviceaccount:kube-system:namespace-controller", "odd\"name\\x"]}`,
-			selector: optIn, delete: fail, eviction: fail, timeout: 5,
+			selector: optIn, rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
 		},
 	}
 	for _, h := range helms(t) {
@@ -157,14 +163,21 @@ func TestWebhookConfigurations(t *testing.T) {
 				containers := celStrings(cfg.RunnerContainerNames())
 				assert.Contains(t, inj.MatchConditions, admissionregistrationv1.MatchCondition{Name: "runner-pod", Expression: "object.spec.containers.exists(c, c.name in " + containers + ")"})
 
+				// Warn namespaces never fail closed.
 				policies := map[string]admissionregistrationv1.FailurePolicyType{
 					registration.DeleteWebhook: tc.delete, registration.EvictionWebhook: tc.eviction,
+					registration.WarnDeleteWebhook: ignore, registration.WarnEvictionWebhook: ignore,
 					registration.ConnectWebhook: ignore, registration.EphemeralRunnerWebhook: ignore,
 				}
+				modes := map[string]string{registration.DeleteWebhook: "enforce", registration.EvictionWebhook: "enforce",
+					registration.WarnDeleteWebhook: "warn", registration.WarnEvictionWebhook: "warn"}
 				var names []string
 				for _, w := range validating.Webhooks {
 					names = append(names, w.Name)
-					assert.Equal(t, want, w.NamespaceSelector, w.Name)
+					assert.Equal(t, withMode(want, modes[w.Name], tc.rollout), w.NamespaceSelector, w.Name)
+					if mode := modes[w.Name]; mode != "" {
+						assert.Equal(t, "/validate-runner-pod/"+mode, *w.ClientConfig.Service.Path, "%s: the guard answers in the mode of the registration that called", w.Name)
+					}
 					assert.Equal(t, policies[w.Name], *w.FailurePolicy, w.Name)
 					assert.Equal(t, tc.timeout, *w.TimeoutSeconds, w.Name)
 					exempt := slices.ContainsFunc(w.MatchConditions, func(mc admissionregistrationv1.MatchCondition) bool { return mc.Name == "not-exempt" })
@@ -180,7 +193,8 @@ func TestWebhookConfigurations(t *testing.T) {
 				}
 				arc := slices.ContainsFunc(cfg.Presets, func(p runnerpod.Preset) bool { return p.Name == runnerpod.ARCScaleSet && p.Enabled })
 				assert.Equal(t, arc, slices.Contains(names, registration.EphemeralRunnerWebhook), "EphemeralRunner deletes are reviewed only with the arc-scale-set preset")
-				assert.Subset(t, names, []string{registration.DeleteWebhook, registration.EvictionWebhook, registration.ConnectWebhook})
+				assert.Subset(t, names, []string{registration.DeleteWebhook, registration.EvictionWebhook,
+					registration.WarnDeleteWebhook, registration.WarnEvictionWebhook, registration.ConnectWebhook})
 
 				// The pod watcher must cover the same namespaces.
 				_, c := deployment(t, objs)
@@ -192,6 +206,26 @@ func TestWebhookConfigurations(t *testing.T) {
 			})
 		}
 	}
+}
+
+// allPresets chooses every fleet (legacy ARC with its controller).
+const allPresets = "presets: {enabled: [arc-scale-set, arc-workflow, arc-legacy, gitlab, generic], arc-legacy: {controllerPrincipals: [system:serviceaccount:arc:legacy]}}"
+
+// withMode is sel narrowed to the namespaces of mode's registration ("":
+// not a mode's, sel itself): those labelled mode, and for the rollout's
+// mode those labelled neither, so each namespace is in exactly one.
+func withMode(sel *metav1.LabelSelector, mode, rollout string) *metav1.LabelSelector {
+	if mode == "" {
+		return sel
+	}
+	sel = sel.DeepCopy()
+	r := metav1.LabelSelectorRequirement{Key: runnerpod.ModeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{mode}}
+	if mode == rollout {
+		other := map[string]string{"enforce": "warn", "warn": "enforce"}[mode]
+		r = metav1.LabelSelectorRequirement{Key: runnerpod.ModeLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{other}}
+	}
+	sel.MatchExpressions = append(sel.MatchExpressions, r)
+	return sel
 }
 
 // selectorWithout is sel (nil: the opt-in label) with the namespaces the

@@ -29,47 +29,47 @@ func (h helm) notes(t *testing.T, values string) string {
 
 // The notes a first install prints say which mode is on, which namespaces
 // are acted in, how to read what warn mode would have refused, how to switch
-// the mode and how to switch runnerguard off, and warn when legacy ARC's
-// preset trusts no controller.
+// the mode, which fleets to choose, and how to switch runnerguard off with
+// commands that need no runnerguard pod.
 func TestNotesSayTheModeTheNamespacesAndTheOffSwitches(t *testing.T) {
 	const selector = "kubectl get namespaces -l 'runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (kube-system,kube-public,kube-node-lease,runnerguard,cert-manager)'"
 	offSwitches := []string{
-		"kubectl label namespace <runners-namespace> runnerguard.io/enabled-",
-		"kubectl delete validatingwebhookconfiguration runnerguard; kubectl delete validatingadmissionpolicybinding runnerguard",
+		"kubectl label namespace <runners-namespace> runnerguard.io/mode=warn --overwrite",
+		`kubectl patch validatingwebhookconfiguration runnerguard --type=json -p '[{"op":"test","path":"/webhooks/0/name","value":"delete.guard.runnerguard.io"},{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"},`,
+		"kubectl delete pdb -A -l app.kubernetes.io/managed-by=runnerguard",
+		"kubectl delete validatingwebhookconfiguration runnerguard\n",
 	}
-	const warnEverywhere = "helm upgrade runnerguard <this chart> -n runnerguard --reuse-values --set guard.mode=warn"
-	const legacyWarning = "presets.arc-legacy.controllerPrincipals is empty"
+	const pickPresets = "helm upgrade runnerguard <this chart> -n runnerguard --reuse-values --set 'presets.enabled={arc-scale-set,gitlab}'"
 	const ownerWarning = "presets.gitlab.ownerInRunnerNamespace is true"
 	cases := []struct {
 		name, values  string
 		want, notWant []string
 	}{
 		{
-			name: "defaults: enforce, the opt-in label, legacy ARC trusting nobody",
-			want: append([]string{
-				"Mode: enforce (deletes of busy runners are refused with 403, their evictions with 429).",
-				"Failure policies while no webhook pod answers: deletes Fail, evictions Fail.",
-				selector,
-				"kubectl label namespace <runners-namespace> runnerguard.io/enabled=true",
-				"kubectl label namespace <runners-namespace> runnerguard.io/mode=warn --overwrite",
-				legacyWarning,
-				warnEverywhere,
-			}, offSwitches...),
-			notWant: []string{"DeleteRefusedInWarnMode", ownerWarning},
-		},
-		{
-			name:   "the quick start: warn with both failure policies Ignore",
-			values: "guard: {mode: warn, deleteFailurePolicy: Ignore, evictionFailurePolicy: Ignore}",
+			name: "defaults: warn, the opt-in label, no fleet chosen yet",
 			want: append([]string{
 				"Mode: warn (nothing is refused; each delete or eviction enforce would refuse is reported).",
-				"Failure policies while no webhook pod answers: deletes Ignore, evictions Ignore.",
+				"While no webhook pod answers: warn namespaces refuse nothing; in enforce namespaces deletes are refused, evictions let through except busy runners' (their PodDisruptionBudget).",
+				"No fleet is chosen yet, so runnerguard judges and instruments no pod.",
+				pickPresets,
+				selector,
+				"kubectl label namespace <runners-namespace> runnerguard.io/enabled=true",
 				"kubectl get events -A --field-selector reason=DeleteRefusedInWarnMode",
 				"kubectl get events -A --field-selector reason=EvictionRefusedInWarnMode",
 				"kubectl label namespace <runners-namespace> runnerguard.io/mode=enforce --overwrite",
-				"--set guard.mode=enforce --set guard.deleteFailurePolicy=Fail --set guard.evictionFailurePolicy=Fail",
-				"the chart is in warn mode: the guard refuses nothing",
+				"--reuse-values --set guard.rollout=enforce",
 			}, offSwitches...),
-			notWant: []string{warnEverywhere},
+			notWant: []string{ownerWarning, "Legacy (summerwind) ARC", "validatingadmissionpolicybinding"},
+		},
+		{
+			name:   "enforce: one value",
+			values: "guard: {rollout: enforce}\npresets: {enabled: [gitlab, arc-scale-set]}",
+			want: append([]string{
+				"Mode: enforce (deletes of busy runners are refused with 403, their evictions with 429).",
+				"Fleets: gitlab, arc-scale-set.",
+				"--reuse-values --set guard.rollout=warn",
+			}, offSwitches...),
+			notWant: []string{"DeleteRefusedInWarnMode", pickPresets},
 		},
 		{
 			name:    "listed namespaces replace the label",
@@ -78,19 +78,9 @@ func TestNotesSayTheModeTheNamespacesAndTheOffSwitches(t *testing.T) {
 			notWant: []string{"runnerguard.io/enabled=true"},
 		},
 		{
-			name:    "legacy ARC's controller named: no warning",
-			values:  `presets: {arc-legacy: {controllerPrincipals: ["system:serviceaccount:arc:legacy"]}}`,
-			notWant: []string{legacyWarning},
-		},
-		{
 			name:   "GitLab's manager trusted in the build pods' namespace: a warning saying who can then end jobs",
-			values: "presets: {gitlab: {ownerInRunnerNamespace: true}}",
+			values: "presets: {enabled: [gitlab], gitlab: {ownerInRunnerNamespace: true}}",
 			want:   []string{ownerWarning, "Anyone granted edit in that namespace can impersonate it"},
-		},
-		{
-			name:    "legacy ARC not run: no warning",
-			values:  "presets: {arc-legacy: {enabled: false}}",
-			notWant: []string{legacyWarning},
 		},
 	}
 	h := helm4(t)

@@ -53,8 +53,8 @@ policy: {garbageCollectors: ["system:kube-controller-manager", "system:serviceac
 			selector: optIn,
 		},
 		{
-			name:     "disabled presets leave their containers out of the match condition",
-			values:   "presets: {gitlab: {enabled: false}, arc-workflow: {enabled: false}}",
+			name:     "presets not chosen leave their containers out of the match condition",
+			values:   "presets: {enabled: [generic, arc-scale-set]}",
 			selector: optIn,
 		},
 		{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -14,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
@@ -93,6 +95,9 @@ func TestDefaultDeploymentIsHighlyAvailable(t *testing.T) {
 				"--leader-elect",
 				"--namespace-selector=runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (kube-system,kube-public,kube-node-lease,runnerguard,cert-manager)",
 				"--stuck-after=10m",
+				// The leader reads the enforce namespaces from the release's
+				// own registration.
+				"--webhook-configuration=runnerguard",
 			}, c.Args)
 			env := map[string]corev1.EnvVarSource{}
 			for _, e := range c.Env {
@@ -154,6 +159,7 @@ func TestConfigChecksumRollsPodsOnConfigChangeOnly(t *testing.T) {
 	assert.NotEqual(t, base, checksum("presets: {generic: {maxProtected: 24h}}"))
 	assert.NotEqual(t, base, checksum("inject: {vitals: {interval: 2s}}"))
 	assert.Equal(t, base, checksum("replicaCount: 3\nwebhook: {timeoutSeconds: 10}"))
+	assert.Equal(t, base, checksum("guard: {rollout: enforce}"), "the mode is in the registrations: switching it rolls no pod")
 }
 
 // Each option renders what it promises and nothing else.
@@ -324,21 +330,94 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-// A chart whose every preset is off would install a guard that guards
-// nothing and a server that refuses its config: refuse it at install.
-func TestNoEnabledPresetFailsTheInstall(t *testing.T) {
+// A plain install refuses nothing: no fleet is chosen, so no pod is a
+// runner pod, and every namespace not labelled enforce is selected by the
+// warn registrations only, which never fail closed and answer in warn.
+func TestAPlainInstallRefusesNothing(t *testing.T) {
 	for _, h := range helms(t) {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel()
-			off := "presets:\n"
-			for _, p := range []string{"arc-scale-set", "arc-workflow", "arc-legacy", "gitlab", "generic"} {
-				off += "  " + p + ": {enabled: false}\n"
+			objs := h.render(t)
+			cfg := renderedConfig(t, objs)
+			assert.Empty(t, cfg.RunnerContainerNames(), "no preset is on")
+			var validating admissionregistrationv1.ValidatingWebhookConfiguration
+			objs.get(t, "ValidatingWebhookConfiguration", release, &validating)
+			for _, nsLabels := range []map[string]string{
+				{"runnerguard.io/enabled": "true", corev1.LabelMetadataName: "ci"},
+				{"runnerguard.io/enabled": "true", corev1.LabelMetadataName: "ci", "runnerguard.io/mode": "warn"},
+				{"runnerguard.io/enabled": "true", corev1.LabelMetadataName: "ci", "runnerguard.io/mode": "bogus"},
+			} {
+				for _, w := range validating.Webhooks {
+					sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+					require.NoError(t, err)
+					if !sel.Matches(labels.Set(nsLabels)) {
+						continue
+					}
+					assert.Equal(t, admissionregistrationv1.Ignore, *w.FailurePolicy, "%s selects %v", w.Name, nsLabels)
+					if strings.HasPrefix(*w.ClientConfig.Service.Path, "/validate-runner-pod/") {
+						assert.Equal(t, "/validate-runner-pod/warn", *w.ClientConfig.Service.Path, w.Name)
+					}
+					for _, mc := range w.MatchConditions {
+						if strings.Contains(mc.Expression, "c.name in") {
+							assert.Contains(t, mc.Expression, "c.name in []", "%s: no pod is a runner pod", w.Name)
+						}
+					}
+				}
 			}
-			_, err := h.template(t, off)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), "presets: no preset is enabled")
 		})
 	}
+}
+
+// guard.rollout=enforce moves every namespace without a mode label to the
+// registrations that refuse (and fail closed for deletes), and no other.
+func TestRolloutEnforceSelectsEveryUnlabelledNamespaceForEnforce(t *testing.T) {
+	objs := helm4(t).render(t, "guard: {rollout: enforce}\npresets: {enabled: [generic]}")
+	var validating admissionregistrationv1.ValidatingWebhookConfiguration
+	objs.get(t, "ValidatingWebhookConfiguration", release, &validating)
+	paths := func(nsLabels map[string]string) []string {
+		var out []string
+		for _, w := range validating.Webhooks {
+			sel, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+			require.NoError(t, err)
+			if sel.Matches(labels.Set(nsLabels)) && strings.HasPrefix(*w.ClientConfig.Service.Path, "/validate-runner-pod/") {
+				out = append(out, w.Name+" "+string(*w.FailurePolicy)+" "+*w.ClientConfig.Service.Path)
+			}
+		}
+		return out
+	}
+	ns := map[string]string{"runnerguard.io/enabled": "true", corev1.LabelMetadataName: "ci"}
+	assert.ElementsMatch(t, []string{
+		"delete.guard.runnerguard.io Fail /validate-runner-pod/enforce",
+		"eviction.guard.runnerguard.io Ignore /validate-runner-pod/enforce",
+	}, paths(ns), "an unlabelled namespace is in enforce")
+	ns["runnerguard.io/mode"] = "warn"
+	assert.ElementsMatch(t, []string{
+		"delete-warn.guard.runnerguard.io Ignore /validate-runner-pod/warn",
+		"eviction-warn.guard.runnerguard.io Ignore /validate-runner-pod/warn",
+	}, paths(ns), "a namespace labelled warn stays in warn")
+}
+
+// The values a release's guard.rollout and presets.enabled replaced fail
+// the install with what replaced them, rather than being ignored.
+func TestReplacedValuesSayWhatReplacedThem(t *testing.T) {
+	for _, tc := range []struct{ values, message string }{
+		{"guard: {mode: enforce}", "guard.mode was replaced by guard.rollout"},
+		{"presets: {gitlab: {enabled: true}}", "presets.gitlab.enabled was replaced by presets.enabled"},
+	} {
+		_, err := helm4(t).template(t, tc.values)
+		require.Error(t, err, tc.values)
+		assert.Contains(t, err.Error(), tc.message)
+	}
+}
+
+// Legacy ARC without its controller's name would refuse legacy ARC's own
+// scale-down until the cap: the install fails and says so.
+func TestLegacyARCWithoutItsControllerFailsTheInstall(t *testing.T) {
+	_, err := helm4(t).template(t, "presets: {enabled: [arc-legacy]}")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "presets.arc-legacy needs presets.arc-legacy.controllerPrincipals")
+	_, err = helm4(t).template(t, "presets: {enabled: [arc-legacy], arc-legacy: {controllerPrincipals: [system:serviceaccount:arc:legacy]}}")
+	assert.NoError(t, err)
 }
 
 // Only the presets whose owner ends a job by deleting its pod have owners;

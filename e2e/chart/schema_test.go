@@ -42,6 +42,16 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			path:   "/guard/evictionFailurePolicy", message: "value must be one of 'Fail', 'Ignore'",
 		},
 		{
+			name:   "a rollout other than warn or enforce is refused",
+			values: "guard: {rollout: audit}",
+			path:   "/guard/rollout", message: "value must be one of 'warn', 'enforce'",
+		},
+		{
+			name:   "a fleet presets.enabled does not know is refused",
+			values: "presets: {enabled: [jenkins]}",
+			path:   "/presets/enabled/0", message: "value must be one of",
+		},
+		{
 			name:   "an unknown preset is refused",
 			values: "presets: {jenkins: {enabled: true, runnerContainers: [agent]}}",
 			path:   "/presets", message: "additional properties 'jenkins' not allowed",

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -144,7 +144,7 @@ func TestConsolidation(t *testing.T) {
 		defer proc.Stop(ctx)
 	}
 
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	// The vitals sidecar's requests would make the guarded setup's pods
 	// larger than the others': every setup's runners must fit the same.
 	cfg.Inject.Vitals.Enabled = false

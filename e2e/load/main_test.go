@@ -18,6 +18,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -79,7 +80,7 @@ func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	cfg = config.Default()
+	cfg = configtest.Enforcing()
 	workDir, err := os.MkdirTemp("", "runnerguard-load-")
 	if err != nil {
 		return 1, err

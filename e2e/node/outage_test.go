@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -61,10 +62,12 @@ func waitInjection(t *testing.T, ns string) {
 	}, time.Minute, 500*time.Millisecond, "injection resumes")
 }
 
-// With every webhook pod gone, the chart's failure policies decide: the
-// injector's Ignore lets runner pods be created (uninstrumented); the
-// guard's Fail refuses the deletes it would have judged, and only those.
-func TestWithEveryWebhookPodGoneRunnersStillStartAndOnlyRunnerDeletesAreRefused(t *testing.T) {
+// With every webhook pod gone, the API server decides alone: the
+// injector's Ignore lets runner pods be created (uninstrumented); in an
+// enforce namespace the guard's delete failure policy Fail refuses the
+// deletes it would have judged, and only those; evictions go through
+// (Ignore) except a busy runner's, which its PodDisruptionBudget holds.
+func TestWithEveryWebhookPodGoneRunnersStillStartAndOnlyBusyRunnersAreHeld(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	busy := start(t, runnerPod(ns, "busy", "64Mi", "job", "40"))
@@ -74,6 +77,17 @@ func TestWithEveryWebhookPodGoneRunnersStillStartAndOnlyRunnerDeletesAreRefused(
 	plain.Spec.Containers[0].Args = []string{"job", "300"}
 	plain.Spec.TerminationGracePeriodSeconds = busy.Spec.TerminationGracePeriodSeconds
 	require.NoError(t, admin.Create(ctx, plain))
+	plain2 := plain.DeepCopy()
+	plain2.Name, plain2.ResourceVersion = "app-2", ""
+	require.NoError(t, admin.Create(ctx, plain2))
+	done := start(t, runnerPod(ns, "done", "64Mi", "job", "1"))
+	waitPod(t, done, "the runner to finish", 60*time.Second, func(p *corev1.Pod) bool {
+		s := containerStatus(p, "runner")
+		return s != nil && s.State.Terminated != nil
+	})
+	require.Eventually(t, func() bool {
+		return admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: recorder.BudgetName(busy)}, &policyv1.PodDisruptionBudget{}) == nil
+	}, 30*time.Second, 200*time.Millisecond, "the leader keeps a budget on the busy runner")
 	other := newNamespace(t)
 	otherBusy := start(t, runnerPod(other, "busy", "64Mi", "job", "300"))
 
@@ -97,10 +111,18 @@ func TestWithEveryWebhookPodGoneRunnersStillStartAndOnlyRunnerDeletesAreRefused(
 	t.Run("the delete of a pod that is not a runner goes through", func(t *testing.T) {
 		require.NoError(t, as(t, reaper).Delete(ctx, plain), "matchConditions keep the API server from calling the guard")
 	})
-	t.Run("an eviction in an opted-in namespace is refused", func(t *testing.T) {
-		err := cs.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: busy.Name, Namespace: ns}})
-		require.Error(t, err, "the eviction failure policy is Fail: an eviction carries no pod to filter on")
-		assert.Contains(t, err.Error(), "failed calling webhook")
+	evict := func(pod *corev1.Pod) error {
+		return cs.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns}})
+	}
+	t.Run("a busy runner's eviction is refused by its budget", func(t *testing.T) {
+		err := evict(busy)
+		require.Error(t, err, "the eviction failure policy is Ignore; the budget holds")
+		assert.Contains(t, err.Error(), "disruption budget")
+		assert.False(t, gone(t, busy))
+	})
+	t.Run("a finished runner and a pod that is no runner's are evicted", func(t *testing.T) {
+		require.NoError(t, evict(done))
+		require.NoError(t, evict(plain2))
 	})
 	t.Run("deleting a namespace with a busy runner completes", func(t *testing.T) {
 		require.NoError(t, admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}))

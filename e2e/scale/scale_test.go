@@ -20,7 +20,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 )
 
 func TestFleet(t *testing.T) {
@@ -87,7 +87,7 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	if n := apitest.EnvInt("SCALE_RECORDS_PER_NAMESPACE", 0); n > 0 {
 		// Retention that bites during the run: the collector removes the
 		// oldest records of pods that may still show their deaths, and a

@@ -25,10 +25,21 @@ type Config struct {
 // runner pods while the guard protects them (and removes once it does not).
 // One turned off is not set, and those the leader set are removed.
 type Marks struct {
-	// Karpenter: karpenter.sh/do-not-disrupt: "true".
+	// Karpenter: karpenter.sh/do-not-disrupt: "true" while busy.
 	Karpenter bool `json:"karpenter"`
-	// ClusterAutoscaler: cluster-autoscaler.kubernetes.io/safe-to-evict: "false".
+	// KarpenterDuration writes that mark as the protection's length from
+	// the pod's start instead of "true" (Karpenter v1.12 and later read
+	// it so; older ones take it for no mark), so the node is released at
+	// the cap even if runnerguard is gone.
+	KarpenterDuration bool `json:"karpenterDuration"`
+	// ClusterAutoscaler: cluster-autoscaler.kubernetes.io/safe-to-evict:
+	// "false" while busy, "true" while idle or done, and the injected
+	// volumes in safe-to-evict-local-volumes.
 	ClusterAutoscaler bool `json:"clusterAutoscaler"`
+	// Budgets: a PodDisruptionBudget (minAvailable 1) on each busy runner
+	// pod of an enforce namespace, so the API server holds its eviction
+	// without the webhook.
+	Budgets bool `json:"budgets"`
 }
 
 // Policy configures the ValidatingAdmissionPolicy that says who may write
@@ -76,7 +87,9 @@ const (
 // Guard configures the validating webhook.
 type Guard struct {
 	// Mode applies where a namespace's runnerguard.io/mode label does not
-	// say otherwise.
+	// say otherwise, and only where the API server did not say which mode
+	// it called for (a registration other than the chart's, which names
+	// the mode in the path it calls: see ModeFromPath).
 	Mode Mode `json:"mode"`
 	// ExemptPrincipals are usernames whose deletes and evictions are always
 	// allowed (rule 8): cluster machinery that must never be blocked.
@@ -138,12 +151,18 @@ var (
 	GarbageCollector = "system:serviceaccount:kube-system:generic-garbage-collector"
 )
 
-// Default returns the configuration used when no file is given.
+// Default returns the configuration used when no file is given: the
+// chart's defaults. Every preset is listed but none is on (a fleet is
+// chosen, like a namespace), and the guard warns.
 func Default() Config {
+	presets := runnerpod.DefaultPresets()
+	for i := range presets {
+		presets[i].Enabled = false
+	}
 	return Config{
-		Presets: runnerpod.DefaultPresets(),
+		Presets: presets,
 		Guard: Guard{
-			Mode:             ModeEnforce,
+			Mode:             ModeWarn,
 			ExemptPrincipals: []string{NamespaceController, PodGC, TaintEviction},
 		},
 		Policy: Policy{GarbageCollectors: []string{GarbageCollector}},
@@ -168,7 +187,7 @@ func Default() Config {
 				MountPath:      "/runnerguard/vitals",
 			},
 		},
-		Marks: Marks{Karpenter: true, ClusterAutoscaler: true},
+		Marks: Marks{Karpenter: true, ClusterAutoscaler: true, Budgets: true},
 		Records: Records{
 			MaxAge:          metav1.Duration{Duration: 30 * 24 * time.Hour},
 			CleanMaxAge:     metav1.Duration{Duration: 24 * time.Hour},

@@ -14,7 +14,13 @@ import (
 
 func TestDefaultIsValid(t *testing.T) {
 	require.NoError(t, Default().Validate())
-	assert.Equal(t, []string{"job", "build", "runner"}, Default().RunnerContainerNames())
+	assert.Empty(t, Default().RunnerContainerNames(), "no fleet is chosen by default")
+	all := Default()
+	for i := range all.Presets {
+		all.Presets[i].Enabled = true
+	}
+	require.NoError(t, all.Validate())
+	assert.Equal(t, []string{"job", "build", "runner"}, all.RunnerContainerNames())
 }
 
 func TestParse(t *testing.T) {
@@ -36,7 +42,7 @@ presets:
 			assert.Equal(t, runnerpod.Generic, c.Presets[4].Name, "match order is kept")
 			assert.Equal(t, []string{"runner", "worker"}, c.Presets[4].RunnerContainers)
 			assert.Empty(t, c.Presets[4].DiagnosticEnv, "replaced whole")
-			assert.Equal(t, []string{"job", "build", "runner", "worker"}, c.RunnerContainerNames())
+			assert.Equal(t, []string{"runner", "worker"}, c.RunnerContainerNames(), "the other presets stay off, as by default")
 		}},
 		{name: "presets in any order are matched most specific first", yaml: `
 presets:
@@ -44,7 +50,7 @@ presets:
 - {name: arc-workflow, enabled: false, runnerContainers: [job]}
 `, check: func(t *testing.T, c Config) {
 			assert.Equal(t, runnerpod.ARCWorkflow, c.Presets[0].Name)
-			assert.Equal(t, []string{"build", "runner"}, c.RunnerContainerNames())
+			assert.Equal(t, []string{"runner"}, c.RunnerContainerNames())
 		}},
 		{name: "the interval and principals are read", yaml: `
 presets: [{name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [b], maxProtected: 2h}]
@@ -110,10 +116,10 @@ inject:
 				assert.Equal(t, Default().Inject.PodAnnotations, c.Inject.PodAnnotations)
 				assert.Equal(t, Default().Inject.Vitals.Resources, c.Inject.Vitals.Resources)
 			}},
-		{name: "both marks are on by default, and each can be turned off", yaml: "marks: {karpenter: false}",
+		{name: "the marks and budgets are on by default, Karpenter's duration form off, and each can be turned off", yaml: "marks: {karpenter: false}",
 			check: func(t *testing.T, c Config) {
-				assert.Equal(t, Marks{Karpenter: false, ClusterAutoscaler: true}, c.Marks)
-				assert.True(t, Default().Marks.Karpenter && Default().Marks.ClusterAutoscaler)
+				assert.Equal(t, Marks{Karpenter: false, ClusterAutoscaler: true, Budgets: true}, c.Marks)
+				assert.Equal(t, Marks{Karpenter: true, ClusterAutoscaler: true, Budgets: true}, Default().Marks)
 			}},
 		{name: "the injector does not write a mark the leader keeps, nor its ownership", yaml: `
 inject: {podAnnotations: {karpenter.sh/do-not-disrupt: "true", cluster-autoscaler.kubernetes.io/safe-to-evict: "false", runnerguard.io/marked: x}}
@@ -143,8 +149,13 @@ inject: {vitals: {enabled: true, image: "", interval: 10ms, cgroupHostPath: rel,
 			wantErr: []string{`inject.podSecurityDefault: "Restricted" is not a Pod Security level`}},
 		{name: "a sidecar request above its limit is an error", yaml: "inject: {vitals: {resources: {requests: {cpu: 100m}, limits: {cpu: 50m}}}}",
 			wantErr: []string{"inject.vitals.resources.requests.cpu: 100m is above its limit 50m"}},
-		{name: "all presets disabled is an error", yaml: `presets: [{name: arc-workflow}, {name: gitlab}, {name: arc-scale-set}, {name: arc-legacy}, {name: generic}]`,
-			wantErr: []string{"no preset is enabled"}},
+		{name: "all presets disabled is valid: the webhooks act on no pod, as a plain install does", yaml: `presets: [{name: arc-workflow}, {name: gitlab}, {name: arc-scale-set}, {name: arc-legacy}, {name: generic}]`,
+			check: func(t *testing.T, c Config) { assert.Empty(t, c.RunnerContainerNames()) }},
+		{name: "by default no preset is on and the guard warns", yaml: "",
+			check: func(t *testing.T, c Config) {
+				assert.Empty(t, c.RunnerContainerNames())
+				assert.Equal(t, ModeWarn, c.Guard.Mode)
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

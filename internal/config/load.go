@@ -110,12 +110,12 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validatePresets checks that the presets are known, listed once, at least
-// one enabled, and each enabled one complete.
+// validatePresets checks that the presets are known, listed once, and each
+// enabled one complete. None enabled is valid: the webhooks then act on no
+// pod, as a plain install does until its fleets are chosen.
 func validatePresets(c Config) []error {
 	var errs []error
 	seen := map[runnerpod.PresetName]bool{}
-	enabled := 0
 	for _, p := range c.Presets {
 		if !p.Name.Known() {
 			errs = append(errs, fmt.Errorf("presets: unknown preset %q (known: %v)", p.Name, runnerpod.Order))
@@ -126,12 +126,8 @@ func validatePresets(c Config) []error {
 		}
 		seen[p.Name] = true
 		if p.Enabled {
-			enabled++
 			errs = append(errs, validatePreset(p)...)
 		}
-	}
-	if enabled == 0 {
-		errs = append(errs, errors.New("presets: no preset is enabled"))
 	}
 	return errs
 }
@@ -196,7 +192,7 @@ func validateInject(c Config) []error {
 	}
 	// A mark the injector wrote at creation would be taken for the pod
 	// author's, which the marker never changes: the pod would keep it idle.
-	for k, on := range map[string]bool{runnerpod.KarpenterDoNotDisrupt: c.Marks.Karpenter, runnerpod.ClusterAutoscalerSafeEvict: c.Marks.ClusterAutoscaler, runnerpod.Marked: true} {
+	for k, on := range map[string]bool{runnerpod.KarpenterDoNotDisrupt: c.Marks.Karpenter, runnerpod.ClusterAutoscalerSafeEvict: c.Marks.ClusterAutoscaler, runnerpod.ClusterAutoscalerLocalVolumes: c.Marks.ClusterAutoscaler, runnerpod.Marked: true} {
 		if _, ok := c.Inject.PodAnnotations[k]; ok && on {
 			errs = append(errs, fmt.Errorf("inject.podAnnotations: %q is the leader's to write while the runner is busy (see marks): remove it, or turn its mark off", k))
 		}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -224,7 +224,7 @@ func TestDecide(t *testing.T) {
 		{name: "a runner that never ran has no death",
 			pod: podtest.Runner("ci", "r").Waiting("runner", "ErrImagePull"), goneAt: end, now: end.Add(time.Minute)},
 	}
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := tc.pod.Obj()

@@ -2,21 +2,22 @@ package recorder
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/namespace"
@@ -26,63 +27,23 @@ import (
 // markerAnnotations are the pod annotations the cache keeps for the
 // marker: the override (which frees the pod), the marks and their
 // ownership.
-var markerAnnotations = []string{runnerpod.AllowDelete, runnerpod.KarpenterDoNotDisrupt, runnerpod.ClusterAutoscalerSafeEvict, runnerpod.Marked}
+var markerAnnotations = []string{runnerpod.AllowDelete, runnerpod.KarpenterDoNotDisrupt, runnerpod.ClusterAutoscalerSafeEvict,
+	runnerpod.ClusterAutoscalerLocalVolumes, runnerpod.Marked}
 
-// mark is one autoscaler's do-not-disrupt mark: its key and the value that
-// holds the pod's node.
-type mark struct{ key, value string }
+// markerLabels are the pod labels the cache keeps for the marker: the
+// budget label.
+var markerLabels = []string{runnerpod.BudgetLabel}
 
-// MarkPlan is the annotations patch that makes pod's marks follow busy:
-// a key's new value, or nil to remove it; nil when the pod's marks are
-// already what they should be.
-//
-// Each mark config turns on is set while busy and removed when not; one
-// it turns off is removed. Only a mark runnerguard set, which
-// runnerpod.Marked lists, is ever changed: a mark the pod came with, or
-// that someone else wrote, is its author's (do-not-disrupt "false": never
-// hold a node for me; "true": always) and is left as it is.
-func MarkPlan(pod *corev1.Pod, busy bool, c config.Marks) map[string]*string {
-	a := pod.Annotations
-	owned := strings.Split(a[runnerpod.Marked], ",")
-	patch := map[string]*string{}
-	var nowOwned []string
-	for _, m := range []struct {
-		mark
-		on bool
-	}{{mark{runnerpod.KarpenterDoNotDisrupt, "true"}, c.Karpenter}, {mark{runnerpod.ClusterAutoscalerSafeEvict, "false"}, c.ClusterAutoscaler}} {
-		v, present := a[m.key]
-		switch {
-		case present && !slices.Contains(owned, m.key):
-			// The author's.
-		case busy && m.on:
-			if !present || v != m.value {
-				patch[m.key] = &m.value
-			}
-			nowOwned = append(nowOwned, m.key)
-		case present:
-			patch[m.key] = nil
-		}
-	}
-	if joined := strings.Join(nowOwned, ","); joined != a[runnerpod.Marked] {
-		if joined == "" {
-			patch[runnerpod.Marked] = nil
-		} else {
-			patch[runnerpod.Marked] = &joined
-		}
-	}
-	if len(patch) == 0 {
-		return nil
-	}
-	return patch
-}
-
-// Marker keeps the autoscalers' do-not-disrupt marks on runner pods while,
-// and only while, the guard protects them (runnerpod.Protected, the guard's
-// own pod-level rules): a node holding only idle or finished runners can be
-// consolidated, one holding a busy runner is not. It runs on the leader,
-// the marks' one writer, on the watcher's cache of runner pods: a pod
-// created while runnerguard was down is marked when the leader sees it, and
-// a mark is never left behind by a replica that died.
+// Marker keeps the autoscalers' marks on runner pods following the
+// guard's protection (runnerpod.Protected, the guard's own pod-level
+// rules, through Judge): a node holding only idle or finished runners can
+// be consolidated, one holding a busy runner is not. In enforce namespaces
+// it also keeps a PodDisruptionBudget on each busy runner's pod, so the
+// API server refuses its eviction without the webhook. It runs on the
+// leader, the marks' and the budgets' one writer, on the watcher's cache
+// of runner pods: a pod created while runnerguard was down is marked when
+// the leader sees it, and a mark is never left behind by a replica that
+// died.
 type Marker struct {
 	Pods   *PodCache
 	Client client.Client
@@ -90,7 +51,12 @@ type Marker struct {
 	// Namespaces selects the opted-in namespaces: a pod elsewhere is not
 	// protected, so it keeps none of runnerguard's marks.
 	Namespaces labels.Selector
-	Now        func() time.Time
+	// Modes says which namespaces are in enforce mode (budgets).
+	Modes *Modes
+	Now   func() time.Time
+
+	// again judges every cached pod again (a namespace's mode changed).
+	again chan event.TypedGenericEvent[client.Object]
 
 	// ers holds ARC's EphemeralRunners where the API server serves them.
 	ers *EphemeralRunners
@@ -107,8 +73,17 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 		pod, ok := o.(*cachedPod)
 		return ok && slices.ContainsFunc(pod.containers, func(c string) bool { return slices.Contains(names, c) })
 	})
+	m.again = make(chan event.TypedGenericEvent[client.Object], 1024)
+	if m.Modes != nil {
+		m.Modes.Changed = m.judgeAll
+	}
 	b := ctrl.NewControllerManagedBy(mgr).Named("runner-marks").
-		WatchesRawSource(m.Pods.source(&handler.EnqueueRequestForObject{}, hasRunner))
+		WatchesRawSource(m.Pods.source(&handler.EnqueueRequestForObject{}, hasRunner)).
+		WatchesRawSource(source.Channel(m.again, &handler.EnqueueRequestForObject{})).
+		// A namespace's labels (opt-in, mode) judge its pods again.
+		Watches(namespace.Meta(), handler.EnqueueRequestsFromMapFunc(m.podsOf)).
+		// A budget someone removed is put back while its pod is busy.
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}))
 	var err error
 	if m.ers, err = NewEphemeralRunners(mgr.GetConfig(), &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}); err != nil {
 		return err
@@ -120,43 +95,93 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(m)
 }
 
-// Reconcile brings the pod's marks in line with its protection, and looks
-// again when the protection ends.
+// Reconcile brings the pod's marks and budget in line with its
+// judgement, and looks again when the protection ends.
 func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := m.Pods.Get(req.NamespacedName)
 	if pod == nil {
 		return ctrl.Result{}, nil
 	}
-	p, err := m.protection(ctx, pod)
+	j, known, err := m.judge(ctx, pod)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if plan := MarkPlan(pod, p.Busy, m.Config.Marks); plan != nil {
-		if err := m.patch(ctx, pod, plan); err != nil {
+	budget := m.Config.Marks.Budgets && j.Budget
+	if !known {
+		// The mode is not read yet: the budget stays as it is.
+		_, budget = pod.Labels[runnerpod.BudgetLabel]
+	}
+	if !budget {
+		// The budget goes before its label, so no budget is left
+		// selecting nothing it was meant for.
+		if _, labelled := pod.Labels[runnerpod.BudgetLabel]; labelled {
+			if err := m.removeBudget(ctx, pod); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	plan := MarkPlan(pod, j, m.Config.Marks)
+	label, setLabel := BudgetLabelPlan(pod, budget)
+	if plan != nil || setLabel {
+		if err := m.patch(ctx, pod, plan, label, setLabel); err != nil {
 			return ctrl.Result{}, err
 		}
-		logf.FromContext(ctx).V(1).Info("runner pod marks follow its protection", "pod", req.NamespacedName, "busy", p.Busy)
+		logf.FromContext(ctx).V(1).Info("runner pod marks follow its protection", "pod", req.NamespacedName, "busy", j.Busy, "budget", budget)
 	}
-	if p.Busy && !p.Until.IsZero() {
+	if budget {
+		if err := m.ensureBudget(ctx, pod); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	switch {
+	case !known:
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case j.Busy && !j.Until.IsZero():
 		// A second past the end: the guard counts whole seconds past the
 		// cap (runnerpod.ProtectionEnds).
-		return ctrl.Result{RequeueAfter: max(p.Until.Sub(m.Now())+time.Second, time.Second)}, nil
+		return ctrl.Result{RequeueAfter: max(j.Until.Sub(m.Now())+time.Second, time.Second)}, nil
 	}
 	return ctrl.Result{}, nil
 }
 
-// protection is what the guard would say of pod now, for any requester it
-// does not exempt.
-func (m *Marker) protection(ctx context.Context, pod *corev1.Pod) (runnerpod.Protection, error) {
+// judgeAll queues every cached runner pod to be judged again.
+func (m *Marker) judgeAll() {
+	for _, key := range m.Pods.Keys("") {
+		pod := runnerpod.Meta()
+		pod.Namespace, pod.Name = key.Namespace, key.Name
+		select {
+		case m.again <- event.TypedGenericEvent[client.Object]{Object: pod}:
+		default:
+			// Full: the pods already queued are judged with the new mode.
+		}
+	}
+}
+
+// podsOf is the runner pods of namespace o.
+func (m *Marker) podsOf(_ context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, key := range m.Pods.Keys(o.GetName()) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: key})
+	}
+	return reqs
+}
+
+// judge is the marker's judgement of pod now, for any requester the guard
+// does not exempt; known false while the namespace's mode is not.
+func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, error) {
 	nsLabels, err := namespace.Labels(ctx, m.Client, nil, pod.Namespace)
-	if err != nil || !m.Namespaces.Matches(labels.Set(nsLabels)) {
-		return runnerpod.Protection{}, client.IgnoreNotFound(err)
+	if err != nil {
+		return Judgement{}, true, client.IgnoreNotFound(err)
 	}
 	runner, ok := runnerpod.Match(pod, m.Config.Presets)
 	if !ok {
-		return runnerpod.Protection{}, nil
+		return Judgement{}, true, nil
 	}
-	job := runnerpod.JobNotRead
+	f := Facts{Selected: m.Namespaces.Matches(labels.Set(nsLabels)), Job: runnerpod.JobNotRead, Now: m.Now()}
+	known := true
+	if m.Modes != nil {
+		f.Enforce, known = m.Modes.Enforce(nsLabels)
+	}
 	if ref := runnerpod.EphemeralRunnerRef(pod); runner.Preset.Name == runnerpod.ARCScaleSet && ref.Name != "" {
 		// As the guard reads it: an EphemeralRunner not in the cache (or
 		// none watched: no CRD) is unreadable, which is busy.
@@ -164,25 +189,7 @@ func (m *Marker) protection(ctx context.Context, pod *corev1.Pod) (runnerpod.Pro
 		if m.ers != nil {
 			er = m.ers.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
 		}
-		job, _ = runnerpod.EphemeralRunnerJob(er, ref.UID)
+		f.Job, _ = runnerpod.EphemeralRunnerJob(er, ref.UID)
 	}
-	return runnerpod.Protected(pod, runner, job, m.Now()), nil
-}
-
-// patch writes the plan's annotations with a merge patch that carries the
-// pod's UID: a pod recreated under its name has another, which the API
-// server refuses to change, so it never gets another pod's marks. A pod
-// already gone or replaced needs none.
-func (m *Marker) patch(ctx context.Context, pod *corev1.Pod, plan map[string]*string) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID, "annotations": plan}})
-	if err != nil {
-		return err
-	}
-	target := runnerpod.Meta()
-	target.Namespace, target.Name = pod.Namespace, pod.Name
-	err = m.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-		return nil
-	}
-	return err
+	return Judge(pod, runner, f), known, nil
 }

@@ -6,7 +6,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
@@ -17,7 +21,13 @@ import (
 const (
 	karp = runnerpod.KarpenterDoNotDisrupt
 	ca   = runnerpod.ClusterAutoscalerSafeEvict
+	vols = runnerpod.ClusterAutoscalerLocalVolumes
 	both = karp + "," + ca
+)
+
+var (
+	busy = Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true}}
+	free = Judgement{Judged: true}
 )
 
 func TestMarkPlan(t *testing.T) {
@@ -25,47 +35,181 @@ func TestMarkPlan(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		ann   map[string]string
-		busy  bool
+		j     Judgement
 		marks config.Marks
 		want  map[string]*string
 	}{
-		{name: "a busy runner gets both marks, listed as runnerguard's", busy: true, marks: on,
+		{name: "a busy runner gets both marks, listed as runnerguard's", j: busy, marks: on,
 			want: map[string]*string{karp: ptr.To("true"), ca: ptr.To("false"), runnerpod.Marked: ptr.To(both)}},
-		{name: "a busy runner already marked: nothing to do", busy: true, marks: on,
+		{name: "a busy runner already marked: nothing to do", j: busy, marks: on,
 			ann: map[string]string{karp: "true", ca: "false", runnerpod.Marked: both}},
-		{name: "an idle runner loses runnerguard's marks and their list", marks: on,
+		{name: "an idle runner loses do-not-disrupt and is safe to evict", j: free, marks: on,
+			ann:  map[string]string{karp: "true", ca: "false", runnerpod.Marked: both},
+			want: map[string]*string{karp: nil, ca: ptr.To("true"), runnerpod.Marked: ptr.To(ca)}},
+		{name: "an idle runner without marks is marked safe to evict", j: free, marks: on,
+			want: map[string]*string{ca: ptr.To("true"), runnerpod.Marked: ptr.To(ca)}},
+		{name: "an idle runner already safe to evict: nothing to do", j: free, marks: on,
+			ann: map[string]string{ca: "true", runnerpod.Marked: ca}},
+		{name: "a pod runnerguard does not judge loses runnerguard's marks and their list", marks: on,
 			ann:  map[string]string{karp: "true", ca: "false", runnerpod.Marked: both},
 			want: map[string]*string{karp: nil, ca: nil, runnerpod.Marked: nil}},
-		{name: "an idle runner without marks: nothing to do", marks: on},
-		{name: "the author's marks are never changed, busy or not", marks: on,
-			ann: map[string]string{karp: "false", ca: "true"}},
-		{name: "the author's mark stays and runnerguard sets only the other", busy: true, marks: on,
+		{name: "a pod runnerguard does not judge and has no marks: nothing to do", marks: on},
+		{name: "the author's marks are never changed, busy or not", j: free, marks: on,
+			ann: map[string]string{karp: "false", ca: "false"}},
+		{name: "the author's mark stays and runnerguard sets only the other", j: busy, marks: on,
 			ann:  map[string]string{karp: "false"},
 			want: map[string]*string{ca: ptr.To("false"), runnerpod.Marked: ptr.To(ca)}},
-		{name: "a mark of runnerguard's changed by someone is set back while busy", busy: true, marks: on,
-			ann:  map[string]string{karp: "false", ca: "false", runnerpod.Marked: both},
-			want: map[string]*string{karp: ptr.To("true")}},
-		{name: "a mark of runnerguard's removed by someone is set again while busy", busy: true, marks: on,
+		{name: "a mark of runnerguard's changed by someone is set back while busy", j: busy, marks: on,
+			ann:  map[string]string{karp: "false", ca: "true", runnerpod.Marked: both},
+			want: map[string]*string{karp: ptr.To("true"), ca: ptr.To("false")}},
+		{name: "a mark of runnerguard's removed by someone is set again while busy", j: busy, marks: on,
 			ann:  map[string]string{ca: "false", runnerpod.Marked: both},
 			want: map[string]*string{karp: ptr.To("true")}},
-		{name: "a listed mark gone from an idle pod leaves the list", marks: on,
-			ann:  map[string]string{ca: "false", runnerpod.Marked: both},
-			want: map[string]*string{ca: nil, runnerpod.Marked: nil}},
-		{name: "a mark turned off is not set", busy: true, marks: config.Marks{ClusterAutoscaler: true},
+		{name: "a mark turned off is not set", j: busy, marks: config.Marks{ClusterAutoscaler: true},
 			want: map[string]*string{ca: ptr.To("false"), runnerpod.Marked: ptr.To(ca)}},
-		{name: "a mark of runnerguard's turned off is removed", busy: true, marks: config.Marks{ClusterAutoscaler: true},
+		{name: "a mark of runnerguard's turned off is removed", j: busy, marks: config.Marks{ClusterAutoscaler: true},
 			ann:  map[string]string{karp: "true", ca: "false", runnerpod.Marked: both},
 			want: map[string]*string{karp: nil, runnerpod.Marked: ptr.To(ca)}},
-		{name: "an author's mark with both turned off stays", marks: config.Marks{},
+		{name: "an author's mark with both turned off stays", j: busy, marks: config.Marks{},
 			ann: map[string]string{karp: "true"}},
-		{name: "a list naming what is not a mark is rewritten", busy: true, marks: on,
+		{name: "a list naming what is not a mark is rewritten", j: busy, marks: on,
 			ann:  map[string]string{karp: "true", ca: "false", runnerpod.Marked: both + ",example.com/x"},
 			want: map[string]*string{runnerpod.Marked: ptr.To(both)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := podtest.Runner("ns", "p").Obj()
 			pod.Annotations = tc.ann
-			assert.Equal(t, tc.want, MarkPlan(pod, tc.busy, tc.marks))
+			assert.Equal(t, tc.want, MarkPlan(pod, tc.j, tc.marks))
+		})
+	}
+}
+
+// An instrumented pod names the injector's volumes to cluster-autoscaler,
+// busy or not, unless its author named its own.
+func TestMarkPlanNamesTheInjectedVolumes(t *testing.T) {
+	on := config.Marks{ClusterAutoscaler: true}
+	injected := runnerpod.CgroupVolume + "," + runnerpod.VitalsVolume
+	instrumented := func() *podtest.Wrapper {
+		return podtest.Runner("ns", "p").InitContainer(runnerpod.VitalsContainer)
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *podtest.Wrapper
+		j    Judgement
+		want map[string]*string
+	}{
+		{name: "an instrumented busy runner", pod: instrumented(), j: busy,
+			want: map[string]*string{ca: ptr.To("false"), vols: ptr.To(injected), runnerpod.Marked: ptr.To(ca + "," + vols)}},
+		{name: "an instrumented idle runner", pod: instrumented(), j: free,
+			want: map[string]*string{ca: ptr.To("true"), vols: ptr.To(injected), runnerpod.Marked: ptr.To(ca + "," + vols)}},
+		{name: "a runner without the sidecar has no injected volumes to name", pod: podtest.Runner("ns", "p"), j: free,
+			want: map[string]*string{ca: ptr.To("true"), runnerpod.Marked: ptr.To(ca)}},
+		{name: "the author's list of local volumes stays", pod: instrumented().Annotate(vols, "scratch"), j: free,
+			want: map[string]*string{ca: ptr.To("true"), runnerpod.Marked: ptr.To(ca)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, MarkPlan(tc.pod.Obj(), tc.j, on))
+		})
+	}
+}
+
+// With the duration form, do-not-disrupt carries the protection's end as
+// Karpenter counts it: from the pod's start.
+func TestKarpenterValue(t *testing.T) {
+	start := podtest.Start
+	pod := podtest.Runner("ns", "p").Obj()
+	pod.Status.StartTime = &metav1.Time{Time: start}
+	unstarted := podtest.Runner("ns", "p").Obj()
+	for _, tc := range []struct {
+		name     string
+		pod      *corev1.Pod
+		until    time.Time
+		duration bool
+		want     string
+	}{
+		{name: "without the duration form the mark is true", pod: pod, until: start.Add(time.Hour), want: "true"},
+		{name: "the duration form counts from the pod's start", pod: pod, until: start.Add(168 * time.Hour), duration: true, want: "604800s"},
+		{name: "a part of a second is rounded up", pod: pod, until: start.Add(90*time.Second + time.Millisecond), duration: true, want: "91s"},
+		{name: "no known end is true", pod: pod, duration: true, want: "true"},
+		{name: "no known start is true", pod: unstarted, until: start.Add(time.Hour), duration: true, want: "true"},
+		{name: "an end before the start is true", pod: pod, until: start.Add(-time.Hour), duration: true, want: "true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, karpenterValue(tc.pod, tc.until, tc.duration))
+		})
+	}
+}
+
+// The marker judges as the guard: a busy runner is protected, and has a
+// budget in an enforce namespace only.
+func TestJudge(t *testing.T) {
+	now := podtest.Start.Add(time.Hour)
+	generic := runnerpod.Runner{Preset: runnerpod.Preset{Name: runnerpod.Generic, Enabled: true, RunnerContainers: []string{"runner"}, MaxProtected: metav1.Duration{Duration: 168 * time.Hour}}, Containers: []string{"runner"}}
+	running := podtest.Runner("ns", "p").Running("runner").Obj()
+	overridden := podtest.Runner("ns", "p").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
+	notStarted := podtest.Runner("ns", "p").Obj()
+	until := podtest.Start.Add(168 * time.Hour)
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		f    Facts
+		want Judgement
+	}{
+		{name: "a busy runner of an enforce namespace is protected and has a budget", pod: running,
+			f:    Facts{Selected: true, Enforce: true, Now: now},
+			want: Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true, Until: until}, Budget: true}},
+		{name: "a busy runner of a warn namespace is protected without a budget", pod: running,
+			f:    Facts{Selected: true, Now: now},
+			want: Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true, Until: until}}},
+		{name: "an overridden runner is free and has no budget", pod: overridden,
+			f: Facts{Selected: true, Enforce: true, Now: now}, want: Judgement{Judged: true}},
+		{name: "a runner not started is free", pod: notStarted,
+			f: Facts{Selected: true, Enforce: true, Now: now}, want: Judgement{Judged: true}},
+		{name: "a runner past its cap is free", pod: running,
+			f: Facts{Selected: true, Enforce: true, Now: until.Add(time.Minute)}, want: Judgement{Judged: true}},
+		{name: "a pod of a namespace the webhooks do not act in is not judged", pod: running,
+			f: Facts{Enforce: true, Now: now}, want: Judgement{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, Judge(tc.pod, generic, tc.f))
+		})
+	}
+}
+
+// The budget holds its one pod, by the label only runnerguard writes, and
+// goes with the pod.
+func TestBudget(t *testing.T) {
+	pod := podtest.Runner("ns", "p").Obj()
+	b := Budget(pod)
+	assert.Equal(t, "runnerguard-uid-p", b.Name)
+	assert.Equal(t, intstr.FromInt32(1), *b.Spec.MinAvailable)
+	assert.Equal(t, map[string]string{runnerpod.BudgetLabel: "uid-p"}, b.Spec.Selector.MatchLabels)
+	assert.Equal(t, policyv1.IfHealthyBudget, *b.Spec.UnhealthyPodEvictionPolicy)
+	require.Len(t, b.OwnerReferences, 1)
+	assert.Equal(t, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "uid-p"}, b.OwnerReferences[0])
+	assert.Equal(t, BudgetManagedBy, b.Labels["app.kubernetes.io/managed-by"])
+}
+
+func TestBudgetLabelPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		budget bool
+		want   *string
+		ok     bool
+	}{
+		{name: "a pod that should have a budget gets its UID as the label", budget: true, want: ptr.To("uid-p"), ok: true},
+		{name: "a pod labelled with its UID keeps it", labels: map[string]string{runnerpod.BudgetLabel: "uid-p"}, budget: true},
+		{name: "a label naming another UID is set back", labels: map[string]string{runnerpod.BudgetLabel: "uid-q"}, budget: true, want: ptr.To("uid-p"), ok: true},
+		{name: "a pod that should have none loses the label", labels: map[string]string{runnerpod.BudgetLabel: "uid-p"}, ok: true},
+		{name: "a pod without either: nothing to do"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := podtest.Runner("ns", "p").Obj()
+			pod.Labels = tc.labels
+			got, ok := BudgetLabelPlan(pod, tc.budget)
+			assert.Equal(t, tc.ok, ok)
+			assert.Equal(t, tc.want, got)
 		})
 	}
 }

@@ -83,6 +83,22 @@ func (c *PodCache) Get(key types.NamespacedName) *corev1.Pod {
 	return obj.(*cachedPod).pod()
 }
 
+// Keys names the cached runner pods of namespace ("": of all).
+func (c *PodCache) Keys(namespace string) []types.NamespacedName {
+	var objs []any
+	if namespace == "" {
+		objs = c.informer.GetIndexer().List()
+	} else {
+		objs, _ = c.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	}
+	keys := make([]types.NamespacedName, 0, len(objs))
+	for _, o := range objs {
+		p := o.(*cachedPod)
+		keys = append(keys, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+	}
+	return keys
+}
+
 // HasSynced reports whether the cache holds every runner pod listed at its
 // start.
 func (c *PodCache) HasSynced() bool { return c.informer.HasSynced() }

@@ -13,7 +13,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -34,7 +34,7 @@ func TestTheCacheNamesTheRecordsOfTheDeathsItsPodsShow(t *testing.T) {
 	other := labelled(podtest.Runner("elsewhere", "ended").Terminated("runner", 1, "Error"))
 	cache, err := NewPodCache(fakePods{k8sfake.NewClientset([]runtime.Object{crashed, ended, running, unlabelled, other}...)}, 0)
 	require.NoError(t, err)
-	presets := config.Default().Presets
+	presets := configtest.Enforcing().Presets
 
 	_, err = cache.Shown("ci", presets)
 	assert.Error(t, err, "not before the cache has synced: a pod it lacks may show a death")

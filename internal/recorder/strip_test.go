@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -38,7 +38,7 @@ func TestTheCacheKeepsWhatTheRecordReads(t *testing.T) {
 	assert.True(t, strings.HasSuffix(last, "agent quit"), "their end")
 	assert.NotNil(t, s.Spec.Containers[0].LivenessProbe, "whether the runner has a liveness probe")
 	assert.Empty(t, s.Status.ContainerStatuses[0].Image)
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	runner, ok := runnerpod.Match(s, cfg.Presets)
 	require.True(t, ok, "still recognised")
 	full, _ := runnerpod.Match(pod, cfg.Presets)
@@ -47,7 +47,7 @@ func TestTheCacheKeepsWhatTheRecordReads(t *testing.T) {
 }
 
 func TestEveryPresetIsStillRecognisedInTheCache(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	for _, w := range []*podtest.Wrapper{
 		podtest.ARCScaleSet("ci", "a"), podtest.ARCLegacy("ci", "b"), podtest.GitLab("ci", "c"),
 		podtest.ARCWorkflow("ci", "d"), podtest.Runner("ci", "e"),

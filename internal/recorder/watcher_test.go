@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -57,7 +57,7 @@ func newWatcher(t *testing.T, pods ...*corev1.Pod) *Watcher {
 	cache, err := NewPodCache(fakePods{k8sfake.NewClientset()}, 0)
 	require.NoError(t, err)
 	w := &Watcher{
-		Pods: cache, Client: c, Reader: c, Recorder: events.NewFakeRecorder(100), Config: config.Default(),
+		Pods: cache, Client: c, Reader: c, Recorder: events.NewFakeRecorder(100), Config: configtest.Enforcing(),
 		Namespaces: labels.SelectorFromSet(labels.Set{runnerpod.EnabledNamespaceLabel: "true"}),
 		StuckAfter: 10 * time.Minute, Now: func() time.Time { return podtest.Start.Add(time.Hour) },
 		stuck: map[types.NamespacedName]string{}, gone: map[types.NamespacedName][]gonePod{}, seen: NewSeenSet(100),

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -31,7 +31,7 @@ func fakeClient(t *testing.T, objs ...client.Object) client.Client {
 func recorded(t *testing.T, w *podtest.Wrapper, deletedBy string) *v1alpha1.RunnerDeath {
 	t.Helper()
 	pod := w.Obj()
-	runner, ok := runnerpod.Match(pod, config.Default().Presets)
+	runner, ok := runnerpod.Match(pod, configtest.Enforcing().Presets)
 	require.True(t, ok)
 	r := death.New(pod, runner, runnerpod.RunnerStatus(pod, runner.Containers))
 	r.DeletedBy = deletedBy
@@ -41,7 +41,7 @@ func recorded(t *testing.T, w *podtest.Wrapper, deletedBy string) *v1alpha1.Runn
 func TestLookupOfAPodThatIsGoneReadsItsRunnerDeath(t *testing.T) {
 	c := fakeClient(t, recorded(t, podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled"), "reaper"),
 		recorded(t, podtest.Runner("ci", "other").Terminated("runner", 1, "Error"), ""))
-	rep, err := Lookup(context.Background(), c, config.Default().Presets, "ci", "r")
+	rep, err := Lookup(context.Background(), c, configtest.Enforcing().Presets, "ci", "r")
 	require.NoError(t, err)
 	assert.False(t, rep.Exists)
 	require.Len(t, rep.Records, 1, "only this pod's records")
@@ -55,12 +55,12 @@ func TestLookupOfAPodThatIsGoneReadsItsRunnerDeath(t *testing.T) {
 func TestLookupOfALivePodMergesItsStatusWithItsRecord(t *testing.T) {
 	w := podtest.Runner("ci", "r").Terminated("runner", 2, "Error")
 	c := fakeClient(t, w.Obj())
-	rep, err := Lookup(context.Background(), c, config.Default().Presets, "ci", "r")
+	rep, err := Lookup(context.Background(), c, configtest.Enforcing().Presets, "ci", "r")
 	require.NoError(t, err)
 	assert.True(t, rep.Exists)
 	require.Len(t, rep.Records, 1, "from the status, not on record yet")
 	require.NoError(t, c.Create(context.Background(), recorded(t, w, "bob")))
-	rep, err = Lookup(context.Background(), c, config.Default().Presets, "ci", "r")
+	rep, err = Lookup(context.Background(), c, configtest.Enforcing().Presets, "ci", "r")
 	require.NoError(t, err)
 	require.Len(t, rep.Records, 1, "one death, from status and record")
 	assert.Equal(t, "bob", rep.Records[0].DeletedBy, "the record wins")
@@ -71,7 +71,7 @@ func TestLookupIgnoresAnEarlierPodOfTheSameName(t *testing.T) {
 	old.Record.UID = "an-earlier-uid"
 	old.Name = "r.earlier"
 	c := fakeClient(t, old, podtest.Runner("ci", "r").Running("runner").Obj())
-	rep, err := Lookup(context.Background(), c, config.Default().Presets, "ci", "r")
+	rep, err := Lookup(context.Background(), c, configtest.Enforcing().Presets, "ci", "r")
 	require.NoError(t, err)
 	assert.Empty(t, rep.Records)
 }
@@ -80,7 +80,7 @@ func TestLookupNeverBelievesAnEvent(t *testing.T) {
 	// Anyone who may create Events could write this one.
 	forged := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r.forged"}, Reason: death.ReasonDied,
 		Note: `runner "runner" died: clean-exit`}
-	rep, err := Lookup(context.Background(), fakeClient(t, forged), config.Default().Presets, "ci", "r")
+	rep, err := Lookup(context.Background(), fakeClient(t, forged), configtest.Enforcing().Presets, "ci", "r")
 	require.NoError(t, err)
 	assert.Empty(t, rep.Records)
 	assert.Contains(t, rep.Text(), "pod ci/r is gone and no runnerguard record of it remains")
@@ -89,7 +89,7 @@ func TestLookupNeverBelievesAnEvent(t *testing.T) {
 
 func TestLookupOfARunningRunner(t *testing.T) {
 	c := fakeClient(t, podtest.Runner("ci", "r").Running("runner").Obj())
-	rep, err := Lookup(context.Background(), c, config.Default().Presets, "ci", "r")
+	rep, err := Lookup(context.Background(), c, configtest.Enforcing().Presets, "ci", "r")
 	require.NoError(t, err)
 	assert.Equal(t, "pod ci/r: its runner is running; no death on record\n", rep.Text())
 }

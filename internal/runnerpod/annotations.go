@@ -116,6 +116,9 @@ const (
 const (
 	KarpenterDoNotDisrupt      = "karpenter.sh/do-not-disrupt"
 	ClusterAutoscalerSafeEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	// ClusterAutoscalerLocalVolumes names, comma-separated, the pod's local
+	// volumes cluster-autoscaler may drop with it: the injector's.
+	ClusterAutoscalerLocalVolumes = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 	// Marked lists, comma-separated, the marks runnerguard set on the pod:
 	// a mark present without it is the pod author's, which the marker
 	// never changes.
@@ -125,6 +128,19 @@ const (
 // VitalsContainer is the name of the vitals native sidecar the injector
 // adds; its termination message holds the final memory reading.
 const VitalsContainer = "runnerguard-vitals"
+
+// The volumes the injector adds with the sidecar: the node's cgroup
+// filesystem (a hostPath) and the emptyDir the sidecar writes to. The
+// marker names them to cluster-autoscaler as safe to lose.
+const (
+	CgroupVolume = "runnerguard-cgroup"
+	VitalsVolume = "runnerguard-vitals"
+)
+
+// BudgetLabel selects a busy runner's pod for its PodDisruptionBudget: its
+// value is the pod's UID, written only by the marker (the chart's admission
+// policy refuses anyone else), so no other pod can join the budget.
+const BudgetLabel = "runnerguard.io/budget"
 
 // Labelled selects the pods that carry RunnerLabel: the runner pods the
 // guard's and the recorder's caches hold, so that their memory grows with

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -23,7 +24,7 @@ func TestDecide(t *testing.T) {
 	now := podtest.Start.Add(41*time.Minute + 12*time.Second)
 	cfg := withOwner(runnerpod.GitLab, "system:serviceaccount:gitlab:manager")
 	weekAgo := now.Add(-168 * time.Hour)
-	noOwners := config.Default()
+	noOwners := configtest.Enforcing()
 	arc := "system:serviceaccount:arc-systems:arc-gha-rs-controller"
 	cases := []struct {
 		name      string
@@ -294,7 +295,7 @@ func TestDecide(t *testing.T) {
 }
 
 func disabled(n runnerpod.PresetName) *config.Config {
-	c := config.Default()
+	c := configtest.Enforcing()
 	for i := range c.Presets {
 		if c.Presets[i].Name == n {
 			c.Presets[i].Enabled = false
@@ -304,7 +305,7 @@ func disabled(n runnerpod.PresetName) *config.Config {
 }
 
 func withOwner(n runnerpod.PresetName, owner string) config.Config {
-	c := config.Default()
+	c := configtest.Enforcing()
 	for i := range c.Presets {
 		if c.Presets[i].Name == n {
 			c.Presets[i].OwnerPrincipals = []string{owner}
@@ -323,7 +324,7 @@ func inRunnerNamespace(c config.Config) *config.Config {
 }
 
 func capped(n runnerpod.PresetName, d time.Duration) *config.Config {
-	c := config.Default()
+	c := configtest.Enforcing()
 	for i := range c.Presets {
 		if c.Presets[i].Name == n {
 			c.Presets[i].MaxProtected.Duration = d
@@ -333,7 +334,7 @@ func capped(n runnerpod.PresetName, d time.Duration) *config.Config {
 }
 
 func twoRunnerCfg() *config.Config {
-	c := config.Default()
+	c := configtest.Enforcing()
 	for i := range c.Presets {
 		if c.Presets[i].Name == runnerpod.Generic {
 			c.Presets[i].RunnerContainers = []string{"runner", "runner-2"}
@@ -356,7 +357,7 @@ func initOnly() *corev1.Pod {
 }
 
 func TestTheJobIsLookedUpOnlyWhenItDecides(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	now := podtest.Start.Add(time.Minute)
 	cases := map[string]struct {
 		pod    *corev1.Pod
@@ -455,7 +456,7 @@ func TestARefusalSaysWhenTheDrainCanGoOn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := Facts{Pod: tc.pod, Operation: Eviction, Requester: reaper, Now: now, Mode: config.ModeEnforce,
 				LookupJob: func() JobRecord { return tc.record }}
-			d := Decide(f, config.Default())
+			d := Decide(f, configtest.Enforcing())
 			require.Equal(t, RuleBusy, d.Rule, d.Message)
 			for _, m := range tc.msg {
 				assert.Contains(t, d.Message, m)
@@ -489,7 +490,7 @@ func TestDecideAndProtectedAgree(t *testing.T) {
 		podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, mgr).Obj(),
 		podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, mgr).ActiveDeadline(600, podtest.Start).Obj(),
 	}
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	for i, pod := range pods {
 		for _, job := range []JobSignal{JobNotRead, JobAssigned, JobNone, JobUnreadable, JobOver} {
 			d := Decide(Facts{Pod: pod, Operation: Eviction, Requester: reaper, Job: job, Now: now, Mode: config.ModeEnforce}, cfg)

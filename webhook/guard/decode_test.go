@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/webhook/inject"
 )
@@ -55,7 +55,7 @@ func unreadDropped(pod *corev1.Pod) *corev1.Pod {
 func bulkyRunner() *corev1.Pod {
 	pod := podtest.Runner("ci", "bulky").Running("runner").Node("node-1").
 		Annotate("note", "kept").Label("team", "kept").Obj()
-	inject.Mutate(pod, inject.Facts{Requester: "system:serviceaccount:ci:pool"}, config.Default())
+	inject.Mutate(pod, inject.Facts{Requester: "system:serviceaccount:ci:pool"}, configtest.Enforcing())
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
 		APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:phase":{}}}`)}}}
 	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}

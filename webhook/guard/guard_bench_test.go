@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/webhook/inject"
@@ -53,7 +54,7 @@ type benchPod struct {
 }
 
 func BenchmarkDecide(b *testing.B) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	now := podtest.Start.Add(5 * time.Minute)
 	for _, c := range benchPods(cfg) {
 		b.Run(c.name, func(b *testing.B) {
@@ -108,7 +109,7 @@ func benchDeleteReview(b *testing.B, pod *corev1.Pod) []byte {
 // client, off the review's path as in the server. The first case is the
 // floor: the same webhook with a handler that only allows.
 func BenchmarkServeHTTP(b *testing.B) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	log := zap.New(zap.WriteTo(io.Discard))
 	logs := func(_ logr.Logger, req *admission.Request) logr.Logger {
 		return admission.DefaultLogConstructor(log, req)

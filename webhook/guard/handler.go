@@ -137,6 +137,17 @@ func (h *Handler) AnswerFirst() { h.after = newAfterAnswer(afterSlots) }
 // once the whole answer is sent (AnswerFirst).
 func (h *Handler) Served() http.Handler { return h.after.Serve(&admission.Webhook{Handler: h}) }
 
+// ServedIn is Served for the registration of mode's namespaces: the API
+// server chose the mode, so the guard answers in it.
+func (h *Handler) ServedIn(mode config.Mode) http.Handler {
+	return h.after.Serve(&admission.Webhook{Handler: admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		return h.Handle(context.WithValue(ctx, modeKey{}, mode), req)
+	})})
+}
+
+// modeKey carries the mode the registration that called chose.
+type modeKey struct{}
+
 // Wait returns once the side effects of the reviews answered so far are
 // done.
 func (h *Handler) Wait() { h.after.wait() }
@@ -447,9 +458,13 @@ func ownerNotTaken(d Decision) string {
 	return "; " + d.OwnerNotTaken
 }
 
-// mode is the guard's mode in namespace ns. A namespace that cannot be read
-// gets the configured mode.
+// mode is the guard's mode in namespace ns: the one the registration that
+// called chose (ServedIn), else the namespace's label. A namespace that
+// cannot be read gets the configured mode.
 func (h *Handler) mode(ctx context.Context, ns string) config.Mode {
+	if m, ok := ctx.Value(modeKey{}).(config.Mode); ok {
+		return m
+	}
 	if h.Namespaces == nil {
 		return h.Config.Guard.Mode
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -81,7 +82,7 @@ func newTestHandler(objs ...client.Object) (*Handler, *events.FakeRecorder) {
 	_ = clientgoscheme.AddToScheme(s)
 	_ = v1alpha1.AddToScheme(s)
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
-	h := NewHandler(config.Default(), c, c, rec)
+	h := NewHandler(configtest.Enforcing(), c, c, rec)
 	h.Now = func() time.Time { return podtest.Start.Add(5 * time.Minute) }
 	return h, rec
 }
@@ -329,7 +330,7 @@ func TestAnEvictionWhosePodCannotBeReadIsRetried(t *testing.T) {
 			return apierrors.NewServiceUnavailable("etcd is busy")
 		},
 	}).Build()
-	h := NewHandler(config.Default(), c, c, events.NewFakeRecorder(1))
+	h := NewHandler(configtest.Enforcing(), c, c, events.NewFakeRecorder(1))
 	resp := h.Handle(context.Background(), evictionReq(t, "ci", "r", reaper, nil))
 	assert.False(t, resp.Allowed)
 	assert.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code, "a drain retries on 429 and gives up on 500")
@@ -813,4 +814,24 @@ func TestAnEvictionPastItsNodesDrainDeadlineIsNotedWithWhoSetIt(t *testing.T) {
 	resp = h.Handle(context.Background(), evictionReq(t, "ci", "r", "system:serviceaccount:kube-system:upgrader", nil))
 	assert.False(t, resp.Allowed)
 	assert.Equal(t, int32(429), resp.Result.Code)
+}
+
+// The chart's registrations choose the mode in the API server and call the
+// guard at the mode's path: the guard answers in that mode, whatever its
+// config or the namespace's label says, so a switch needs no restart.
+func TestTheGuardAnswersInTheModeOfTheRegistrationThatCalled(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Obj()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{runnerpod.ModeLabel: "enforce"}}}
+	h, _ := newTestHandler(pod, ns)
+	h.Namespaces = h.Reader
+	for _, tc := range []struct {
+		mode    config.Mode
+		allowed bool
+	}{{config.ModeWarn, true}, {config.ModeEnforce, false}} {
+		ctx := context.WithValue(context.Background(), modeKey{}, tc.mode)
+		resp := h.Handle(ctx, deleteReq(t, pod, reaper, false, nil))
+		assert.Equal(t, tc.allowed, resp.Allowed, "called by the %s registration", tc.mode)
+	}
+	assert.Equal(t, "/validate-runner-pod/warn", ModePath(config.ModeWarn))
+	assert.False(t, h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil)).Allowed, "the legacy path reads the label")
 }

@@ -8,9 +8,17 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config"
 )
 
-// Path is where the webhook server serves the guard; the chart's
-// ValidatingWebhookConfiguration names it.
+// Path is where the webhook server serves the guard for a registration
+// that does not say the mode: the namespace's label, else the configured
+// mode, decides. The chart's registrations call ModePath instead.
 const Path = "/validate-runner-pod"
+
+// ModePath is where the guard answers in mode: the chart selects each
+// namespace's mode in the API server (one registration per mode, by the
+// namespace's runnerguard.io/mode label and the chart-wide rollout), so a
+// mode switch takes effect there, at once, without the pods rolling or
+// even running, and the guard follows the registration that called it.
+func ModePath(mode config.Mode) string { return Path + "/" + string(mode) }
 
 // Register serves the guard at Path on mgr's webhook
 // server. It reads evictions' pods through the API reader, not the cache:
@@ -46,6 +54,9 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		return err
 	}
 	mgr.GetWebhookServer().Register(Path, h.Served())
+	for _, mode := range []config.Mode{config.ModeEnforce, config.ModeWarn} {
+		mgr.GetWebhookServer().Register(ModePath(mode), h.ServedIn(mode))
+	}
 	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
 	return nil
 }

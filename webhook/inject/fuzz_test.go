@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 )
 
 // problems lists what makes a pod spec invalid in ways the injector could
@@ -67,7 +67,7 @@ func FuzzMutate(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(raw)
 	}
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	h := handler(f)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var pod corev1.Pod

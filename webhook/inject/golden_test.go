@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current output")
@@ -67,7 +67,7 @@ func factsFor(name string) Facts {
 }
 
 func TestGolden(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	for _, name := range goldenInputs(t) {
 		t.Run(name, func(t *testing.T) {
 			pod := readPod(t, name)
@@ -102,7 +102,7 @@ func TestGoldenFilesHaveInputs(t *testing.T) {
 }
 
 func TestMutateTwiceChangesNothingMore(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	for _, name := range goldenInputs(t) {
 		t.Run(name, func(t *testing.T) {
 			once := readPod(t, name)

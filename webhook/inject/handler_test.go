@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 )
 
 // handler returns a Handler whose namespaces are ci (no Pod Security
@@ -37,7 +38,7 @@ func handler(t testing.TB) *Handler {
 		ns("ci", map[string]string{"runnerguard.io/enabled": "true"}),
 		ns("restricted", map[string]string{"runnerguard.io/enabled": "true", psaEnforceLabel: "restricted"}),
 	).Build()
-	return NewHandler(config.Default(), c)
+	return NewHandler(configtest.Enforcing(), c)
 }
 
 // create is the review of a pod CREATE with raw as the object.
@@ -210,7 +211,7 @@ func TestHandlerPatchesOddPodsExactly(t *testing.T) {
 			require.True(t, resp.Allowed)
 
 			want := decodePod(t, raw)
-			Mutate(want, Facts{Requester: goldenRequester}, config.Default())
+			Mutate(want, Facts{Requester: goldenRequester}, configtest.Enforcing())
 			assert.Equal(t, want, decodePod(t, patched(t, raw, resp)))
 		})
 	}

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 )
 
 // benchInputs are golden inputs: pods as the API server sends them at
@@ -58,7 +58,7 @@ func benchRaw(b *testing.B, file string) []byte {
 }
 
 func BenchmarkMutate(b *testing.B) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	facts := Facts{Requester: "system:serviceaccount:ci:pool"}
 	for _, in := range benchInputs {
 		b.Run(in.what, func(b *testing.B) {
@@ -137,7 +137,7 @@ func benchCreateReview(b *testing.B, raw []byte) []byte {
 // time it reports the process's CPU time per review, steadier on a machine
 // shared with builds.
 func BenchmarkServeHTTP(b *testing.B) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	log := zap.New(zap.WriteTo(io.Discard))
 	ns := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{
 		"runnerguard.io/enabled": "true", "kubernetes.io/metadata.name": "ci",

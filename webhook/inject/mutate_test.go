@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -44,12 +45,12 @@ func withVitals(w *podtest.Wrapper, v config.Vitals, runners ...string) *podtest
 }
 
 func TestMutate(t *testing.T) {
-	def := config.Default()
-	noVitals := config.Default()
+	def := configtest.Enforcing()
+	noVitals := configtest.Enforcing()
 	noVitals.Inject.Vitals.Enabled = false
-	keepPolicy := config.Default()
+	keepPolicy := configtest.Enforcing()
 	keepPolicy.Inject.TerminationMessagePolicy = false
-	twoRunners := config.Default()
+	twoRunners := configtest.Enforcing()
 	for i := range twoRunners.Presets {
 		if twoRunners.Presets[i].Name == runnerpod.Generic {
 			twoRunners.Presets[i].RunnerContainers = []string{"runner", "runner-b"}

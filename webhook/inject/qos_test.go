@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 )
 
@@ -56,12 +57,12 @@ func TestPodQOS(t *testing.T) {
 // Instrumenting a pod never changes its QoS class, and the sidecar's
 // resources are as documented for each class.
 func TestMutateKeepsTheQoSClass(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	configured := cfg.Inject.Vitals.Resources
 	g := list("1", "128Mi")
-	limitsOnly := config.Default()
+	limitsOnly := configtest.Enforcing()
 	limitsOnly.Inject.Vitals.Resources = corev1.ResourceRequirements{Requests: list("5m", "16Mi"), Limits: list("", "32Mi")}
-	noMemory := config.Default()
+	noMemory := configtest.Enforcing()
 	noMemory.Inject.Vitals.Resources = corev1.ResourceRequirements{Requests: list("5m", ""), Limits: list("50m", "")}
 
 	cases := []struct {

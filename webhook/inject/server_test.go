@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/version"
 
-	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 )
 
@@ -44,7 +44,7 @@ func TestPodResourcesDropped(t *testing.T) {
 // keeps them, by the pod-level budget. Either way the pod's own
 // spec.resources go back as the author wrote them.
 func TestMutateSizesTheSidecarForWhatTheServerKeeps(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	configured := cfg.Inject.Vitals.Resources
 	guaranteedBudget := func() *corev1.Pod {
 		return podtest.Runner("ci", "p").PodLimits(list("2", "1Gi"), list("2", "1Gi")).Obj()

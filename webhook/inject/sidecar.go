@@ -19,13 +19,13 @@ const (
 	// ContainerName is the vitals sidecar's container name.
 	ContainerName = runnerpod.VitalsContainer
 	// CgroupVolume is the hostPath volume of the node's cgroup filesystem.
-	CgroupVolume = "runnerguard-cgroup"
+	CgroupVolume = runnerpod.CgroupVolume
 	// CgroupMountPath is where the sidecar finds it, read-only; its
 	// --cgroup-root flag says the same.
 	CgroupMountPath = "/host/cgroup"
 	// VitalsVolume is the emptyDir the sidecar writes its files to and the
 	// runner containers read at config.Vitals.MountPath.
-	VitalsVolume = "runnerguard-vitals"
+	VitalsVolume = runnerpod.VitalsVolume
 	// SharedMountPath is where the sidecar itself mounts VitalsVolume. It is
 	// not config.Vitals.MountPath: the sidecar runs the runnerguard image,
 	// whose root holds the files /runnerguard and /vitals, and the runtime

@@ -58,13 +58,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 The enabled presets' runner container names, first seen first, in the
 order the webhook matches presets (runnerpod.Order), as a CEL list literal:
 the container names the server's config (config.RunnerContainerNames) gives.
+None enabled: [], which no container is in, so the webhooks act on no pod.
 */}}
 {{- define "runnerguard.runnerContainersCEL" -}}
 {{- $seen := dict }}
 {{- $quoted := list }}
 {{- range $name := list "arc-workflow" "gitlab" "arc-scale-set" "arc-legacy" "generic" }}
 {{- $p := index $.Values.presets $name }}
-{{- if $p.enabled }}
+{{- if has $name $.Values.presets.enabled }}
 {{- range $p.runnerContainers }}
 {{- if not (hasKey $seen .) }}
 {{- $_ := set $seen . true }}
@@ -72,9 +73,6 @@ the container names the server's config (config.RunnerContainerNames) gives.
 {{- end }}
 {{- end }}
 {{- end }}
-{{- end }}
-{{- if not $quoted }}
-{{- fail "presets: no preset is enabled; enable at least one (e.g. --set presets.generic.enabled=true)" }}
 {{- end }}
 {{- printf "[%s]" (join ", " $quoted) }}
 {{- end }}
@@ -112,6 +110,25 @@ pod watcher's --namespace-selector is the same selector.
 {{- $_ := set $sel "matchExpressions" (append (default list $sel.matchExpressions) $exclude) }}
 {{- toYaml $sel }}
 {{- end }}
+{{- end }}
+
+{{/*
+The namespace selector of mode's registration (enforce or warn): the
+webhooks' namespaces whose runnerguard.io/mode label names mode, and, for
+the mode guard.rollout names, those whose label names neither. Every
+namespace is selected by exactly one of the two, as config.ModeFor reads
+the label.
+*/}}
+{{- define "runnerguard.modeSelector" -}}
+{{- $root := .root }}
+{{- $sel := fromYaml (include "runnerguard.namespaceSelector" $root) }}
+{{- $other := ternary "warn" "enforce" (eq .mode "enforce") }}
+{{- $req := dict "key" "runnerguard.io/mode" "operator" "In" "values" (list .mode) }}
+{{- if eq .mode $root.Values.guard.rollout }}
+{{- $req = dict "key" "runnerguard.io/mode" "operator" "NotIn" "values" (list $other) }}
+{{- end }}
+{{- $_ := set $sel "matchExpressions" (append (default list $sel.matchExpressions) $req) }}
+{{- toYaml $sel }}
 {{- end }}
 
 {{/* How the API server reaches a webhook path: the Service, port 443. */}}
@@ -164,7 +181,7 @@ else "". e2e/internal/registration holds it to runnerpod.Match.
 {{- $out := "''" }}
 {{- range $name := list "generic" "arc-legacy" "arc-scale-set" "gitlab" "arc-workflow" }}
 {{- $p := index $.root.Values.presets $name }}
-{{- if $p.enabled }}
+{{- if has $name $.root.Values.presets.enabled }}
 {{- $quoted := list }}
 {{- range $p.runnerContainers }}{{ $quoted = append $quoted (printf "%q" .) }}{{ end }}
 {{- $out = printf "%s.spec.containers.exists(c, c.name in [%s]) && (%s) ? %q : %s" $o (join ", " $quoted) (index $fits $name) $name $out }}

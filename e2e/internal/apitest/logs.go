@@ -10,6 +10,10 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // WebhookCalls is the number of reviews the server has answered on path,
@@ -21,7 +25,9 @@ func (s *Server) WebhookCalls(path string) (float64, error) {
 
 // WebhookStats is the number of reviews the server has answered on path
 // and the seconds it spent answering them, from controller-runtime's own
-// controller_runtime_webhook_requests_total and _latency_seconds.
+// controller_runtime_webhook_requests_total and _latency_seconds. The
+// guard's path counts with the paths of its modes (guard.ModePath), which
+// the chart's registrations call.
 func (s *Server) WebhookStats(path string) (calls, seconds float64, err error) {
 	resp, err := s.GetMetrics(s.MetricsToken)
 	if err != nil {
@@ -38,19 +44,28 @@ func (s *Server) WebhookStats(path string) (calls, seconds float64, err error) {
 	}
 	for _, m := range families["controller_runtime_webhook_requests_total"].GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "webhook" && l.GetValue() == path {
+			if l.GetName() == "webhook" && onPath(l.GetValue(), path) {
 				calls += m.GetCounter().GetValue()
 			}
 		}
 	}
 	for _, m := range families["controller_runtime_webhook_latency_seconds"].GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "webhook" && l.GetValue() == path {
+			if l.GetName() == "webhook" && onPath(l.GetValue(), path) {
 				seconds += m.GetHistogram().GetSampleSum()
 			}
 		}
 	}
 	return calls, seconds, nil
+}
+
+// onPath reports whether a review served at served counts for path: the
+// same path, or for the guard's, one of its modes'.
+func onPath(served, path string) bool {
+	if served == path {
+		return true
+	}
+	return path == registration.GuardPath && (served == guard.ModePath(config.ModeEnforce) || served == guard.ModePath(config.ModeWarn))
 }
 
 // LogLines returns the server's JSON log lines whose msg is msg.

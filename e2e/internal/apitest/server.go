@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -268,6 +270,8 @@ func grantServerRBAC(ctx context.Context, c client.Client) error {
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths"}, Verbs: []string{"create", "get", "list", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}}
@@ -300,6 +304,33 @@ func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
 	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: s.configPath, certDir: s.certDir, args: s.args, CAData: s.CAData,
 		kubeconfigFromEnv: s.kubeconfigFromEnv, MetricsToken: s.MetricsToken}
 	var err error
+	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort, &r.pprofPort} {
+		if *p, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	r.LogPath = filepath.Join(filepath.Dir(s.LogPath), logName)
+	if r.logs, err = os.Create(r.LogPath); err != nil {
+		return nil, err
+	}
+	return r, r.Start(ctx)
+}
+
+// Variant starts another process of the same binary and identity with
+// config cfg and extra flags (later flags win), on ports of its own,
+// logging to logName: a second installation beside s, e.g. one whose
+// process a test stops.
+func (s *Server) Variant(ctx context.Context, logName string, cfg config.Config, args ...string) (*Server, error) {
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	path := strings.TrimSuffix(s.configPath, ".yaml") + "-" + strings.TrimSuffix(logName, ".log") + ".yaml"
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return nil, err
+	}
+	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: path, certDir: s.certDir, args: append(slices.Clone(s.args), args...), CAData: s.CAData,
+		kubeconfigFromEnv: s.kubeconfigFromEnv, MetricsToken: s.MetricsToken}
 	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort, &r.pprofPort} {
 		if *p, err = FreePort(); err != nil {
 			return nil, err

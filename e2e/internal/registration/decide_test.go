@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/webhook/guard"
@@ -25,7 +26,7 @@ import (
 // kept from the webhook (else it costs a webhook call the chart promises it
 // does not).
 func TestDeleteMatchConditionsAgreeWithDecide(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	env, err := cel.NewEnv(cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType))
 	require.NoError(t, err)
 	var programs []cel.Program

@@ -1,6 +1,7 @@
 package registration
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/webhook/guard"
 )
@@ -53,18 +55,19 @@ func render(t *testing.T, cfg config.Config, o Options) *Objects {
 
 func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 	const gc = `"system:serviceaccount:kube-system:generic-garbage-collector"`
+	legacy := strconv.Quote(runnerpod.ARCLegacyController)
 	cases := []struct {
 		name      string
 		configure func(*config.Config)
 		want      map[string]string
 	}{
 		{
-			name: "by default only the garbage collector: no fleet's controller is trusted unnamed",
+			name: "by default only the garbage collector and legacy ARC's controller, which that preset must name: no fleet's controller is trusted unnamed",
 			want: map[string]string{
-				runnerpod.ARCLegacyUnregistered: "[" + gc + "]",
+				runnerpod.ARCLegacyUnregistered: "[" + gc + ", " + legacy + "]",
 				runnerpod.ARCScaleSetLabel:      "[" + gc + "]",
 				runnerpod.ARCWorkflowPodLabel:   "[" + gc + "]",
-				"ownerReferences":               "[" + gc + "]",
+				"ownerReferences":               "[" + gc + ", " + legacy + "]",
 			},
 		},
 		{
@@ -90,11 +93,14 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 			},
 		},
 		{
-			name: "with nobody trusted nobody may change them",
+			name: "with nobody trusted nobody may change them (legacy ARC, which must trust its controller, off)",
 			configure: func(c *config.Config) {
 				c.Policy.GarbageCollectors = nil
 				for i := range c.Presets {
 					c.Presets[i].ControllerPrincipals = nil
+					if c.Presets[i].Name == runnerpod.ARCLegacy {
+						c.Presets[i].Enabled = false
+					}
 				}
 			},
 			want: map[string]string{
@@ -104,7 +110,7 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config.Default()
+			cfg := configtest.Enforcing()
 			if tc.configure != nil {
 				tc.configure(&cfg)
 			}
@@ -114,7 +120,7 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 }
 
 func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.T) {
-	cfg := config.Default()
+	cfg := configtest.Enforcing()
 	objs := render(t, cfg, Options{})
 	p, b := objs.Policy, objs.Binding
 
@@ -147,7 +153,7 @@ func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.
 }
 
 func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
-	objs := render(t, config.Default(), Options{})
+	objs := render(t, configtest.Enforcing(), Options{})
 	p, role := objs.Policy, objs.OverrideRole
 	assert.Equal(t, name+"-override", role.Name)
 	require.Len(t, role.Rules, 1)
@@ -168,7 +174,7 @@ func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
 // namespace the webhooks could ever select, opted in or not.
 func TestPolicyForTheOverrideAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
 	for _, sel := range []*metav1.LabelSelector{nil, {MatchLabels: map[string]string{"team": "ci"}}} {
-		objs := render(t, config.Default(), Options{NamespaceSelector: sel})
+		objs := render(t, configtest.Enforcing(), Options{NamespaceSelector: sel})
 		assert.Equal(t, name+"-override", objs.OverrideBinding.Spec.PolicyName)
 		assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, objs.OverrideBinding.Spec.ValidationActions)
 		assert.Equal(t, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
@@ -178,7 +184,7 @@ func TestPolicyForTheOverrideAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
 }
 
 func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
-	objs := render(t, config.Default(), Options{})
+	objs := render(t, configtest.Enforcing(), Options{})
 	p, role := objs.NamespacePolicy, objs.OptInRole
 	assert.Equal(t, name+"-opt-in", role.Name)
 	require.Len(t, role.Rules, 1)
@@ -195,7 +201,7 @@ func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
 	assert.Equal(t, name+"-namespaces", objs.NamespaceBinding.Spec.PolicyName)
 
 	labelsChecked := func(o Options) string {
-		objs := render(t, config.Default(), o)
+		objs := render(t, configtest.Enforcing(), o)
 		require.Len(t, objs.NamespacePolicy.Spec.MatchConditions, 1)
 		return objs.NamespacePolicy.Spec.MatchConditions[0].Expression
 	}

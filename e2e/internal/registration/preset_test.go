@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -41,7 +42,7 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 	require.NoError(t, err)
 	for name, configure := range configs {
 		t.Run(name, func(t *testing.T) {
-			cfg := config.Default()
+			cfg := configtest.Enforcing()
 			configure(&cfg)
 			var before, after cel.Program
 			for _, v := range render(t, cfg, Options{}).Policy.Spec.Variables {

@@ -37,10 +37,14 @@ const (
 )
 
 // Webhook names, as they appear in API server errors and metrics. A name
-// the chart does not render fails Webhook's lookup.
+// the chart does not render fails Webhook's lookup. The delete and
+// eviction registrations come in two: enforce namespaces' (DeleteWebhook,
+// EvictionWebhook) and warn namespaces' (never failing closed).
 const (
 	DeleteWebhook          = "delete.guard.runnerguard.io"
 	EvictionWebhook        = "eviction.guard.runnerguard.io"
+	WarnDeleteWebhook      = "delete-warn.guard.runnerguard.io"
+	WarnEvictionWebhook    = "eviction-warn.guard.runnerguard.io"
 	ConnectWebhook         = "connect.guard.runnerguard.io"
 	InjectWebhook          = "inject.runnerguard.io"
 	EphemeralRunnerWebhook = "ephemeralrunner-delete.guard.runnerguard.io"
@@ -92,6 +96,10 @@ type Objects struct {
 	// NodePolicy and NodeBinding: who may set a node's drain deadline.
 	NodePolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
 	NodeBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// BudgetPolicy and BudgetBinding: who may write the label a busy
+	// runner's PodDisruptionBudget selects its pod by.
+	BudgetPolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	BudgetBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	// OverrideRole is the ClusterRole that grants the override permission,
 	// OptInRole the one that grants the opt-in permission.
 	OverrideRole *rbacv1.ClusterRole
@@ -103,7 +111,7 @@ type Objects struct {
 // policies.
 func (o *Objects) PolicyObjects() []client.Object {
 	return []client.Object{o.Policy, o.Binding, o.OverridePolicy, o.OverrideBinding,
-		o.NamespacePolicy, o.NamespaceBinding, o.NodePolicy, o.NodeBinding, o.OverrideRole, o.OptInRole}
+		o.NamespacePolicy, o.NamespaceBinding, o.NodePolicy, o.NodeBinding, o.BudgetPolicy, o.BudgetBinding, o.OverrideRole, o.OptInRole}
 }
 
 // Webhook is the validating webhook named name.
@@ -151,6 +159,8 @@ func Render(cfg config.Config, o Options) (*Objects, error) {
 		{"ValidatingAdmissionPolicyBinding", full + "-namespaces", &objs.NamespaceBinding},
 		{"ValidatingAdmissionPolicy", full + "-nodes", &objs.NodePolicy},
 		{"ValidatingAdmissionPolicyBinding", full + "-nodes", &objs.NodeBinding},
+		{"ValidatingAdmissionPolicy", full + "-budget", &objs.BudgetPolicy},
+		{"ValidatingAdmissionPolicyBinding", full + "-budget", &objs.BudgetBinding},
 		{"ClusterRole", full + "-override", &objs.OverrideRole},
 		{"ClusterRole", full + "-opt-in", &objs.OptInRole},
 	} {
@@ -184,15 +194,17 @@ func redirect(o Options, cc admissionregistrationv1.WebhookClientConfig) admissi
 // chart's defaults leaks in where cfg says otherwise.
 func values(cfg config.Config, o Options) (map[string]any, error) {
 	presets := map[string]any{}
-	for _, n := range runnerpod.Order {
-		presets[string(n)] = map[string]any{"enabled": false}
-	}
+	enabled := []string{}
 	for _, p := range cfg.Presets {
+		if p.Enabled {
+			enabled = append(enabled, string(p.Name))
+		}
 		var m map[string]any
 		if err := roundTrip(p, &m); err != nil {
 			return nil, err
 		}
 		delete(m, "name")
+		delete(m, "enabled")
 		// Lists cfg leaves out are empty, not the chart's defaults.
 		for _, k := range []string{"diagnosticEnv", "controllerPrincipals", "ownerPrincipals"} {
 			if _, ok := m[k]; !ok {
@@ -201,7 +213,8 @@ func values(cfg config.Config, o Options) (map[string]any, error) {
 		}
 		presets[string(p.Name)] = m
 	}
-	guardValues := map[string]any{"mode": cfg.Guard.Mode, "exemptPrincipals": nonNil(cfg.Guard.ExemptPrincipals)}
+	presets["enabled"] = enabled
+	guardValues := map[string]any{"rollout": cfg.Guard.Mode, "exemptPrincipals": nonNil(cfg.Guard.ExemptPrincipals)}
 	if o.DeleteFailurePolicy != "" {
 		guardValues["deleteFailurePolicy"] = o.DeleteFailurePolicy
 	}
@@ -266,12 +279,16 @@ func sameConfig(cfg config.Config, name string, docs documents) error {
 	if err != nil {
 		return fmt.Errorf("the chart's config for these values does not load: %w", err)
 	}
+	// The chart's mode is in the registrations (one per mode, by namespace
+	// selector), not in the config: compare the rest.
+	wantGuard, haveGuard := cfg.Guard, got.Guard
+	wantGuard.Mode, haveGuard.Mode = "", ""
 	for _, part := range []struct {
 		name       string
 		want, have any
 	}{
 		{"presets", cfg.Presets, got.Presets},
-		{"guard", cfg.Guard, got.Guard},
+		{"guard", wantGuard, haveGuard},
 		{"policy", cfg.Policy, got.Policy},
 	} {
 		if !equality.Semantic.DeepEqual(part.want, part.have) {

@@ -1,0 +1,141 @@
+package recorder
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Facts are what the marker judges a runner pod by, beyond the pod itself.
+// A new input to the judgement (a node's drain deadline, say) joins them
+// as a field and is read in Judge alone.
+type Facts struct {
+	// Selected: the pod's namespace is one the webhooks act in. Outside
+	// them runnerguard keeps no mark and no budget.
+	Selected bool
+	// Enforce: the namespace is in enforce mode, as the webhook
+	// registrations select it.
+	Enforce bool
+	// Job is the fleet's job signal (runnerpod.JobNotRead where the preset
+	// keeps no record).
+	Job runnerpod.JobSignal
+	Now time.Time
+}
+
+// Judgement is what the marker keeps a runner pod's marks and budget to.
+type Judgement struct {
+	// Judged: a runner pod of a selected namespace. Its marks say busy or
+	// not; an unjudged pod keeps none of runnerguard's.
+	Judged bool
+	runnerpod.Protection
+	// Budget: the API server should hold the pod's eviction by a
+	// PodDisruptionBudget (busy, in an enforce namespace).
+	Budget bool
+}
+
+// Judge is the marker's judgement of pod, a runner pod of runner: the
+// guard's pod-level rules (runnerpod.Protected) in the facts' namespace.
+func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
+	if !f.Selected {
+		return Judgement{}
+	}
+	p := runnerpod.Protected(pod, runner, f.Job, f.Now)
+	return Judgement{Judged: true, Protection: p, Budget: p.Busy && f.Enforce}
+}
+
+// markValues are the marks config turns on and the value each should have
+// on pod now; a key absent should not be there.
+func markValues(pod *corev1.Pod, j Judgement, c config.Marks) map[string]string {
+	want := map[string]string{}
+	if !j.Judged {
+		return want
+	}
+	if c.Karpenter && j.Busy {
+		want[runnerpod.KarpenterDoNotDisrupt] = karpenterValue(pod, j.Until, c.KarpenterDuration)
+	}
+	if c.ClusterAutoscaler {
+		want[runnerpod.ClusterAutoscalerSafeEvict] = fmt.Sprint(!j.Busy)
+		if v := injectedVolumes(pod); v != "" {
+			want[runnerpod.ClusterAutoscalerLocalVolumes] = v
+		}
+	}
+	return want
+}
+
+// karpenterValue is do-not-disrupt's value: "true", or with duration the
+// protection's end as Karpenter reads a duration (from the pod's start,
+// whole seconds rounded up), so Karpenter lets the node go at the cap
+// without runnerguard. "true" where either end is not known.
+func karpenterValue(pod *corev1.Pod, until time.Time, duration bool) string {
+	if !duration || until.IsZero() || pod.Status.StartTime == nil {
+		return "true"
+	}
+	secs := math.Ceil(until.Sub(pod.Status.StartTime.Time).Seconds())
+	if secs < 1 {
+		return "true"
+	}
+	return fmt.Sprintf("%.0fs", secs)
+}
+
+// injectedVolumes is the injector's volumes the pod has, comma-separated.
+func injectedVolumes(pod *corev1.Pod) string {
+	if !slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == runnerpod.VitalsContainer }) {
+		return ""
+	}
+	return runnerpod.CgroupVolume + "," + runnerpod.VitalsVolume
+}
+
+// allMarks are the marks the marker may own, in the order Marked lists them.
+var allMarks = []string{runnerpod.KarpenterDoNotDisrupt, runnerpod.ClusterAutoscalerSafeEvict, runnerpod.ClusterAutoscalerLocalVolumes}
+
+// MarkPlan is the annotations patch that makes pod's marks follow its
+// judgement: a key's new value, or nil to remove it; nil when the pod's
+// marks are already what they should be.
+//
+// Each mark config turns on is kept at its value (do-not-disrupt while
+// busy; safe-to-evict "false" while busy and "true" while idle or done;
+// the injected volumes named while judged); one it turns off is removed.
+// Only a mark runnerguard set, which runnerpod.Marked lists, is ever
+// changed: a mark the pod came with, or that someone else wrote, is its
+// author's (do-not-disrupt "false": never hold a node for me; "true":
+// always) and is left as it is.
+func MarkPlan(pod *corev1.Pod, j Judgement, c config.Marks) map[string]*string {
+	a := pod.Annotations
+	owned := strings.Split(a[runnerpod.Marked], ",")
+	want := markValues(pod, j, c)
+	patch := map[string]*string{}
+	var nowOwned []string
+	for _, key := range allMarks {
+		have, present := a[key]
+		value, on := want[key]
+		switch {
+		case present && !slices.Contains(owned, key):
+			// The author's.
+		case on:
+			if !present || have != value {
+				patch[key] = &value
+			}
+			nowOwned = append(nowOwned, key)
+		case present:
+			patch[key] = nil
+		}
+	}
+	if joined := strings.Join(nowOwned, ","); joined != a[runnerpod.Marked] {
+		if joined == "" {
+			patch[runnerpod.Marked] = nil
+		} else {
+			patch[runnerpod.Marked] = &joined
+		}
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	return patch
+}
