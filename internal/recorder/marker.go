@@ -7,10 +7,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -83,7 +85,9 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 		// A namespace's labels (opt-in, mode) judge its pods again.
 		Watches(namespace.Meta(), handler.EnqueueRequestsFromMapFunc(m.podsOf)).
 		// A budget someone removed is put back while its pod is busy.
-		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}))
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{})).
+		// A node's drain deadline frees its busy runners when it comes.
+		Watches(nodeMeta(), handler.EnqueueRequestsFromMapFunc(m.podsOnNode), builder.WithPredicates(predicate.AnnotationChangedPredicate{}))
 	var err error
 	if m.ers, err = NewEphemeralRunners(mgr.GetConfig(), &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}); err != nil {
 		return err
@@ -157,6 +161,35 @@ func (m *Marker) judgeAll() {
 	}
 }
 
+// podsOnNode is the runner pods bound to node o.
+func (m *Marker) podsOnNode(_ context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, key := range m.Pods.OnNode(o.GetName()) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: key})
+	}
+	return reqs
+}
+
+// nodeMeta is a Node as metadata: the marker reads only its annotations
+// (the drain deadline), so it keeps no node's spec or status.
+func nodeMeta() *metav1.PartialObjectMetadata {
+	n := &metav1.PartialObjectMetadata{}
+	n.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	return n
+}
+
+// node is the metadata of pod's node, nil when it is not bound or gone.
+func (m *Marker) node(ctx context.Context, pod *corev1.Pod) (*corev1.Node, error) {
+	if pod.Spec.NodeName == "" {
+		return nil, nil
+	}
+	n := nodeMeta()
+	if err := m.Client.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, n); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &corev1.Node{ObjectMeta: n.ObjectMeta}, nil
+}
+
 // podsOf is the runner pods of namespace o.
 func (m *Marker) podsOf(_ context.Context, o client.Object) []reconcile.Request {
 	var reqs []reconcile.Request
@@ -177,7 +210,11 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 	if !ok {
 		return Judgement{}, true, nil
 	}
-	f := Facts{Selected: m.Namespaces.Matches(labels.Set(nsLabels)), Job: runnerpod.JobNotRead, Now: m.Now()}
+	node, err := m.node(ctx, pod)
+	if err != nil {
+		return Judgement{}, true, err
+	}
+	f := Facts{Selected: m.Namespaces.Matches(labels.Set(nsLabels)), Job: runnerpod.JobNotRead, Node: node, Now: m.Now()}
 	known := true
 	if m.Modes != nil {
 		f.Enforce, known = m.Modes.Enforce(nsLabels)

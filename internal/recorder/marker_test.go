@@ -169,6 +169,14 @@ func TestJudge(t *testing.T) {
 			f: Facts{Selected: true, Enforce: true, Now: until.Add(time.Minute)}, want: Judgement{Judged: true}},
 		{name: "a pod of a namespace the webhooks do not act in is not judged", pod: running,
 			f: Facts{Enforce: true, Now: now}, want: Judgement{}},
+		{name: "a busy runner on a node whose drain deadline passed is free and has no budget", pod: running,
+			f: Facts{Selected: true, Enforce: true, Node: drainingNode(now.Add(-time.Minute), "alice"), Now: now}, want: Judgement{Judged: true}},
+		{name: "a busy runner on a node whose drain deadline is to come is protected until then", pod: running,
+			f:    Facts{Selected: true, Enforce: true, Node: drainingNode(now.Add(time.Hour), "alice"), Now: now},
+			want: Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true, Until: now.Add(time.Hour)}, Budget: true}},
+		{name: "a drain deadline that names no setter frees nothing", pod: running,
+			f:    Facts{Selected: true, Enforce: true, Node: drainingNode(now.Add(-time.Minute), ""), Now: now},
+			want: Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true, Until: until}, Budget: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, Judge(tc.pod, generic, tc.f))
@@ -255,4 +263,10 @@ func TestTheEphemeralRunnerCacheKeepsWhatJudgesTheJob(t *testing.T) {
 	require.NoError(t, err)
 	job, _ = runnerpod.EphemeralRunnerJob(out.(*unstructured.Unstructured), "er-1")
 	assert.Equal(t, runnerpod.JobNone, job)
+}
+
+// drainingNode is a node whose drain deadline is at, set by by.
+func drainingNode(at time.Time, by string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-7", Annotations: map[string]string{
+		runnerpod.DrainDeadline: at.UTC().Format(time.RFC3339), runnerpod.DrainDeadlineBy: by}}}
 }

@@ -26,7 +26,10 @@ type Facts struct {
 	// Job is the fleet's job signal (runnerpod.JobNotRead where the preset
 	// keeps no record).
 	Job runnerpod.JobSignal
-	Now time.Time
+	// Node is the metadata of the pod's node (nil: not scheduled, or not
+	// read): its drain deadline frees a busy runner as the guard does.
+	Node *corev1.Node
+	Now  time.Time
 }
 
 // Judgement is what the marker keeps a runner pod's marks and budget to.
@@ -47,6 +50,16 @@ func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
 		return Judgement{}
 	}
 	p := runnerpod.Protected(pod, runner, f.Job, f.Now)
+	if d, ok := runnerpod.NodeDrainDeadline(f.Node); ok && p.Busy && d.By != "" {
+		// The guard lets the runner go at its node's drain deadline
+		// (rule node-drain-deadline): so do its marks and budget, or a
+		// platform's own drain would still be held by the budget.
+		if _, passed := runnerpod.NodeDrainPassed(f.Node, f.Now); passed {
+			p = runnerpod.Protection{}
+		} else if p.Until.IsZero() || d.At.Before(p.Until) {
+			p.Until = d.At
+		}
+	}
 	return Judgement{Judged: true, Protection: p, Budget: p.Busy && f.Enforce}
 }
 

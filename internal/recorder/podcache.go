@@ -99,6 +99,17 @@ func (c *PodCache) Keys(namespace string) []types.NamespacedName {
 	return keys
 }
 
+// OnNode is the keys of the cached pods bound to node.
+func (c *PodCache) OnNode(node string) []types.NamespacedName {
+	var keys []types.NamespacedName
+	for _, o := range c.informer.GetIndexer().List() {
+		if p := o.(*cachedPod); p.node == node {
+			keys = append(keys, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	return keys
+}
+
 // HasSynced reports whether the cache holds every runner pod listed at its
 // start.
 func (c *PodCache) HasSynced() bool { return c.informer.HasSynced() }
