@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 )
 
@@ -48,12 +49,12 @@ func readDocs(t *testing.T, name string) []*unstructured.Unstructured {
 	}
 }
 
-// instrumented is a generic runner pod as the injector leaves it with the
-// default config.
+// instrumented is a generic runner pod as the injector leaves it with
+// every preset on.
 func instrumented(t *testing.T) *corev1.Pod {
 	t.Helper()
 	pod := podtest.Runner("ci", "runner-1").Obj()
-	out := Mutate(pod, Facts{Requester: "system:serviceaccount:ci:pool"}, config.Default())
+	out := Mutate(pod, Facts{Requester: "system:serviceaccount:ci:pool"}, configtest.Enforcing())
 	require.Equal(t, Injected, out.Result, out.Warnings)
 	return pod
 }
