@@ -22,7 +22,8 @@ type Facts struct {
 	// bundle is empty: the API server cannot trust the webhook's
 	// certificate until cert-manager's cainjector fills it.
 	CAMissing []string
-	// ChartMode is the chart-wide mode (the release's config); "" when it
+	// ChartMode is the mode of an opted-in namespace without a mode label,
+	// read from the guard's registrations (one per mode); "" when it
 	// could not be read.
 	ChartMode config.Mode
 	// Namespaces are the namespaces the webhooks act in; NamespacesUnread

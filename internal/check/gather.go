@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/recorder"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Options say which installation to check and where to probe.
@@ -92,7 +94,7 @@ func Gather(ctx context.Context, c Clients, o Options) (Facts, error) {
 	f.Namespace, f.Service = service(vwc)
 	f.Certificate = certificate(ctx, c, vwc.Annotations["cert-manager.io/inject-ca-from"])
 	f.CAMissing = caMissing(vwc, mwc)
-	f.ChartMode = chartMode(ctx, c.Kube, f.Namespace, vwc.Name)
+	f.ChartMode = chartMode(vwc)
 	if f.Service != "" {
 		f.ReadyEndpoints = readyEndpoints(ctx, c.Kube, f.Service)
 	}
@@ -149,21 +151,21 @@ func caMissing(vwc *admissionregistrationv1.ValidatingWebhookConfiguration, mwc 
 	return missing
 }
 
-// chartMode is the chart-wide mode in the release's config (the ConfigMap
-// named as the webhook configurations), "" when it cannot be read.
-func chartMode(ctx context.Context, kube kubernetes.Interface, ns, name string) config.Mode {
-	if ns == "" {
-		return ""
+// chartMode is the mode of an opted-in namespace without a mode label, as
+// the API server chooses it: the chart registers the guard once per mode,
+// and the enforce registration (recorder.EnforceWebhook) selects the
+// namespaces in enforce mode; "" when vwc has no such registration.
+func chartMode(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) config.Mode {
+	for _, w := range vwc.Webhooks {
+		if w.Name != recorder.EnforceWebhook {
+			continue
+		}
+		if selects(w.NamespaceSelector, map[string]string{runnerpod.EnabledNamespaceLabel: "true"}) {
+			return config.ModeEnforce
+		}
+		return config.ModeWarn
 	}
-	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return ""
-	}
-	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
-	if err != nil {
-		return ""
-	}
-	return cfg.Guard.Mode
+	return ""
 }
 
 // readyEndpoints counts the ready endpoints behind the Service; -1 when
