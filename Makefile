@@ -229,7 +229,7 @@ CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 generate:
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1 output:crd:dir=charts/runnerguard/templates/crds
 
-# Fleet scale (issue 18): the real kube-apiserver and etcd,
+# Fleet scale: the real kube-apiserver and etcd,
 # kube-controller-manager's namespace, pod GC and garbage collector
 # controllers, runnerguard as two leader-electing replicas, kwok
 # (hack/tools.sh) playing the kubelet of simulated Nodes through e2e/scale/testdata/stages.yaml, and a simulator
@@ -261,7 +261,7 @@ scale-smoke: kube-bin helm-bin
 	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=30 SCALE_NODES=10 SCALE_OTHER_PODS=200 SCALE_RECORDS_PER_NAMESPACE=5 KUBEBUILDER_ASSETS=$(KUBE_BIN) \
 	  go test -tags scale -count=1 -v -run TestFleet -timeout 15m ./e2e/scale/
 
-# The autoscalers' marks against the real Karpenter (issue 29): Karpenter's
+# The autoscalers' marks against the real Karpenter: Karpenter's
 # kwok provider (hack/karpenter.sh builds it from the Go module proxy, in
 # its own module hack/karpenter) launches and consolidates Nodes that kwok
 # plays, the real kube-scheduler places ARC scale-set runner pods on them,

@@ -230,7 +230,7 @@ func TestRetentionKeepsTheNewestRecordsOfANamespaceAndThoseOfPodsStillThere(t *t
 }
 
 // TestShortLivedPodsCannotPushAnAbnormalRecordOutOfRetention plays class 6
-// of issue 28: a job's own ServiceAccount (granted edit, as CI jobs often
+// of the security model: a job's own ServiceAccount (granted edit, as CI jobs often
 // are) creates pods a preset matches that end at once, cleanly, more of
 // them than the namespace's count; the older record of a runner that
 // failed stays, and the clean ones go, oldest first.

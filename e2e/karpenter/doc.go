@@ -1,5 +1,5 @@
 // Package karpenter measures the autoscalers' marks against the real
-// Karpenter (issue 29): Karpenter's kwok provider (hack/karpenter.sh)
+// Karpenter: Karpenter's kwok provider (hack/karpenter.sh)
 // provisions and consolidates Nodes that kwok plays the kubelet of, the
 // real kube-scheduler places ARC scale-set runner pods on them, and
 // runnerguard runs as the real binary. Three setups run side by side, each

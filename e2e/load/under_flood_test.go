@@ -29,7 +29,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// The flood of issue 28, class 4: this many clients post reviews of about
+// The flood of the security model's class 4: this many clients post reviews of about
 // floodBytes each to the guard's path, without credentials, as anyone on
 // the pod network can.
 const (

@@ -16,7 +16,7 @@ import (
 )
 
 // otherLabel marks the cluster's other pods: the workloads a fleet's
-// runners share the cluster with (issue 18: 50,000 of them).
+// runners share the cluster with (50,000 of them at the largest size).
 const otherLabel = "sim.runnerguard.io/other"
 
 // others is what creating the other pods took.

@@ -1,4 +1,4 @@
-// Package scale measures runnerguard against a simulated fleet (issue 18):
+// Package scale measures runnerguard against a simulated fleet:
 // the real kube-apiserver and etcd of the other suites, runnerguard as two
 // leader-electing replicas, and kwok playing the kubelet of 100+ fake
 // Nodes through the Stages in testdata. A simulator creates generic and
