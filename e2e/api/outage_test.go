@@ -297,3 +297,37 @@ func TestOnlyRunnerguardWritesTheBudgetLabel(t *testing.T) {
 	assert.Contains(t, err.Error(), "runnerguard.io/budget")
 	require.NoError(t, as(t, apitest.ServerUser).Patch(ctx, pod, client.RawPatch("application/merge-patch+json", patch)), "runnerguard may")
 }
+
+// A busy runner's budget is what holds its eviction while the webhook is
+// down (failure policy Ignore): `edit` in the namespace may delete
+// PodDisruptionBudgets, so the policy keeps runnerguard's to runnerguard,
+// the garbage collector, the namespace controller and the override's
+// holders; other budgets stay anyone's with the RBAC for them.
+func TestOnlyRunnerguardAndTheOverridesHoldersChangeABusyRunnersBudget(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ctx := context.Background()
+	pod := create(t, nil, podtest.Plain(ns, "runner").Obj())
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit").client(t)
+	budget := recorder.Budget(pod)
+	err := reaperSA.Create(ctx, budget.DeepCopy())
+	require.Error(t, err, "edit cannot create runnerguard's budget")
+	assert.Contains(t, err.Error(), "a busy runner's PodDisruptionBudget is runnerguard's")
+	require.NoError(t, as(t, apitest.ServerUser).Create(ctx, budget.DeepCopy()), "runnerguard may")
+
+	err = reaperSA.Delete(ctx, budget.DeepCopy())
+	require.Error(t, err, "edit cannot delete it")
+	assert.Contains(t, err.Error(), "runnerguard-override")
+	patch := []byte(`{"spec":{"minAvailable":0}}`)
+	err = reaperSA.Patch(ctx, budget.DeepCopy(), client.RawPatch("application/merge-patch+json", patch))
+	require.Error(t, err, "nor weaken it")
+
+	olga := person("olga@example.com")
+	may(t, ns, olga, "edit")
+	mayOverride(t, ns, olga)
+	require.NoError(t, olga.client(t).Delete(ctx, budget.DeepCopy()), "the override's holder may, as the runbook's row for an outage does")
+
+	other := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	require.NoError(t, reaperSA.Create(ctx, other), "a budget of the team's own is not runnerguard's")
+	require.NoError(t, reaperSA.Delete(ctx, other))
+}

@@ -115,6 +115,11 @@ func TestWebhookConfigurations(t *testing.T) {
 			selector: optIn, rollout: "enforce", delete: ignore, eviction: fail, timeout: 12,
 		},
 		{
+			name:     "without the budgets nothing holds a busy runner's eviction in an outage: the enforce eviction registration fails closed",
+			values:   "guard: {rollout: enforce}\nmarks: {budgets: false}\n" + allPresets,
+			selector: optIn, rollout: "enforce", delete: fail, eviction: fail, timeout: 5,
+		},
+		{
 			name:     "presets not chosen leave their containers out of matchConditions",
 			values:   "presets: {enabled: [generic, arc-scale-set]}",
 			selector: optIn, rollout: "warn", delete: fail, eviction: ignore, timeout: 5,
@@ -167,16 +172,21 @@ func TestWebhookConfigurations(t *testing.T) {
 				policies := map[string]admissionregistrationv1.FailurePolicyType{
 					registration.DeleteWebhook: tc.delete, registration.EvictionWebhook: tc.eviction,
 					registration.WarnDeleteWebhook: ignore, registration.WarnEvictionWebhook: ignore,
-					registration.ConnectWebhook: ignore, registration.EphemeralRunnerWebhook: ignore,
+					registration.ConnectWebhook: ignore, registration.WarnConnectWebhook: ignore, registration.EphemeralRunnerWebhook: ignore,
 				}
 				modes := map[string]string{registration.DeleteWebhook: "enforce", registration.EvictionWebhook: "enforce",
-					registration.WarnDeleteWebhook: "warn", registration.WarnEvictionWebhook: "warn"}
+					registration.WarnDeleteWebhook: "warn", registration.WarnEvictionWebhook: "warn",
+					registration.ConnectWebhook: "enforce", registration.WarnConnectWebhook: "warn"}
 				var names []string
 				for _, w := range validating.Webhooks {
 					names = append(names, w.Name)
 					assert.Equal(t, withMode(want, modes[w.Name], tc.rollout), w.NamespaceSelector, w.Name)
 					if mode := modes[w.Name]; mode != "" {
-						assert.Equal(t, "/validate-runner-pod/"+mode, *w.ClientConfig.Service.Path, "%s: the guard answers in the mode of the registration that called", w.Name)
+						base := registration.GuardPath
+						if strings.HasPrefix(w.Name, "connect") {
+							base = registration.ConnectPath
+						}
+						assert.Equal(t, base+"/"+mode, *w.ClientConfig.Service.Path, "%s: the guard answers in the mode of the registration that called", w.Name)
 					}
 					assert.Equal(t, policies[w.Name], *w.FailurePolicy, w.Name)
 					assert.Equal(t, tc.timeout, *w.TimeoutSeconds, w.Name)
@@ -194,7 +204,7 @@ func TestWebhookConfigurations(t *testing.T) {
 				arc := slices.ContainsFunc(cfg.Presets, func(p runnerpod.Preset) bool { return p.Name == runnerpod.ARCScaleSet && p.Enabled })
 				assert.Equal(t, arc, slices.Contains(names, registration.EphemeralRunnerWebhook), "EphemeralRunner deletes are reviewed only with the arc-scale-set preset")
 				assert.Subset(t, names, []string{registration.DeleteWebhook, registration.EvictionWebhook,
-					registration.WarnDeleteWebhook, registration.WarnEvictionWebhook, registration.ConnectWebhook})
+					registration.WarnDeleteWebhook, registration.WarnEvictionWebhook, registration.ConnectWebhook, registration.WarnConnectWebhook})
 
 				// The pod watcher must cover the same namespaces.
 				_, c := deployment(t, objs)

@@ -153,11 +153,11 @@ func (m *Marker) judgeAll() {
 	for _, key := range m.Pods.Keys("") {
 		pod := runnerpod.Meta()
 		pod.Namespace, pod.Name = key.Namespace, key.Name
-		select {
-		case m.again <- event.TypedGenericEvent[client.Object]{Object: pod}:
-		default:
-			// Full: the pods already queued are judged with the new mode.
-		}
+		// Every pod, however many: one left out would keep a budget its
+		// namespace's new mode no longer wants (or lack one it does) until
+		// its next event. The controller drains the channel; this runs on
+		// the mode reader's own goroutine, which may wait for it.
+		m.again <- event.TypedGenericEvent[client.Object]{Object: pod}
 	}
 }
 

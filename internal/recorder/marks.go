@@ -50,11 +50,11 @@ func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
 		return Judgement{}
 	}
 	p := runnerpod.Protected(pod, runner, f.Job, f.Now)
-	if d, ok := runnerpod.NodeDrainDeadline(f.Node); ok && p.Busy && d.By != "" {
+	if d, ok := runnerpod.NodeDrainFor(f.Node, pod); ok && p.Busy {
 		// The guard lets the runner go at its node's drain deadline
 		// (rule node-drain-deadline): so do its marks and budget, or a
 		// platform's own drain would still be held by the budget.
-		if _, passed := runnerpod.NodeDrainPassed(f.Node, f.Now); passed {
+		if _, passed := runnerpod.NodeDrainPassed(f.Node, pod, f.Now); passed {
 			p = runnerpod.Protection{}
 		} else if p.Until.IsZero() || d.At.Before(p.Until) {
 			p.Until = d.At

@@ -56,7 +56,9 @@ func (m *Modes) Start(ctx context.Context) error {
 
 func (m *Modes) read(ctx context.Context) error {
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := m.Reader.Get(ctx, client.ObjectKey{Name: m.Name}, vwc); err != nil {
+	// A registration deleted (break-glass, an uninstall) enforces nowhere:
+	// the budgets go too, or they would hold what the operator freed.
+	if err := m.Reader.Get(ctx, client.ObjectKey{Name: m.Name}, vwc); client.IgnoreNotFound(err) != nil {
 		return err
 	}
 	sel := labels.Nothing()

@@ -51,6 +51,15 @@ func TestModesFollowTheEnforceRegistration(t *testing.T) {
 	assert.Equal(t, 2, changes)
 	require.NoError(t, m.read(context.Background()))
 	assert.Equal(t, 2, changes, "an unchanged selector judges nothing again")
+
+	// Break-glass deletes the registration: nothing is enforced any more,
+	// so the marker lets the budgets go.
+	require.NoError(t, c.Delete(context.Background(), vwc))
+	require.NoError(t, m.read(context.Background()))
+	enforce, known = m.Enforce(map[string]string{"runnerguard.io/mode": "enforce"})
+	assert.True(t, known)
+	assert.False(t, enforce, "no namespace is in enforce mode once the registration is gone")
+	assert.Equal(t, 3, changes)
 }
 
 // Without a registration (runnerguard run outside the chart), the label

@@ -33,13 +33,28 @@ func NodeDrainDeadline(node *corev1.Node) (NodeDrain, bool) {
 	return NodeDrain{At: at, By: strings.TrimSpace(node.Annotations[DrainDeadlineBy])}, true
 }
 
-// NodeDrainPassed reports whether node's drain deadline has come at
-// now, and the deadline: the guard then lets a busy runner on the node go,
-// and the leader's marker releases what holds it there. A deadline that
-// names no setter frees nothing, since the record could not say who ended
-// the job (the policy refuses such a write; an older Node may still carry
-// one).
-func NodeDrainPassed(node *corev1.Node, now time.Time) (NodeDrain, bool) {
+// NodeDrainFor is node's drain deadline as it applies to pod: only to a
+// pod that started before it, so a deadline left on a node that stays in
+// service (or set before the node was cordoned) never frees the jobs that
+// land there later. A deadline that names no setter frees nothing, since
+// the record could not say who ended the job (the policy refuses such a
+// write; an older Node may still carry one).
+func NodeDrainFor(node *corev1.Node, pod *corev1.Pod) (NodeDrain, bool) {
 	d, ok := NodeDrainDeadline(node)
-	return d, ok && d.By != "" && !now.Before(d.At)
+	if !ok || d.By == "" || pod == nil {
+		return d, false
+	}
+	// A pod without a start has no running runner, so nothing to free.
+	if s := pod.Status.StartTime; s != nil && !s.Time.Before(d.At) {
+		return d, false
+	}
+	return d, true
+}
+
+// NodeDrainPassed reports whether the drain deadline of pod's node has
+// come at now for pod (NodeDrainFor), and the deadline: the guard then lets
+// the busy runner go, and the leader's marker releases what holds it there.
+func NodeDrainPassed(node *corev1.Node, pod *corev1.Pod, now time.Time) (NodeDrain, bool) {
+	d, ok := NodeDrainFor(node, pod)
+	return d, ok && !now.Before(d.At)
 }

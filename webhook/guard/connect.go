@@ -14,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -29,6 +30,18 @@ type connectHandler struct{ h *Handler }
 
 // Connect returns the admission handler of exec and attach reviews.
 func (h *Handler) Connect() admission.Handler { return connectHandler{h} }
+
+// ConnectIn is Connect for the registration of mode's namespaces: as for
+// deletes (ServedIn), the API server chose the mode, so the guard answers
+// exec and attach in it.
+func (h *Handler) ConnectIn(mode config.Mode) admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		return connectHandler{h}.Handle(context.WithValue(ctx, modeKey{}, mode), req)
+	})
+}
+
+// ConnectModePath is where the guard reviews exec and attach in mode.
+func ConnectModePath(mode config.Mode) string { return ConnectPath + "/" + string(mode) }
 
 var connectOperations = map[string]Operation{"exec": Exec, "attach": Attach}
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 )
 
@@ -54,4 +55,20 @@ func TestConnectHandler(t *testing.T) {
 		})
 	}
 	assert.Empty(t, rec.Events, "a connect review writes no Event")
+}
+
+// The chart registers exec and attach once per mode, as deletes: the guard
+// answers in the mode of the registration that called, whatever its config
+// says (a plain install's config is warn), so an enforce namespace without
+// a mode label still refuses.
+func TestConnectAnswersInTheModeOfTheRegistrationThatCalled(t *testing.T) {
+	busy := podtest.Runner("ci", "busy").Running("runner").Obj()
+	h, _ := newTestHandler(busy)
+	h.Config.Guard.Mode = config.ModeWarn
+	req := connectReq(t, "exec", "ci", "busy", "runner", reaper)
+	assert.False(t, h.ConnectIn(config.ModeEnforce).Handle(context.Background(), req).Allowed, "called by the enforce registration")
+	resp := h.ConnectIn(config.ModeWarn).Handle(context.Background(), req)
+	assert.True(t, resp.Allowed, "called by the warn registration")
+	assert.NotEmpty(t, resp.Warnings, "warn mode says what enforce would refuse")
+	assert.Equal(t, "/validate-runner-connect/enforce", ConnectModePath(config.ModeEnforce))
 }

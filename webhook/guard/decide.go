@@ -213,7 +213,7 @@ func Decide(f Facts, cfg config.Config) Decision {
 		return allow(RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
 	}
 	if f.LookupNode != nil {
-		if nd, passed := runnerpod.NodeDrainPassed(f.LookupNode(), f.Now); passed {
+		if nd, passed := runnerpod.NodeDrainPassed(f.LookupNode(), pod, f.Now); passed {
 			d.NodeDrain = nd
 			return allow(RuleNodeDrain, fmt.Sprintf("allowed by node %s's %s %s, set by %s",
 				pod.Spec.NodeName, runnerpod.DrainDeadline, nd.At.UTC().Format(time.RFC3339), nd.By))

@@ -56,6 +56,7 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 	mgr.GetWebhookServer().Register(Path, h.Served())
 	for _, mode := range []config.Mode{config.ModeEnforce, config.ModeWarn} {
 		mgr.GetWebhookServer().Register(ModePath(mode), h.ServedIn(mode))
+		mgr.GetWebhookServer().Register(ConnectModePath(mode), &admission.Webhook{Handler: h.ConnectIn(mode)})
 	}
 	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
 	return nil

@@ -60,12 +60,19 @@ func (s *Server) WebhookStats(path string) (calls, seconds float64, err error) {
 }
 
 // onPath reports whether a review served at served counts for path: the
-// same path, or for the guard's, one of its modes'.
+// same path, or for the guard's and its exec and attach review's, one of
+// their modes'.
 func onPath(served, path string) bool {
 	if served == path {
 		return true
 	}
-	return path == registration.GuardPath && (served == guard.ModePath(config.ModeEnforce) || served == guard.ModePath(config.ModeWarn))
+	switch path {
+	case registration.GuardPath:
+		return served == guard.ModePath(config.ModeEnforce) || served == guard.ModePath(config.ModeWarn)
+	case registration.ConnectPath:
+		return served == guard.ConnectModePath(config.ModeEnforce) || served == guard.ConnectModePath(config.ModeWarn)
+	}
+	return false
 }
 
 // LogLines returns the server's JSON log lines whose msg is msg.

@@ -46,6 +46,7 @@ const (
 	WarnDeleteWebhook      = "delete-warn.guard.runnerguard.io"
 	WarnEvictionWebhook    = "eviction-warn.guard.runnerguard.io"
 	ConnectWebhook         = "connect.guard.runnerguard.io"
+	WarnConnectWebhook     = "connect-warn.guard.runnerguard.io"
 	InjectWebhook          = "inject.runnerguard.io"
 	EphemeralRunnerWebhook = "ephemeralrunner-delete.guard.runnerguard.io"
 )
