@@ -268,7 +268,7 @@ func grantServerRBAC(ctx context.Context, c client.Client) error {
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeletions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths"}, Verbs: []string{"create", "get", "list", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"get"}},
