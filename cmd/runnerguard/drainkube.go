@@ -34,7 +34,10 @@ func clusterConfig(ctx context.Context, cs kubernetes.Interface, path, namespace
 	}
 	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, release, metav1.GetOptions{})
 	if err != nil {
-		return config.Default(), fmt.Sprintf("the default presets: the chart's ConfigMap %s/%s could not be read (%v); pass --config if the cluster's differ", namespace, release, reasonOf(err)), nil
+		// Not knowing which fleets the cluster runs, every preset's pods
+		// are told for runner pods: a runner taken for a plain pod would
+		// be handed to kubectl's rules and evicted with its job.
+		return allPresets(), fmt.Sprintf("every preset's defaults: the chart's ConfigMap %s/%s could not be read (%v); pass --config if the cluster's differ", namespace, release, reasonOf(err)), nil
 	}
 	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
 	if err != nil {
@@ -206,4 +209,13 @@ func (p podsWithoutRunners) List(ctx context.Context, opts metav1.ListOptions) (
 	}
 	list.Items = kept
 	return list, nil
+}
+
+// allPresets is the default config with every preset on.
+func allPresets() config.Config {
+	c := config.Default()
+	for i := range c.Presets {
+		c.Presets[i].Enabled = true
+	}
+	return c
 }

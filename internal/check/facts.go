@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,10 +23,6 @@ type Facts struct {
 	// bundle is empty: the API server cannot trust the webhook's
 	// certificate until cert-manager's cainjector fills it.
 	CAMissing []string
-	// ChartMode is the mode of an opted-in namespace without a mode label,
-	// read from the guard's registrations (one per mode); "" when it
-	// could not be read.
-	ChartMode config.Mode
 	// Namespaces are the namespaces the webhooks act in; NamespacesUnread
 	// says why they could not be listed.
 	Namespaces       []Namespace
@@ -130,7 +127,14 @@ func Judge(f Facts) Verdict {
 	case len(f.Namespaces) == 0:
 		add("no namespace is opted in: label one with %s=true (nothing is reviewed, and nothing can be probed)", runnerpod.EnabledNamespaceLabel)
 	}
+	// The guard is registered once per mode: one mode's registration may
+	// act in no namespace (or not in the one asked for) while the other's
+	// answered, which proves the guard reachable.
+	answered := slices.ContainsFunc(f.Guard, func(p Probe) bool { return p.Outcome == Answered })
 	for _, p := range f.Guard {
+		if p.Outcome == NotProbed && answered {
+			continue
+		}
 		if problem := probeProblem("guard", "a dry-run eviction", p, f); problem != "" {
 			add("%s", problem)
 		}

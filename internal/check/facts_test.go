@@ -15,7 +15,6 @@ func healthy() Facts {
 	return Facts{
 		Release: "runnerguard", Namespace: "runnerguard", Service: "runnerguard/runnerguard", ReadyEndpoints: 2,
 		Certificate: Certificate{Name: "runnerguard/runnerguard-serving-cert", Ready: true},
-		ChartMode:   config.ModeWarn,
 		Namespaces:  []Namespace{{Name: "ci", Mode: config.ModeWarn}},
 		Guard:       []Probe{{Webhook: "eviction.guard.runnerguard.io", FailurePolicy: "Ignore", Namespace: "ci", Outcome: Answered, Took: 3 * time.Millisecond}},
 		Injector:    []Probe{{Webhook: "inject.runnerguard.io", FailurePolicy: "Ignore", Namespace: "ci", Outcome: Answered, Took: 5 * time.Millisecond}},
@@ -30,6 +29,11 @@ func TestJudge(t *testing.T) {
 	}{
 		"a healthy installation has no problem": {
 			change: func(*Facts) {},
+		},
+		"one mode's registration acting in no namespace is no problem while the other's answered": {
+			change: func(f *Facts) {
+				f.Guard = append(f.Guard, Probe{Webhook: "eviction-warn.guard.runnerguard.io", Outcome: NotProbed, Detail: "it acts in no namespace"})
+			},
 		},
 		"no installation is said as such, and nothing else": {
 			change: func(f *Facts) {
@@ -125,7 +129,7 @@ namespaces   ci (warn), ci-strict (enforce, by label)
 
 	f.Guard[0].Outcome, f.Guard[0].Detail = Unreachable, "connection refused"
 	f.Certificate.Ready, f.Certificate.Problem = false, "Issuing: renewing"
-	f.ChartMode, f.Namespaces = "", []Namespace{{Name: "ci"}}
+	f.Namespaces = []Namespace{{Name: "ci"}}
 	got := Report(f)
 	assert.Contains(t, got, "certificate  runnerguard/runnerguard-serving-cert: NOT READY: Issuing: renewing\n")
 	assert.Contains(t, got, "guard        eviction.guard.runnerguard.io UNREACHABLE in ci after 3ms, failure policy Ignore: connection refused\n")

@@ -14,9 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/recorder"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Options say which installation to check and where to probe.
@@ -94,7 +92,6 @@ func Gather(ctx context.Context, c Clients, o Options) (Facts, error) {
 	f.Namespace, f.Service = service(vwc)
 	f.Certificate = certificate(ctx, c, vwc.Annotations["cert-manager.io/inject-ca-from"])
 	f.CAMissing = caMissing(vwc, mwc)
-	f.ChartMode = chartMode(vwc)
 	if f.Service != "" {
 		f.ReadyEndpoints = readyEndpoints(ctx, c.Kube, f.Service)
 	}
@@ -103,7 +100,8 @@ func Gather(ctx context.Context, c Clients, o Options) (Facts, error) {
 		f.NamespacesUnread = err.Error()
 		nsList = &corev1.NamespaceList{}
 	}
-	f.Namespaces = optedIn(nsList.Items, selectorsOf(vwc, mwc), f.ChartMode)
+	enforce, known := enforceSelector(vwc)
+	f.Namespaces = optedIn(nsList.Items, selectorsOf(vwc, mwc), enforce, known)
 	for _, w := range vwc.Webhooks {
 		if Evicts(w) {
 			ns, why := probeNamespace(w.NamespaceSelector, nsList.Items, o.ProbeNamespace)
@@ -151,21 +149,16 @@ func caMissing(vwc *admissionregistrationv1.ValidatingWebhookConfiguration, mwc 
 	return missing
 }
 
-// chartMode is the mode of an opted-in namespace without a mode label, as
-// the API server chooses it: the chart registers the guard once per mode,
-// and the enforce registration (recorder.EnforceWebhook) selects the
-// namespaces in enforce mode; "" when vwc has no such registration.
-func chartMode(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) config.Mode {
+// enforceSelector is the namespaceSelector of the guard's enforce
+// registration (recorder.EnforceWebhook), which selects the namespaces in
+// enforce mode; known false when vwc has no such registration.
+func enforceSelector(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) (*metav1.LabelSelector, bool) {
 	for _, w := range vwc.Webhooks {
-		if w.Name != recorder.EnforceWebhook {
-			continue
+		if w.Name == recorder.EnforceWebhook {
+			return w.NamespaceSelector, true
 		}
-		if selects(w.NamespaceSelector, map[string]string{runnerpod.EnabledNamespaceLabel: "true"}) {
-			return config.ModeEnforce
-		}
-		return config.ModeWarn
 	}
-	return ""
+	return nil, false
 }
 
 // readyEndpoints counts the ready endpoints behind the Service; -1 when

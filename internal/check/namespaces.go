@@ -15,12 +15,21 @@ import (
 )
 
 // optedIn are the namespaces any of the webhooks acts in, by name, with
-// the guard's mode in each: its label's, else the chart's.
-func optedIn(nss []corev1.Namespace, selectors []*metav1.LabelSelector, chart config.Mode) []Namespace {
+// the guard's mode in each as the API server chooses it: enforce where the
+// enforce registration (enforce, its namespaceSelector) selects the
+// namespace, else warn; with no enforce registration (known false), the
+// namespace's label, else "" (not known).
+func optedIn(nss []corev1.Namespace, selectors []*metav1.LabelSelector, enforce *metav1.LabelSelector, known bool) []Namespace {
 	var out []Namespace
 	for _, ns := range nss {
 		if selectedByAny(selectors, ns.Labels) {
-			mode := config.ModeFor(ns.Labels, chart)
+			mode := config.ModeFor(ns.Labels, "")
+			if known {
+				mode = config.ModeWarn
+				if selects(enforce, ns.Labels) {
+					mode = config.ModeEnforce
+				}
+			}
 			labelled := mode != "" && ns.Labels[runnerpod.ModeLabel] == string(mode)
 			out = append(out, Namespace{Name: ns.Name, Mode: mode, Labelled: labelled})
 		}

@@ -31,14 +31,15 @@ func TestOptedInNamespacesCarryTheGuardsModeInEach(t *testing.T) {
 		namespace("plain", nil),
 		namespace("typo", map[string]string{runnerpod.EnabledNamespaceLabel: "true", runnerpod.ModeLabel: "enforced"}),
 	}
+	enforce := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: runnerpod.ModeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"enforce"}}}}
 	assert.Equal(t, []Namespace{
 		{Name: "alpha", Mode: config.ModeEnforce, Labelled: true},
 		{Name: "typo", Mode: config.ModeWarn},
 		{Name: "zeta", Mode: config.ModeWarn},
-	}, optedIn(nss, []*metav1.LabelSelector{optIn}, config.ModeWarn), "by name; a label that names no mode is the chart's")
+	}, optedIn(nss, []*metav1.LabelSelector{optIn}, enforce, true), "by name; the mode the enforce registration selects, as the API server does")
 	assert.Equal(t, []Namespace{{Name: "alpha", Mode: config.ModeEnforce, Labelled: true}, {Name: "typo"}, {Name: "zeta"}},
-		optedIn(nss, []*metav1.LabelSelector{optIn}, ""), "the chart's mode unread")
-	assert.Len(t, optedIn(nss, []*metav1.LabelSelector{nil}, config.ModeWarn), len(nss), "no selector selects every namespace")
+		optedIn(nss, []*metav1.LabelSelector{optIn}, nil, false), "no enforce registration: the label, else not known")
+	assert.Len(t, optedIn(nss, []*metav1.LabelSelector{nil}, enforce, true), len(nss), "no selector selects every namespace")
 }
 
 func TestProbeNamespace(t *testing.T) {
