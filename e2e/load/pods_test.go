@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -53,9 +54,18 @@ func createWithStatus(ctx context.Context, t *testing.T, pod *corev1.Pod, status
 	t.Helper()
 	got, err := fast.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
-	got.Status = status
-	got, err = fast.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, got, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// The leader may patch the new pod's marks in between (an idle runner's
+	// safe-to-evict "true"): write the status on the latest copy, as the
+	// kubelet's own status manager retries.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := fast.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		latest.Status = status
+		got, err = fast.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, latest, metav1.UpdateOptions{})
+		return err
+	}))
 	return got
 }
 
