@@ -124,10 +124,12 @@ func newKills(c *apitest.Cluster, dir, kcmLog string, n int, node string) *kills
 		k.expects = append(k.expects, expect{r: r, class: death.CleanExit, n: 1})
 	}
 	k.expects = append(k.expects, expect{r: k.downNever})
-	// An idle runner's pod deleted while it runs: the kubelet's SIGTERM
-	// (143), and the guard's note (rule idle) names ARC's controller.
+	// An idle runner's pod deleted while it runs, its EphemeralRunner never
+	// having named a job: the fleet removing an idle runner, neither a
+	// death nor a job end (idle-removed), and the guard's note (rule idle)
+	// names ARC's controller.
 	for _, r := range k.arcIdle {
-		k.expects = append(k.expects, expect{r: r, class: death.SigTerm, n: 1, by: arcUser})
+		k.expects = append(k.expects, expect{r: r, class: death.IdleRemoved, n: 1, by: arcUser})
 	}
 	for _, r := range k.arcBusy {
 		k.expects = append(k.expects, expect{r: r, class: death.CleanExit, n: 1})
