@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -150,6 +151,12 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 	sc.Logf("runnerguard: %s", source)
 	r := &drainRun{o: o, cs: cs, screen: sc, runners: runnersOn{cs: cs, c: c, presets: rgCfg.Presets, podSelector: o.podSelector}}
 	if r.nodes, err = nodes(ctx, cs, args, o.selector); err != nil {
+		if apierrors.IsForbidden(err) {
+			// Not even the nodes may be read: a refusal like a missing
+			// permission found later, and nothing was changed.
+			sc.Logf("refused: you may not read the nodes to drain (get and list on nodes): %v", err)
+			return drain.Outcome{Refused: true}, nil
+		}
 		return drain.Outcome{}, err
 	}
 	for _, n := range r.nodes {
