@@ -147,14 +147,15 @@ func TestRunnerguardDrainLetsIdleRunnersGoFirstAndCompletesWhenTheLastJobEnds(t 
 	ensureEphemeralRunnerCRD(t)
 	ns := newNamespace(t)
 	idle := arcRunner(t, ns, "arc-idle", false, "job", "3600")
-	busy := arcRunner(t, ns, "arc-busy", true, "job", "20")
 	// runnerguard reads EphemeralRunners once it sees ARC's CRD served (it
 	// looks again at intervals); until then it takes an ARC runner to be
 	// busy and holds it by its budget. The drain's order is asserted from
-	// the moment runnerguard judged the idle runner idle.
+	// the moment runnerguard judged the idle runner idle, and the busy
+	// runner's job starts then.
 	waitPod(t, idle, "runnerguard to judge the idle runner idle", 90*time.Second, func(p *corev1.Pod) bool {
 		return p.Annotations[runnerpod.ClusterAutoscalerSafeEvict] == "true"
 	})
+	busy := arcRunner(t, ns, "arc-busy", true, "job", "20")
 	build := startBuild(t, buildPod(ns, "build"))
 	web := webDeployment(t, ns)
 	go func() {
