@@ -109,7 +109,8 @@ func once[T any](read func() *T) func() *T {
 }
 
 // finish completes r as it is recorded: due says whether to write it now,
-// else wait says how long it still waits (zero: it is never recorded).
+// else wait says how long it still waits (zero: it is not written, being
+// past retention, a clean end not kept, or on record already).
 func (d *decision) finish(r Record) (_ Record, wait time.Duration, due bool) {
 	end, dated := endedBy(d.Pod, r)
 	if dated && end.Before(d.KeepSince) {
