@@ -86,7 +86,10 @@ func TestOOMKillV2(t *testing.T) {
 	ms, err := strconv.Atoi(term[0])
 	require.NoError(t, err)
 	t.Logf("SIGTERM to exit: %d ms; %s", ms, vm["rss"])
-	assert.Less(t, ms, 1000)
+	// Promptly, not at the kubelet's kill: well inside the default grace
+	// period of a pod deletion, with room for a loaded machine, as the v1
+	// test asks (the measured time is logged, and in docs/performance).
+	assert.Less(t, ms, 10000)
 	assert.Equal(t, "vitals exit 0", term[1])
 
 	t.Logf("termination message: %s", vm["termination-log"])

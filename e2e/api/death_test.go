@@ -36,12 +36,12 @@ func deathsOf(t *testing.T, pod *corev1.Pod) []death.Record {
 	return out
 }
 
-// oneDeath waits for pod's one death record and returns it, after a few of
-// the watcher's chances to write a second.
+// oneDeath waits for pod's one death record and returns it, once the
+// watcher has done what could write a second (caughtUp).
 func oneDeath(t *testing.T, pod *corev1.Pod) death.Record {
 	t.Helper()
 	eventually(t, func() bool { return len(deathsOf(t, pod)) > 0 }, "a RunnerDeath for "+pod.Name)
-	settle()
+	caughtUp(t)
 	recs := deathsOf(t, pod)
 	require.Len(t, recs, 1, "one death, one record")
 	return recs[0]

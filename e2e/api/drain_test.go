@@ -3,7 +3,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -83,13 +82,13 @@ func runDrain(t *testing.T, args ...string) (string, int) {
 }
 
 // startDrain starts `runnerguard drain` in the background; wait returns
-// its output and exit code.
-func startDrain(t *testing.T, args ...string) (wait func() (string, int)) {
+// its output and exit code, said what it has written so far.
+func startDrain(t *testing.T, args ...string) (wait func() (string, int), said func() string) {
 	t.Helper()
 	cmd := exec.Command(server.Binary(), append([]string{"drain", "--interval=200ms"}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+adminKubeconfig)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return func() (string, int) {
@@ -102,7 +101,7 @@ func startDrain(t *testing.T, args ...string) (wait func() (string, int)) {
 		}
 		t.Logf("runnerguard drain %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
 		return out.String(), code
-	}
+	}, out.String
 }
 
 func gone(t *testing.T, pod *corev1.Pod) bool {
@@ -145,12 +144,14 @@ func TestDrainEvictsIdleRunnersAtOnceAndWaitsForTheBusyOnes(t *testing.T) {
 	busy := create(t, nil, podtest.Runner(ns, "busy").Node(n.Name).RunningSince("runner", time.Now().Add(-3*time.Minute)).Obj())
 	build := create(t, nil, busyGitLabOn(ns, "build", n.Name))
 
-	wait := startDrain(t, n.Name, "--force", "--timeout=2m")
+	wait, said := startDrain(t, n.Name, "--force", "--timeout=2m")
 	eventually(t, func() bool { return gone(t, idle) && gone(t, fresh) && gone(t, web) }, "the idle and never-started runners and the other pod go at once")
 	assert.True(t, cordoned(t, n.Name))
+	// The drain says it waits for the busy runners, and they are there.
+	eventually(t, func() bool {
+		return strings.Contains(said(), "waiting for "+ns+"/busy") && strings.Contains(said(), "waiting for "+ns+"/build")
+	}, "the drain waits for the busy runners")
 	assert.True(t, alive(t, busy) && alive(t, build), "busy runners are waited for")
-	time.Sleep(time.Second)
-	assert.True(t, alive(t, busy) && alive(t, build), "and still waited for")
 
 	// The jobs end: the runners exit, and the drain lets them go.
 	for _, p := range []*corev1.Pod{busy, build} {
@@ -321,8 +322,14 @@ func TestANodesDrainDeadlineLetsABusyRunnerGoOnlyOnceItHasPassed(t *testing.T) {
 	err := evict(as(t, reaper), busy, false)
 	require.Error(t, err, "before the deadline the busy runner is protected")
 	assert.True(t, apierrors.IsTooManyRequests(err), "429, got %v", err)
-	time.Sleep(time.Until(at) + 500*time.Millisecond)
-	require.NoError(t, evict(as(t, reaper), busy, false), "after the deadline the platform's drain passes")
+	// The platform's drain retries until the guard lets it through: not
+	// before the deadline.
+	eventually(t, func() bool {
+		err := evict(as(t, reaper), busy, false)
+		require.True(t, err == nil || apierrors.IsTooManyRequests(err), "refused for now or let through; got %v", err)
+		return err == nil
+	}, "after the deadline the platform's drain passes")
+	assert.False(t, time.Now().Before(at), "not before the deadline")
 
 	r := oneDeath(t, busy)
 	assert.Equal(t, reaper, r.DeletedBy)

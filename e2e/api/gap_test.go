@@ -74,7 +74,7 @@ func TestRunnerPodsRemovedWhileNoReplicaLeadsAreRecordedOnceByTheNextLeader(t *t
 	// next leader, planning the removal again, would write it again: the
 	// record of a pod removed lately is spared.
 	forceRemove(goneBefore)
-	settle()
+	caughtUp(t)
 
 	// The leader dies without handing its lease over: no replica leads
 	// until the lease expires.

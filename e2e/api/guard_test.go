@@ -107,12 +107,23 @@ func TestEvictionOfAPodThatIsGoneIsNotFound(t *testing.T) {
 func TestDryRunsGetTheSameAnswerAndNoEvents(t *testing.T) {
 	ns := newNamespace(t, nil)
 	pod := create(t, nil, busyRunner(ns, "busy"))
+	deletes, evictions := decisions(t, "delete", "deny"), decisions(t, "eviction", "deny")
 	err := deletePod(as(t, reaper), pod, client.DryRunAll)
 	assert.True(t, apierrors.IsForbidden(err), "got %v", err)
 	err = evict(as(t, reaper), pod, true)
 	assert.True(t, apierrors.IsTooManyRequests(err), "a server-side dry-run drain gets 429 too; got %v", err)
-	time.Sleep(2 * time.Second) // Events are written asynchronously: give them time to show up
-	assert.Empty(t, podEvents(t, pod), "a dry run has no side effects")
+	// Events are written after the answer: the dry runs' work has reached
+	// the point of writing one once it has counted them. A real refusal
+	// after that is the marker: its Event is the pod's only one, and
+	// would be the second of a series had a dry run written the first.
+	eventually(t, func() bool {
+		return decisions(t, "delete", "deny") > deletes && decisions(t, "eviction", "deny") > evictions
+	}, "the dry runs are counted")
+	require.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), pod)))
+	eventually(t, func() bool { return len(eventsWith(t, pod, "DeleteRefused")) > 0 }, "the real refusal's Event")
+	evs := podEvents(t, pod)
+	require.Len(t, evs, 1, "a dry run has no side effects")
+	assert.Nil(t, evs[0].Series, "the real refusal's Event is not a dry run's repeated")
 }
 
 // A deletecollection reviews each pod in name order and, with the API

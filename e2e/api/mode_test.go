@@ -117,6 +117,7 @@ func TestRetriesWriteABoundedNumberOfEvents(t *testing.T) {
 	pod := create(t, nil, busyRunner(ns, "hammered"))
 	reaperClient, drainer := as(t, reaper), as(t, "system:serviceaccount:kube-system:cluster-autoscaler")
 	const retries = 60
+	deletes, evictions := decisions(t, "delete", "deny"), decisions(t, "eviction", "deny")
 	for range retries {
 		require.True(t, apierrors.IsForbidden(deletePod(reaperClient, pod)))
 		require.True(t, apierrors.IsTooManyRequests(evict(drainer, pod, false)))
@@ -125,7 +126,11 @@ func TestRetriesWriteABoundedNumberOfEvents(t *testing.T) {
 	eventually(t, func() bool {
 		return len(eventsWith(t, pod, "DeleteRefused")) > 0 && len(eventsWith(t, pod, "EvictionRefused")) > 0
 	}, "the refusals are on record")
-	settle()
+	// Each refusal is counted as its Event is handed to the events
+	// recorder: once all are, every Event object they could write is due.
+	eventually(t, func() bool {
+		return decisions(t, "delete", "deny")-deletes >= retries && decisions(t, "eviction", "deny")-evictions >= retries
+	}, "every refusal's work after its answer is done")
 	for _, reason := range []string{"DeleteRefused", "EvictionRefused"} {
 		evs := eventsWith(t, pod, reason)
 		assert.LessOrEqual(t, len(evs), 2, "%s: at most one Event object per replica for %d refusals", reason, retries)

@@ -66,9 +66,6 @@ func writeStatus(t *testing.T, pod *corev1.Pod, status corev1.PodStatus) {
 	*pod = *got
 }
 
-// settle waits past a few of the watcher's chances to write twice.
-func settle() { time.Sleep(2 * time.Second) }
-
 func TestTheWatcherRecordsEachDeathOnceAcrossTwoReplicas(t *testing.T) {
 	ns := newNamespace(t, nil)
 	pod := busyRunner(ns, "dies")
@@ -80,7 +77,7 @@ func TestTheWatcherRecordsEachDeathOnceAcrossTwoReplicas(t *testing.T) {
 	setStatus(t, pod, ended)
 	r := oneDeath(t, pod)
 	setStatus(t, pod, ended) // a resync of the same status
-	settle()
+	caughtUp(t)
 	require.Len(t, deathsOf(t, pod), 1, "one death, one record, whichever replica leads")
 	assert.Equal(t, string(death.ErrorExit), r.Class)
 	eventually(t, func() bool { return len(diedEvents(t, pod)) == 1 }, "and a Warning Event to notify it")
@@ -92,7 +89,7 @@ func TestTheWatcherRecordsEachDeathOnceAcrossTwoReplicas(t *testing.T) {
 	again.ContainerStatuses[0].LastTerminationState.Terminated.ExitCode = 139
 	setStatus(t, pod, again)
 	eventually(t, func() bool { return len(deathsOf(t, pod)) == 2 }, "a restart in place is a second death")
-	settle()
+	caughtUp(t)
 	assert.Len(t, deathsOf(t, pod), 2)
 }
 
@@ -129,7 +126,7 @@ func TestTheWatcherKeepsRecordingAfterTheLeaderGoes(t *testing.T) {
 	second := create(t, nil, busyRunner(ns, "after"))
 	setStatus(t, second, podtest.Runner(ns, "after").Terminated("runner", 2, "Error").Obj().Status)
 	require.Eventually(t, func() bool { return len(deathsOf(t, second)) == 1 }, 40*time.Second, 200*time.Millisecond, "the new leader records")
-	settle()
+	caughtUp(t)
 	assert.Len(t, deathsOf(t, first), 1, "a change of leader does not record a death twice")
 }
 
@@ -158,7 +155,7 @@ func TestRecordsOutliveTheirEventsAndAreNotWrittenAgain(t *testing.T) {
 	next := create(t, nil, busyRunner(ns, "next"))
 	setStatus(t, next, podtest.Runner(ns, "next").Terminated("runner", 4, "Error").Obj().Status)
 	require.Eventually(t, func() bool { return len(deathsOf(t, next)) == 1 }, 40*time.Second, 200*time.Millisecond, "the new leader records")
-	settle()
+	caughtUp(t)
 	recs := deathsOf(t, pod)
 	require.Len(t, recs, 1, "not recorded twice")
 	assert.Equal(t, r, recs[0])
@@ -183,7 +180,8 @@ func TestForgedEventsAndReviewsChangeNothingWhyPrints(t *testing.T) {
 	fake.Annotations = map[string]string{runnerpod.AllowDelete: "forged"}
 	resp := askGuard(t, deleteReview(t, fake, "mallory"))
 	assert.True(t, resp.Allowed, "the forged review's own pod would be allowed")
-	settle()
+	// The guard's work after the answer is done once it says so.
+	logged(t, "no Event or note: the pod does not exist with the review's UID, or its deletion had begun", "uid", string(fake.UID))
 	assert.Empty(t, deletionNotes(t, ns), "but nothing is noted for a pod that does not exist with that UID")
 	assert.Equal(t, before, runWhy(t, "target", "-n", ns), "why prints what it did before")
 	assert.NotContains(t, runWhy(t, "target", "-n", ns, "-o", "json"), "clean-exit")
@@ -280,7 +278,10 @@ func TestAStuckRunnerGetsOneWarning(t *testing.T) {
 			return e.Reason == death.ReasonStuck && e.Type == corev1.EventTypeWarning
 		})
 	}, "a runner waiting past --stuck-after (3s here) is reported")
-	settle()
+	// A write of the pod has the watcher look at it again now, rather
+	// than at its next check (a delay caughtUp does not wait for).
+	touch(t, pod)
+	caughtUp(t)
 	n := 0
 	for _, e := range podEvents(t, pod) {
 		if e.Reason == death.ReasonStuck {

@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // flag returns the value of --name=value in args, or "".
@@ -426,6 +429,15 @@ func TestOwnerPrincipalsOfOtherPresetsFailTheInstall(t *testing.T) {
 	_, err := helm4(t).template(t, "presets: {generic: {ownerPrincipals: [system:serviceaccount:ci:pool]}}")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "presets.generic.ownerPrincipals: only gitlab and arc-workflow")
+}
+
+// The chart's presets whose jobs have owners are the server's
+// (PresetName.OwnerEndsJob), preset by preset.
+func TestTheChartsJobOwningPresetsAreTheServers(t *testing.T) {
+	for _, name := range runnerpod.Order {
+		_, err := helm4(t).template(t, fmt.Sprintf("presets: {%s: {ownerPrincipals: [system:serviceaccount:ci:owner]}}", name))
+		assert.Equal(t, name.OwnerEndsJob(), err == nil, "%s: %v", name, err)
+	}
 }
 
 // Only gitlab takes an owner of the runner pods' own namespace by name:

@@ -122,11 +122,18 @@ func (r *reviews) note(ok bool, what string) {
 
 func (r *reviews) finish() { close(r.stop); <-r.done }
 
+// more waits until n more reviews have been made.
+func (r *reviews) more(t *testing.T, n int64, what string) {
+	t.Helper()
+	from := r.total.Load()
+	require.Eventually(t, func() bool { return r.total.Load()-from >= n }, 2*time.Minute, 100*time.Millisecond, what)
+}
+
 func TestCertManagerRenewsTheServingCertificateAndTheCAWithoutAFailedReview(t *testing.T) {
 	ns := newNamespace(t)
 	busy := start(t, runnerPod(ns, "busy", "64Mi", "job", "600"))
 	flow := startReviews(t, ns, busy)
-	time.Sleep(2 * time.Second)
+	flow.more(t, 20, "reviews flowing before the renewals")
 
 	// rollTo renews the named Certificate and waits until every webhook pod
 	// serves the new serving certificate.
@@ -170,7 +177,7 @@ func TestCertManagerRenewsTheServingCertificateAndTheCAWithoutAFailedReview(t *t
 	_, err := served.Verify(x509.VerifyOptions{Roots: pool, DNSName: "runnerguard.runnerguard.svc", CurrentTime: time.Now()})
 	assert.NoError(t, err, "the caBundle cainjector put in place trusts the served certificate")
 
-	time.Sleep(5 * time.Second)
+	flow.more(t, 50, "reviews answered with the renewed certificates")
 	flow.finish()
 	t.Logf("%d reviews, %d failed", flow.total.Load(), flow.failed.Load())
 	assert.Zero(t, flow.failed.Load(), "failed reviews: %v", flow.failures)

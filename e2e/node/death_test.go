@@ -80,7 +80,10 @@ func TestRunnerDeathsAreRecordedWithTheirClass(t *testing.T) {
 				recs = deathRecords(t, pod)
 				return len(recs) > 0
 			}, 30*time.Second, 500*time.Millisecond, "a RunnerDeath")
-			time.Sleep(time.Second)
+			// The watcher's last chance to write a second: the pod's
+			// removal, which it sees before a later runner's death.
+			require.Eventually(t, func() bool { return gone(t, pod) }, time.Minute, 500*time.Millisecond, "the pod removed")
+			laterDeathRecorded(t, ns, "marker-"+string(rune('a'+i)))
 			recs = deathRecords(t, pod)
 			require.Len(t, recs, 1, "one death, one record")
 			r := recs[0]
@@ -194,4 +197,14 @@ func streamSawOOMKill(t *testing.T, pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// laterDeathRecorded runs a runner that fails at once in ns and waits for
+// its record: the watcher, which sees runner pods in the API server's
+// order, has by then seen every change to runner pods made before it.
+func laterDeathRecorded(t *testing.T, ns, name string) {
+	t.Helper()
+	marker := start(t, runnerPod(ns, name, "64Mi", "job", "0", "1"))
+	require.Eventually(t, func() bool { return len(deathRecords(t, marker)) == 1 }, 90*time.Second, 500*time.Millisecond,
+		"a later runner's death recorded")
 }

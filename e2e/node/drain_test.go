@@ -24,7 +24,7 @@ import (
 // the node is cordoned all the same, and uncordoned after the test. The
 // suite's runner pods have no controller, which kubectl drain accepts only
 // with --force (it still evicts them: --force is not --disable-eviction).
-func drain(t *testing.T, ns string, timeout time.Duration) (string, time.Duration, error) {
+func drain(t *testing.T, ns string, timeout time.Duration) (string, error) {
 	t.Helper()
 	t.Cleanup(func() {
 		out, err := exec.Command(kubectlBin, "--kubeconfig="+kubeconfigPath, "uncordon", nodeName).CombinedOutput()
@@ -37,7 +37,7 @@ func drain(t *testing.T, ns string, timeout time.Duration) (string, time.Duratio
 		"--pod-selector="+runnerLabel+"="+ns, "--force", "--ignore-daemonsets", "--delete-emptydir-data",
 		"--timeout="+timeout.String()).CombinedOutput()
 	t.Logf("kubectl drain (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
-	return string(out), time.Since(start), err
+	return string(out), err
 }
 
 func gone(t *testing.T, pod *corev1.Pod) bool {
@@ -51,11 +51,10 @@ func TestDrainWaitsForABusyRunnerAndCompletesWhenItsJobEnds(t *testing.T) {
 	pod := start(t, runnerPod(ns, "busy", "64Mi", "job", "15"))
 	began := pod.CreationTimestamp.Time
 
-	out, took, err := drain(t, ns, 2*time.Minute)
-	require.NoError(t, err, "the drain completes")
+	out, err := drain(t, ns, 2*time.Minute)
+	require.NoError(t, err, "the drain completes once the job has ended")
 	assert.Contains(t, out, "will retry after 5s", "kubectl drain was answered 429 and retried")
 	assert.GreaterOrEqual(t, time.Since(began), job, "the drain waited for the job")
-	assert.Less(t, took, job+30*time.Second, "and completed soon after it ended")
 	require.Eventually(t, func() bool { return gone(t, pod) }, 30*time.Second, 250*time.Millisecond)
 
 	var recs []death.Record
@@ -73,10 +72,11 @@ func TestDrainWithTheOverrideAnnotationEvictsABusyRunnerAtOnce(t *testing.T) {
 	pod.Annotations = map[string]string{runnerpod.AllowDelete: "node maintenance"}
 	require.NoError(t, admin.Patch(context.Background(), pod, patch))
 
-	out, took, err := drain(t, ns, time.Minute)
+	// Its job would run for minutes: the drain completes within its
+	// timeout only by evicting it, and at once, refused no eviction.
+	out, err := drain(t, ns, time.Minute)
 	require.NoError(t, err, "the drain completes")
 	assert.NotContains(t, out, "will retry", "no eviction was refused")
-	assert.Less(t, took, 20*time.Second, "the drain went through at once")
 	require.Eventually(t, func() bool { return gone(t, pod) }, 30*time.Second, 250*time.Millisecond)
 
 	// The record says the runner was drained: its pod evicted while its

@@ -158,10 +158,16 @@ func TestRunnerguardDrainLetsIdleRunnersGoFirstAndCompletesWhenTheLastJobEnds(t 
 	busy := arcRunner(t, ns, "arc-busy", true, "job", "20")
 	build := startBuild(t, buildPod(ns, "build"))
 	web := webDeployment(t, ns)
+	manager := as(t, gitlabManager)
 	go func() {
-		// GitLab's manager ends the build's job by deleting its pod.
-		time.Sleep(25 * time.Second)
-		_ = as(t, gitlabManager).Delete(context.Background(), build)
+		// GitLab's manager ends the build's job by deleting its pod, once
+		// the drain, having let the idle runner go, waits for the jobs.
+		for ctx := context.Background(); ; time.Sleep(500 * time.Millisecond) {
+			if apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(idle), &corev1.Pod{})) {
+				_ = manager.Delete(ctx, build)
+				return
+			}
+		}
 	}()
 
 	out, code := rgDrain(t, ns, "--timeout=3m")

@@ -4,11 +4,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/vitals/record"
 )
 
 // MaxMessageBytes bounds the runner's termination message in a record: the
@@ -129,61 +135,65 @@ func NodeStateOf(node *corev1.Node) *v1alpha1.NodeState {
 	return s
 }
 
-// takenAway says how the node was being taken away, or "".
-func takenAway(s *v1alpha1.NodeState) string {
-	switch {
-	case s == nil:
-		return ""
-	case slices.Contains(s.Taints, TaintKarpenterDisrupted):
-		return "Karpenter was removing the node (taint " + TaintKarpenterDisrupted + ")"
-	case slices.Contains(s.Taints, TaintAutoscalerDelete):
-		return "the cluster autoscaler was removing the node (taint " + TaintAutoscalerDelete + ")"
-	case s.Deleting:
-		return "the Node object was being deleted"
-	case slices.Contains(s.Taints, corev1.TaintNodeOutOfService):
-		return "the node was marked out of service"
-	case slices.Contains(s.Taints, corev1.TaintNodeUnschedulable):
-		return "the node was cordoned (a drain)"
+// FinalVitals reads the final reading the vitals sidecar left in its
+// termination message, current or last.
+func FinalVitals(pod *corev1.Pod) (record.Final, bool) {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.Name != runnerpod.VitalsContainer {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t == nil {
+				continue
+			}
+			if f, err := record.ParseFinal(t.Message); err == nil {
+				return f, true
+			}
+		}
 	}
-	return ""
+	return record.Final{}, false
 }
 
-// lostNode says how the node was lost, or "". A Node object that is gone
-// proves nothing here: pod GC marks the pods of a deleted Node itself
-// (DeletionByPodGC), and a pod bound to a name no Node ever had was never
-// run by a kubelet.
-func lostNode(s *v1alpha1.NodeState) string {
-	switch {
-	case s == nil:
-		return ""
-	case slices.Contains(s.Taints, corev1.TaintNodeUnreachable):
-		return "the node was unreachable"
-	case slices.Contains(s.Conditions, "Ready=False"), slices.Contains(s.Conditions, "Ready=Unknown"):
-		return "the node was not ready"
+// vitals is the API's form of the sidecar's final reading: the runner
+// container's own cgroup (by its container id) when the sidecar saw it,
+// with the pod's beside it where they differ; else the pod's.
+func vitals(f record.Final, containerID string) *v1alpha1.Vitals {
+	pod := memory(record.FinalMemory{Peak: f.Peak, PeakObserved: f.PeakObserved, Limit: f.Limit, OOM: f.OOM, OOMKill: f.OOMKill, OOMKillAt: f.OOMKillAt})
+	_, id, _ := strings.Cut(containerID, "://")
+	c, ok := f.Containers[id]
+	if id == "" || !ok {
+		return &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopePod, Memory: pod}
 	}
-	return ""
+	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopeContainer, Memory: memory(c)}
+	if !equality.Semantic.DeepEqual(v.Memory, pod) {
+		v.Pod = &pod
+	}
+	return v
 }
 
-// WithNode adds the node's state at the death to r and lets it change the
-// class where it explains the death: a runner signalled or removed because
-// its pod was deleted while its node was being taken away (a drain,
-// Karpenter, the cluster autoscaler) is node-disrupted, and one removed
-// with no end reported from a lost node is node-lost. Classes read from
-// stronger evidence (an OOM kill, an eviction, the job's owner) stay.
-func WithNode(r *Record, s *v1alpha1.NodeState) {
-	r.NodeState = s
-	c := Class(r.Class)
-	killed := c == SigTerm || c == SigKill || c == ExternalKill || c == DeletedRunning
-	oom := r.OOMConfirmed != nil && *r.OOMConfirmed
-	if !killed || oom || !(r.Deleted || r.Disruption != nil) {
-		return
+// The scopes of a record's vitals.
+const (
+	ScopeContainer = "container" // the runner container's own cgroup
+	ScopePod       = "pod"       // the pod's cgroup: every container and the sidecar
+)
+
+func memory(m record.FinalMemory) v1alpha1.Memory {
+	out := v1alpha1.Memory{PeakObserved: m.PeakObserved, OOM: int64(m.OOM), OOMKill: int64(m.OOMKill)}
+	if m.Peak != nil {
+		out.Peak = ptr.To(int64(*m.Peak))
 	}
-	if why := takenAway(s); why != "" {
-		r.Class, r.ClassBasis = string(NodeDisrupted), "the pod was deleted while "+why
-		r.OOMConfirmed = oomConfirmed(NodeDisrupted, r.Vitals)
-		return
+	if m.Limit != nil {
+		out.Limit = ptr.To(int64(*m.Limit))
 	}
-	if why := lostNode(s); why != "" && c == DeletedRunning {
-		r.Class, r.ClassBasis = string(NodeLost), "the pod was removed with no end reported while "+why
+	if m.OOMKillAt != nil {
+		out.OOMKillAt = timePtr(*m.OOMKillAt)
 	}
+	return out
+}
+
+func timePtr(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t}
 }

@@ -2,14 +2,11 @@ package death
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -25,52 +22,8 @@ const (
 	ReasonStuck       = "RunnerStuck"
 )
 
-// Labels on a RunnerDeath: the class lets retention list records as
-// metadata only; the pod UID finds a pod's records; JobLabel, a job's.
-const (
-	ClassLabel  = "runnerguard.io/class"
-	PodUIDLabel = "runnerguard.io/pod-uid"
-)
-
 // maxNote is the events.k8s.io limit on an Event's note.
 const maxNote = 1024
-
-// ObjectName is the name of the RunnerDeath of the death with key on pod. It
-// is a function of the death alone, so every replica, restart and leader
-// writes the same object: the API server's AlreadyExists is what keeps a
-// death recorded exactly once.
-func ObjectName(podName, key string) string {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(key))
-	if len(podName) > 200 {
-		podName = podName[:200]
-	}
-	return fmt.Sprintf("%s.%016x", podName, h.Sum64())
-}
-
-// Name is the name of the RunnerDeath that keeps r: its death's, so the API
-// server keeps one per death.
-func (r Record) Name() string { return ObjectName(r.Pod, r.Key()) }
-
-// Object is the RunnerDeath that keeps r.
-func (r Record) Object() *v1alpha1.RunnerDeath {
-	o := &v1alpha1.RunnerDeath{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: r.Namespace, Name: r.Name(),
-			Labels: map[string]string{ClassLabel: r.Class, PodUIDLabel: r.UID},
-		},
-		Record: r.DeathRecord,
-	}
-	if id := jobLabelValue(r.Job); id != "" {
-		o.Labels[JobLabel] = id
-	}
-	return o
-}
-
-// FromObject reads the record a RunnerDeath keeps.
-func FromObject(o *v1alpha1.RunnerDeath) Record {
-	return Record{Namespace: o.Namespace, DeathRecord: o.Record}
-}
 
 // EventReason is the reason of the Event that notifies r.
 func (r Record) EventReason() string {

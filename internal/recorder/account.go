@@ -16,39 +16,8 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// account adds to a record due now what the pod's status does not hold:
-// the job as the fleet states it, and, for a death an operator must look
-// at, the node's state. Both are read only for a death about to be
-// written, never on a resync of one on record, and once per pod.
-func (w *Watcher) account(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner, rs []death.Record) []death.Record {
-	var job *v1alpha1.Job
-	var node *v1alpha1.NodeState
-	jobRead, nodeRead := false, false
-	for i := range rs {
-		if w.seen.Has(rs[i].Key()) {
-			continue
-		}
-		if !jobRead {
-			job, jobRead = w.job(ctx, pod, runner), true
-		}
-		if job != nil || rs[i].Job == nil {
-			// Read now; else the job the guard's note kept from when it
-			// admitted the deletion (ARC has deleted the EphemeralRunner
-			// since).
-			rs[i].Job = job
-		}
-		if !death.Class(rs[i].Class).Abnormal() {
-			continue // a clean exit or a job's normal end: no node explains it
-		}
-		if !nodeRead {
-			node, nodeRead = w.nodeState(ctx, pod.Spec.NodeName), true
-		}
-		if node != nil {
-			death.WithNode(&rs[i], node)
-		}
-	}
-	return rs
-}
+// The reads a death's record adds to what the pod's status holds, handed
+// to death.Decide, which makes them only for a death about to be recorded.
 
 // job is the job the runner ran: for ARC scale sets, from the status of
 // the EphemeralRunner that owns the pod (read uncached, by name, and taken

@@ -219,7 +219,12 @@ func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time)
 	}
 	now, keep := w.Now(), w.Config.Records
 	o := death.Observation{Pod: pod, Runner: runner, GoneAt: goneAt, Now: now,
-		KeepSince: now.Add(-keep.MaxAge.Duration), KeepClean: keep.CleanMaxAge.Duration > 0, CleanSince: now.Add(-keep.CleanMaxAge.Duration)}
+		KeepSince: now.Add(-keep.MaxAge.Duration), KeepClean: keep.CleanMaxAge.Duration > 0, CleanSince: now.Add(-keep.CleanMaxAge.Duration),
+		// Read only for a death about to be written, never on a resync of
+		// one on record.
+		Job:      func() *v1alpha1.Job { return w.job(ctx, pod, runner) },
+		Node:     func() *v1alpha1.NodeState { return w.nodeState(ctx, pod.Spec.NodeName) },
+		Recorded: w.seen.Has}
 	if pod.DeletionTimestamp != nil || !goneAt.IsZero() {
 		var err error
 		if o.Note, err = w.note(ctx, pod); err != nil {
@@ -227,7 +232,7 @@ func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time)
 		}
 	}
 	plan := death.Decide(o)
-	for _, r := range w.account(ctx, pod, runner, plan.Records) {
+	for _, r := range plan.Records {
 		if err := w.write(ctx, pod, r); err != nil {
 			return 0, nil, err
 		}

@@ -55,35 +55,92 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+The presets, in the order the webhook matches them (runnerpod.Order): the
+one list of the fleets the chart knows, each with what the chart states of
+it. fits: its fleet's marks on a pod, in CEL, the pod's expression as
+%[1]s (none: any pod). marks: the marks that decide a pod's preset, and whether a change
+of the mark's value or only of its presence counts. signal: the mark only
+its fleet's controller (controllerPrincipals) may change, and why.
+jobOwner: its owner ends a job by deleting its pod (ownerPrincipals);
+ownerInRunnerNamespace: its owner may run in the runner namespace.
+needsControllers: why it cannot run without controllerPrincipals.
+Read as (fromJson (include "runnerguard.presets" .)).presets.
+*/}}
+{{- define "runnerguard.presets" -}}
+{{- $label := ".metadata.?labels[?%q]" }}
+{{- $annotation := ".metadata.?annotations[?%q]" }}
+{{- $workflow := printf $label "runner-pod" }}
+{{- $scaleSet := printf $label "actions-ephemeral-runner" }}
+{{- $runnerSet := printf $label "runnerset-name" }}
+{{- $unregistered := printf $annotation "actions-runner/unregistration-complete-timestamp" }}
+{{- $presets := list
+  (dict "name" "arc-workflow" "jobOwner" true
+    "fits" (printf "%%[1]s%s.hasValue()" $workflow)
+    "marks" (list (dict "path" $workflow))
+    "signal" (dict "path" $workflow "message" "only ARC's runners (presets.arc-workflow.controllerPrincipals) or the garbage collector may change the label runner-pod, which decides the pod's preset"))
+  (dict "name" "gitlab" "jobOwner" true "ownerInRunnerNamespace" true
+    "fits" (printf "%%[1]s.spec.containers.exists(c, c.name == %q)" "helper"))
+  (dict "name" "arc-scale-set"
+    "fits" (printf "%%[1]s%s.hasValue() || %%[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == %q && r.apiVersion.matches(%q))" $scaleSet "EphemeralRunner" "^actions[.]github[.]com/[^/]*$")
+    "marks" (list (dict "path" $scaleSet))
+    "signal" (dict "path" $scaleSet "message" "only ARC's controller (presets.arc-scale-set.controllerPrincipals) or the garbage collector may change the label actions-ephemeral-runner, which decides the runner's preset"))
+  (dict "name" "arc-legacy"
+    "fits" (printf "%%[1]s%s.hasValue() || %%[1]s.spec.containers.exists(c, c.name == %q) || %%[1]s%s.hasValue() || %%[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.apiVersion.matches(%q))" $unregistered "docker" $runnerSet "^actions[.]summerwind[.]dev/[^/]*$")
+    "marks" (list (dict "path" $runnerSet) (dict "path" $unregistered "presence" true))
+    "signal" (dict "path" $unregistered "message" "only legacy ARC's controller (presets.arc-legacy.controllerPrincipals) or the garbage collector may change actions-runner/unregistration-complete-timestamp, the runner's idle signal")
+    "needsControllers" "legacy ARC's controller, the only writer of its runners' idle signal (e.g. system:serviceaccount:actions-runner-system:actions-runner-controller); without it legacy ARC's own scale-down would be refused until maxProtected")
+  (dict "name" "generic") }}
+{{- toJson (dict "presets" $presets) }}
+{{- end }}
+
+{{/*
+The keys of the labels and annotations runnerguard writes or reads on
+pods, namespaces and nodes. Read as
+(fromYaml (include "runnerguard.keys" .)).runner.
+*/}}
+{{- define "runnerguard.keys" -}}
+runner: runnerguard.io/runner
+mode: runnerguard.io/mode
+allowDelete: runnerguard.io/allow-delete
+createdBy: runnerguard.io/created-by
+createdWith: runnerguard.io/created-with
+jobAssignedAt: runnerguard.io/job-assigned-at
+drainDeadline: runnerguard.io/drain-deadline
+drainDeadlineBy: runnerguard.io/drain-deadline-by
+budget: runnerguard.io/budget
+{{- end }}
+
+{{/* A list of strings as a CEL list literal. */}}
+{{- define "runnerguard.celList" -}}
+{{- $quoted := list }}
+{{- range . }}
+{{- $quoted = append $quoted (printf "%q" .) }}
+{{- end }}
+{{- printf "[%s]" (join ", " $quoted) }}
+{{- end }}
+
+{{/*
+Whether the requester is granted verb on runners.runnerguard.io in the
+namespace the CEL expression ns names, as a CEL expression.
+*/}}
+{{- define "runnerguard.mayCEL" -}}
+{{- printf "authorizer.group(%q).resource(%q).namespace(%s).check(%q).allowed()" "runnerguard.io" "runners" .ns .verb }}
+{{- end }}
+
+{{/*
 The enabled presets' runner container names, first seen first, in the
 order the webhook matches presets (runnerpod.Order), as a CEL list literal:
 the container names the server's config (config.RunnerContainerNames) gives.
 None enabled: [], which no container is in, so the webhooks act on no pod.
 */}}
 {{- define "runnerguard.runnerContainersCEL" -}}
-{{- $seen := dict }}
-{{- $quoted := list }}
-{{- range $name := list "arc-workflow" "gitlab" "arc-scale-set" "arc-legacy" "generic" }}
-{{- $p := index $.Values.presets $name }}
-{{- if has $name $.Values.presets.enabled }}
-{{- range $p.runnerContainers }}
-{{- if not (hasKey $seen .) }}
-{{- $_ := set $seen . true }}
-{{- $quoted = append $quoted (printf "%q" .) }}
+{{- $names := list }}
+{{- range (fromJson (include "runnerguard.presets" .)).presets }}
+{{- if has .name $.Values.presets.enabled }}
+{{- $names = concat $names (index $.Values.presets .name).runnerContainers }}
 {{- end }}
 {{- end }}
-{{- end }}
-{{- end }}
-{{- printf "[%s]" (join ", " $quoted) }}
-{{- end }}
-
-{{/* The exempt principals as a CEL list literal. */}}
-{{- define "runnerguard.exemptCEL" -}}
-{{- $quoted := list }}
-{{- range .Values.guard.exemptPrincipals }}
-{{- $quoted = append $quoted (printf "%q" .) }}
-{{- end }}
-{{- printf "[%s]" (join ", " $quoted) }}
+{{- include "runnerguard.celList" ($names | uniq) }}
 {{- end }}
 
 {{/*
@@ -123,9 +180,10 @@ the label.
 {{- $root := .root }}
 {{- $sel := fromYaml (include "runnerguard.namespaceSelector" $root) }}
 {{- $other := ternary "warn" "enforce" (eq .mode "enforce") }}
-{{- $req := dict "key" "runnerguard.io/mode" "operator" "In" "values" (list .mode) }}
+{{- $key := (fromYaml (include "runnerguard.keys" $root)).mode }}
+{{- $req := dict "key" $key "operator" "In" "values" (list .mode) }}
 {{- if eq .mode $root.Values.guard.rollout }}
-{{- $req = dict "key" "runnerguard.io/mode" "operator" "NotIn" "values" (list $other) }}
+{{- $req = dict "key" $key "operator" "NotIn" "values" (list $other) }}
 {{- end }}
 {{- $_ := set $sel "matchExpressions" (append (default list $sel.matchExpressions) $req) }}
 {{- toYaml $sel }}
@@ -171,20 +229,13 @@ runnerpod.Order, with one of its runner containers and its fleet's marks,
 else "". e2e/internal/registration holds it to runnerpod.Match.
 */}}
 {{- define "runnerguard.presetOfCEL" -}}
-{{- $o := .obj }}
-{{- $fits := dict
-  "arc-workflow" (printf "%s.metadata.?labels[?%q].hasValue()" $o "runner-pod")
-  "gitlab" (printf "%s.spec.containers.exists(c, c.name == %q)" $o "helper")
-  "arc-scale-set" (printf "%s.metadata.?labels[?%q].hasValue() || %s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == %q && r.apiVersion.matches(%q))" $o "actions-ephemeral-runner" $o "EphemeralRunner" "^actions[.]github[.]com/[^/]*$")
-  "arc-legacy" (printf "%s.metadata.?annotations[?%q].hasValue() || %s.spec.containers.exists(c, c.name == %q) || %s.metadata.?labels[?%q].hasValue() || %s.metadata.?ownerReferences.orValue([]).exists(r, r.apiVersion.matches(%q))" $o "actions-runner/unregistration-complete-timestamp" $o "docker" $o "runnerset-name" $o "^actions[.]summerwind[.]dev/[^/]*$")
-  "generic" "true" }}
 {{- $out := "''" }}
-{{- range $name := list "generic" "arc-legacy" "arc-scale-set" "gitlab" "arc-workflow" }}
-{{- $p := index $.root.Values.presets $name }}
-{{- if has $name $.root.Values.presets.enabled }}
-{{- $quoted := list }}
-{{- range $p.runnerContainers }}{{ $quoted = append $quoted (printf "%q" .) }}{{ end }}
-{{- $out = printf "%s.spec.containers.exists(c, c.name in [%s]) && (%s) ? %q : %s" $o (join ", " $quoted) (index $fits $name) $name $out }}
+{{- range reverse (fromJson (include "runnerguard.presets" .root)).presets }}
+{{- if has .name $.root.Values.presets.enabled }}
+{{- $containers := include "runnerguard.celList" (index $.root.Values.presets .name).runnerContainers }}
+{{- $fits := "true" }}
+{{- with .fits }}{{ $fits = printf . $.obj }}{{ end }}
+{{- $out = printf "%s.spec.containers.exists(c, c.name in %s) && (%s) ? %q : %s" $.obj $containers $fits .name $out }}
 {{- end }}
 {{- end }}
 {{- $out }}

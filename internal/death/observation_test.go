@@ -35,6 +35,7 @@ func TestDecide(t *testing.T) {
 		deletedBy string
 		startedBy string
 		job       string
+		basis     string
 		retry     time.Duration
 	}
 	cases := []struct {
@@ -44,7 +45,12 @@ func TestDecide(t *testing.T) {
 		note   *v1alpha1.DeletionNote
 		now    time.Time
 		clean  bool // KeepClean false when unset
-		want   want
+		// What the reads handed to Decide find: the node's state, the job
+		// as the fleet states it now, and whether the death is on record.
+		node     *corev1.Node
+		job      *v1alpha1.Job
+		recorded bool
+		want     want
 	}{
 		{name: "a death with its vitals is recorded at once",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error").SidecarTerminated(runnerpod.VitalsContainer, v2Final),
@@ -221,6 +227,36 @@ func TestDecide(t *testing.T) {
 		{name: "a restart in place is two deaths",
 			pod: podtest.Runner("ci", "r").Restarting("runner", 1, "Error").Terminated("runner", 137, "OOMKilled"), now: end.Add(time.Second),
 			want: want{classes: []Class{ErrorExit, CgroupOOM}}},
+		{name: "a runner deleted while Karpenter drains its node is recorded node-disrupted, with the node's state",
+			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
+			note: note("karpenter", "node-drain", end.Add(-time.Second)), now: end.Add(time.Second),
+			node: node(corev1.Taint{Key: TaintKarpenterDisrupted, Effect: corev1.TaintEffectNoSchedule}),
+			want: want{classes: []Class{NodeDisrupted}, deleted: true, deletedBy: "karpenter",
+				basis: "the pod was deleted while Karpenter was removing the node (taint karpenter.sh/disrupted)"}},
+		{name: "a pod removed while its runner ran on an unreachable node, unreviewed, is recorded node-lost",
+			pod: podtest.Runner("ci", "r").Running("runner"), goneAt: end, now: end.Add(deletion.NoteWait),
+			node: node(corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}),
+			want: want{classes: []Class{NodeLost}, deleted: true, basis: "the pod was removed with no end reported while the node was unreachable"}},
+		{name: "a runner deleted on a healthy node stays a SIGTERM, with the node's state",
+			pod:  podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-time.Second), 30),
+			note: note("reaper", "override", end.Add(-time.Second)), now: end.Add(time.Second), node: node(),
+			want: want{classes: []Class{SigTerm}, deleted: true, deletedBy: "reaper"}},
+		{name: "a job's normal end on a draining node stays the job's end, and its node is not read",
+			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30),
+			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Second), clean: true,
+			node: node(corev1.Taint{Key: TaintKarpenterDisrupted}),
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "glr"}},
+		{name: "the job as the fleet states it now names the record, over the guard's note's",
+			pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30),
+			note: func() *v1alpha1.DeletionNote {
+				n := note("arc", "job-over", end.Add(-5*time.Second))
+				n.Job = &v1alpha1.Job{ID: "9001", Source: "EphemeralRunner/r"}
+				return n
+			}(), now: end.Add(time.Second), clean: true, job: &v1alpha1.Job{ID: "9002", Source: "EphemeralRunner/r"},
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", job: "9002"}},
+		{name: "a death on record already is not planned again, and nothing is read for it",
+			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(time.Second), recorded: true,
+			node: node(corev1.Taint{Key: TaintKarpenterDisrupted})},
 		{name: "a runner that never ran has no death",
 			pod: podtest.Runner("ci", "r").Waiting("runner", "ErrImagePull"), goneAt: end, now: end.Add(time.Minute)},
 	}
@@ -230,12 +266,32 @@ func TestDecide(t *testing.T) {
 			pod := tc.pod.Obj()
 			runner, ok := runnerpod.Match(pod, cfg.Presets)
 			require.True(t, ok)
+			reads := map[string]int{}
 			p := Decide(Observation{Pod: pod, Runner: runner, GoneAt: tc.goneAt, Note: tc.note, Now: tc.now,
-				KeepSince: tc.now.Add(-cfg.Records.MaxAge.Duration), KeepClean: tc.clean, CleanSince: tc.now.Add(-cfg.Records.CleanMaxAge.Duration)})
+				KeepSince: tc.now.Add(-cfg.Records.MaxAge.Duration), KeepClean: tc.clean, CleanSince: tc.now.Add(-cfg.Records.CleanMaxAge.Duration),
+				Job: func() *v1alpha1.Job { reads["job"]++; return tc.job },
+				Node: func() *v1alpha1.NodeState {
+					reads["node"]++
+					if tc.node == nil {
+						return nil
+					}
+					return NodeStateOf(tc.node)
+				},
+				Recorded: func(string) bool { return tc.recorded }})
 			assert.Equal(t, tc.want.retry, p.Retry, "retry")
 			var classes []Class
+			abnormal := false
 			for _, r := range p.Records {
 				classes = append(classes, Class(r.Class))
+				abnormal = abnormal || Class(r.Class).Abnormal()
+				if tc.want.basis != "" {
+					assert.Equal(t, tc.want.basis, r.ClassBasis, "classBasis")
+				}
+				if tc.node != nil && Class(r.Class).Abnormal() {
+					assert.Equal(t, NodeStateOf(tc.node), r.NodeState, "the node's state")
+				} else {
+					assert.Nil(t, r.NodeState, "no node's state")
+				}
 				assert.Equal(t, tc.want.deleted, r.Deleted, "deleted")
 				assert.Equal(t, tc.want.deletedBy, r.DeletedBy, "deletedBy")
 				assert.Equal(t, tc.want.startedBy, r.StartedBy, "startedBy")
@@ -245,6 +301,10 @@ func TestDecide(t *testing.T) {
 				}
 			}
 			assert.Equal(t, tc.want.classes, classes)
+			// Read once, and only for a death about to be recorded; the
+			// node only for one an operator must look at.
+			assert.Equal(t, min(len(p.Records), 1), reads["job"], "job reads")
+			assert.Equal(t, map[bool]int{true: 1}[abnormal], reads["node"], "node reads")
 		})
 	}
 }

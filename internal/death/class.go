@@ -1,13 +1,9 @@
 package death
 
 import (
-	"fmt"
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/deletion"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Class is the kind of death, from the classes' table in docs/design.
@@ -210,65 +206,10 @@ func podReason(pod *corev1.Pod) string {
 	return ""
 }
 
-// EndedByOwner reclasses a death that the job's owner caused by deleting
-// the pod (the guard's rule job-owner) as the job's normal end, unless the
-// record holds evidence of an OOM kill (reason OOMKilled, or the vitals
-// counted one), which then classifies it.
-func EndedByOwner(r *Record) { endedAs(r, JobEnded) }
-
-// RemovedIdle reclasses a death that the fleet caused by deleting the pod
-// of a runner with no job (the guard's rule idle) as an idle removal,
-// unless the record holds evidence of an OOM kill.
-func RemovedIdle(r *Record) { endedAs(r, IdleRemoved) }
-
-// oomSurvived is how long the container must outlive the first OOM kill
-// the vitals saw for the kill to be of a process, not of the container: a
-// container killed at its limit ends within the kernel's kill, and the
-// sidecar dates the kill to its sample, a second apart.
-const oomSurvived = 5 * time.Second
-
-// ProcessOOMSurvived reclasses an OOM record whose container outlived the
-// first OOM kill the vitals saw (by oomSurvived) as a process's OOM.
-func ProcessOOMSurvived(r *Record) {
-	v := r.Vitals
-	if Class(r.Class) != CgroupOOM || v == nil || v.OOMKillAt == nil || r.FinishedAt == nil {
-		return
-	}
-	if lived := r.FinishedAt.Sub(v.OOMKillAt.Time); lived >= oomSurvived {
-		r.Class = string(ProcessOOM)
-		r.ClassBasis = fmt.Sprintf("the vitals saw the first OOM kill at %s, and the container ran on %s after it: the kernel killed a process, not the container",
-			v.OOMKillAt.UTC().Format(time.RFC3339), lived.Truncate(time.Second))
-	}
-}
-
-// TimedOut reclasses a job's end by its owner as job-timeout when the
-// owner's delete came within timeoutMargin of the pod's own deadline:
-// GitLab's manager deletes the pod when the job's timeout passes, a
-// second or two before the pod's activeDeadlineSeconds (which GitLab sets
-// to that timeout) would have.
-func TimedOut(pod *corev1.Pod, r *Record) {
-	dl, ok := runnerpod.PodDeadline(pod)
-	if Class(r.Class) != JobEnded || !ok || r.DeletedAt == nil || r.DeletedAt.Time.Before(dl.Add(-timeoutMargin)) {
-		return
-	}
-	r.Class = string(JobTimeout)
-	r.ClassBasis = fmt.Sprintf("the job's owner deleted the pod at %s, %s before its deadline (activeDeadlineSeconds %d from its start): the job's timeout, which the owner enforces by the delete",
-		r.DeletedAt.UTC().Format(time.RFC3339), max(dl.Sub(r.DeletedAt.Time), 0).Truncate(time.Second), *pod.Spec.ActiveDeadlineSeconds)
-}
-
-// timeoutMargin is how long before the pod's deadline an owner's delete
-// still counts as the job's timeout.
-const timeoutMargin = 10 * time.Second
-
-// endedAs reclasses a death a deletion caused as c, unless OOM evidence
-// (reason OOMKilled, or the vitals counted a kill) classifies it.
-func endedAs(r *Record, c Class) {
-	switch {
-	case Class(r.Class) == CgroupOOM:
-	case r.Vitals != nil && r.Vitals.OOMKill > 0:
-		r.Class = string(CgroupOOM)
-	default:
-		r.Class = string(c)
-	}
-	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
+// CausedByDeletion reports whether the runner ended after its pod's
+// deletion began: the deletion (SIGTERM, then SIGKILL) is what ended it.
+// The deletion began a grace period before the deletionTimestamp.
+func CausedByDeletion(pod *corev1.Pod, r Record) bool {
+	began, ok := deletion.Start(pod)
+	return ok && r.FinishedAt != nil && !r.FinishedAt.Time.Before(began)
 }
