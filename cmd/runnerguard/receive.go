@@ -86,15 +86,10 @@ type received struct {
 	held   int64
 }
 
-func (r *received) release() {
-	if r.pool != nil {
-		r.pool.give(r.sender, r.held)
-	}
-	r.held = 0
-}
+func (r *received) release() { r.pool.give(r.sender, r.held); r.held = 0 }
 
-// receive reads body, of at most limit bytes, charging pool (when not nil)
-// for the buffer as it grows. On an error nothing stays charged.
+// receive reads body, of at most limit bytes, charging pool for the
+// buffer as it grows. On an error nothing stays charged.
 func receive(ctx context.Context, pool *receivePool, sender string, body io.Reader, limit int) (*received, error) {
 	out := &received{pool: pool, sender: sender}
 	chunk := make([]byte, receiveChunk)
@@ -103,13 +98,11 @@ func receive(ctx context.Context, pool *receivePool, sender string, body io.Read
 		if n > 0 {
 			if len(out.body)+n > cap(out.body) {
 				grown := max(min(2*cap(out.body), limit), len(out.body)+n)
-				if pool != nil {
-					if err := pool.take(ctx, sender, int64(grown-cap(out.body))); err != nil {
-						out.release()
-						return nil, err
-					}
-					out.held += int64(grown - cap(out.body))
+				if err := pool.take(ctx, sender, int64(grown-cap(out.body))); err != nil {
+					out.release()
+					return nil, err
 				}
+				out.held += int64(grown - cap(out.body))
 				out.body = append(make([]byte, 0, grown), out.body...)
 			}
 			out.body = append(out.body, chunk[:n]...)

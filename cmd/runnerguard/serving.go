@@ -104,59 +104,54 @@ func (l reviewLimits) wrap(h http.Handler) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), budgetWait(r))
 		defer cancel()
-		body, release, err := l.take(ctx, w, r)
+		release, err := l.take(ctx, w, r)
 		if err != nil {
 			refuse(w, err, l.path)
 			return
 		}
 		defer release()
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		h.ServeHTTP(w, r)
 	})
 }
 
-// take reads a review's body and takes its budget. An ordinary review
-// (declaring up to largeReviewBytes; the server reads no more than it
-// declares) is read first, charged to its sender for what arrives, and then
-// charged to its path's budget for its size. A large one, or one that
-// declares no length, takes the shared budget of large reviews for what it
-// declares before it is read, as one whose bytes may not be held at all
-// until it is its turn: those are pathological pods or a flood, and run
-// one at a time whatever they send.
-func (l reviewLimits) take(ctx context.Context, w http.ResponseWriter, r *http.Request) (body []byte, release func(), err error) {
-	sender := senderOf(r)
+// take takes a review's budget, and leaves its body in r.Body.
+//
+// An ordinary review (declaring up to largeReviewBytes; the server reads no
+// more than a body declares) is read first, charged to its sender for what
+// arrives, then charged to its path's budget for its size: one that
+// declares a body and sends nothing holds nothing.
+//
+// A large one, or one that declares no length, takes the shared budget of
+// large reviews for what it declares before it is read, and is read by the
+// handler as it was sent: those are pathological pods or a flood, and run
+// one at a time whatever they send; a stalled one delays only them.
+func (l reviewLimits) take(ctx context.Context, w http.ResponseWriter, r *http.Request) (release func(), err error) {
+	// Not every ResponseWriter supports deadlines (httptest's does not);
+	// the server's does.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reviewReadTimeout))
 	if declared := r.ContentLength; declared < 0 || declared > largeReviewBytes {
 		if declared < 0 { // unknown: the most a body may be
 			declared = l.max
 		}
 		if err := l.large.Acquire(ctx, declared); err != nil {
-			return nil, nil, errBudget{"large reviews (over 1 MiB)"}
+			return nil, errBudget{"large reviews (over 1 MiB)"}
 		}
-		got, err := l.read(ctx, w, r, nil, sender)
-		if err != nil {
-			l.large.Release(declared)
-			return nil, nil, err
-		}
-		return got.body, func() { l.large.Release(declared) }, nil
+		// A body longer than it said stops at max; the handler then
+		// answers 400.
+		r.Body = http.MaxBytesReader(w, r.Body, l.max)
+		return func() { l.large.Release(declared) }, nil
 	}
-	got, err := l.read(ctx, w, r, l.received, sender)
+	got, err := receive(ctx, l.received, senderOf(r), r.Body, largeReviewBytes)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cost := max(int64(len(got.body)), minReviewCost)
 	if err := l.budget.Acquire(ctx, cost); err != nil {
 		got.release()
-		return nil, nil, errBudget{l.path}
+		return nil, errBudget{l.path}
 	}
-	return got.body, func() { l.budget.Release(cost); got.release() }, nil
-}
-
-// read reads the body within reviewReadTimeout, at most max bytes.
-func (l reviewLimits) read(ctx context.Context, w http.ResponseWriter, r *http.Request, pool *receivePool, sender string) (*received, error) {
-	// Not every ResponseWriter supports deadlines (httptest's does not);
-	// the server's does.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reviewReadTimeout))
-	return receive(ctx, pool, sender, http.MaxBytesReader(w, r.Body, l.max), int(l.max))
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(got.body)), int64(len(got.body))
+	return func() { l.budget.Release(cost); got.release() }, nil
 }
 
 // errBudget is a review that waited for its budget, named, as long as the
@@ -168,11 +163,8 @@ func (e errBudget) Error() string { return "too many reviews in flight on " + e.
 // refuse answers a review that could not be taken in: said at once, not
 // after the API server has given up, so the caller sees why.
 func refuse(w http.ResponseWriter, err error, path string) {
-	var tooLarge *http.MaxBytesError
 	var budget errBudget
 	switch {
-	case errors.As(err, &tooLarge):
-		http.Error(w, fmt.Sprintf("runnerguard: a review over the %d-byte limit", tooLarge.Limit), http.StatusRequestEntityTooLarge)
 	case errors.As(err, &budget):
 		http.Error(w, fmt.Sprintf("runnerguard: %s; retry", budget), http.StatusServiceUnavailable)
 	case errors.Is(err, errReceiveFull):

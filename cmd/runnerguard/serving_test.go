@@ -39,13 +39,16 @@ func TestAReviewOverTheLimitIsRefusedUnread(t *testing.T) {
 
 func TestABodyWithoutALengthStopsAtTheLimit(t *testing.T) {
 	l := newReviewBudgets(16 << 20).forPath("/p")
-	called := false
-	h := l.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, post(context.Background(), bytes.NewReader(make([]byte, maxReviewBytes+10)), -1))
-	assert.Equal(t, http.StatusRequestEntityTooLarge, w.Code)
-	assert.False(t, called)
-	assert.True(t, l.large.TryAcquire(maxReviewBytes), "nothing of it stays charged")
+	var read int64
+	var readErr error
+	h := l.wrap(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		read, readErr = io.Copy(io.Discard, r.Body)
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), post(context.Background(), bytes.NewReader(make([]byte, maxReviewBytes+10)), -1))
+	var tooLarge *http.MaxBytesError
+	assert.ErrorAs(t, readErr, &tooLarge)
+	assert.Equal(t, int64(maxReviewBytes), read)
+	assert.True(t, l.large.TryAcquire(maxReviewBytes), "its budget is given back")
 }
 
 // A path's budget bounds its ordinary reviews in flight: two of 1 MiB fill
