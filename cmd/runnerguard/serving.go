@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"runtime/debug"
@@ -35,8 +38,15 @@ const (
 	// decoding and answering cost more than the body's bytes.
 	minReviewCost = 64 << 10
 	// reviewReadTimeout bounds reading one body: the API server sends it at
-	// once, a client that trickles it holds budget only this long.
+	// once, a client that trickles it holds what it sent only this long.
 	reviewReadTimeout = 10 * time.Second
+	// receivePerSenderBytes bounds the bodies one address may have arrived
+	// or arriving at once, and receiveTotalBytes the whole server's: above
+	// what every path's budget admits at once, so the API server's reviews
+	// queue for their path, never here, while no one sender on the pod
+	// network holds more than a share.
+	receivePerSenderBytes = 2 * maxReviewBytes
+	receiveTotalBytes     = 4 * receivePerSenderBytes
 	// maxBudgetWait bounds waiting for budget: the API server gives up on
 	// a webhook after at most 30 s. It waits less when the review says so
 	// (budgetWait).
@@ -61,22 +71,29 @@ type reviewLimits struct {
 	large *semaphore.Weighted
 	path  string
 	max   int64
+	// received is shared by every path's limits.
+	received *receivePool
 }
 
 // reviewBudgets hands out each path's limits, all sharing one budget of
 // large reviews.
 type reviewBudgets struct {
-	perPath int64
-	large   *semaphore.Weighted
+	perPath  int64
+	large    *semaphore.Weighted
+	received *receivePool
 }
 
 func newReviewBudgets(perPath int64) reviewBudgets {
-	return reviewBudgets{perPath: perPath, large: semaphore.NewWeighted(maxReviewBytes)}
+	return reviewBudgets{
+		perPath:  perPath,
+		large:    semaphore.NewWeighted(maxReviewBytes),
+		received: newReceivePool(receiveTotalBytes, receivePerSenderBytes),
+	}
 }
 
 // forPath is the limits of the reviews posted to path.
 func (b reviewBudgets) forPath(path string) reviewLimits {
-	return reviewLimits{budget: semaphore.NewWeighted(b.perPath), large: b.large, path: path, max: maxReviewBytes}
+	return reviewLimits{budget: semaphore.NewWeighted(b.perPath), large: b.large, received: b.received, path: path, max: maxReviewBytes}
 }
 
 func (l reviewLimits) wrap(h http.Handler) http.Handler {
@@ -85,32 +102,77 @@ func (l reviewLimits) wrap(h http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("runnerguard: a review of %d bytes is over the %d-byte limit", r.ContentLength, l.max), http.StatusRequestEntityTooLarge)
 			return
 		}
-		cost := r.ContentLength
-		if cost < 0 { // unknown length: charge the most a body may be
-			cost = l.max
-		}
-		cost = max(cost, minReviewCost)
-		budget, which := l.budget, l.path
-		if cost > largeReviewBytes {
-			budget, which = l.large, "large reviews (over 1 MiB)"
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), budgetWait(r))
 		defer cancel()
-		if err := budget.Acquire(ctx, cost); err != nil {
-			// Said at once, not after the API server has given up: the
-			// caller sees why.
-			http.Error(w, fmt.Sprintf("runnerguard: too many reviews in flight on %s; retry", which), http.StatusServiceUnavailable)
+		release, err := l.take(ctx, w, r)
+		if err != nil {
+			refuse(w, err, l.path)
 			return
 		}
-		defer budget.Release(cost)
-		// Not every ResponseWriter supports deadlines (httptest's does not);
-		// the server's does.
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reviewReadTimeout))
-		// A body without a length, or longer than it said, stops at max;
-		// controller-runtime then answers 400.
-		r.Body = http.MaxBytesReader(w, r.Body, l.max)
+		defer release()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// take takes a review's budget, and leaves its body in r.Body.
+//
+// An ordinary review (declaring up to largeReviewBytes; the server reads no
+// more than a body declares) is read first, charged to its sender for what
+// arrives, then charged to its path's budget for its size: one that
+// declares a body and sends nothing holds nothing.
+//
+// A large one, or one that declares no length, takes the shared budget of
+// large reviews for what it declares before it is read, and is read by the
+// handler as it was sent: those are pathological pods or a flood, and run
+// one at a time whatever they send; a stalled one delays only them.
+func (l reviewLimits) take(ctx context.Context, w http.ResponseWriter, r *http.Request) (release func(), err error) {
+	// Not every ResponseWriter supports deadlines (httptest's does not);
+	// the server's does.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reviewReadTimeout))
+	if declared := r.ContentLength; declared < 0 || declared > largeReviewBytes {
+		if declared < 0 { // unknown: the most a body may be
+			declared = l.max
+		}
+		if err := l.large.Acquire(ctx, declared); err != nil {
+			return nil, errBudget{"large reviews (over 1 MiB)"}
+		}
+		// A body longer than it said stops at max; the handler then
+		// answers 400.
+		r.Body = http.MaxBytesReader(w, r.Body, l.max)
+		return func() { l.large.Release(declared) }, nil
+	}
+	got, err := receive(ctx, l.received, senderOf(r), r.Body, largeReviewBytes)
+	if err != nil {
+		return nil, err
+	}
+	cost := max(int64(len(got.body)), minReviewCost)
+	if err := l.budget.Acquire(ctx, cost); err != nil {
+		got.release()
+		return nil, errBudget{l.path}
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(got.body)), int64(len(got.body))
+	return func() { l.budget.Release(cost); got.release() }, nil
+}
+
+// errBudget is a review that waited for its budget, named, as long as the
+// API server waits for it.
+type errBudget struct{ which string }
+
+func (e errBudget) Error() string { return "too many reviews in flight on " + e.which }
+
+// refuse answers a review that could not be taken in: said at once, not
+// after the API server has given up, so the caller sees why.
+func refuse(w http.ResponseWriter, err error, path string) {
+	var budget errBudget
+	switch {
+	case errors.As(err, &budget):
+		http.Error(w, fmt.Sprintf("runnerguard: %s; retry", budget), http.StatusServiceUnavailable)
+	case errors.Is(err, errReceiveFull):
+		http.Error(w, fmt.Sprintf("runnerguard: too many review bytes in flight from this sender or on %s; retry", path), http.StatusServiceUnavailable)
+	default:
+		// The sender stopped sending: a deadline or a closed connection.
+		http.Error(w, "runnerguard: the review's body did not arrive in time", http.StatusRequestTimeout)
+	}
 }
 
 // budgetWait is how long a review may wait for budget: as long as the API

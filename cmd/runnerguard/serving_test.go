@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -45,6 +48,7 @@ func TestABodyWithoutALengthStopsAtTheLimit(t *testing.T) {
 	var tooLarge *http.MaxBytesError
 	assert.ErrorAs(t, readErr, &tooLarge)
 	assert.Equal(t, int64(maxReviewBytes), read)
+	assert.True(t, l.large.TryAcquire(maxReviewBytes), "its budget is given back")
 }
 
 // A path's budget bounds its ordinary reviews in flight: two of 1 MiB fill
@@ -60,7 +64,7 @@ func TestAPathsBudgetBoundsItsReviewsInFlight(t *testing.T) {
 	done := make(chan struct{})
 	for range 3 {
 		go func() {
-			h.ServeHTTP(httptest.NewRecorder(), post(context.Background(), strings.NewReader("{}"), largeReviewBytes))
+			h.ServeHTTP(httptest.NewRecorder(), post(context.Background(), bytes.NewReader(make([]byte, largeReviewBytes)), largeReviewBytes))
 			done <- struct{}{}
 		}()
 	}
@@ -101,7 +105,7 @@ func TestALargeReviewWaitsForTheSharedBudgetAndFailsInTime(t *testing.T) {
 	require.True(t, b.large.TryAcquire(maxReviewBytes), "a largest review to another path is in flight")
 	w := httptest.NewRecorder()
 	start := time.Now()
-	inject.wrap(http.NotFoundHandler()).ServeHTTP(w, postTo(context.Background(), "/mutate-runner-pod?timeout=300ms", strings.NewReader("{}"), 3<<20))
+	inject.wrap(http.NotFoundHandler()).ServeHTTP(w, postTo(context.Background(), "/mutate-runner-pod?timeout=300ms", bytes.NewReader(make([]byte, 3<<20)), 3<<20))
 	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
 	assert.Contains(t, w.Body.String(), "too many reviews in flight on large reviews")
 	assert.Less(t, time.Since(start), maxBudgetWait, "refused within the API server's timeout, not after the longest wait")
@@ -137,4 +141,113 @@ func TestAReviewThatCannotGetBudgetIsAnswered503(t *testing.T) {
 	w := httptest.NewRecorder()
 	l.wrap(http.NotFoundHandler()).ServeHTTP(w, post(ctx, strings.NewReader("{}"), 2))
 	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+}
+
+// stalled is a body that declares its length and never sends a byte, as
+// a client on the pod network holding connections open would.
+// It first sends sent bytes, if any, and says on reading when it has.
+type stalled struct {
+	ctx     context.Context
+	sent    int
+	reading chan<- struct{}
+}
+
+func (s *stalled) Read(p []byte) (int, error) {
+	if s.sent > 0 {
+		n := min(len(p), s.sent)
+		s.sent -= n
+		return n, nil
+	}
+	if s.reading != nil {
+		s.reading <- struct{}{}
+		s.reading = nil
+	}
+	<-s.ctx.Done()
+	return 0, s.ctx.Err()
+}
+
+// stall starts n reviews from sender that each send sent bytes of the
+// length they declare and then nothing, and returns once all are waiting
+// for more.
+func stall(t *testing.T, l reviewLimits, n int, sender string, sent int, declared int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	reading := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			r := postTo(ctx, l.path+"?timeout=10s", &stalled{ctx: ctx, sent: sent, reading: reading}, declared)
+			r.RemoteAddr = sender + ":4000"
+			l.wrap(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), r)
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for range n {
+		<-reading
+	}
+}
+
+// serveSmall posts a small review from sender and says whether it was served.
+func serveSmall(l reviewLimits, sender string) (bool, int) {
+	called := false
+	w := httptest.NewRecorder()
+	r := postTo(context.Background(), l.path+"?timeout=1s", strings.NewReader("{}"), 2)
+	r.RemoteAddr = sender + ":5000"
+	l.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })).ServeHTTP(w, r)
+	return called, w.Code
+}
+
+// Reviews that declare bodies and send nothing hold no budget: however
+// many there are, the API server's review of the same path is answered at
+// once.
+func TestReviewsThatSendNothingHoldNoBudget(t *testing.T) {
+	l := newReviewBudgets(maxReviewBytes).forPath("/validate-runner-connect")
+	for i := range 4 {
+		stall(t, l, 16, "10.0.0."+strconv.Itoa(i), 0, largeReviewBytes)
+	}
+	called, code := serveSmall(l, "172.18.0.1")
+	assert.True(t, called, "the API server's review was served")
+	assert.Equal(t, http.StatusOK, code)
+	assert.True(t, l.budget.TryAcquire(maxReviewBytes), "the stalled reviews hold none of the path's budget")
+}
+
+// A sender that sends part of its bodies and stalls holds only its share:
+// its next review waits and is refused in time, another sender's is served.
+func TestASenderThatStallsMidBodyHoldsOnlyItsShare(t *testing.T) {
+	l := newReviewBudgets(maxReviewBytes).forPath("/mutate-runner-pod")
+	stall(t, l, 2*receivePerSenderBytes/largeReviewBytes, "10.0.0.9", largeReviewBytes/2, largeReviewBytes)
+
+	called, code := serveSmall(l, "10.0.0.9")
+	assert.False(t, called, "the stalling sender gets no more in")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	called, code = serveSmall(l, "172.18.0.1")
+	assert.True(t, called, "the API server's review was served")
+	assert.Equal(t, http.StatusOK, code)
+}
+
+// A sender at its share waits, holding what it has, until one of its
+// bodies is given back, then goes on; it never takes another's room.
+func TestABodyWaitsForItsSendersRoomAndGetsItWhenFreed(t *testing.T) {
+	p := newReceivePool(3*largeReviewBytes, 2*largeReviewBytes)
+	require.NoError(t, p.take(context.Background(), "a", 2*largeReviewBytes))
+	require.NoError(t, p.take(context.Background(), "b", largeReviewBytes), "another sender has room")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, p.take(ctx, "a", 1), errReceiveFull, "a is at its share")
+
+	got := make(chan error)
+	go func() { got <- p.take(context.Background(), "a", largeReviewBytes) }()
+	p.give("a", largeReviewBytes)
+	assert.NoError(t, <-got)
+	p.give("a", 2*largeReviewBytes)
+	p.give("b", largeReviewBytes)
+	assert.Zero(t, p.used)
+	assert.Empty(t, p.bySender)
+}
+
+// What a review held while it arrived is given back when it fails.
+func TestABodyThatBreaksOffHoldsNothing(t *testing.T) {
+	p := newReceivePool(receiveTotalBytes, receivePerSenderBytes)
+	_, err := receive(context.Background(), p, "a", io.MultiReader(bytes.NewReader(make([]byte, 100<<10)), iotest.ErrReader(io.ErrUnexpectedEOF)), maxReviewBytes)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Zero(t, p.used)
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -34,6 +35,7 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // An EphemeralRunner deleted and made again under the same name is a new
@@ -212,4 +214,49 @@ func postReview(t *testing.T, path string, body []byte) (int, []byte) {
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, out
+}
+
+// Anyone on the pod network can open connections to the webhook, declare
+// a body and never send it. Such reviews hold nothing: while many stall on
+// every path, from an address of their own as a pod's would be, the API
+// server's reviews are answered as ever. Before reviews were charged for
+// the bytes that arrived, sixteen of them made the connect path answer 503
+// (its failure policy is Ignore, so a reaper's exec got in) and the
+// injector's (a runner pod got in uninstrumented).
+func TestConnectionsThatDeclareABodyAndSendNothingHoldNoReview(t *testing.T) {
+	ns := newNamespace(t, nil)
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	busy := create(t, nil, running(podtest.Runner(ns, "busy"), "runner"))
+
+	for _, path := range []string{registration.GuardPath, registration.ConnectPath, registration.InjectPath} {
+		for range 32 {
+			stallReview(t, path, largeReviewDeclared)
+		}
+	}
+
+	err := connect(t, reaperSA, busy, "exec", "runner")
+	assert.True(t, apierrors.IsForbidden(err), "the reaper's exec is refused by the guard, not let through: %v", err)
+	assert.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), busy)), "the reaper's delete is refused")
+	pod := create(t, nil, podtest.Runner(ns, "instrumented").Obj())
+	assert.NotEmpty(t, pod.Labels[runnerpod.RunnerLabel], "the runner pod was instrumented")
+}
+
+// largeReviewDeclared is what each stalled review declares: the most an
+// ordinary review may be.
+const largeReviewDeclared = 1 << 20
+
+// stallReview opens a TLS connection to path from 127.0.0.2, sends a
+// review's headers declaring declared bytes, and nothing more, until the
+// test ends.
+func stallReview(t *testing.T, path string, declared int) {
+	t.Helper()
+	u, err := url.Parse(server.URL(path))
+	require.NoError(t, err)
+	pool := server.HTTPClient().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	conn, err := tls.DialWithDialer(d, "tcp", u.Host, &tls.Config{RootCAs: pool, ServerName: u.Hostname(), MinVersion: tls.VersionTLS12})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = fmt.Fprintf(conn, "POST %s?timeout=10s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Path, u.Host, declared)
+	require.NoError(t, err)
 }

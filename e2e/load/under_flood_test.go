@@ -5,11 +5,15 @@ package load
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,8 +78,19 @@ func TestTheInjectorUnderAFloodOfTheGuardsPath(t *testing.T) {
 	}
 	quiet, quietMissed := series("quiet")
 
+	stalledFor := map[string]int{}
+	for _, path := range []string{registration.GuardPath, registration.ConnectPath, registration.InjectPath} {
+		for range stalledPerPath {
+			stallReview(t, path)
+		}
+		stalledFor[path] = stalledPerPath
+	}
+	stalled, stalledMissed := series("stalled")
+	closeStalled(t)
+
 	body := floodReview(t)
 	client := tlsClient(t)
+	client.Transport.(*http.Transport).DialContext = (&net.Dialer{LocalAddr: podNetworkAddr}).DialContext
 	client.Timeout = 2 * maxFloodWait
 	url := server.URL(registration.GuardPath) + "?timeout=" + timeout.String()
 	var stop atomic.Bool
@@ -96,12 +112,54 @@ func TestTheInjectorUnderAFloodOfTheGuardsPath(t *testing.T) {
 	wg.Wait()
 
 	report.AddLatency(op, "quiet", quiet, nil, "")
+	report.AddLatency(op, fmt.Sprintf("%d connections to each webhook path declaring %d-byte reviews and sending nothing", stalledPerPath, stalledBytes), stalled, nil, "quiet")
 	report.AddLatency(op, fmt.Sprintf("%d clients posting %d-byte reviews to the guard's path", floodClients, floodBytes), flooded, nil, "quiet")
 	report.Notes = append(report.Notes,
 		fmt.Sprintf("%s under the flood: p50 %s, p99 %s, max %s against the webhook timeout of %s; %d of %d pods let in uninstrumented (%d of %d quiet)",
 			op, ms(percentile(flooded, 0.5)), ms(percentile(flooded, 0.99)), ms(percentile(flooded, 1)), timeout, floodMissed, n, quietMissed, n),
+		fmt.Sprintf("%s while connections stalled: p50 %s, p99 %s, max %s; %d of %d pods let in uninstrumented",
+			op, ms(percentile(stalled, 0.5)), ms(percentile(stalled, 0.99)), ms(percentile(stalled, 1)), stalledMissed, n),
 		fmt.Sprintf("the flood's reviews, from its start to its end (the injector timed for %s of it): %s", elapsed.Round(time.Millisecond), codes))
+	assert.Zero(t, stalledMissed, "no runner pod gets in uninstrumented while connections stall")
 	removeAll(t, nsGuard)
+}
+
+// The stalled connections: this many to each webhook path, each declaring
+// a review of stalledBytes (the most an ordinary review may be) and sending
+// none of it, from podNetworkAddr: what anyone on the pod network can do
+// without credentials and without bandwidth.
+const (
+	stalledPerPath = 32
+	stalledBytes   = 1 << 20
+)
+
+// podNetworkAddr is where the attacks come from: an address of their own,
+// as a pod's is, not the API server's.
+var podNetworkAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+
+var stalledConns []net.Conn
+
+// stallReview opens a TLS connection to path from podNetworkAddr and sends
+// a review's headers declaring stalledBytes, and nothing more.
+func stallReview(t *testing.T, path string) {
+	t.Helper()
+	u, err := url.Parse(server.URL(path))
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(server.CAData))
+	conn, err := tls.DialWithDialer(&net.Dialer{LocalAddr: podNetworkAddr}, "tcp", u.Host, &tls.Config{RootCAs: pool, ServerName: u.Hostname(), MinVersion: tls.VersionTLS12})
+	require.NoError(t, err)
+	stalledConns = append(stalledConns, conn)
+	_, err = fmt.Fprintf(conn, "POST %s?timeout=10s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Path, u.Host, stalledBytes)
+	require.NoError(t, err)
+}
+
+func closeStalled(t *testing.T) {
+	t.Helper()
+	for _, c := range stalledConns {
+		_ = c.Close()
+	}
+	stalledConns = nil
 }
 
 // maxFloodWait is the longest the server may hold a flood's review: its
