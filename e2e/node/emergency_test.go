@@ -105,7 +105,7 @@ func keepRegistration(t *testing.T) (restore func()) {
 		err := admin.Get(ctx, client.ObjectKey{Name: releaseName}, now)
 		if apierrors.IsNotFound(err) {
 			again := saved.DeepCopy()
-			again.ResourceVersion, again.UID = "", ""
+			again.ResourceVersion, again.UID, again.ManagedFields = "", "", nil
 			require.NoError(t, admin.Create(ctx, again))
 			return
 		}
