@@ -148,7 +148,7 @@ func TestWithEveryWebhookPodGoneRunnersStillStartAndOnlyBusyRunnersAreHeld(t *te
 		stays(t, busy2, true, "and its eviction held by its budget")
 	})
 	t.Run("the row for every namespace lets busy runners go everywhere, and keeps the signal policy", func(t *testing.T) {
-		rowFor(t, rows, "everywhere").run(t, "")
+		rowFor(t, rows, "everywhere must go").run(t, "")
 		goes(t, held[rowAll][0], false, "a busy runner's delete")
 		goes(t, held[rowAll][1], true, "and a busy runner's eviction")
 		goes(t, busy, true, "in every namespace")
