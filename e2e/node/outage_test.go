@@ -13,6 +13,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,10 +68,16 @@ func waitInjection(t *testing.T, ns string) {
 // enforce namespace the guard's delete failure policy Fail refuses the
 // deletes it would have judged, and only those; evictions go through
 // (Ignore) except a busy runner's, which its PodDisruptionBudget holds.
+// Then each row of the README's emergency box, run as written, lets busy
+// runners go where it says and keeps what it says.
 func TestWithEveryWebhookPodGoneRunnersStillStartAndOnlyBusyRunnersAreHeld(t *testing.T) {
+	rows := emergencyRows(t)
+	require.Len(t, rows, 3, "each row of the README's emergency box has its proof below")
+	ensureEphemeralRunnerCRD(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
-	busy := start(t, runnerPod(ns, "busy", "64Mi", "job", "40"))
+	busy, busy2 := start(t, runnerPod(ns, "busy", "64Mi", "job", "3600")), start(t, runnerPod(ns, "busy-2", "64Mi", "job", "3600"))
+	idle := arcRunner(t, ns, "idle", false, "job", "3600")
 	plain := podtest.Plain(ns, "app").Obj()
 	plain.UID = ""
 	plain.Spec.Containers[0].Image, plain.Spec.Containers[0].ImagePullPolicy = runnerImage, corev1.PullNever
@@ -85,48 +92,143 @@ func TestWithEveryWebhookPodGoneRunnersStillStartAndOnlyBusyRunnersAreHeld(t *te
 		s := containerStatus(p, "runner")
 		return s != nil && s.State.Terminated != nil
 	})
-	require.Eventually(t, func() bool {
-		return admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: recorder.BudgetName(busy)}, &policyv1.PodDisruptionBudget{}) == nil
-	}, 30*time.Second, 200*time.Millisecond, "the leader keeps a budget on the busy runner")
+	rowNS, rowAll, rowGlass := newNamespace(t), newNamespace(t), newNamespace(t)
+	held := map[string][2]*corev1.Pod{}
+	for _, n := range []string{rowNS, rowAll, rowGlass} {
+		held[n] = [2]*corev1.Pod{start(t, runnerPod(n, "busy", "64Mi", "job", "3600")), start(t, runnerPod(n, "busy-2", "64Mi", "job", "3600"))}
+	}
+	waitPod(t, idle, "runnerguard to judge the idle runner idle", 90*time.Second, func(p *corev1.Pod) bool {
+		return p.Annotations[runnerpod.ClusterAutoscalerSafeEvict] == "true"
+	})
+	waitBudgets(t, busy, busy2, held[rowNS][0], held[rowNS][1], held[rowAll][0], held[rowAll][1], held[rowGlass][0], held[rowGlass][1])
 	other := newNamespace(t)
 	otherBusy := start(t, runnerPod(other, "busy", "64Mi", "job", "300"))
 
+	restore := keepRegistration(t)
 	scaleWebhook(t, 0)
 	t.Cleanup(func() {
 		scaleWebhook(t, 2)
 		waitInjection(t, ns)
 	})
+	t.Cleanup(restore)
 
 	t.Run("a runner pod is still created, without the sidecar", func(t *testing.T) {
 		pod := runnerPod(ns, "new", "64Mi", "job", "1")
 		require.NoError(t, admin.Create(ctx, pod), "the injector's failure policy is Ignore")
 		assert.False(t, injected(pod))
 	})
-	t.Run("the delete of a busy runner is refused", func(t *testing.T) {
-		err := as(t, reaper).Delete(ctx, busy)
-		require.Error(t, err, "the guard's DELETE failure policy is Fail")
+	t.Run("with no row run, the delete of a busy runner is refused", func(t *testing.T) {
+		err := stays(t, busy, false, "the guard's DELETE failure policy is Fail")
 		assert.Contains(t, err.Error(), "failed calling webhook")
-		assert.False(t, gone(t, busy))
 	})
-	t.Run("the delete of a pod that is not a runner goes through", func(t *testing.T) {
+	t.Run("with no row run, the delete of a pod that is not a runner goes through", func(t *testing.T) {
 		require.NoError(t, as(t, reaper).Delete(ctx, plain), "matchConditions keep the API server from calling the guard")
 	})
-	evict := func(pod *corev1.Pod) error {
-		return cs.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns}})
-	}
-	t.Run("a busy runner's eviction is refused by its budget", func(t *testing.T) {
-		err := evict(busy)
-		require.Error(t, err, "the eviction failure policy is Ignore; the budget holds")
+	t.Run("with no row run, a busy runner's eviction is refused by its budget", func(t *testing.T) {
+		err := stays(t, busy, true, "the eviction failure policy is Ignore; the budget holds")
 		assert.Contains(t, err.Error(), "disruption budget")
-		assert.False(t, gone(t, busy))
 	})
-	t.Run("a finished runner and a pod that is no runner's are evicted", func(t *testing.T) {
-		require.NoError(t, evict(done))
-		require.NoError(t, evict(plain2))
+	t.Run("with no row run, an idle runner, a finished one and a pod that is no runner's are evicted", func(t *testing.T) {
+		goes(t, idle, true, "an idle ARC runner has no budget")
+		goes(t, done, true, "a finished runner")
+		goes(t, plain2, true, "a pod that is no runner's")
 	})
 	t.Run("deleting a namespace with a busy runner completes", func(t *testing.T) {
 		require.NoError(t, admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}))
 		require.Eventually(t, func() bool { return gone(t, otherBusy) }, 90*time.Second, 500*time.Millisecond,
 			"the namespace controller is exempt in matchConditions")
 	})
+
+	t.Run("the row for one namespace lets its busy runners go, and only its", func(t *testing.T) {
+		stays(t, held[rowNS][0], false, "before the row, enforce fails closed")
+		rowFor(t, rows, "one namespace").run(t, rowNS)
+		goes(t, held[rowNS][0], false, "a busy runner's delete in the named namespace")
+		goes(t, held[rowNS][1], true, "and a busy runner's eviction")
+		stays(t, busy, false, "another namespace's busy runner keeps its delete refused")
+		stays(t, busy2, true, "and its eviction held by its budget")
+	})
+	t.Run("the row for every namespace lets busy runners go everywhere, and keeps the signal policy", func(t *testing.T) {
+		rowFor(t, rows, "everywhere must go").run(t, "")
+		goes(t, held[rowAll][0], false, "a busy runner's delete")
+		goes(t, held[rowAll][1], true, "and a busy runner's eviction")
+		goes(t, busy, true, "in every namespace")
+		signalPolicyHolds(t, rowAll)
+	})
+
+	// Break-glass starts from the installed registration and budgets:
+	// the install comes back, the leader puts the budgets back, and the
+	// pods go again.
+	restore()
+	scaleWebhook(t, 2)
+	waitBudgets(t, held[rowGlass][0], held[rowGlass][1], busy2)
+	scaleWebhook(t, 0)
+
+	t.Run("break-glass lets busy runners go everywhere, and keeps the signal policy", func(t *testing.T) {
+		stays(t, held[rowGlass][0], false, "before the row, enforce fails closed")
+		stays(t, held[rowGlass][1], true, "and the budget holds")
+		rowFor(t, rows, "break-glass").run(t, "")
+		goes(t, held[rowGlass][0], false, "a busy runner's delete")
+		goes(t, held[rowGlass][1], true, "and a busy runner's eviction")
+		goes(t, busy2, false, "in every namespace")
+		signalPolicyHolds(t, rowGlass)
+	})
+}
+
+// waitBudgets waits until the leader keeps a budget on each pod.
+func waitBudgets(t *testing.T, pods ...*corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		require.Eventually(t, func() bool {
+			return admin.Get(context.Background(), client.ObjectKey{Namespace: p.Namespace, Name: recorder.BudgetName(p)}, &policyv1.PodDisruptionBudget{}) == nil
+		}, 90*time.Second, 200*time.Millisecond, "the leader keeps a budget on the busy runner %s/%s", p.Namespace, p.Name)
+	}
+}
+
+// goes asserts that the pod's delete (or eviction) is let through: a
+// namespace's new mode reaches the API server's registrations within
+// moments, so the request is tried until it is.
+func goes(t *testing.T, pod *corev1.Pod, eviction bool, what string) {
+	t.Helper()
+	var err error
+	require.Eventually(t, func() bool {
+		err = deleteOrEvict(pod, eviction)
+		return err == nil || apierrors.IsNotFound(err)
+	}, 30*time.Second, 500*time.Millisecond, "%s: %v", what, err)
+	require.Eventually(t, func() bool {
+		got := &corev1.Pod{}
+		err := admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got)
+		return apierrors.IsNotFound(err) || err == nil && got.DeletionTimestamp != nil
+	}, 30*time.Second, 250*time.Millisecond, "%s: the pod goes", what)
+}
+
+// stays asserts that the pod's delete (or eviction) is refused.
+func stays(t *testing.T, pod *corev1.Pod, eviction bool, what string) error {
+	t.Helper()
+	err := deleteOrEvict(pod, eviction)
+	require.Error(t, err, what)
+	got := &corev1.Pod{}
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(pod), got), what)
+	assert.Nil(t, got.DeletionTimestamp, what)
+	return err
+}
+
+func deleteOrEvict(pod *corev1.Pod, eviction bool) error {
+	ctx := context.Background()
+	if eviction {
+		return cs.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}})
+	}
+	return cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+}
+
+// signalPolicyHolds asserts that the chart's admission policy, which no
+// row touches, still refuses a pod that forges a busy runner's budget
+// label (a dry run: nothing is created if it did not).
+func signalPolicyHolds(t *testing.T, ns string) {
+	t.Helper()
+	forged := podtest.Plain(ns, "forged").Obj()
+	forged.UID = ""
+	forged.Labels = map[string]string{runnerpod.BudgetLabel: "uid-of-a-busy-runner"}
+	err := admin.Create(context.Background(), forged, client.DryRunAll)
+	require.Error(t, err, "the signal policy stays")
+	assert.Contains(t, err.Error(), runnerpod.BudgetLabel)
 }
