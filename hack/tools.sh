@@ -42,7 +42,8 @@ install() {
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
     echo ">> built $name in $((SECONDS - start))s" >&2
   fi
-  ln -sfn "$dir/$binary" "$bin/$name"
+  # Relative, so a .cache shared by a symlink links to its own tools.
+  ln -sfn "../tools/$name-$version/$binary" "$bin/$name"
 }
 
 # Helm's own Makefiles set these; without them `helm version` prints only
