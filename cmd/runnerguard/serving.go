@@ -126,9 +126,6 @@ func (l reviewLimits) wrap(h http.Handler) http.Handler {
 // handler as it was sent: those are pathological pods or a flood, and run
 // one at a time whatever they send; a stalled one delays only them.
 func (l reviewLimits) take(ctx context.Context, w http.ResponseWriter, r *http.Request) (release func(), err error) {
-	// Not every ResponseWriter supports deadlines (httptest's does not);
-	// the server's does.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(reviewReadTimeout))
 	if declared := r.ContentLength; declared < 0 || declared > largeReviewBytes {
 		if declared < 0 { // unknown: the most a body may be
 			declared = l.max
@@ -136,11 +133,13 @@ func (l reviewLimits) take(ctx context.Context, w http.ResponseWriter, r *http.R
 		if err := l.large.Acquire(ctx, declared); err != nil {
 			return nil, errBudget{"large reviews (over 1 MiB)"}
 		}
+		readWithin(w, reviewReadTimeout)
 		// A body longer than it said stops at max; the handler then
 		// answers 400.
 		r.Body = http.MaxBytesReader(w, r.Body, l.max)
 		return func() { l.large.Release(declared) }, nil
 	}
+	readWithin(w, reviewReadTimeout)
 	got, err := receive(ctx, l.received, senderOf(r), r.Body, largeReviewBytes)
 	if err != nil {
 		return nil, err
@@ -152,6 +151,13 @@ func (l reviewLimits) take(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(got.body)), int64(len(got.body))
 	return func() { l.budget.Release(cost); got.release() }, nil
+}
+
+// readWithin bounds reading the rest of a review's body. Not every
+// ResponseWriter supports deadlines (httptest's does not); the server's
+// does.
+func readWithin(w http.ResponseWriter, d time.Duration) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 }
 
 // errBudget is a review that waited for its budget, named, as long as the
