@@ -74,7 +74,7 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 		}
 	}
 	r.JobStartedAt = jobStart(pod, runner.Preset.Name)
-	r.Refusals = refusals(pod)
+	r.Refusals = Refusals(pod)
 	if f, ok := FinalVitals(pod); ok {
 		r.Vitals = vitals(f, r.ContainerID)
 	}
@@ -169,11 +169,11 @@ func timePtr(t time.Time) *metav1.Time {
 	return &metav1.Time{Time: t}
 }
 
-// refusals are what the guard refused to let be done to the runner, as its
+// Refusals are what the guard refused to let be done to the runner, as its
 // pod carries them (refusal.Annotation, which only runnerguard writes). A
 // value that does not parse (never the guard's) is told as lost, not
 // dropped silently.
-func refusals(pod *corev1.Pod) *v1alpha1.Refusals {
+func Refusals(pod *corev1.Pod) *v1alpha1.Refusals {
 	l, err := refusal.FromPod(pod.Annotations)
 	if err != nil {
 		return &v1alpha1.Refusals{Dropped: 1}
