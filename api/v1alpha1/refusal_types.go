@@ -32,12 +32,20 @@ type Refusal struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Rule string `json:"rule,omitempty"`
-	// First and Last are when the first and the latest refusal were
-	// answered.
-	First metav1.Time `json:"first"`
-	Last  metav1.Time `json:"last"`
-	// Count is how many times; it stops at its largest value rather than
-	// wrap.
+	// First and Last are when the guard decided the first and the latest
+	// refusal.
+	First metav1.MicroTime `json:"first"`
+	Last  metav1.MicroTime `json:"last"`
+	// Count is how many attempts were refused: the API server's second
+	// review of one request (it asks again when it judged a delete on a
+	// stale copy of the pod), decided within a moment of another on
+	// another copy, is the same attempt. It stops at its largest value
+	// rather than wrap.
 	// +kubebuilder:validation:Minimum=1
 	Count int32 `json:"count"`
+	// Version is the pod's resourceVersion the latest refusal was decided
+	// on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
 }

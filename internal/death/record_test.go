@@ -212,7 +212,7 @@ func TestTheRecordTellsTheJobsStartFromTheRunners(t *testing.T) {
 // What the guard refused while the runner ran goes onto its record as the
 // pod carried it.
 func TestTheRecordCarriesThePodsRefusals(t *testing.T) {
-	at := metav1.NewTime(time.Date(2026, 11, 1, 12, 3, 0, 0, time.UTC))
+	at := metav1.NewMicroTime(time.Date(2026, 11, 1, 12, 3, 0, 0, time.UTC))
 	stored := v1alpha1.Refusals{Entries: []v1alpha1.Refusal{{By: "system:serviceaccount:ci:reaper", Verb: "delete", Rule: "busy", First: at, Last: at, Count: 2}}}
 	value, err := refusal.Format(stored)
 	require.NoError(t, err)

@@ -29,9 +29,10 @@ const (
 	MaxEntries = 8
 	// MaxBy, MaxVerb and MaxRule bound the strings in bytes; longer ones
 	// are cut at a character's edge.
-	MaxBy   = 256
-	MaxVerb = 32
-	MaxRule = 64
+	MaxBy      = 256
+	MaxVerb    = 32
+	MaxRule    = 64
+	MaxVersion = 64
 )
 
 // version is the stored shape's version: a reader refuses any other.
@@ -43,16 +44,19 @@ type stored struct {
 	v1alpha1.Refusals
 }
 
-// One is a single refusal as the guard answered it.
+// One is a single refusal as the guard answered it: who, what, by which
+// rule, when it was decided, and the pod's resourceVersion it was decided
+// on.
 type One struct {
 	By, Verb, Rule string
 	At             time.Time
+	Version        string
 }
 
 // entry is o as a list entry, its strings cut to their bounds.
 func (o One) entry() v1alpha1.Refusal {
-	at := metav1.NewTime(o.At.UTC().Truncate(time.Second))
-	return v1alpha1.Refusal{By: cut(o.By, MaxBy), Verb: cut(o.Verb, MaxVerb), Rule: cut(o.Rule, MaxRule), First: at, Last: at, Count: 1}
+	at := metav1.NewMicroTime(o.At.UTC().Truncate(time.Microsecond))
+	return v1alpha1.Refusal{By: cut(o.By, MaxBy), Verb: cut(o.Verb, MaxVerb), Rule: cut(o.Rule, MaxRule), First: at, Last: at, Count: 1, Version: cut(o.Version, MaxVersion)}
 }
 
 // Add merges o into l.
@@ -76,12 +80,16 @@ func Merge(l, more v1alpha1.Refusals) v1alpha1.Refusals {
 			continue
 		}
 		x := &out.Entries[i]
-		x.Count = addSat(x.Count, e.Count)
+		n := e.Count
+		if e.Version != x.Version && (sameAttempt(e.First, x.First) || sameAttempt(e.First, x.Last)) {
+			n-- // e's first refusal is one x already counts, asked again
+		}
+		x.Count = addSat(x.Count, n)
 		if e.First.Before(&x.First) {
 			x.First = e.First
 		}
 		if !e.Last.Before(&x.Last) {
-			x.Last, x.Rule = e.Last, e.Rule
+			x.Last, x.Rule, x.Version = e.Last, e.Rule, e.Version
 		}
 	}
 	for len(out.Entries) > MaxEntries {
@@ -91,6 +99,20 @@ func Merge(l, more v1alpha1.Refusals) v1alpha1.Refusals {
 	}
 	sortEntries(out.Entries)
 	return out
+}
+
+// Repeat is how close two refusals of one requester's verb, decided on
+// two copies of the pod, are decided to be one attempt: the API server
+// reviews a delete again at once when it first judged it on a stale copy
+// of the pod (its storage retries the update with the live one), and both
+// reviews are refused. Two attempts on one copy are always two. A requester's
+// own retries are counted from the first that waits longer than this
+// (a controller's backoff starts at a few milliseconds and doubles).
+const Repeat = 150 * time.Millisecond
+
+func sameAttempt(a, b metav1.MicroTime) bool {
+	d := a.Sub(b.Time)
+	return d > -Repeat && d < Repeat
 }
 
 // weakest is the entry Merge drops first.
@@ -183,7 +205,7 @@ func validEntry(e v1alpha1.Refusal) error {
 	for _, f := range []struct {
 		name, v string
 		max     int
-	}{{"by", e.By, MaxBy}, {"verb", e.Verb, MaxVerb}, {"rule", e.Rule, MaxRule}} {
+	}{{"by", e.By, MaxBy}, {"verb", e.Verb, MaxVerb}, {"rule", e.Rule, MaxRule}, {"version", e.Version, MaxVersion}} {
 		switch {
 		case len(f.v) > f.max:
 			return fmt.Errorf("%s is %d bytes, at most %d", f.name, len(f.v), f.max)

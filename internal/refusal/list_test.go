@@ -16,14 +16,17 @@ import (
 
 var t0 = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 
-func at(s int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(s) * time.Second)) }
+func at(s int) metav1.MicroTime { return metav1.NewMicroTime(t0.Add(time.Duration(s) * time.Second)) }
 
+func micro(d time.Duration) metav1.MicroTime { return metav1.NewMicroTime(t0.Add(d)) }
+
+// entry is an entry whose latest refusal was decided on version "1".
 func entry(by, verb, rule string, first, last int, count int32) v1alpha1.Refusal {
-	return v1alpha1.Refusal{By: by, Verb: verb, Rule: rule, First: at(first), Last: at(last), Count: count}
+	return v1alpha1.Refusal{By: by, Verb: verb, Rule: rule, First: at(first), Last: at(last), Count: count, Version: "1"}
 }
 
 func one(by, verb, rule string, s int) One {
-	return One{By: by, Verb: verb, Rule: rule, At: t0.Add(time.Duration(s) * time.Second)}
+	return One{By: by, Verb: verb, Rule: rule, At: t0.Add(time.Duration(s) * time.Second), Version: "1"}
 }
 
 func TestAdd(t *testing.T) {
@@ -48,6 +51,18 @@ func TestAdd(t *testing.T) {
 			one("reaper", "exec", "busy", 6), entries(entry("reaper", "delete", "busy", 5, 5, 1), entry("reaper", "exec", "busy", 6, 6, 1))},
 		{"a second requester is kept beside the first, in order of their first refusal", entries(entry("reaper", "delete", "busy", 5, 5, 1)),
 			one("alice", "eviction", "busy", 2), entries(entry("alice", "eviction", "busy", 2, 2, 1), entry("reaper", "delete", "busy", 5, 5, 1))},
+		{"the API server's second review of one delete, a moment later on a fresher copy, is the same attempt", entries(entry("reaper", "delete", "busy", 5, 5, 1)),
+			One{By: "reaper", Verb: "delete", Rule: "busy", At: t0.Add(5*time.Second + Repeat/2), Version: "2"},
+			entries(v1alpha1.Refusal{By: "reaper", Verb: "delete", Rule: "busy", First: at(5), Last: micro(5*time.Second + Repeat/2), Count: 1, Version: "2"})},
+		{"so is the first review, written after the second by another replica", entries(entry("reaper", "delete", "busy", 5, 5, 1)),
+			One{By: "reaper", Verb: "delete", Rule: "busy", At: t0.Add(5*time.Second - Repeat/2), Version: "0"},
+			entries(v1alpha1.Refusal{By: "reaper", Verb: "delete", Rule: "busy", First: micro(5*time.Second - Repeat/2), Last: at(5), Count: 1, Version: "1"})},
+		{"two attempts a moment apart on one copy are two", entries(entry("reaper", "delete", "busy", 5, 5, 1)),
+			One{By: "reaper", Verb: "delete", Rule: "busy", At: t0.Add(5*time.Second + Repeat/2), Version: "1"},
+			entries(v1alpha1.Refusal{By: "reaper", Verb: "delete", Rule: "busy", First: at(5), Last: micro(5*time.Second + Repeat/2), Count: 2, Version: "1"})},
+		{"a retry after the moment is another attempt", entries(entry("reaper", "delete", "busy", 5, 5, 1)),
+			One{By: "reaper", Verb: "delete", Rule: "busy", At: t0.Add(5*time.Second + Repeat), Version: "2"},
+			entries(v1alpha1.Refusal{By: "reaper", Verb: "delete", Rule: "busy", First: at(5), Last: micro(5*time.Second + Repeat), Count: 2, Version: "2"})},
 		{"a count at its largest stays there", entries(entry("reaper", "delete", "busy", 5, 5, math.MaxInt32)),
 			one("reaper", "delete", "busy", 6), entries(entry("reaper", "delete", "busy", 5, 6, math.MaxInt32))},
 		{"a full list drops the entry refused fewest times and counts it", full, one("new", "delete", "busy", 100),

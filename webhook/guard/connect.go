@@ -92,7 +92,7 @@ func (c connectHandler) Handle(ctx context.Context, req admission.Request) admis
 		// read by name from the API server, in a namespace it sends reviews of.
 		h.after.later(ctx, func(ctx context.Context) {
 			if h.unsent(ctx, f) == "" {
-				h.Refusals.Note(ctx, client.ObjectKeyFromObject(pod), pod.UID, refusal.One{By: f.Requester, Verb: string(op), Rule: string(d.Rule), At: f.Now})
+				h.Refusals.Note(ctx, client.ObjectKeyFromObject(pod), pod.UID, refusal.One{By: f.Requester, Verb: string(op), Rule: string(d.Rule), At: f.Now, Version: pod.ResourceVersion})
 			}
 		})
 		return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, d.Message)

@@ -386,7 +386,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	}
 	h.event(f, d, startedBy)
 	if !d.Allowed {
-		h.Refusals.Note(ctx, client.ObjectKeyFromObject(pod), pod.UID, refusal.One{By: f.Requester, Verb: string(f.Operation), Rule: string(d.Rule), At: f.Now})
+		h.Refusals.Note(ctx, client.ObjectKeyFromObject(pod), pod.UID, refusal.One{By: f.Requester, Verb: string(f.Operation), Rule: string(d.Rule), At: f.Now, Version: pod.ResourceVersion})
 	}
 	if w.running && h.Writer != nil {
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
