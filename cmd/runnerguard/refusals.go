@@ -75,7 +75,9 @@ keeps its refusals: see "why").`,
 var errPodGone = exitError{exitNoRecord, errors.New("the pod is gone: its refusals, if it died, are on its record (runnerguard why POD)")}
 
 func refusals(ctx context.Context, k kube, o refusalsOptions, pod string, w io.Writer) error {
-	cfg := config.Default()
+	// Without the chart's config every preset's pods are runners: the
+	// chart's policy guards the value on each preset's runner containers.
+	cfg := allPresets()
 	if o.configPath != "" {
 		var err error
 		if cfg, err = config.Load(o.configPath); err != nil {

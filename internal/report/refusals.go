@@ -130,6 +130,21 @@ func refusalLines(b *strings.Builder, l *v1alpha1.Refusals, heading string) {
 	}
 }
 
+// refused is a record's refusals in a table's cell: the attempts refused
+// and by how many requesters, "-" for none.
+func refused(l *v1alpha1.Refusals) string {
+	if l == nil || len(l.Entries) == 0 {
+		return "-"
+	}
+	var n int64
+	by := map[string]bool{}
+	for _, e := range l.Entries {
+		n += int64(e.Count)
+		by[e.By] = true
+	}
+	return fmt.Sprintf("%d by %d", n, len(by))
+}
+
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // Printable is s with every character a terminal would act on (control

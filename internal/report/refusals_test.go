@@ -1,14 +1,21 @@
 package report
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/refusal"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 func TestPrintable(t *testing.T) {
@@ -25,8 +32,8 @@ func TestPrintable(t *testing.T) {
 }
 
 func refusedTwice() *v1alpha1.Refusals {
-	first := metav1.NewTime(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
-	last := metav1.NewTime(first.Add(time.Minute))
+	first := metav1.NewMicroTime(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	last := metav1.NewMicroTime(first.Add(time.Minute))
 	return &v1alpha1.Refusals{Entries: []v1alpha1.Refusal{
 		{By: "system:serviceaccount:ci:reaper", Verb: "delete", Rule: "busy", First: first, Last: last, Count: 2},
 		{By: "mallory\x1b[2J", Verb: "exec", Rule: "busy", First: last, Last: last, Count: 1},
@@ -55,4 +62,41 @@ func TestARecordAndALivePodSayWhatWasRefused(t *testing.T) {
 	b.Reset()
 	refusalLines(&b, nil, "refused so far")
 	assert.Empty(t, b.String(), "nothing refused, nothing said")
+}
+
+func TestRefusalsAreReadFromLiveRunnerPodsOnly(t *testing.T) {
+	value, err := refusal.Format(*refusedTwice())
+	require.NoError(t, err)
+	presets := configtest.Enforcing().Presets
+	c := fakeClient(t,
+		podtest.Runner("ci", "refused").Label(runnerpod.RunnerLabel, "true").Annotate(refusal.Annotation, value).Obj(),
+		podtest.Runner("ci", "quiet").Label(runnerpod.RunnerLabel, "true").Obj(),
+		podtest.Runner("ci", "broken").Label(runnerpod.RunnerLabel, "true").Annotate(refusal.Annotation, "{").Obj(),
+		podtest.Plain("ci", "not-a-runner").Label(runnerpod.RunnerLabel, "true").Annotate(refusal.Annotation, value).Obj(),
+		podtest.Runner("other", "elsewhere").Label(runnerpod.RunnerLabel, "true").Annotate(refusal.Annotation, value).Obj())
+	got, err := Refusals(context.Background(), c, presets, "ci", "")
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, "broken", got[0].Pod)
+	assert.Contains(t, got[0].Error, "not the stored JSON")
+	assert.Equal(t, "refused", got[1].Pod)
+	assert.Len(t, got[1].Refusals.Entries, 2)
+
+	got, err = Refusals(context.Background(), c, presets, "", "")
+	require.NoError(t, err)
+	assert.Len(t, got, 3, "every namespace")
+	got, err = Refusals(context.Background(), c, presets, "ci", "refused")
+	require.NoError(t, err)
+	assert.Len(t, got, 1)
+	_, err = Refusals(context.Background(), c, presets, "ci", "gone")
+	assert.ErrorIs(t, err, ErrPodGone)
+}
+
+func TestARecordsRefusalsInTheWideTable(t *testing.T) {
+	assert.Equal(t, "3 by 2", refused(refusedTwice()))
+	assert.Equal(t, "-", refused(nil))
+	r := death.Record{Namespace: "ci"}
+	r.Pod, r.Class, r.Refusals = "r", "error-exit", refusedTwice()
+	assert.Regexp(t, `(?m)REFUSED$`, RecordsTable([]death.Record{r}, true, 10))
+	assert.Regexp(t, `(?m)^ci\s+r\s+error-exit.*\s3 by 2$`, RecordsTable([]death.Record{r}, true, 10))
 }
