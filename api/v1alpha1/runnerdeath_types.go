@@ -134,6 +134,10 @@ type DeathRecord struct {
 	// the delete through (rule override), as the guard noted it.
 	// +optional
 	DeleteReason string `json:"deleteReason,omitempty"`
+	// Refusals are the deletes, evictions, execs and attaches the guard
+	// refused while the runner ran, as they stood on its pod.
+	// +optional
+	Refusals *Refusals `json:"refusals,omitempty"`
 	// Vitals is the vitals sidecar's final reading, when it left one.
 	// +optional
 	Vitals *Vitals `json:"vitals,omitempty"`

@@ -126,7 +126,7 @@ an operator how a runner died (why) and what kills the runners (deaths).`,
 	// The plugin's users never run the server: the chart's Deployment
 	// does, with the binary's own name.
 	serve.Hidden = name == "kubectl-runnerguard"
-	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newDrainCommand(streams), newCheckCommand(streams), newVersionCommand(streams), serve)
+	root.AddCommand(newWhyCommand(streams), newDeathsCommand(streams), newRefusalsCommand(streams), newDrainCommand(streams), newCheckCommand(streams), newVersionCommand(streams), serve)
 	// Cobra's completion command, for bash, zsh, fish and powershell; a
 	// shell it has no script for is a usage error, not its help.
 	root.InitDefaultCompletionCmd()

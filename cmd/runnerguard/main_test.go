@@ -72,6 +72,11 @@ func TestRunExitCodes(t *testing.T) {
 		{args: []string{"drain", "node-7"}, code: 1, stderr: "no kubeconfig"},
 		{args: []string{"why", "p", "-n", "ci"}, code: 1, stderr: "no kubeconfig"},
 		{args: []string{"deaths", "-A", "-o", "yaml"}, code: 1, stderr: "no kubeconfig"},
+		{args: []string{"refusals", "--help"}, code: 0, stdout: "refusals [POD] [flags]"},
+		{args: []string{"refusals", "a", "b"}, code: 2, stderr: "refusals takes at most 1 argument, got 2"},
+		{args: []string{"refusals", "-o", "yaml"}, code: 2, stderr: `-o "yaml": refusals prints json`},
+		{args: []string{"refusals", "p", "-A"}, code: 2, stderr: "give -n, not -A"},
+		{args: []string{"refusals", "-A"}, code: 1, stderr: "no kubeconfig"},
 		{args: []string{"why", "p", "--kubeconfig", filepath.Join(t.TempDir(), "gone")}, code: 1, stderr: "gone"},
 	} {
 		var stdout, stderr bytes.Buffer

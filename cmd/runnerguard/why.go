@@ -48,7 +48,9 @@ same; 1 the cluster could not be read; 2 a usage error.`,
 }
 
 func why(ctx context.Context, k kube, out *output, configPath, pod string, w io.Writer) error {
-	cfg := config.Default()
+	// Without the chart's config a live pod of any preset is a runner's,
+	// as drain tells them.
+	cfg := allPresets()
 	if configPath != "" {
 		var err error
 		if cfg, err = config.Load(configPath); err != nil {

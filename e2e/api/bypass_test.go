@@ -18,6 +18,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -129,6 +130,8 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		{"a reaper cannot give a pod the credential its manager created it with", gitlab, reaperSA, annotations(runnerpod.CreatedWith, "JTI=reaper"), credentialKept},
 		{"a reaper cannot date an ARC runner's job", scaleSet, reaperSA, annotations(runnerpod.JobAssignedAt, "2026-11-01T12:00:00Z"), jobStartKept},
 		{"ARC's controller cannot date its runner's job either: runnerguard saw it", scaleSet, arc, annotations(runnerpod.JobAssignedAt, "2026-11-01T12:00:00Z"), jobStartKept},
+		{"a reaper cannot put refusals on a runner", generic, reaperSA, annotations(refusal.Annotation, `{"v":1,"entries":[]}`), refusalsKept},
+		{"nor can the runner's fleet", scaleSet, arc, annotations(refusal.Annotation, `{"v":1,"entries":[]}`), refusalsKept},
 		{"a reaper cannot mark a generic runner unregistered", generic, reaperSA, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
 		{"a namespace admin cannot mark a legacy runner unregistered", legacyRunner, nsAdmin, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
 		{"ARC's scale-set controller cannot write legacy ARC's signal", legacyRunner, arc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -284,9 +285,22 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 		}
 	}
 	r.JobStartedAt = jobStart(pod, runner.Preset.Name)
+	r.Refusals = Refusals(pod)
 	if f, ok := FinalVitals(pod); ok {
 		r.Vitals = vitals(f, r.ContainerID)
 	}
 	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 	return r
+}
+
+// Refusals are what the guard refused to let be done to the runner, as its
+// pod carries them (refusal.Annotation, which only runnerguard writes). A
+// value that does not parse (never the guard's) is told as lost, not
+// dropped silently.
+func Refusals(pod *corev1.Pod) *v1alpha1.Refusals {
+	l, err := refusal.FromPod(pod.Annotations)
+	if err != nil {
+		return &v1alpha1.Refusals{Dropped: 1}
+	}
+	return l
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -205,5 +206,34 @@ func TestTheRecordTellsTheJobsStartFromTheRunners(t *testing.T) {
 		}
 		require.NotNil(t, r.JobStartedAt, tc.name)
 		assert.True(t, tc.want.Equal(r.JobStartedAt.Time), tc.name)
+	}
+}
+
+// What the guard refused while the runner ran goes onto its record as the
+// pod carried it.
+func TestTheRecordCarriesThePodsRefusals(t *testing.T) {
+	at := metav1.NewMicroTime(time.Date(2026, 11, 1, 12, 3, 0, 0, time.UTC))
+	stored := v1alpha1.Refusals{Entries: []v1alpha1.Refusal{{By: "system:serviceaccount:ci:reaper", Verb: "delete", Rule: "busy", First: at, Last: at, Count: 2}}}
+	value, err := refusal.Format(stored)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		pod  *podtest.Wrapper
+		want *v1alpha1.Refusals
+	}{
+		{"refusals on the pod are copied", podtest.Runner("ci", "r").Terminated("runner", 1, "Error").Annotate(refusal.Annotation, value), &stored},
+		{"no refusals, none said", podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), nil},
+		{"a value that does not parse is told as lost", podtest.Runner("ci", "r").Terminated("runner", 1, "Error").Annotate(refusal.Annotation, "{"),
+			&v1alpha1.Refusals{Dropped: 1}},
+	} {
+		r := newRecord(t, tc.pod)
+		if tc.want == nil {
+			assert.Nil(t, r.Refusals, tc.name)
+			continue
+		}
+		require.NotNil(t, r.Refusals, tc.name)
+		got, _ := refusal.Format(*r.Refusals)
+		want, _ := refusal.Format(*tc.want)
+		assert.Equal(t, want, got, tc.name)
 	}
 }

@@ -12,11 +12,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // jobAnnotations are what the pod cache keeps for the record's job start.
 var jobAnnotations = []string{runnerpod.JobAssignedAt}
+
+// refusalAnnotations are what the pod cache keeps for the record's
+// refusals, which the guard wrote while the runner ran.
+var refusalAnnotations = []string{refusal.Annotation}
 
 // jobStart is an ARC runner whose EphemeralRunner the leader saw turn busy:
 // its pod (named after it), the EphemeralRunner's UID (the pod's owner),

@@ -82,13 +82,13 @@ func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 }
 
 // RecordsTable renders records one a line, at most limit of them; wide
-// adds the node, preset and memory columns.
+// adds the node, preset, memory and refusals columns.
 func RecordsTable(records []death.Record, wide bool, limit int) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	head := "NAMESPACE\tPOD\tCLASS\tEXIT\tREASON\tDELETED BY\tENDED"
 	if wide {
-		head += "\tNODE\tPRESET\tPEAK\tOOM KILLS"
+		head += "\tNODE\tPRESET\tPEAK\tOOM KILLS\tREFUSED"
 	}
 	fmt.Fprintln(tw, head)
 	for i, r := range records {
@@ -111,7 +111,7 @@ func RecordsTable(records []death.Record, wide bool, limit int) string {
 					peak = quantity(*v.Peak)
 				}
 			}
-			line += fmt.Sprintf("\t%s\t%s\t%s\t%s", dash(r.Node), r.Preset, peak, kills)
+			line += fmt.Sprintf("\t%s\t%s\t%s\t%s\t%s", dash(r.Node), r.Preset, peak, kills, refused(r.Refusals))
 		}
 		fmt.Fprintln(tw, line)
 	}

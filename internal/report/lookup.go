@@ -24,6 +24,9 @@ type Report struct {
 	// Runner is the runner's state when the pod exists.
 	Runner  string         `json:"runner,omitempty"`
 	Records []death.Record `json:"records"`
+	// Refusals are those kept on the live pod so far (a record has its
+	// own, as they stood at the death).
+	Refusals *v1alpha1.Refusals `json:"refusals,omitempty"`
 }
 
 // Lookup gathers a pod's death records: the RunnerDeath objects the pod
@@ -41,6 +44,7 @@ func Lookup(ctx context.Context, c client.Reader, presets []runnerpod.Preset, na
 		rep.Exists = true
 		if runner, ok := runnerpod.Match(pod, presets); ok {
 			rep.Runner = runnerpod.RunnerStatus(pod, runner.Containers).State.String()
+			rep.Refusals = death.Refusals(pod)
 			for _, r := range death.Deaths(pod, runner) {
 				r.Deleted = death.CausedByDeletion(pod, r)
 				byKey[r.Key()] = r

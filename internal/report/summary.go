@@ -86,6 +86,7 @@ func Summary(r death.Record) string {
 		fmt.Fprintf(&b, "  node %s when recorded: %s\n", r.Node, nodeState(n))
 	}
 	memory(&b, r)
+	refusalLines(&b, r.Refusals, "refused while it ran (the guard's record)")
 	if e := r.Ending(); e != "" {
 		fmt.Fprintf(&b, "  %s\n", e)
 	}
@@ -250,8 +251,10 @@ func (rep Report) Text() string {
 		}
 	case rep.Exists && rep.Runner == "running":
 		fmt.Fprintf(&b, "pod %s/%s: its runner is running; no death on record\n", rep.Namespace, rep.Pod)
+		refusalLines(&b, rep.Refusals, "refused so far")
 	case rep.Exists:
 		fmt.Fprintf(&b, "pod %s/%s: %s; no death on record\n", rep.Namespace, rep.Pod, rep.Runner)
+		refusalLines(&b, rep.Refusals, "refused so far")
 	default:
 		fmt.Fprintf(&b, "pod %s/%s is gone and no runnerguard record of it remains.\n", rep.Namespace, rep.Pod)
 		b.WriteString("Its RunnerDeath records may have passed the chart's retention, or the runner never ran. Look next in:\n")

@@ -11,10 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -23,9 +25,10 @@ import (
 const ConnectPath = "/validate-runner-connect"
 
 // connectHandler judges CONNECT reviews of pods/exec and pods/attach with
-// the Handler's readers, config and clock. It writes nothing: no note,
-// Event or metric (a review anyone on the pod network can post must not
-// change a record); a refusal is said to the caller and logged.
+// the Handler's readers, config and clock. It writes no note, Event or
+// metric (a review anyone on the pod network can post must not change a
+// record); a refusal is said to the caller, logged, and kept on the pod
+// (Refusals), which names who was refused and nothing the guard decides by.
 type connectHandler struct{ h *Handler }
 
 // Connect returns the admission handler of exec and attach reviews.
@@ -85,6 +88,13 @@ func (c connectHandler) Handle(ctx context.Context, req admission.Request) admis
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message)
 	}
 	if !d.Allowed {
+		// A connect review names no UID: the refused pod is the one just
+		// read by name from the API server, in a namespace it sends reviews of.
+		h.after.later(ctx, func(ctx context.Context) {
+			if h.unsent(ctx, f) == "" {
+				h.Refusals.Note(ctx, client.ObjectKeyFromObject(pod), pod.UID, refusal.One{By: f.Requester, Verb: string(op), Rule: string(d.Rule), At: f.Now, Version: pod.ResourceVersion})
+			}
+		})
 		return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, d.Message)
 	}
 	r := admission.Allowed(d.Message)

@@ -29,6 +29,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/recorder"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -62,6 +63,9 @@ type Handler struct {
 	// deletion shows (podDeleted), so a review the API server did not send
 	// leaves none.
 	NotesAfterDeletion bool
+	// Refusals keeps each refusal on the runner's pod; nil without a
+	// watcher, which alone copies them onto the runner's record.
+	Refusals *refusal.Writer
 	// after runs a review's side effects once it is answered; nil: before
 	// the answer (NewHandler's, so a test sees them when Handle returns).
 	after *afterAnswer
@@ -381,6 +385,9 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		startedBy = h.ownerDeleter(ctx, pod)
 	}
 	h.event(f, d, startedBy)
+	if !d.Allowed {
+		h.Refusals.Note(ctx, client.ObjectKeyFromObject(pod), pod.UID, refusal.One{By: f.Requester, Verb: string(f.Operation), Rule: string(d.Rule), At: f.Now, Version: pod.ResourceVersion})
+	}
 	if w.running && h.Writer != nil {
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
 		n.Deletion.StartedBy = startedBy

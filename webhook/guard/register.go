@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 )
 
 // Path is where the webhook server serves the guard for a registration
@@ -42,6 +43,10 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		h.NotesAfterDeletion = true
 		// The notes in flight are written before the replica exits.
 		if err := mgr.Add(h.Notes); err != nil {
+			return err
+		}
+		h.Refusals = refusal.NewWriter(mgr.GetAPIReader(), mgr.GetClient())
+		if err := mgr.Add(h.Refusals); err != nil {
 			return err
 		}
 	} else {

@@ -105,6 +105,7 @@ allowDelete: runnerguard.io/allow-delete
 createdBy: runnerguard.io/created-by
 createdWith: runnerguard.io/created-with
 jobAssignedAt: runnerguard.io/job-assigned-at
+refusals: runnerguard.io/refusals
 drainDeadline: runnerguard.io/drain-deadline
 drainDeadlineBy: runnerguard.io/drain-deadline-by
 budget: runnerguard.io/budget

@@ -1,0 +1,201 @@
+package refusal
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Writer is the one writer of a pod's refusals: the guard hands it each
+// refusal after the answer (Note), and it merges them into the pod's
+// annotation in the background, one write in flight per pod, folding the
+// refusals that arrive meanwhile into the next. Each write reads the pod
+// from the API server and patches it with that read's resourceVersion, so
+// two replicas writing one pod never lose each other's refusals: the
+// second gets a conflict and merges again.
+type Writer struct {
+	reader client.Reader
+	writer client.Writer
+	mu     sync.Mutex
+	// pending holds each pod's refusals not yet written; a pod is in it
+	// while its write is in flight.
+	pending map[podUID]*v1alpha1.Refusals
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+// podUID is a pod as the guard confirmed it: a pod of that name with
+// another UID is another runner.
+type podUID struct {
+	types.NamespacedName
+	uid types.UID
+}
+
+// maxPods bounds the pods with refusals waiting: anyone who can reach the
+// webhook can send reviews, and memory and requests stay bounded.
+const maxPods = 256
+
+// writeTimeout bounds one pod's write, its retries on conflict included.
+const writeTimeout = 30 * time.Second
+
+// NewWriter returns a Writer reading pods through r, which must be the API
+// server itself (a cache's resourceVersion could be stale for ever), and
+// patching them through w.
+func NewWriter(r client.Reader, w client.Writer) *Writer {
+	return &Writer{reader: r, writer: w, pending: map[podUID]*v1alpha1.Refusals{}}
+}
+
+// Note keeps o on pod, if the pod still has uid when it is written. It
+// returns at once: the write follows in the background (or, on a replica
+// that is stopping, now). Nil w notes nothing. The caller has confirmed
+// that the API server sent the review (its pod exists with uid) and that
+// it was no dry run.
+func (w *Writer) Note(ctx context.Context, pod types.NamespacedName, uid types.UID, o One) {
+	if w == nil {
+		return
+	}
+	key := podUID{pod, uid}
+	log := logf.FromContext(ctx)
+	w.mu.Lock()
+	if p, ok := w.pending[key]; ok {
+		*p = Add(*p, o)
+		w.mu.Unlock()
+		return
+	}
+	if len(w.pending) >= maxPods {
+		w.mu.Unlock()
+		log.Info("refusal not kept: too many pods' refusals waiting to be written", "pod", pod, "requester", o.By)
+		return
+	}
+	l := Add(v1alpha1.Refusals{}, o)
+	w.pending[key] = &l
+	w.wg.Add(1)
+	stopped := w.stopped
+	w.mu.Unlock()
+	if stopped {
+		w.flush(ctx, key)
+		return
+	}
+	go w.flush(logf.IntoContext(context.Background(), log), key)
+}
+
+// flush writes key's pending refusals until none are left.
+func (w *Writer) flush(ctx context.Context, key podUID) {
+	defer w.wg.Done()
+	for {
+		w.mu.Lock()
+		p := w.pending[key]
+		if len(p.Entries) == 0 && p.Dropped == 0 {
+			delete(w.pending, key)
+			w.mu.Unlock()
+			return
+		}
+		add := *p
+		*p = v1alpha1.Refusals{}
+		w.mu.Unlock()
+		if err := w.write(ctx, key, add); err != nil {
+			logf.FromContext(ctx).Error(err, "refusals not kept on the pod", "pod", key.NamespacedName, "count", len(add.Entries))
+		}
+	}
+}
+
+// write merges add into the pod's stored refusals.
+func (w *Writer) write(ctx context.Context, key podUID, add v1alpha1.Refusals) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		pod := runnerpod.Meta()
+		if err := w.reader.Get(ctx, key.NamespacedName, pod); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil // gone: its record has what was on it
+			}
+			return err
+		}
+		if pod.UID != key.uid {
+			return nil // another pod of that name
+		}
+		cur, err := current(pod.Annotations[Annotation])
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "replacing refusals that do not parse", "pod", key.NamespacedName)
+		}
+		value, err := Format(Merge(cur, add))
+		if err != nil {
+			return err
+		}
+		before := pod.DeepCopy()
+		pod.SetAnnotations(with(pod.Annotations, Annotation, value))
+		err = w.writer.Patch(ctx, pod, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// current is a pod's refusals: none without the annotation; a value that
+// does not parse is counted dropped, so the next write replaces it and
+// says something was lost.
+func current(value string) (v1alpha1.Refusals, error) {
+	if value == "" {
+		return v1alpha1.Refusals{}, nil
+	}
+	l, err := Parse(value)
+	if err != nil {
+		return v1alpha1.Refusals{Dropped: 1}, err
+	}
+	return l, nil
+}
+
+func with(m map[string]string, k, v string) map[string]string {
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[k] = v
+	return out
+}
+
+// Start waits for the replica to stop, then for the writes in flight; a
+// refusal noted after that is written before Note returns.
+func (w *Writer) Start(ctx context.Context) error {
+	<-ctx.Done()
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.Wait()
+	return nil
+}
+
+// Wait returns once the refusals noted so far are written or given up.
+func (w *Writer) Wait() {
+	if w != nil {
+		w.wg.Wait()
+	}
+}
+
+// NeedLeaderElection: every replica's guard refuses, and notes it.
+func (w *Writer) NeedLeaderElection() bool { return false }
+
+// FromPod is the refusals a pod carries, nil when none or when they do
+// not parse (the Writer alone writes them; the error says why).
+func FromPod(annotations map[string]string) (*v1alpha1.Refusals, error) {
+	value, ok := annotations[Annotation]
+	if !ok {
+		return nil, nil
+	}
+	l, err := Parse(value)
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil
+}

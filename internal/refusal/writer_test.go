@@ -1,0 +1,114 @@
+package refusal
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+)
+
+var podKey = types.NamespacedName{Namespace: "ci", Name: "r"}
+
+// podClient holds one pod, its patches failing with a conflict the first
+// conflicts times, as another replica's write would make them.
+func podClient(t *testing.T, conflicts int32) (client.Client, *atomic.Int32) {
+	t.Helper()
+	s := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(s))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r", UID: "u1", Annotations: map[string]string{"keep": "me"}}}
+	var patches atomic.Int32
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(pod).Build(), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if patches.Add(1) <= conflicts {
+				return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, obj.GetName(), nil)
+			}
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+	return c, &patches
+}
+
+func storedOn(t *testing.T, c client.Client) (map[string]string, *v1alpha1.Refusals) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	require.NoError(t, c.Get(context.Background(), podKey, pod))
+	l, err := FromPod(pod.Annotations)
+	require.NoError(t, err)
+	return pod.Annotations, l
+}
+
+func TestTheWriterKeepsEachRequesterWithItsCountOnThePod(t *testing.T) {
+	c, _ := podClient(t, 0)
+	w := NewWriter(c, c)
+	ctx := context.Background()
+	w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", 1))
+	w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", 2))
+	w.Note(ctx, podKey, "u1", one("alice", "eviction", "busy", 3))
+	w.Wait()
+	ann, l := storedOn(t, c)
+	require.NotNil(t, l)
+	assert.Equal(t, "me", ann["keep"], "the pod's other annotations stay")
+	assert.Equal(t, formatted(t, entries(entry("reaper", "delete", "busy", 1, 2, 2), entry("alice", "eviction", "busy", 3, 3, 1))), formatted(t, *l))
+
+	w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", 9))
+	w.Wait()
+	_, l = storedOn(t, c)
+	assert.Equal(t, int32(3), l.Entries[0].Count, "a later refusal adds to what is stored")
+}
+
+func TestAWriteThatConflictsIsMergedAgain(t *testing.T) {
+	c, patches := podClient(t, 2)
+	w := NewWriter(c, c)
+	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
+	w.Wait()
+	_, l := storedOn(t, c)
+	require.NotNil(t, l)
+	assert.Equal(t, int32(1), l.Entries[0].Count)
+	assert.Equal(t, int32(3), patches.Load())
+}
+
+func TestNothingIsWrittenOnAnotherPodOfTheName(t *testing.T) {
+	c, patches := podClient(t, 0)
+	w := NewWriter(c, c)
+	w.Note(context.Background(), podKey, "u0", one("reaper", "delete", "busy", 1))
+	w.Note(context.Background(), types.NamespacedName{Namespace: "ci", Name: "gone"}, "u2", one("reaper", "delete", "busy", 1))
+	w.Wait()
+	_, l := storedOn(t, c)
+	assert.Nil(t, l)
+	assert.Zero(t, patches.Load())
+}
+
+func TestAStoredValueThatDoesNotParseIsReplacedAndToldLost(t *testing.T) {
+	c, _ := podClient(t, 0)
+	pod := &corev1.Pod{}
+	require.NoError(t, c.Get(context.Background(), podKey, pod))
+	pod.Annotations[Annotation] = "forged"
+	require.NoError(t, c.Update(context.Background(), pod))
+	w := NewWriter(c, c)
+	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
+	w.Wait()
+	_, l := storedOn(t, c)
+	require.NotNil(t, l)
+	assert.Equal(t, int32(1), l.Dropped)
+	assert.Equal(t, "reaper", l.Entries[0].By)
+}
+
+func TestANilWriterNotesNothing(t *testing.T) {
+	var w *Writer
+	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
+	w.Wait()
+}
