@@ -75,6 +75,8 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 	r.JobStartedAt = jobStart(pod, runner.Preset.Name)
 	if f, ok := FinalVitals(pod); ok {
 		r.Vitals = vitals(f, r.ContainerID)
+		unknownPeak(r.Vitals, f, &r)
+		r.Stall = lastStall(f, &r)
 	}
 	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 	return r
