@@ -30,6 +30,8 @@ type Options struct {
 	Log   *slog.Logger
 	// Stall is the judgement of a stall at the memory limit; zero: stall.Default.
 	Stall stall.Thresholds
+	// Probe, when set, is told whether a stall is under way.
+	Probe *Probe
 }
 
 // Run streams readings of r to w as JSON lines until ctx ends, then takes a
@@ -102,6 +104,9 @@ func (s *sampler) emit(trigger string, onlyOOM bool) record.Line {
 	s.track(l)
 	var news bool
 	l.Stall, news = s.stalls.observe(l)
+	if s.o.Probe != nil {
+		s.o.Probe.set(l.Stall)
+	}
 	if onlyOOM && !changed && !news {
 		return l
 	}

@@ -100,6 +100,11 @@ type Pressure struct {
 	FullTotal uint64  `json:"full_total"`
 }
 
+// ProbePath is the path of the sidecar's readiness probe: not ready while
+// a stall at the memory limit is under way. The injector's probe and the
+// sidecar agree on it here.
+const ProbePath = "/ready"
+
 // MaxFinalBytes is what the kubelet keeps of a termination message.
 const MaxFinalBytes = 4096
 
