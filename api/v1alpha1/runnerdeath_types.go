@@ -273,9 +273,9 @@ type Memory struct {
 	// +optional
 	Limit *int64 `json:"limit,omitempty"`
 	// PeakUnknown (cgroup v1): the cgroup was removed between the
-	// sidecar's last reading of it and its OOM kill, so its highest use was
-	// never read (Peak is left out rather than a stale sample); the kill
-	// came at Limit.
+	// sidecar's last reading of it and its OOM kill, and the highest use
+	// read was short of its limit, so its real peak was never read (Peak is
+	// left out rather than a stale sample); the kill came at Limit.
 	// +optional
 	PeakUnknown bool  `json:"peakUnknown,omitempty"`
 	OOM         int64 `json:"oom"`

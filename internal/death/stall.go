@@ -69,9 +69,11 @@ func lastStall(f record.Final, r *Record) *v1alpha1.Stall {
 }
 
 // unknownPeak leaves out a v1 runner container's peak that is only a stale
-// sample: its cgroup was gone before the final reading and it was
-// OOM-killed (the kernel's count, or the runtime's reason), so it grew to
-// its limit after the last reading that saw it.
+// sample: its cgroup was gone before the final reading, it was OOM-killed
+// (the kernel's count, or the runtime's reason), and the highest peak read
+// is short of its limit (under nine tenths), so it grew to the limit after
+// the last reading that saw it. A peak read at the limit is the kernel's
+// own high-water mark and stays.
 func unknownPeak(v *v1alpha1.Vitals, f record.Final, r *Record) {
 	if v == nil || v.Cgroup != "v1" || v.Scope != ScopeContainer {
 		return
@@ -79,6 +81,9 @@ func unknownPeak(v *v1alpha1.Vitals, f record.Final, r *Record) {
 	_, id, _ := strings.Cut(r.ContainerID, "://")
 	c := f.Containers[id]
 	if !c.Gone || (c.OOMKill == 0 && r.Reason != reasonOOMKilled) {
+		return
+	}
+	if v.Peak != nil && v.Limit != nil && *v.Peak >= *v.Limit/10*9 {
 		return
 	}
 	v.Peak, v.PeakObserved, v.PeakUnknown = nil, false, true

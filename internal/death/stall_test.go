@@ -2,6 +2,7 @@ package death
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,7 @@ func TestAV1RunnerCgroupGoneBeforeItsKillHasNoPeak(t *testing.T) {
 		{"a v1 runner that ended without a kill keeps the highest peak seen", final("v1", true, 0), "Error", ptr.To(int64(2621440)), false},
 		{"a v1 runner whose cgroup the final reading still found keeps its peak", final("v1", false, 1), "OOMKilled", ptr.To(int64(2621440)), false},
 		{"on v2 the peak the kernel kept is kept", final("v2", true, 1), "OOMKilled", ptr.To(int64(2621440)), false},
+		{"a v1 peak read at the limit before the cgroup went is the kernel's and stays", strings.Replace(final("v1", true, 1), `"peak":2621440`, `"peak":100663296`, 1), "OOMKilled", ptr.To(int64(96 << 20)), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
