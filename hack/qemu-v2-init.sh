@@ -79,7 +79,8 @@ sleep 20
 cut -d' ' -f14,15 /proc/$SV/stat >/out2/cpu-after
 grep -E 'VmRSS|VmHWM' /proc/$SV/status >/out2/rss
 echo 1 > $HELD/cgroup.kill
-sleep 6
+# A stall ends once its condition has failed for 10 s (a dip is not an end).
+sleep 14
 wget -q -O - http://127.0.0.1:9798/ready >/out2/ready-after 2>&1; echo "wget exit $?" >>/out2/ready-after
 /probe term $SV >/dev/null
 wait $SV
