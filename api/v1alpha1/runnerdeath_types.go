@@ -169,8 +169,9 @@ type Stall struct {
 	// +optional
 	WorstPressure *int32 `json:"worstPressure,omitempty"`
 	// Basis is what the judgement rests on: "pressure" (v2: max or high
-	// events rising with full memory pressure) or "failcnt" (v1, weaker:
-	// failing charges with anonymous memory at the limit).
+	// events rising with full memory pressure), "failcnt" (v1, weaker:
+	// failing charges with anonymous memory at the limit) or "under-oom"
+	// (v1: the kernel holds the cgroup under OOM, its OOM killer disabled).
 	Basis string `json:"basis"`
 	// Scope is the cgroup that stalled: "container" (the runner
 	// container's own), "pod", or "sibling" (another container of the pod).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/vitals/stall"
 )
 
 // stallLead is the line `why` leads with when the runner died stalled at
@@ -32,8 +33,11 @@ func stallLead(r death.Record) string {
 		out += fmt.Sprintf(" (every task waiting on memory up to %d%% of the time)", *s.WorstPressure)
 	}
 	out += fmt.Sprintf(", from %s", s.Began.UTC().Format(time.RFC3339))
-	if s.Basis == "failcnt" {
+	switch s.Basis {
+	case stall.BasisFailcnt:
 		out += "; judged on cgroup v1 from failing charges with its memory full, a weaker sign than v2's pressure"
+	case stall.BasisUnderOOM:
+		out += "; the kernel held it under OOM with its OOM killer disabled (cgroup v1)"
 	}
 	return out + "\n  raise its memory limit, or move the job to a bigger lane\n"
 }

@@ -51,7 +51,7 @@ type Stall struct {
 	// WorstFull is the highest share of a reading's interval, in percent,
 	// that every task of the cgroup waited on memory (v2 only).
 	WorstFull *float64 `json:"worst_full,omitempty"`
-	// Basis is "pressure" (v2) or "failcnt" (v1, weaker).
+	// Basis is "pressure" (v2), "failcnt" (v1, weaker) or "under-oom" (v1).
 	Basis string `json:"basis"`
 	// Container is the id of the container whose cgroup stalled; absent:
 	// the pod's.

@@ -17,6 +17,11 @@ const (
 	// waited; a job swapping or streaming anonymous buffers at its limit
 	// can look the same.
 	BasisFailcnt = "failcnt"
+	// BasisUnderOOM (cgroup v1): the kernel says the cgroup is under OOM
+	// with its OOM killer disabled (memory.oom_control under_oom): its
+	// tasks wait at the limit until memory is freed. Certain, and rare:
+	// the kubelet does not disable the OOM killer.
+	BasisUnderOOM = "under-oom"
 )
 
 // Thresholds are the judgement's rules.
@@ -64,6 +69,8 @@ type Sample struct {
 	Anon *uint64
 	// Limit is the cgroup's memory limit; nil when it has none.
 	Limit *uint64
+	// UnderOOM is memory.oom_control's under_oom (v1).
+	UnderOOM bool
 }
 
 // Stall is a stall at the memory limit as judged.
@@ -164,6 +171,9 @@ func (j *Judge) holds(a, b Sample) (bool, string, *float64) {
 		pct := share * 100
 		recent := j.rose(b.Max > a.Max || b.High > a.High, b.At)
 		return recent && share >= j.th.FullShare, BasisPressure, &pct
+	}
+	if a.UnderOOM && b.UnderOOM {
+		return true, BasisUnderOOM, nil
 	}
 	if b.Failcnt == nil || a.Failcnt == nil || b.Anon == nil || b.Limit == nil || *b.Limit == 0 {
 		return false, "", nil

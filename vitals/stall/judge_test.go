@@ -188,17 +188,25 @@ func TestJudgeV1(t *testing.T) {
 		name    string
 		samples []stall.Sample
 		first   int
+		basis   string
 	}{
-		{"failing charges with anonymous memory filling the limit for 30s are a stall", v1Seq(10, 5000, 97), 6},
-		{"failing charges while page cache fills the limit are not", v1Seq(40, 5000, 30), -1},
-		{"anonymous memory at the limit with no failing charge is not", v1Seq(40, 0, 99), -1},
+		{"failing charges with anonymous memory filling the limit for 30s are a stall", v1Seq(10, 5000, 97), 6, stall.BasisFailcnt},
+		{"failing charges while page cache fills the limit are not", v1Seq(40, 5000, 30), -1, ""},
+		{"anonymous memory at the limit with no failing charge is not", v1Seq(40, 0, 99), -1, ""},
+		{"a cgroup the kernel holds under OOM, its OOM killer disabled, is stalled though nothing counts", func() []stall.Sample {
+			s := v1Seq(10, 0, 50)
+			for i := range s {
+				s[i].UnderOOM = true
+			}
+			return s
+		}(), 6, stall.BasisUnderOOM},
 		{"a cgroup with no limit is never stalled at it", func() []stall.Sample {
 			s := v1Seq(20, 5000, 99)
 			for i := range s {
 				s[i].Limit = nil
 			}
 			return s
-		}(), -1},
+		}(), -1, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,7 +214,7 @@ func TestJudgeV1(t *testing.T) {
 			assert.Equal(t, tc.first, first)
 			if first >= 0 {
 				got := verdicts[first].Stalled
-				assert.Equal(t, stall.BasisFailcnt, got.Basis)
+				assert.Equal(t, tc.basis, got.Basis)
 				assert.Nil(t, got.WorstFull, "v1 has no pressure figure")
 				assert.Equal(t, t0, got.Began)
 			}

@@ -8,7 +8,7 @@ import (
 
 // FromMemory is the sample of one cgroup's reading in a vitals line.
 func FromMemory(at time.Time, m record.Memory) Sample {
-	s := Sample{At: at, Failcnt: m.Failcnt, Anon: m.Anon, Limit: m.Limit}
+	s := Sample{At: at, Failcnt: m.Failcnt, Anon: m.Anon, Limit: m.Limit, UnderOOM: m.UnderOOM != nil && *m.UnderOOM}
 	if e := m.Events; e != nil {
 		s.Max, s.High = e.Max, e.High
 	}
