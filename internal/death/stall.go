@@ -71,7 +71,7 @@ func lastStall(f record.Final, r *Record) *v1alpha1.Stall {
 // unknownPeak leaves out a v1 runner container's peak that is only a stale
 // sample: its cgroup was gone before the final reading, it was OOM-killed
 // (the kernel's count, or the runtime's reason), and the highest peak read
-// is short of its limit (under nine tenths), so it grew to the limit after
+// is well short of its limit, so it grew to the limit after
 // the last reading that saw it. A peak read at the limit is the kernel's
 // own high-water mark and stays.
 func unknownPeak(v *v1alpha1.Vitals, f record.Final, r *Record) {

@@ -39,18 +39,19 @@ type Thresholds struct {
 	// fill on v1.
 	AnonShare float64
 	// EventGap is how long an interval may go without a new max or high
-	// event (v1: failcnt) and still hold: a task throttled at memory.high
-	// sleeps up to two seconds between events.
+	// event (v1: failcnt) and still hold: the kernel puts a task throttled
+	// at memory.high to sleep between events, for seconds at a time.
 	EventGap time.Duration
 	// Tolerance is how long the condition may fail inside a run without
 	// ending it: one reading whose pressure dips does not end a stall.
 	Tolerance time.Duration
 }
 
-// Default is the judgement the sidecar makes. The span is six readings at
-// the sidecar's default interval, long enough that a build which reaches
-// its limit and reclaims its page cache is never called stalled, short
-// enough that the stall is told while the job still runs.
+// Default is the judgement the sidecar makes (docs/concepts/vitals.md
+// states it). The span covers several readings at the sidecar's default
+// interval: long enough that a build which reaches its limit and reclaims
+// its page cache is never called stalled, short enough that the stall is
+// told while the job still runs.
 var Default = Thresholds{Span: 30 * time.Second, Step: time.Second, FullShare: 0.5, AnonShare: 0.9,
 	EventGap: 10 * time.Second, Tolerance: 10 * time.Second}
 
