@@ -163,7 +163,7 @@ vitals-v1:
 # qemu-system-x86 and busybox-static, caches a Debian cloud kernel under
 # .cache/qemu/ and boots it with the static sidecar in the initramfs.
 vitals-v2:
-	go test -tags qemu -count=1 -v -timeout 10m -run TestOOMKillV2 ./cmd/vitals/
+	go test -tags qemu -count=1 -v -timeout 10m -run 'TestOOMKillV2|TestStallV2' ./cmd/vitals/
 
 # A one-node cluster on this machine (root): etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler and a kubelet built from source,

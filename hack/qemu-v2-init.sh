@@ -44,4 +44,50 @@ for f in memory.events memory.peak memory.current memory.max memory.pressure mem
 	section "pod/$f" $POD/$f
 done
 section uname /proc/version
+
+# A stall at memory.high, no kill: a second pod cgroup whose two container
+# cgroups have a 30M memory.high and no memory.max. One touches it once
+# (a 31M buffer); the other allocates 40M buffers in a loop, which the
+# kernel throttles without end, until it is killed. The sidecar's CPU and
+# memory are read over the stall.
+SPOD=$CG/stallpod
+BRIEF=$SPOD/cri-containerd-b1ef0000000000000000000000000000000000000000000000000000000000b1.scope
+HELD=$SPOD/cri-containerd-4e1d0000000000000000000000000000000000000000000000000000000000e1.scope
+mkdir $SPOD
+echo +memory > $SPOD/cgroup.subtree_control
+mkdir $BRIEF $HELD
+echo 30M > $BRIEF/memory.high
+echo 30M > $HELD/memory.high
+ip link set lo up
+mkdir /out2
+/vitals --cgroup-root $CG --cgroup-path stallpod --interval 2s --out-dir /out2 \
+	--termination-message-path /out2/termination-log --probe-addr 127.0.0.1:9798 >/out2/stdout 2>/out2/stderr &
+SV=$!
+while [ ! -s /out2/stdout ]; do usleep 10000; done
+/probe now - >/out2/brief-start
+sh -c "echo \$\$ > $BRIEF/cgroup.procs; exec dd if=/dev/zero of=/dev/null bs=31M count=1" 2>/dev/null
+/probe now - >/out2/brief-end
+sleep 8
+cut -d' ' -f14,15 /proc/$SV/stat >/out2/cpu-before
+/probe now - >/out2/held-start
+sh -c "echo \$\$ > $HELD/cgroup.procs; while true; do dd if=/dev/zero of=/dev/null bs=40M count=1 2>/dev/null; done" &
+n=0
+while ! grep -q '"trigger":"stall"' /out2/stdout && [ $n -lt 240 ]; do sleep 1; n=$((n+1)); done
+/probe now - >/out2/told
+wget -q -O - http://127.0.0.1:9798/ready >/out2/ready 2>&1; echo "wget exit $?" >>/out2/ready
+sleep 20
+cut -d' ' -f14,15 /proc/$SV/stat >/out2/cpu-after
+grep -E 'VmRSS|VmHWM' /proc/$SV/status >/out2/rss
+echo 1 > $HELD/cgroup.kill
+# A stall ends once its condition has failed for 10 s (a dip is not an end).
+sleep 14
+wget -q -O - http://127.0.0.1:9798/ready >/out2/ready-after 2>&1; echo "wget exit $?" >>/out2/ready-after
+/probe term $SV >/dev/null
+wait $SV
+for f in stdout stderr brief-start brief-end held-start told ready ready-after cpu-before cpu-after rss termination-log; do
+	section "stall/$f" /out2/$f
+done
+for f in memory.events memory.pressure; do
+	section "stall/held/$f" $HELD/$f
+done
 poweroff -f

@@ -48,7 +48,7 @@ install -m 0755 hack/qemu-v2-init.sh "$root/init"
 
 console=$CACHE/console.log
 start=$(date +%s.%N)
-timeout 120 qemu-system-x86_64 -m 512 -smp 2 -nographic -no-reboot \
+timeout ${VITALS_QEMU_TIMEOUT:-360} qemu-system-x86_64 -m 512 -smp 2 -nographic -no-reboot \
 	-kernel "$vmlinuz" -initrd "$CACHE/initrd.gz" \
 	-append "console=ttyS0 quiet panic=-1 psi=1" >"$console" 2>&1 </dev/null
 echo "booted $pkg, ran and powered off in $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}") s" >&2

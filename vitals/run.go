@@ -13,6 +13,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/vitals/cgroup"
 	"github.com/runnerguard/runnerguard/vitals/record"
+	"github.com/runnerguard/runnerguard/vitals/stall"
 )
 
 // Options configure Run.
@@ -27,6 +28,10 @@ type Options struct {
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	Log   *slog.Logger
+	// Stall is the judgement of a stall at the memory limit; zero: stall.Default.
+	Stall stall.Thresholds
+	// Probe, when set, is told whether a stall is under way.
+	Probe *Probe
 }
 
 // Run streams readings of r to w as JSON lines until ctx ends, then takes a
@@ -43,7 +48,11 @@ func Run(ctx context.Context, r cgroup.Reader, w io.Writer, o Options) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &sampler{r: r, w: w, o: o, logged: map[string]bool{}, containers: map[string]record.FinalMemory{}}
+	if o.Stall == (stall.Thresholds{}) {
+		o.Stall = stall.Default
+	}
+	s := &sampler{r: r, w: w, o: o, logged: map[string]bool{}, containers: map[string]record.FinalMemory{},
+		stalls: newStalls(o.Stall)}
 	s.emit(record.TriggerStart, false)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -74,6 +83,7 @@ type sampler struct {
 	containers map[string]record.FinalMemory
 	// oomKillAt is when a reading first saw the pod's oom_kill rise.
 	oomKillAt *time.Time
+	stalls    *stalls
 }
 
 // emit takes a reading and writes it. A reading whose OOM counters changed
@@ -92,11 +102,19 @@ func (s *sampler) emit(trigger string, onlyOOM bool) record.Line {
 		s.known = e
 	}
 	s.track(l)
-	if onlyOOM && !changed {
+	var news bool
+	l.Stall, news = s.stalls.observe(l)
+	if s.o.Probe != nil {
+		s.o.Probe.set(l.Stall)
+	}
+	if onlyOOM && !changed && !news {
 		return l
 	}
-	if changed && trigger == record.TriggerInterval {
+	switch {
+	case changed && trigger != record.TriggerStart && trigger != record.TriggerFinal:
 		trigger = record.TriggerOOM
+	case news && trigger != record.TriggerStart && trigger != record.TriggerFinal:
+		trigger = record.TriggerStall
 	}
 	l.Trigger = trigger
 	if err := record.WriteLine(s.w, l); err != nil {
@@ -152,7 +170,9 @@ func (s *sampler) final() error {
 	f.OOMKillAt = s.oomKillAt
 	if len(s.containers) > 0 {
 		f.Containers = s.containers
+		markGone(f.Containers, l)
 	}
+	f.Stall = s.stalls.last
 	b, err := record.EncodeFinal(f)
 	if err == nil {
 		err = os.WriteFile(s.o.TerminationPath, b, 0o644)

@@ -198,9 +198,9 @@ func TestTheFinalReadingKeepsEachContainerOverThePodsLife(t *testing.T) {
 	final, err := record.ParseFinal(string(msg))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]record.FinalMemory{
-		runner:  {Peak: u(96 << 20), Limit: u(96 << 20), OOMKill: 1, OOMKillAt: &killedAt},
+		runner:  {Peak: u(96 << 20), Limit: u(96 << 20), OOMKill: 1, OOMKillAt: &killedAt, Gone: true},
 		sidecar: {Peak: u(9 << 20), Limit: u(32 << 20)},
-	}, final.Containers, "the runner's own peak, limit and kill, though its cgroup is gone")
+	}, final.Containers, "the runner's own peak, limit and kill, though its cgroup is gone, and that it is")
 	assert.Equal(t, &killedAt, final.OOMKillAt, "the pod's kill at the reading that first saw it, not at the stop")
 	assert.Equal(t, t0.Add(interval*2), killedAt)
 }

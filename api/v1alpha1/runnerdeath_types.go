@@ -147,6 +147,42 @@ type DeathRecord struct {
 	// where a kill can go uncounted.
 	// +optional
 	OOMConfirmed *bool `json:"oomConfirmed,omitempty"`
+	// Stall is the stall at the memory limit the vitals sidecar saw
+	// lasting until the runner ended; the class stays what ended the
+	// runner (its timeout, its cancel, its deletion).
+	// +optional
+	Stall *Stall `json:"stall,omitempty"`
+}
+
+// Stall is a stall at the memory limit as the vitals sidecar judged it:
+// the cgroup's tasks reclaiming in a loop without progress and without an
+// OOM kill to end it. The sidecar's readings are the pod's own, so whoever
+// can write the sidecar's termination message can write this too.
+type Stall struct {
+	// Began is the start of the first reading interval that held.
+	Began metav1.Time `json:"began"`
+	// Ended is the end of the last interval that held; absent when the
+	// stall lasted to the sidecar's final reading.
+	// +optional
+	Ended *metav1.Time `json:"ended,omitempty"`
+	// For is how long it lasted: to Ended, else to the runner's end.
+	For metav1.Duration `json:"for"`
+	// WorstPressure is the highest share of a reading's interval, in
+	// percent, that every task of the cgroup waited on memory (cgroup v2
+	// only).
+	// +optional
+	WorstPressure *int32 `json:"worstPressure,omitempty"`
+	// Basis is what the judgement rests on: "pressure" (v2: max or high
+	// events rising with full memory pressure), "failcnt" (v1, weaker:
+	// failing charges with anonymous memory at the limit) or "under-oom"
+	// (v1: the kernel holds the cgroup under OOM, its OOM killer disabled).
+	Basis string `json:"basis"`
+	// Scope is the cgroup that stalled: "container" (the runner
+	// container's own), "pod", or "sibling" (another container of the pod).
+	Scope string `json:"scope"`
+	// Limit is that cgroup's memory limit in bytes, when it had one.
+	// +optional
+	Limit *int64 `json:"limit,omitempty"`
 }
 
 // Job is a CI job as its fleet names it. Source says where it was read,
@@ -240,9 +276,15 @@ type Memory struct {
 	// +optional
 	PeakObserved bool `json:"peakObserved,omitempty"`
 	// +optional
-	Limit   *int64 `json:"limit,omitempty"`
-	OOM     int64  `json:"oom"`
-	OOMKill int64  `json:"oomKill"`
+	Limit *int64 `json:"limit,omitempty"`
+	// PeakUnknown (cgroup v1): the cgroup was removed between the
+	// sidecar's last reading of it and its OOM kill, and the highest use
+	// read was short of its limit, so its real peak was never read (Peak is
+	// left out rather than a stale sample); the kill came at Limit.
+	// +optional
+	PeakUnknown bool  `json:"peakUnknown,omitempty"`
+	OOM         int64 `json:"oom"`
+	OOMKill     int64 `json:"oomKill"`
 	// +optional
 	OOMKillAt *metav1.Time `json:"oomKillAt,omitempty"`
 }

@@ -5,11 +5,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,15 +32,7 @@ const (
 // the VM printed: the sidecar's stdout, shared files and termination
 // message, against the kernel's own files.
 func TestOOMKillV2(t *testing.T) {
-	script := exec.Command("../../hack/qemu-v2.sh")
-	var stderr bytes.Buffer
-	script.Stderr = &stderr
-	out, err := script.Output()
-	require.NoError(t, err, stderr.String())
-	t.Log(strings.TrimSpace(stderr.String()))
-	raw, err := os.ReadFile(strings.TrimSpace(string(out)))
-	require.NoError(t, err)
-	vm := sections(string(raw))
+	vm, raw := bootV2(t)
 	t.Logf("kernel: %s", vm["uname"])
 	require.Equal(t, "allocator exit 137", vm["allocator"], "the kernel OOM-kills dd: %s", raw)
 
@@ -109,6 +103,27 @@ func TestOOMKillV2(t *testing.T) {
 	assert.Equal(t, vm["pod/memory.events"], vm["memory.events"])
 	assert.Equal(t, strconv.FormatUint(peak, 10), vm["memory.peak"])
 	assert.JSONEq(t, mustJSON(last), vm["vitals.json"])
+}
+
+// vmRun is the one boot of the VM the tests share.
+var vmRun = sync.OnceValues(func() (string, error) {
+	script := exec.Command("../../hack/qemu-v2.sh")
+	var stderr bytes.Buffer
+	script.Stderr = &stderr
+	out, err := script.Output()
+	if err != nil {
+		return "", fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	raw, err := os.ReadFile(strings.TrimSpace(string(out)))
+	return string(raw), err
+})
+
+// bootV2 boots the VM once for all tests and returns what it printed.
+func bootV2(t *testing.T) (map[string]string, string) {
+	t.Helper()
+	raw, err := vmRun()
+	require.NoError(t, err)
+	return sections(raw), raw
 }
 
 var sectionRE = regexp.MustCompile(`(?s)=== BEGIN (\S+) ===\n(.*?)\n=== END (\S+) ===`)

@@ -20,6 +20,7 @@ var shipped = []string{
 	"RunnerguardRunnerDeaths",
 	"RunnerguardRunnersOOMKilled",
 	"RunnerguardRunnersStuck",
+	"RunnerguardRunnersStalled",
 	"RunnerguardWebhookErrors",
 	"RunnerguardWebhookLatency",
 }

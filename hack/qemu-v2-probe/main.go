@@ -3,6 +3,7 @@
 //
 //	qemu-v2-probe oom <memory.events>  prints the time oom_kill first rises (1 ms poll)
 //	qemu-v2-probe term <pid>           sends SIGTERM and prints how long pid took to exit
+//	qemu-v2-probe now -                prints the time
 //
 // The poll is independent of the sidecar's inotify watch, so the sidecar's
 // OOM line can be timed against it.
@@ -19,10 +20,12 @@ import (
 
 func main() {
 	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: qemu-v2-probe oom <memory.events> | term <pid>")
+		fmt.Fprintln(os.Stderr, "usage: qemu-v2-probe oom <memory.events> | term <pid> | now -")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
+	case "now":
+		fmt.Println(time.Now().UTC().Format(time.RFC3339Nano))
 	case "oom":
 		for {
 			b, err := os.ReadFile(os.Args[2])

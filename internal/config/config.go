@@ -136,7 +136,16 @@ type Vitals struct {
 	// MountPath is where the runner containers find the vitals files
 	// (memory.events, memory.peak, vitals.json), read-only.
 	MountPath string `json:"mountPath"`
+	// ProbePort is the pod port the sidecar's readiness probe is served on:
+	// not ready while the pod stalls at its memory limit, which the leader
+	// turns into a Warning Event. 0: no probe (no live stall Event).
+	ProbePort int32 `json:"probePort"`
 }
+
+// DefaultProbePort is the vitals sidecar's readiness probe port unless the
+// chart sets another: a port of the pod's network namespace, so one a job
+// is unlikely to listen on.
+const DefaultProbePort = 9798
 
 // Default exempt principals. Taint-based eviction runs with the
 // node-controller's credentials (kube-controller-manager core.go,
@@ -185,6 +194,7 @@ func Default() Config {
 				},
 				CgroupHostPath: "/sys/fs/cgroup",
 				MountPath:      "/runnerguard/vitals",
+				ProbePort:      DefaultProbePort,
 			},
 		},
 		Marks: Marks{Karpenter: true, ClusterAutoscaler: true, Budgets: true},

@@ -219,6 +219,9 @@ func validateInject(c Config) []error {
 	if v.MountPath == "" || v.MountPath[0] != '/' {
 		errs = append(errs, fmt.Errorf("inject.vitals.mountPath: %q must be an absolute path", v.MountPath))
 	}
+	if p := v.ProbePort; p != 0 && (p < 1024 || p > 65535) {
+		errs = append(errs, fmt.Errorf("inject.vitals.probePort: %d is neither 0 (no probe) nor a port from 1024 to 65535 (the sidecar runs as non-root)", p))
+	}
 	return errs
 }
 

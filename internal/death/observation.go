@@ -288,6 +288,8 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 	r.Refusals = Refusals(pod)
 	if f, ok := FinalVitals(pod); ok {
 		r.Vitals = vitals(f, r.ContainerID)
+		unknownPeak(r.Vitals, f, &r)
+		r.Stall = lastStall(f, &r)
 	}
 	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 	return r

@@ -30,6 +30,14 @@ var (
 		Name: "runnerguard_runner_pods_stuck",
 		Help: "Runner pods whose runner container has waited longer than the threshold to start, by namespace and waiting reason.",
 	}, []string{"namespace", "reason"})
+	stallsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runnerguard_runner_stalls_total",
+		Help: "Runner pods seen stalled at their memory limit (their vitals sidecar's readiness probe failing), by namespace: each stall once, Event or not.",
+	}, []string{"namespace"})
+	stalledGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "runnerguard_runner_pods_stalled",
+		Help: "Runner pods stalled at their memory limit now, by namespace.",
+	}, []string{"namespace"})
 	peakRatio = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "runnerguard_runner_memory_peak_ratio",
 		Help:    "The vitals' memory peak over the pod's limit at each recorded runner death (jobs ended by their owner included), by namespace.",
@@ -49,7 +57,7 @@ var (
 
 // RegisterMetrics registers the watcher's metrics on reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, idleRemovedTotal, ephemeralRunnersWatched, stuckGauge, peakRatio, recordsCollected, gapDropped} {
+	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, idleRemovedTotal, ephemeralRunnersWatched, stuckGauge, stallsTotal, stalledGauge, peakRatio, recordsCollected, gapDropped} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -67,6 +67,8 @@ type Watcher struct {
 	seen *SeenSet
 	// nodes spares the API server a node read per death of a drain.
 	nodes nodeMemo
+	// stalls are the runner pods stalled at their memory limit.
+	stalls stallNotes
 }
 
 // recordWorkers is how many pods the watcher reconciles at once.
@@ -168,6 +170,7 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	pod := w.Pods.Get(req.NamespacedName)
 	if pod == nil {
 		w.setStuck(req.NamespacedName, "")
+		w.forgetStall(req.NamespacedName)
 	}
 	var res ctrl.Result
 	var errs []error
@@ -198,6 +201,7 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if err != nil || runner == nil {
 		return res, errors.Join(append(errs, err)...)
 	}
+	w.checkStall(ctx, pod)
 	if retry > 0 {
 		return sooner(res, retry), errors.Join(errs...)
 	}

@@ -44,6 +44,7 @@ func Summary(r death.Record) string {
 		fmt.Fprintf(&b, ", node %s", r.Node)
 	}
 	fmt.Fprintf(&b, ", preset %s)\n", r.Preset)
+	b.WriteString(stallLead(r))
 	fmt.Fprintf(&b, "runner %q died: %s\n  %s\n", r.Container, r.Class, Meaning[death.Class(r.Class)])
 	if r.ExitCode != nil {
 		fmt.Fprintf(&b, "  exit code %d", *r.ExitCode)
@@ -219,6 +220,7 @@ func memory(b *strings.Builder, r death.Record) {
 
 func reading(m v1alpha1.Memory) string {
 	var b strings.Builder
+	b.WriteString(peakUnknown(m))
 	if m.Peak != nil {
 		fmt.Fprintf(&b, " peak %s", quantity(*m.Peak))
 		if m.PeakObserved {

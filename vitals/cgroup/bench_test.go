@@ -50,3 +50,19 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkV2Counts is one read of the pod's memory.events by the v2 watch:
+// under a max events storm the watch reads it at most once per minGap, so
+// this times 100 a second is the storm's cost.
+func BenchmarkV2Counts(b *testing.B) {
+	g, err := Find("testdata/v2-cgroupfs", podUID, "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	counts := v2Counts(g)
+	loopCPU(b, func() {
+		if _, err := counts(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}

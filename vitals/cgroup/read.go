@@ -91,6 +91,7 @@ func readV1(root, rel string) (record.Memory, []string) {
 	u, oc := st.Memory.Usage, st.MemoryOomControl
 	mem := record.Memory{
 		Current: ptr(u.Usage), Peak: ptr(u.Max), Failcnt: ptr(u.Failcnt),
+		Anon:     ptr(st.Memory.TotalRSS),
 		UnderOOM: ptr(oc.UnderOom != 0),
 		Events:   &record.Events{OOMKill: oc.OomKill},
 	}

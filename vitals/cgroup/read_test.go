@@ -73,11 +73,11 @@ func TestPodRead(t *testing.T) {
 			name: "a v1 pod counts its containers' OOM kills, which v1 keeps in the victim's cgroup",
 			tree: "v1-cgroupfs",
 			want: record.Line{Cgroup: V1,
-				Pod: record.Memory{Current: u64(225280), Peak: u64(67108864), Limit: u64(67108864), Failcnt: u64(129),
+				Pod: record.Memory{Current: u64(225280), Peak: u64(67108864), Limit: u64(67108864), Failcnt: u64(129), Anon: u64(0),
 					UnderOOM: flag(false), Events: &record.Events{OOMKill: 1}},
 				Containers: map[string]record.Memory{
-					ctr1: {Current: u64(212992), Peak: u64(67358720), Failcnt: u64(0), UnderOOM: flag(false), Events: &record.Events{OOMKill: 1}},
-					ctr2: {Current: u64(12288), Peak: u64(1204224), Failcnt: u64(0), UnderOOM: flag(false), Events: &record.Events{}},
+					ctr1: {Current: u64(212992), Peak: u64(67358720), Failcnt: u64(0), Anon: u64(0), UnderOOM: flag(false), Events: &record.Events{OOMKill: 1}},
+					ctr2: {Current: u64(12288), Peak: u64(1204224), Failcnt: u64(0), Anon: u64(12288), UnderOOM: flag(false), Events: &record.Events{}},
 				}},
 		},
 		{
@@ -88,10 +88,10 @@ func TestPodRead(t *testing.T) {
 				require.NoError(t, os.RemoveAll(filepath.Join(root, "memory/kubepods/burstable/pod"+podUID, ctr1)))
 			},
 			want: record.Line{Cgroup: V1,
-				Pod: record.Memory{Current: u64(225280), Peak: u64(67108864), Limit: u64(67108864), Failcnt: u64(129),
+				Pod: record.Memory{Current: u64(225280), Peak: u64(67108864), Limit: u64(67108864), Failcnt: u64(129), Anon: u64(0),
 					UnderOOM: flag(false), Events: &record.Events{OOMKill: 1}},
 				Containers: map[string]record.Memory{
-					ctr2: {Current: u64(12288), Peak: u64(1204224), Failcnt: u64(0), UnderOOM: flag(false), Events: &record.Events{}},
+					ctr2: {Current: u64(12288), Peak: u64(1204224), Failcnt: u64(0), Anon: u64(12288), UnderOOM: flag(false), Events: &record.Events{}},
 				},
 				GoneOOMKills: map[string]uint64{ctr1: 1}},
 		},
@@ -103,8 +103,8 @@ func TestPodRead(t *testing.T) {
 			},
 			want: record.Line{Cgroup: V1,
 				Containers: map[string]record.Memory{
-					ctr1: {Current: u64(212992), Peak: u64(67358720), Failcnt: u64(0), UnderOOM: flag(false), Events: &record.Events{OOMKill: 1}},
-					ctr2: {Current: u64(12288), Peak: u64(1204224), Failcnt: u64(0), UnderOOM: flag(false), Events: &record.Events{}},
+					ctr1: {Current: u64(212992), Peak: u64(67358720), Failcnt: u64(0), Anon: u64(0), UnderOOM: flag(false), Events: &record.Events{OOMKill: 1}},
+					ctr2: {Current: u64(12288), Peak: u64(1204224), Failcnt: u64(0), Anon: u64(12288), UnderOOM: flag(false), Events: &record.Events{}},
 				},
 				Missing: []string{"memory.oom_control"}},
 		},

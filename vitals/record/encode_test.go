@@ -38,8 +38,11 @@ func v2Line() record.Line {
 			"9ab0": {Current: u64(8192), Peak: u64(8192), PeakObserved: true},
 		},
 		Missing: []string{"9ab0/memory.peak"},
+		Stall:   &record.Stall{Began: at.Add(-9 * time.Minute), WorstFull: &worst, Basis: "pressure", Container: "4f1c"},
 	}
 }
+
+var worst = 97.5
 
 // v1Line is a reading as the v1 reader makes it: no PSI, failcnt and
 // under_oom instead, and the pod cgroup not limited.
@@ -48,7 +51,7 @@ func v1Line() record.Line {
 	return record.Line{
 		V: record.Version, Time: at, Trigger: record.TriggerInterval, Cgroup: "v1",
 		Pod: record.Memory{
-			Current: u64(212_992), Peak: u64(67_108_864), Failcnt: u64(126), UnderOOM: &no,
+			Current: u64(212_992), Peak: u64(67_108_864), Failcnt: u64(126), Anon: u64(8192), UnderOOM: &no,
 			Events: &record.Events{OOMKill: 1},
 		},
 	}

@@ -17,6 +17,7 @@ const (
 	TriggerInterval = "interval"
 	TriggerOOM      = "oom" // the OOM counters changed
 	TriggerFinal    = "final"
+	TriggerStall    = "stall" // a stall at the memory limit was told or ended
 )
 
 // Line is one reading of the pod's memory cgroup.
@@ -35,6 +36,26 @@ type Line struct {
 	GoneOOMKills map[string]uint64 `json:"gone_oom_kills,omitempty"`
 	// Missing names the files that could not be read for this line.
 	Missing []string `json:"missing,omitempty"`
+	// Stall is present while a cgroup of the pod is stalled at its memory
+	// limit, and on the line where such a stall ended.
+	Stall *Stall `json:"stall,omitempty"`
+}
+
+// Stall is a stall at the memory limit: the cgroup's tasks reclaiming in a
+// loop and making no progress, with no OOM kill to end it. Package
+// vitals/stall states the rules.
+type Stall struct {
+	Began time.Time `json:"began"`
+	// Ended is absent while the stall lasts.
+	Ended *time.Time `json:"ended,omitempty"`
+	// WorstFull is the highest share of a reading's interval, in percent,
+	// that every task of the cgroup waited on memory (v2 only).
+	WorstFull *float64 `json:"worst_full,omitempty"`
+	// Basis is "pressure" (v2), "failcnt" (v1, weaker) or "under-oom" (v1).
+	Basis string `json:"basis"`
+	// Container is the id of the container whose cgroup stalled; absent:
+	// the pod's.
+	Container string `json:"container,omitempty"`
 }
 
 // Memory is one cgroup's memory reading. Absent fields were not readable.
@@ -45,9 +66,12 @@ type Memory struct {
 	// current seen by the sidecar, which can miss a short spike.
 	PeakObserved bool `json:"peak_observed,omitempty"`
 	// Limit is absent when the cgroup has no limit ("max").
-	Limit    *uint64   `json:"limit,omitempty"`
-	Events   *Events   `json:"events,omitempty"`
-	Failcnt  *uint64   `json:"failcnt,omitempty"`   // v1 only
+	Limit   *uint64 `json:"limit,omitempty"`
+	Events  *Events `json:"events,omitempty"`
+	Failcnt *uint64 `json:"failcnt,omitempty"` // v1 only
+	// Anon (v1) is the anonymous memory charged to the cgroup and its
+	// children (memory.stat total_rss): what reclaim cannot drop without swap.
+	Anon     *uint64   `json:"anon,omitempty"`
 	UnderOOM *bool     `json:"under_oom,omitempty"` // v1 only
 	Pressure *Pressure `json:"pressure,omitempty"`  // v2 memory.pressure
 }
@@ -76,6 +100,11 @@ type Pressure struct {
 	FullTotal uint64  `json:"full_total"`
 }
 
+// ProbePath is the path of the sidecar's readiness probe: not ready while
+// a stall at the memory limit is under way. The injector's probe and the
+// sidecar agree on it here.
+const ProbePath = "/ready"
+
 // MaxFinalBytes is what the kubelet keeps of a termination message.
 const MaxFinalBytes = 4096
 
@@ -100,6 +129,9 @@ type Final struct {
 	// ones included, by container id: what a death record needs to speak
 	// of the runner container itself rather than the pod.
 	Containers map[string]FinalMemory `json:"containers,omitempty"`
+	// Stall is the last stall at the memory limit told in the pod's life,
+	// Ended absent when it lasted to this reading.
+	Stall *Stall `json:"stall,omitempty"`
 }
 
 // FinalMemory is one container cgroup over the pod's life: its highest
@@ -112,6 +144,11 @@ type FinalMemory struct {
 	OOM          uint64     `json:"oom"`
 	OOMKill      uint64     `json:"oom_kill"`
 	OOMKillAt    *time.Time `json:"oom_kill_at,omitempty"`
+	// Gone: the cgroup was removed before the final reading, so Peak is
+	// only the highest the readings saw while it was there. On v1, where
+	// the peak is read with the other figures, a container that grew and
+	// was killed between two readings leaves a Peak far below its limit.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // Final makes the compact final reading of a line.
@@ -119,7 +156,7 @@ func (l Line) Final() Final {
 	f := Final{
 		V: Version, Time: l.Time, Cgroup: l.Cgroup,
 		Peak: l.Pod.Peak, PeakObserved: l.Pod.PeakObserved,
-		Limit: l.Pod.Limit, Current: l.Pod.Current, Missing: l.Missing,
+		Limit: l.Pod.Limit, Current: l.Pod.Current, Missing: l.Missing, Stall: l.Stall,
 	}
 	if e := l.Pod.Events; e != nil {
 		f.OOM, f.OOMKill = e.OOM, e.OOMKill

@@ -3,14 +3,17 @@ package inject
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/vitals/record"
 )
 
 // Names of the sidecar contract: the vitals binary, the chart and the
@@ -42,7 +45,7 @@ var vitalsSizeLimit = resource.MustParse("1Mi")
 
 // Sidecar returns the vitals sidecar container for v.
 func Sidecar(v config.Vitals) corev1.Container {
-	return corev1.Container{
+	c := corev1.Container{
 		Name:            ContainerName,
 		Image:           v.Image,
 		ImagePullPolicy: v.ImagePullPolicy,
@@ -83,6 +86,29 @@ func Sidecar(v config.Vitals) corev1.Container {
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	if v.ProbePort != 0 {
+		// The kubelet asks and writes the answer into the pod's status,
+		// which the leader's pod watch already reads: a live stall signal
+		// with no write from the pod and no log to follow.
+		c.Args = append(c.Args, fmt.Sprintf("--probe-addr=:%d", v.ProbePort))
+		c.ReadinessProbe = &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: record.ProbePath, Port: intstr.FromInt32(v.ProbePort), Scheme: corev1.URISchemeHTTP,
+			}},
+			// Written out as the API server would default them, so a second
+			// pass sees no change.
+			TimeoutSeconds: 2, PeriodSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1,
+		}
+	}
+	return c
+}
+
+// withoutProbe is c without the readiness probe: the sidecar of a pod on
+// the host's network, where a fixed port would clash between pods.
+func withoutProbe(c corev1.Container) corev1.Container {
+	c.ReadinessProbe = nil
+	c.Args = slices.DeleteFunc(slices.Clone(c.Args), func(a string) bool { return strings.HasPrefix(a, "--probe-addr=") })
+	return c
 }
 
 // fieldEnv is a downward-API variable. The API version is written out
@@ -129,7 +155,7 @@ func ownSidecar(c corev1.Container, v config.Vitals) bool {
 	if want.ImagePullPolicy == "" {
 		got.ImagePullPolicy = "" // the API server's default, which the config left to it
 	}
-	return equality.Semantic.DeepEqual(want, got)
+	return equality.Semantic.DeepEqual(want, got) || equality.Semantic.DeepEqual(withoutProbe(want), got)
 }
 
 // sidecarRefusal says why the sidecar cannot be added to pod, or "". The
@@ -197,6 +223,9 @@ func newSidecar(pod *corev1.Pod, v config.Vitals) (*corev1.Container, string) {
 		return nil, "" // sidecarRefusal found it to be the injector's own
 	}
 	sc := Sidecar(v)
+	if pod.Spec.HostNetwork {
+		sc = withoutProbe(sc)
+	}
 	res, reason := sidecarResources(podQOS(pod), v.Resources)
 	if reason != "" {
 		return nil, reason
