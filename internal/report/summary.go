@@ -36,8 +36,13 @@ var Meaning = map[death.Class]string{
 	death.Preempted:       "the scheduler preempted the pod for a higher-priority one",
 }
 
-// Summary renders a record for the operator's terminal.
-func Summary(r death.Record) string {
+// Summary renders a record for the operator's terminal: its facts, then
+// the runner's last words.
+func Summary(r death.Record) string { return Facts(r) + LastWords(r) }
+
+// Facts renders what the cluster knows of a death, without the runner's
+// last words (which the reporter sends only where a destination opts in).
+func Facts(r death.Record) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pod %s/%s (uid %s", r.Namespace, r.Pod, r.UID)
 	if r.Node != "" {
@@ -89,6 +94,13 @@ func Summary(r death.Record) string {
 	if e := r.Ending(); e != "" {
 		fmt.Fprintf(&b, "  %s\n", e)
 	}
+	return b.String()
+}
+
+// LastWords renders the runner's termination message, the container's own
+// word: empty when it left none.
+func LastWords(r death.Record) string {
+	var b strings.Builder
 	if r.Message != "" {
 		cut := ""
 		if r.MessageTruncated {
