@@ -59,7 +59,6 @@ type GitLab struct {
 	// of the build pods' own namespace, which anyone granted edit there
 	// can act as.
 	ManagerInRunnerNamespace bool `json:"managerInRunnerNamespace,omitempty"`
-	LastWords                bool `json:"lastWords,omitempty"`
 }
 
 // Sink: the record as a CloudEvent over HTTP. The Secret holds the HMAC

@@ -69,7 +69,7 @@ func (r Record) Object() *v1alpha1.RunnerDeath {
 
 // FromObject reads the record a RunnerDeath keeps.
 func FromObject(o *v1alpha1.RunnerDeath) Record {
-	return Record{Namespace: o.Namespace, DeathRecord: o.Record}
+	return Record{Namespace: o.Namespace, DeathRecord: o.Record, Reports: o.Status.Reports}
 }
 
 // EventReason is the reason of the Event that notifies r.

@@ -20,6 +20,9 @@ import (
 type Record struct {
 	Namespace            string `json:"namespace"`
 	v1alpha1.DeathRecord `json:",inline"`
+	// Reports is the reporter's account (the object's status), read back
+	// with the record; Object does not write it.
+	Reports []v1alpha1.Report `json:"reports,omitempty"`
 }
 
 // Key identifies a death: one record per pod UID and container start. A

@@ -99,7 +99,7 @@ func githubTarget(r death.Record, g *config.GitHub) Target {
 // creator, which the policy keeps; the policy also keeps the job's marks
 // as written at CREATE). The commit is the job's, asked of GitLab.
 func gitlabTarget(r death.Record, g *config.GitLab) Target {
-	t := Target{Destination: GitLab, LastWords: g.LastWords}
+	t := Target{Destination: GitLab}
 	j := r.Job
 	switch {
 	case j == nil:

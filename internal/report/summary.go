@@ -38,7 +38,27 @@ var Meaning = map[death.Class]string{
 
 // Summary renders a record for the operator's terminal: its facts, then
 // the runner's last words.
-func Summary(r death.Record) string { return Facts(r) + LastWords(r) }
+func Summary(r death.Record) string { return Facts(r) + Reports(r) + LastWords(r) }
+
+// Reports says whether and where the death was told: one line per
+// destination.
+func Reports(r death.Record) string {
+	var b strings.Builder
+	for _, rep := range r.Reports {
+		fmt.Fprintf(&b, "  reported to %s: %s", rep.Destination, rep.Phase)
+		if rep.Where != "" {
+			fmt.Fprintf(&b, ", %s", rep.Where)
+		}
+		if rep.Attempts > 1 {
+			fmt.Fprintf(&b, " (%d attempts)", rep.Attempts)
+		}
+		if rep.Message != "" {
+			fmt.Fprintf(&b, ": %s", rep.Message)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
 
 // Facts renders what the cluster knows of a death, without the runner's
 // last words (which the reporter sends only where a destination opts in).

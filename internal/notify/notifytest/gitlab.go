@@ -107,7 +107,7 @@ func (g *GitLab) serve(w http.ResponseWriter, r *http.Request) {
 			if j.Project == project && j.ID == parts[2] {
 				_ = json.NewEncoder(w).Encode(map[string]any{"id": json.Number(j.ID), "ref": j.Ref, "status": "failed",
 					"web_url": g.Server.URL + "/" + j.Project + "/-/jobs/" + j.ID,
-					"commit": map[string]any{"id": j.SHA}, "pipeline": map[string]any{"id": j.Pipeline, "sha": j.SHA, "ref": j.Ref}})
+					"commit":  map[string]any{"id": j.SHA}, "pipeline": map[string]any{"id": j.Pipeline, "sha": j.SHA, "ref": j.Ref}})
 				return
 			}
 		}
