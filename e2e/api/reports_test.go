@@ -44,7 +44,8 @@ func startReporting(t *testing.T, ns string) *reporting {
 	r := &reporting{
 		gh: notifytest.NewGitHub(101, 202, map[string]string{"acme/app/11802293411": reportSHA}),
 		gl: notifytest.NewGitLab("glpat-e2e", notifytest.Job{Project: "42", ID: "5521", SHA: reportSHA, Ref: "main", Pipeline: 9},
-			notifytest.Job{Project: "42", ID: "5522", SHA: reportSHA, Ref: "main", Pipeline: 9}, notifytest.Job{Project: "42", ID: "5523", SHA: reportSHA, Ref: "main", Pipeline: 9}),
+			notifytest.Job{Project: "42", ID: "5522", SHA: reportSHA, Ref: "main", Pipeline: 9}, notifytest.Job{Project: "42", ID: "5523", SHA: reportSHA, Ref: "main", Pipeline: 9},
+			notifytest.Job{Project: "42", ID: "5524", SHA: reportSHA, Ref: "main", Pipeline: 9}),
 		sink: notifytest.NewSink([]byte("e2e-hmac-key")),
 	}
 	t.Cleanup(func() { r.gh.Close(); r.gl.Close(); r.sink.Close() })
@@ -158,10 +159,23 @@ func TestDeathsAreReportedOnceWhereTheFleetSaysAcrossALeaderRestart(t *testing.T
 	// The job's normal end: its manager deletes the running build pod.
 	ended := gitlabBuild(t, manager, ns, "runner-rep-project-42-concurrent-2", "5523", "42")
 	require.NoError(t, deletePod(manager, ended))
-	rec := oneDeath(t, ended)
-	assert.Equal(t, string(death.JobEnded), rec.Class)
-	assert.Empty(t, rec.Reports, "a job's normal end is told nowhere")
-	assert.Len(t, r.gl.Statuses(), 2)
+	// The build shell ignores SIGTERM: the kubelet kills it after the grace.
+	st = podtest.GitLab(ns, ended.Name).Terminated("build", 137, "Error").Obj().Status
+	st.ContainerStatuses[0].State.Terminated.StartedAt.Time = time.Now().Add(-time.Minute)
+	st.ContainerStatuses[0].State.Terminated.FinishedAt.Time = time.Now()
+	setStatus(t, ended, st)
+	assert.Equal(t, string(death.JobEnded), oneDeath(t, ended).Class)
+	// A death after it is told; the job's end never is.
+	after := gitlabBuild(t, manager, ns, "runner-rep-project-42-concurrent-3", "5524", "42")
+	setStatus(t, after, podtest.GitLab(ns, after.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+	reportOf(t, after, "sink/alerts")
+	assert.Equal(t, notify.PhaseSent, reportOf(t, after, notify.GitLab).Phase)
+	assert.Empty(t, deathsOf(t, ended)[0].Reports, "a job's normal end is told nowhere")
+	assert.Len(t, r.gl.Statuses(), 3)
+	assert.Len(t, r.sink.Events(), 4)
+	for _, s := range r.gl.Statuses() {
+		assert.NotEqual(t, "runnerguard: job 5523", s.Name)
+	}
 }
 
 func TestAnEditorCannotSendAReportToAnotherProject(t *testing.T) {
