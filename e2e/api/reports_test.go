@@ -45,7 +45,9 @@ func startReporting(t *testing.T, ns string) *reporting {
 		gh: notifytest.NewGitHub(101, 202, map[string]string{"acme/app/11802293411": reportSHA}),
 		gl: notifytest.NewGitLab("glpat-e2e", notifytest.Job{Project: "42", ID: "5521", SHA: reportSHA, Ref: "main", Pipeline: 9},
 			notifytest.Job{Project: "42", ID: "5522", SHA: reportSHA, Ref: "main", Pipeline: 9}, notifytest.Job{Project: "42", ID: "5523", SHA: reportSHA, Ref: "main", Pipeline: 9},
-			notifytest.Job{Project: "42", ID: "5524", SHA: reportSHA, Ref: "main", Pipeline: 9}),
+			notifytest.Job{Project: "42", ID: "5524", SHA: reportSHA, Ref: "main", Pipeline: 9},
+			notifytest.Job{Project: "42", ID: "6001", SHA: reportSHA, Ref: "main", Pipeline: 9}, notifytest.Job{Project: "42", ID: "6002", SHA: reportSHA, Ref: "main", Pipeline: 9},
+			notifytest.Job{Project: "42", ID: "6003", SHA: reportSHA, Ref: "main", Pipeline: 9}),
 		sink: notifytest.NewSink([]byte("e2e-hmac-key")),
 	}
 	t.Cleanup(func() { r.gh.Close(); r.gl.Close(); r.sink.Close() })
@@ -215,4 +217,60 @@ func TestARefusedReportIsRetriedThenFailedOnTheRecord(t *testing.T) {
 	assert.Equal(t, int32(2), rep.Attempts, "retried once, then failed (maxAttempts 2)")
 	assert.Contains(t, rep.Message, "HTTP 503")
 	assert.Empty(t, r.gl.Statuses())
+}
+
+func TestAnOverrideDeleteANodeLossAndAProbeKillAreEachReportedOnceWithTheirFacts(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := startReporting(t, ns)
+	manager := as(t, ownerPrincipal)
+	cases := []struct {
+		name, job, title string
+		build            func(p *corev1.Pod)
+		end              func(t *testing.T, pod *corev1.Pod)
+	}{
+		{name: "a reaper's delete through the override", job: "6001", title: "Runner's pod deleted while its job ran by " + reaper + " (rule override)",
+			build: func(p *corev1.Pod) { p.Annotations[runnerpod.AllowDelete] = "stuck node" },
+			end: func(t *testing.T, pod *corev1.Pod) {
+				require.NoError(t, deletePod(as(t, reaper), pod, client.GracePeriodSeconds(0)))
+			}},
+		{name: "a node loss", job: "6002", title: "Runner's node was lost",
+			end: func(t *testing.T, pod *corev1.Pod) {
+				setStatus(t, pod, podtest.GitLab(pod.Namespace, pod.Name).Terminated("build", 137, "Error").Phase(corev1.PodFailed).Reason("NodeLost").Obj().Status)
+			}},
+		{name: "a probe kill", job: "6003", title: "Runner killed for failing its liveness probe",
+			build: func(p *corev1.Pod) {
+				p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+			},
+			end: func(t *testing.T, pod *corev1.Pod) {
+				setStatus(t, pod, podtest.GitLab(pod.Namespace, pod.Name).Terminated("build", 137, "Error").Phase(corev1.PodFailed).Obj().Status)
+			}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := podtest.GitLab(ns, "runner-kill-project-42-concurrent-"+string(rune('0'+i))).RunningSince("build", time.Now().Add(-time.Minute)).
+				Annotate(runnerpod.GitLabJobIDAnnotation, c.job).Label(runnerpod.GitLabProjectIDLabel, "42")
+			p := w.Obj()
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			if c.build != nil {
+				c.build(p)
+			}
+			pod := create(t, manager, p)
+			c.end(t, pod)
+			rep := reportOf(t, pod, notify.GitLab)
+			assert.Equal(t, notify.PhaseSent, rep.Phase, rep.Message)
+			assert.Equal(t, r.gl.URL+"/42/-/jobs/"+c.job, rep.Where)
+			var got []notifytest.Status
+			for _, s := range r.gl.Statuses() {
+				if s.Name == "runnerguard: job "+c.job {
+					got = append(got, s)
+				}
+			}
+			require.Len(t, got, 1)
+			assert.Equal(t, c.title, got[0].Description)
+		})
+	}
+	assert.Len(t, r.sink.Events(), len(cases), "each death once to the sink")
+	assert.Empty(t, append(r.gl.Errors(), r.sink.Errors()...))
 }
