@@ -13,6 +13,7 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:resource:scope=Namespaced,shortName=rdeath,categories=runnerguard
+// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.record.pod`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.record.class`
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.record.exitCode`
@@ -23,6 +24,7 @@ import (
 // +kubebuilder:printcolumn:name="Disruption",type=string,JSONPath=`.record.disruption.reason`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.record.node`,priority=1
 // +kubebuilder:printcolumn:name="Preset",type=string,JSONPath=`.record.preset`,priority=1
+// +kubebuilder:printcolumn:name="Reports",type=string,JSONPath=`.status.reports[*].phase`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RunnerDeath struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -31,6 +33,50 @@ type RunnerDeath struct {
 	// Record is the death: a fact, so it cannot change once written.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a death record is immutable"
 	Record DeathRecord `json:"record"`
+
+	// Status says whether and where the death was told to the CI service
+	// and the sinks: the leader's reporter is its one writer.
+	// +optional
+	Status RunnerDeathStatus `json:"status,omitempty"`
+}
+
+// RunnerDeathStatus is the reporter's account of a death: one report per
+// destination, kept on the record so that a new leader neither loses nor
+// repeats one.
+type RunnerDeathStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=destination
+	Reports []Report `json:"reports,omitempty"`
+}
+
+// Report is one destination's telling of a death.
+type Report struct {
+	// Destination: github, gitlab, or sink/<name>.
+	Destination string `json:"destination"`
+	// Phase: Sending (an attempt began and its outcome is not known yet:
+	// the next attempt first asks the service whether it arrived), Retrying
+	// (an attempt failed and another follows), Sent, Failed (the attempts
+	// ran out), Skipped (the record cannot be told there: Message says why).
+	// +kubebuilder:validation:Enum=Sending;Retrying;Sent;Failed;Skipped
+	Phase string `json:"phase"`
+	// Attempts counts the attempts begun.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// Where is what was written: the check run's or the job's page, the
+	// sink's URL.
+	// +optional
+	Where string `json:"where,omitempty"`
+	// Message is the last failure, or why the report was skipped.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// +optional
+	LastAttemptAt *metav1.Time `json:"lastAttemptAt,omitempty"`
+	// NextAttemptAt is when a Retrying report is tried again: the backoff,
+	// or later where the service asked to wait (Retry-After).
+	// +optional
+	NextAttemptAt *metav1.Time `json:"nextAttemptAt,omitempty"`
 }
 
 // DeathRecord is what is known of one runner's death.
@@ -212,6 +258,12 @@ type Job struct {
 	// URL is the job's page.
 	// +optional
 	URL string `json:"url,omitempty"`
+	// CreatedBy is the pod's creator as the injector recorded it
+	// (runnerguard.io/created-by, which the policy keeps as written at
+	// CREATE), for a job read from the pod's marks: whether the fleet's
+	// manager wrote them.
+	// +optional
+	CreatedBy string `json:"createdBy,omitempty"`
 	// Source: "EphemeralRunner/<name>" (the status of the pod's owner,
 	// matched by UID, which only ARC's controllers write), or "pod" (the
 	// pod's labels and annotations named in the preset, which whoever may

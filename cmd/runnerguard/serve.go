@@ -34,6 +34,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/internal/version"
@@ -197,7 +198,7 @@ func newManager(o serveOptions) (manager.Manager, error) {
 }
 
 func registerMetrics() error {
-	for _, register := range []func(prometheus.Registerer) error{guard.RegisterMetrics, recorder.RegisterMetrics, registerBuildInfo} {
+	for _, register := range []func(prometheus.Registerer) error{guard.RegisterMetrics, recorder.RegisterMetrics, notify.RegisterMetrics, registerBuildInfo} {
 		if err := register(metrics.Registry); err != nil {
 			return err
 		}
@@ -237,7 +238,7 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 			return err
 		}
 	}
-	return nil
+	return addReporter(mgr, cfg)
 }
 
 // addProbes adds liveness, and readiness once the webhook server serves and

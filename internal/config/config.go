@@ -19,6 +19,7 @@ type Config struct {
 	Records Records            `json:"records"`
 	Policy  Policy             `json:"policy"`
 	Marks   Marks              `json:"marks"`
+	Reports Reports            `json:"reports,omitempty"`
 }
 
 // Marks says which autoscalers' do-not-disrupt marks the leader keeps on
@@ -197,7 +198,8 @@ func Default() Config {
 				ProbePort:      DefaultProbePort,
 			},
 		},
-		Marks: Marks{Karpenter: true, ClusterAutoscaler: true, Budgets: true},
+		Marks:   Marks{Karpenter: true, ClusterAutoscaler: true, Budgets: true},
+		Reports: Reports{MaxAttempts: DefaultMaxAttempts, MaxAge: metav1.Duration{Duration: DefaultReportAge}},
 		Records: Records{
 			MaxAge:          metav1.Duration{Duration: 30 * 24 * time.Hour},
 			CleanMaxAge:     metav1.Duration{Duration: 24 * time.Hour},

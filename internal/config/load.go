@@ -104,7 +104,7 @@ func mergePresets(defaults, given []runnerpod.Preset) []runnerpod.Preset {
 // Validate reports every problem in the configuration at once.
 func (c Config) Validate() error {
 	var errs []error
-	for _, check := range []func(Config) []error{validatePresets, validatePrincipals, validateInject, validateGuard, validateRecords} {
+	for _, check := range []func(Config) []error{validatePresets, validatePrincipals, validateInject, validateGuard, validateRecords, validateReports} {
 		errs = append(errs, check(c)...)
 	}
 	return errors.Join(errs...)

@@ -34,6 +34,7 @@ func JobFromPod(pod *corev1.Pod, keys runnerpod.JobKeys) *v1alpha1.Job {
 	if *j == (v1alpha1.Job{Source: JobFromPodMarks}) {
 		return nil
 	}
+	j.CreatedBy = head(pod.Annotations[runnerpod.CreatedBy], maxJobField)
 	return j
 }
 

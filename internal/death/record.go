@@ -15,6 +15,9 @@ import (
 type Record struct {
 	Namespace            string `json:"namespace"`
 	v1alpha1.DeathRecord `json:",inline"`
+	// Reports is the reporter's account (the object's status), read back
+	// with the record; Object does not write it.
+	Reports []v1alpha1.Report `json:"reports,omitempty"`
 }
 
 // Key identifies a death: one record per pod UID and container start. A
@@ -72,5 +75,5 @@ func (r Record) Object() *v1alpha1.RunnerDeath {
 
 // FromObject reads the record a RunnerDeath keeps.
 func FromObject(o *v1alpha1.RunnerDeath) Record {
-	return Record{Namespace: o.Namespace, DeathRecord: o.Record}
+	return Record{Namespace: o.Namespace, DeathRecord: o.Record, Reports: o.Status.Reports}
 }

@@ -88,7 +88,7 @@ func RecordsTable(records []death.Record, wide bool, limit int) string {
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	head := "NAMESPACE\tPOD\tCLASS\tEXIT\tREASON\tDELETED BY\tENDED"
 	if wide {
-		head += "\tNODE\tPRESET\tPEAK\tOOM KILLS\tREFUSED"
+		head += "\tNODE\tPRESET\tPEAK\tOOM KILLS\tREFUSED\tREPORTED"
 	}
 	fmt.Fprintln(tw, head)
 	for i, r := range records {
@@ -111,7 +111,7 @@ func RecordsTable(records []death.Record, wide bool, limit int) string {
 					peak = quantity(*v.Peak)
 				}
 			}
-			line += fmt.Sprintf("\t%s\t%s\t%s\t%s\t%s", dash(r.Node), r.Preset, peak, kills, refused(r.Refusals))
+			line += fmt.Sprintf("\t%s\t%s\t%s\t%s\t%s\t%s", dash(r.Node), r.Preset, peak, kills, refused(r.Refusals), reported(r.Reports))
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -131,4 +131,14 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// reported is a record's reports in one cell: each destination and its
+// phase.
+func reported(reps []v1alpha1.Report) string {
+	var parts []string
+	for _, r := range reps {
+		parts = append(parts, r.Destination+" "+r.Phase)
+	}
+	return dash(strings.Join(parts, ","))
 }

@@ -49,7 +49,7 @@ func TestRecordsTableStopsAtTheLimit(t *testing.T) {
 	a := death.FromObject(recorded(t, podtest.Runner("ci", "a").Terminated("runner", 137, "OOMKilled"), ""))
 	b := death.FromObject(recorded(t, podtest.Runner("ci", "b").Terminated("runner", 1, "Error"), "bob"))
 	table := RecordsTable([]death.Record{a, b}, true, 1)
-	assert.Regexp(t, `NAMESPACE\s+POD\s+CLASS\s+EXIT\s+REASON\s+DELETED BY\s+ENDED\s+NODE\s+PRESET\s+PEAK\s+OOM KILLS\s+REFUSED\n`, table)
+	assert.Regexp(t, `NAMESPACE\s+POD\s+CLASS\s+EXIT\s+REASON\s+DELETED BY\s+ENDED\s+NODE\s+PRESET\s+PEAK\s+OOM KILLS\s+REFUSED\s+REPORTED\n`, table)
 	assert.Regexp(t, `ci\s+a\s+cgroup-oom\s+137\s+OOMKilled\s+-`, table)
 	assert.NotContains(t, table, "bob")
 }

@@ -97,6 +97,6 @@ func TestARecordsRefusalsInTheWideTable(t *testing.T) {
 	assert.Equal(t, "-", refused(nil))
 	r := death.Record{Namespace: "ci"}
 	r.Pod, r.Class, r.Refusals = "r", "error-exit", refusedTwice()
-	assert.Regexp(t, `(?m)REFUSED$`, RecordsTable([]death.Record{r}, true, 10))
-	assert.Regexp(t, `(?m)^ci\s+r\s+error-exit.*\s3 by 2$`, RecordsTable([]death.Record{r}, true, 10))
+	assert.Regexp(t, `(?m)REFUSED\s+REPORTED$`, RecordsTable([]death.Record{r}, true, 10))
+	assert.Regexp(t, `(?m)^ci\s+r\s+error-exit.*\s3 by 2\s+-$`, RecordsTable([]death.Record{r}, true, 10))
 }

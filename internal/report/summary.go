@@ -36,8 +36,33 @@ var Meaning = map[death.Class]string{
 	death.Preempted:       "the scheduler preempted the pod for a higher-priority one",
 }
 
-// Summary renders a record for the operator's terminal.
-func Summary(r death.Record) string {
+// Summary renders a record for the operator's terminal: its facts, then
+// the runner's last words.
+func Summary(r death.Record) string { return Facts(r) + Reports(r) + LastWords(r) }
+
+// Reports says whether and where the death was told: one line per
+// destination.
+func Reports(r death.Record) string {
+	var b strings.Builder
+	for _, rep := range r.Reports {
+		fmt.Fprintf(&b, "  reported to %s: %s", rep.Destination, rep.Phase)
+		if rep.Where != "" {
+			fmt.Fprintf(&b, ", %s", rep.Where)
+		}
+		if rep.Attempts > 1 {
+			fmt.Fprintf(&b, " (%d attempts)", rep.Attempts)
+		}
+		if rep.Message != "" {
+			fmt.Fprintf(&b, ": %s", rep.Message)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Facts renders what the cluster knows of a death, without the runner's
+// last words (which the reporter sends only where a destination opts in).
+func Facts(r death.Record) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pod %s/%s (uid %s", r.Namespace, r.Pod, r.UID)
 	if r.Node != "" {
@@ -91,6 +116,13 @@ func Summary(r death.Record) string {
 	if e := r.Ending(); e != "" {
 		fmt.Fprintf(&b, "  %s\n", e)
 	}
+	return b.String()
+}
+
+// LastWords renders the runner's termination message, the container's own
+// word: empty when it left none.
+func LastWords(r death.Record) string {
+	var b strings.Builder
 	if r.Message != "" {
 		cut := ""
 		if r.MessageTruncated {

@@ -121,3 +121,14 @@ func TestWhySaysAJobsOutcomeIsUnknownToTheClusterAndMarksLateLastWords(t *testin
 	assert.Contains(t, Summary(r), "  its pod's deletion began at 2026-11-01T11:12:32Z, 30s before that: the job ended then")
 	assert.NotContains(t, Summary(r), "outcome (success", "said of a job's normal end only")
 }
+
+func TestWhyAndDeathsSayWhetherAndWhereADeathWasReported(t *testing.T) {
+	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "r", Class: string(death.CgroupOOM)},
+		Reports: []v1alpha1.Report{{Destination: "github", Phase: "Sent", Attempts: 1, Where: "https://github.com/acme/app/runs/1"},
+			{Destination: "sink/alerts", Phase: "Retrying", Attempts: 2, Message: "HTTP 503: down"}}}
+	got := Summary(r)
+	assert.Contains(t, got, "  reported to github: Sent, https://github.com/acme/app/runs/1\n")
+	assert.Contains(t, got, "  reported to sink/alerts: Retrying (2 attempts): HTTP 503: down\n")
+	assert.Contains(t, RecordsTable([]death.Record{r}, true, 1), "github Sent,sink/alerts Retrying")
+	assert.NotContains(t, Facts(r), "reported to", "what is sent never says what was sent")
+}

@@ -61,11 +61,15 @@ func (n PresetName) DefaultJobKeys() JobKeys {
 }
 
 // JobPodKeys are the labels and annotations the enabled presets read a job
-// from: what a copy of a pod must keep for its job to be read.
+// from: what a copy of a pod must keep for its job to be read, with the
+// pod's recorded creator, who says whether the fleet wrote them.
 func JobPodKeys(presets []Preset) (labels, annotations []string) {
 	for _, p := range presets {
 		if !p.Enabled {
 			continue
+		}
+		if p.Job != (JobKeys{}) && !slices.Contains(annotations, CreatedBy) {
+			annotations = append(annotations, CreatedBy)
 		}
 		for _, k := range p.Job.Keys() {
 			if k.Label != "" && !slices.Contains(labels, k.Label) {

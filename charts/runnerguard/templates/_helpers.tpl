@@ -241,3 +241,25 @@ else "". e2e/internal/registration holds it to runnerpod.Match.
 {{- end }}
 {{- $out }}
 {{- end }}
+
+{{/*
+"true" when a report destination is on (reports.github, reports.gitlab or a
+sink); the reporter also needs a namespace or preset to opt in.
+*/}}
+{{- define "runnerguard.reports" -}}
+{{- $r := .Values.reports -}}
+{{- if or $r.github.enabled $r.gitlab.enabled $r.sinks -}}true{{- end -}}
+{{- end }}
+
+{{/*
+The Secrets the reporter reads, as a YAML list; a destination on without
+its Secret fails the install.
+*/}}
+{{- define "runnerguard.reportSecrets" -}}
+{{- $r := .Values.reports -}}
+{{- $names := list -}}
+{{- if $r.github.enabled -}}{{- $names = append $names (required "reports.github.secret: the Secret holding the GitHub App's private key (privateKey)" $r.github.secret) -}}{{- end -}}
+{{- if $r.gitlab.enabled -}}{{- $names = append $names (required "reports.gitlab.secret: the Secret holding the GitLab token (token)" $r.gitlab.secret) -}}{{- end -}}
+{{- range $r.sinks -}}{{- $names = append $names (required "reports.sinks[].secret: the Secret holding the sink's HMAC key (hmacKey)" .secret) -}}{{- end -}}
+{{- toYaml ($names | uniq) -}}
+{{- end }}

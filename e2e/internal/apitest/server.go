@@ -261,13 +261,17 @@ const ReleaseNamespace = "runnerguard"
 
 // grantServerRBAC gives the server's identity what the chart's ClusterRole
 // and leader-election Role give it.
+// ReportSecrets are the Secrets the suites' reporters may read.
+var ReportSecrets = []string{"reports-github", "reports-gitlab", "reports-sink"}
+
 func grantServerRBAC(ctx context.Context, c client.Client) error {
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeletions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
-		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths"}, Verbs: []string{"create", "get", "list", "delete"}},
+		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
+		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
@@ -284,6 +288,8 @@ func grantServerRBAC(ctx context.Context, c client.Client) error {
 	le := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard-leader-election", Namespace: ReleaseNamespace}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		// The reporter's credentials, by name, as the chart grants them.
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: ReportSecrets, Verbs: []string{"get"}},
 	}}
 	leBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard-leader-election", Namespace: ReleaseNamespace},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "runnerguard-leader-election"},
@@ -368,3 +374,17 @@ func (s *Server) HeapProfile(path string) error {
 // Binary is the path of the built runnerguard binary, for its other
 // commands (runnerguard why).
 func (s *Server) Binary() string { return s.bin }
+
+// Reconfigure restarts the process with cfg in place of its config, on the
+// same ports and identity: a new leader with new settings.
+func (s *Server) Reconfigure(ctx context.Context, cfg config.Config) error {
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(s.configPath, raw, 0o600); err != nil {
+		return err
+	}
+	s.Stop()
+	return s.Start(ctx)
+}

@@ -1,0 +1,276 @@
+//go:build e2e
+
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/notify"
+	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+const reportSHA = "89abcdef0123456789abcdef0123456789abcdef"
+
+// reporting runs the suite's leader with reports to fakes of GitHub,
+// GitLab and a sink for the namespace ns, its replica stopped so that each
+// restart is a new leader; the suite's config comes back after t.
+type reporting struct {
+	gh   *notifytest.GitHub
+	gl   *notifytest.GitLab
+	sink *notifytest.Sink
+	cfg  config.Config
+}
+
+func startReporting(t *testing.T, ns string) *reporting {
+	t.Helper()
+	ctx := context.Background()
+	r := &reporting{
+		gh: notifytest.NewGitHub(101, 202, map[string]string{"acme/app/11802293411": reportSHA}),
+		gl: notifytest.NewGitLab("glpat-e2e", notifytest.Job{Project: "42", ID: "5521", SHA: reportSHA, Ref: "main", Pipeline: 9},
+			notifytest.Job{Project: "42", ID: "5522", SHA: reportSHA, Ref: "main", Pipeline: 9}, notifytest.Job{Project: "42", ID: "5523", SHA: reportSHA, Ref: "main", Pipeline: 9},
+			notifytest.Job{Project: "42", ID: "5524", SHA: reportSHA, Ref: "main", Pipeline: 9},
+			notifytest.Job{Project: "42", ID: "6001", SHA: reportSHA, Ref: "main", Pipeline: 9}, notifytest.Job{Project: "42", ID: "6002", SHA: reportSHA, Ref: "main", Pipeline: 9},
+			notifytest.Job{Project: "42", ID: "6003", SHA: reportSHA, Ref: "main", Pipeline: 9}),
+		sink: notifytest.NewSink([]byte("e2e-hmac-key")),
+	}
+	t.Cleanup(func() { r.gh.Close(); r.gl.Close(); r.sink.Close() })
+	for name, data := range map[string]map[string][]byte{
+		"reports-github": {notify.KeyPrivateKey: r.gh.Key}, "reports-gitlab": {notify.KeyToken: []byte("glpat-e2e")}, "reports-sink": {notify.KeyHMAC: []byte("e2e-hmac-key")},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apitest.ReleaseNamespace, Name: name}, Data: data}
+		require.NoError(t, client.IgnoreAlreadyExists(admin.Create(ctx, s)))
+		require.NoError(t, admin.Update(ctx, s))
+	}
+	r.cfg = suiteCfg
+	r.cfg.Reports = config.Reports{Namespaces: []string{ns}, SecretNamespace: apitest.ReleaseNamespace, MaxAttempts: 2, MaxAge: metav1.Duration{Duration: time.Hour},
+		GitHub: &config.GitHub{URL: r.gh.URL(), AppID: 101, InstallationID: 202, Secret: "reports-github"},
+		GitLab: &config.GitLab{URL: r.gl.URL, Secret: "reports-gitlab", Managers: []string{ownerPrincipal}},
+		Sinks:  []config.Sink{{Name: "alerts", URL: r.sink.URL, Secret: "reports-sink"}}}
+	replica.Stop()
+	require.NoError(t, server.Reconfigure(ctx, r.cfg))
+	t.Cleanup(func() {
+		require.NoError(t, server.Reconfigure(ctx, suiteCfg), "restoring the suite's config")
+		require.NoError(t, replica.Start(ctx), "restarting its replica")
+	})
+	return r
+}
+
+// restart stops the leader and starts a new one.
+func (r *reporting) restart(t *testing.T) {
+	t.Helper()
+	require.NoError(t, server.Reconfigure(context.Background(), r.cfg))
+}
+
+// reportOf waits for the record of pod to carry destination's report in
+// a final phase.
+func reportOf(t *testing.T, pod *corev1.Pod, destination string) v1alpha1.Report {
+	t.Helper()
+	var got v1alpha1.Report
+	require.Eventually(t, func() bool {
+		recs := deathsOf(t, pod)
+		if len(recs) != 1 {
+			return false
+		}
+		for _, rep := range recs[0].Reports {
+			if rep.Destination == destination && (rep.Phase == notify.PhaseSent || rep.Phase == notify.PhaseFailed || rep.Phase == notify.PhaseSkipped) {
+				got = rep
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 200*time.Millisecond, "the report of "+pod.Name+" to "+destination)
+	return got
+}
+
+func gitlabBuild(t *testing.T, c client.Client, ns, name, job, project string) *corev1.Pod {
+	w := podtest.GitLab(ns, name).RunningSince("build", time.Now().Add(-time.Minute)).
+		Annotate(runnerpod.GitLabJobIDAnnotation, job).Label(runnerpod.GitLabProjectIDLabel, project)
+	return create(t, c, w.Obj())
+}
+
+func TestDeathsAreReportedOnceWhereTheFleetSaysAcrossALeaderRestart(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ctx := context.Background()
+	r := startReporting(t, ns)
+	manager := as(t, ownerPrincipal)
+
+	// An ARC runner OOM-killed: a check run on the workflow run's commit.
+	er := apitest.EphemeralRunner(ns, "arc-rep1")
+	require.NoError(t, admin.Create(ctx, er))
+	for field, v := range map[string]any{"phase": "Running", "jobId": "31885502817", "workflowRunId": int64(11802293411), "jobRepositoryName": "acme/app", "jobDisplayName": "build (linux)"} {
+		require.NoError(t, unstructured.SetNestedField(er.Object, v, "status", field))
+	}
+	require.NoError(t, admin.Status().Update(ctx, er))
+	arc := podtest.ARCScaleSet(ns, "arc-rep1").RunningSince("runner", time.Now().Add(-time.Minute)).Obj()
+	arc.OwnerReferences[0].UID = er.GetUID()
+	arc = create(t, nil, arc)
+	st := podtest.Runner(ns, arc.Name).Terminated("runner", 137, "OOMKilled").Obj().Status
+	st.ContainerStatuses[0].State.Terminated.Message = "secret=do-not-send"
+	setStatus(t, arc, st)
+	require.NoError(t, deletePod(as(t, "system:serviceaccount:arc-systems:arc-gha-rs-controller"), arc))
+
+	// A GitLab job OOM-killed, in a build pod its manager created.
+	oom := gitlabBuild(t, manager, ns, "runner-rep-project-42-concurrent-0", "5521", "42")
+	setStatus(t, oom, podtest.GitLab(ns, oom.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+
+	gh := reportOf(t, arc, notify.GitHub)
+	assert.Equal(t, notify.PhaseSent, gh.Phase, gh.Message)
+	gl := reportOf(t, oom, notify.GitLab)
+	assert.Equal(t, notify.PhaseSent, gl.Phase, gl.Message)
+	reportOf(t, oom, "sink/alerts")
+
+	// A new leader, and a later death it tells after it has seen the first.
+	r.restart(t)
+	next := gitlabBuild(t, manager, ns, "runner-rep-project-42-concurrent-1", "5522", "42")
+	setStatus(t, next, podtest.GitLab(ns, next.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+	assert.Equal(t, notify.PhaseSent, reportOf(t, next, notify.GitLab).Phase)
+	reportOf(t, next, "sink/alerts")
+
+	runs := r.gh.CheckRuns()
+	require.Len(t, runs, 1, "one check run across the leaders")
+	assert.Equal(t, "acme/app", runs[0].Repository)
+	assert.Equal(t, reportSHA, runs[0].HeadSHA)
+	assert.Equal(t, "Runner OOM-killed", runs[0].Output.Title)
+	assert.Contains(t, runs[0].Output.Summary, "kubectl runnerguard deaths -n "+ns+" --job 31885502817")
+	assert.NotContains(t, runs[0].Output.Summary, "do-not-send", "no last words by default")
+	statuses := r.gl.Statuses()
+	require.Len(t, statuses, 2, "one status per job across the leaders")
+	assert.Equal(t, "runnerguard: job 5521", statuses[0].Name)
+	assert.Equal(t, "failed", statuses[0].State)
+	assert.Equal(t, int64(9), statuses[0].PipelineID)
+	assert.Len(t, r.sink.Events(), 3, "each death once to the sink")
+	assert.Empty(t, append(append(r.gh.Errors(), r.gl.Errors()...), r.sink.Errors()...), "every request had the published shape")
+
+	// The job's normal end: its manager deletes the running build pod.
+	ended := gitlabBuild(t, manager, ns, "runner-rep-project-42-concurrent-2", "5523", "42")
+	require.NoError(t, deletePod(manager, ended))
+	// The build shell ignores SIGTERM: the kubelet kills it after the grace.
+	st = podtest.GitLab(ns, ended.Name).Terminated("build", 137, "Error").Obj().Status
+	st.ContainerStatuses[0].State.Terminated.StartedAt.Time = time.Now().Add(-time.Minute)
+	st.ContainerStatuses[0].State.Terminated.FinishedAt.Time = time.Now()
+	setStatus(t, ended, st)
+	assert.Equal(t, string(death.JobEnded), oneDeath(t, ended).Class)
+	// A death after it is told; the job's end never is.
+	after := gitlabBuild(t, manager, ns, "runner-rep-project-42-concurrent-3", "5524", "42")
+	setStatus(t, after, podtest.GitLab(ns, after.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+	reportOf(t, after, "sink/alerts")
+	assert.Equal(t, notify.PhaseSent, reportOf(t, after, notify.GitLab).Phase)
+	assert.Empty(t, deathsOf(t, ended)[0].Reports, "a job's normal end is told nowhere")
+	assert.Len(t, r.gl.Statuses(), 3)
+	assert.Len(t, r.sink.Events(), 4)
+	for _, s := range r.gl.Statuses() {
+		assert.NotEqual(t, "runnerguard: job 5523", s.Name)
+	}
+}
+
+func TestAnEditorCannotSendAReportToAnotherProject(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := startReporting(t, ns)
+	editor := as(t, reaper)
+
+	// Rewriting a build pod's project after its creation is refused.
+	pod := gitlabBuild(t, as(t, ownerPrincipal), ns, "runner-ed-project-42-concurrent-0", "5521", "42")
+	err := editor.Patch(context.Background(), pod, client.RawPatch("application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"`+runnerpod.GitLabProjectIDLabel+`":"7"}}}`)))
+	require.Error(t, err, "the policy keeps the job's marks")
+	assert.Contains(t, err.Error(), "written when the pod is created and never change")
+
+	// A pod the editor created naming another project is not told there.
+	forged := gitlabBuild(t, editor, ns, "runner-ed-project-7-concurrent-0", "5521", "7")
+	setStatus(t, forged, podtest.GitLab(ns, forged.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+	rep := reportOf(t, forged, notify.GitLab)
+	assert.Equal(t, notify.PhaseSkipped, rep.Phase)
+	assert.Contains(t, rep.Message, "not created by a configured GitLab Runner manager")
+	assert.Empty(t, r.gl.Statuses(), "GitLab was told nothing")
+}
+
+func TestARefusedReportIsRetriedThenFailedOnTheRecord(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := startReporting(t, ns)
+	r.gl.Fail = func(req *http.Request) (int, http.Header) {
+		if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/statuses/") {
+			return http.StatusServiceUnavailable, nil
+		}
+		return 0, nil
+	}
+	pod := gitlabBuild(t, as(t, ownerPrincipal), ns, "runner-fail-project-42-concurrent-0", "5521", "42")
+	setStatus(t, pod, podtest.GitLab(ns, pod.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+	rep := reportOf(t, pod, notify.GitLab)
+	assert.Equal(t, notify.PhaseFailed, rep.Phase)
+	assert.Equal(t, int32(2), rep.Attempts, "retried once, then failed (maxAttempts 2)")
+	assert.Contains(t, rep.Message, "HTTP 503")
+	assert.Empty(t, r.gl.Statuses())
+}
+
+func TestAnOverrideDeleteANodeLossAndAProbeKillAreEachReportedOnceWithTheirFacts(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := startReporting(t, ns)
+	manager := as(t, ownerPrincipal)
+	cases := []struct {
+		name, job, title string
+		build            func(p *corev1.Pod)
+		end              func(t *testing.T, pod *corev1.Pod)
+	}{
+		{name: "a reaper's delete through the override", job: "6001", title: "Runner's pod deleted while its job ran by " + reaper + " (rule override)",
+			build: func(p *corev1.Pod) { p.Annotations[runnerpod.AllowDelete] = "stuck node" },
+			end: func(t *testing.T, pod *corev1.Pod) {
+				require.NoError(t, deletePod(as(t, reaper), pod, client.GracePeriodSeconds(0)))
+			}},
+		{name: "a node loss", job: "6002", title: "Runner's node was lost",
+			end: func(t *testing.T, pod *corev1.Pod) {
+				setStatus(t, pod, podtest.GitLab(pod.Namespace, pod.Name).Terminated("build", 137, "Error").Phase(corev1.PodFailed).Reason("NodeLost").Obj().Status)
+			}},
+		{name: "a probe kill", job: "6003", title: "Runner killed for failing its liveness probe",
+			build: func(p *corev1.Pod) {
+				p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+			},
+			end: func(t *testing.T, pod *corev1.Pod) {
+				setStatus(t, pod, podtest.GitLab(pod.Namespace, pod.Name).Terminated("build", 137, "Error").Phase(corev1.PodFailed).Obj().Status)
+			}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := podtest.GitLab(ns, "runner-kill-project-42-concurrent-"+string(rune('0'+i))).RunningSince("build", time.Now().Add(-time.Minute)).
+				Annotate(runnerpod.GitLabJobIDAnnotation, c.job).Label(runnerpod.GitLabProjectIDLabel, "42")
+			p := w.Obj()
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			if c.build != nil {
+				c.build(p)
+			}
+			pod := create(t, manager, p)
+			c.end(t, pod)
+			rep := reportOf(t, pod, notify.GitLab)
+			assert.Equal(t, notify.PhaseSent, rep.Phase, rep.Message)
+			assert.Equal(t, r.gl.URL+"/42/-/jobs/"+c.job, rep.Where)
+			var got []notifytest.Status
+			for _, s := range r.gl.Statuses() {
+				if s.Name == "runnerguard: job "+c.job {
+					got = append(got, s)
+				}
+			}
+			require.Len(t, got, 1)
+			assert.Equal(t, c.title, got[0].Description)
+		})
+	}
+	assert.Len(t, r.sink.Events(), len(cases), "each death once to the sink")
+	assert.Empty(t, append(r.gl.Errors(), r.sink.Errors()...))
+}

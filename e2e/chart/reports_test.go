@@ -1,0 +1,49 @@
+package chart_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// The reports' values become the server's config, and the leader may read
+// exactly the Secrets that config names, no other.
+func TestReportsValuesReachTheConfigAndTheLeaderReadsOnlyTheirSecrets(t *testing.T) {
+	values := `
+reports:
+  namespaces: [ci]
+  presets: [gitlab]
+  github: {enabled: true, url: "https://ghes.example.com/api/v3/", appID: 12, installationID: 34, secret: gh-app}
+  gitlab: {enabled: true, url: "https://gitlab.example.com", secret: gl-token, managers: [system:serviceaccount:gitlab-runner:gitlab-runner]}
+  sinks: [{name: alerts, url: "https://hooks.example.com/rg", secret: gl-token, lastWords: true}]
+`
+	objs := helms(t)[0].render(t, values)
+	cfg := renderedConfig(t, objs)
+	assert.Equal(t, config.Reports{Namespaces: []string{"ci"}, Presets: []runnerpod.PresetName{"gitlab"}, SecretNamespace: cfg.Reports.SecretNamespace,
+		MaxAttempts: 6, MaxAge: metav1.Duration{Duration: time.Hour},
+		GitHub: &config.GitHub{URL: "https://ghes.example.com/api/v3/", AppID: 12, InstallationID: 34, Secret: "gh-app"},
+		GitLab: &config.GitLab{URL: "https://gitlab.example.com", Secret: "gl-token", Managers: []string{"system:serviceaccount:gitlab-runner:gitlab-runner"}},
+		Sinks:  []config.Sink{{Name: "alerts", URL: "https://hooks.example.com/rg", Secret: "gl-token", LastWords: true}}}, cfg.Reports)
+	assert.NotEmpty(t, cfg.Reports.SecretNamespace)
+	assert.True(t, cfg.Reports.Enabled())
+	var role rbacv1.Role
+	objs.get(t, "Role", release+"-reports", &role)
+	require.Len(t, role.Rules, 1)
+	assert.Equal(t, []string{"secrets"}, role.Rules[0].Resources)
+	assert.Equal(t, []string{"get"}, role.Rules[0].Verbs)
+	assert.ElementsMatch(t, cfg.Reports.SecretNames(), role.Rules[0].ResourceNames, "only the Secrets the config names")
+	assert.Equal(t, cfg.Reports.SecretNamespace, role.Namespace)
+}
+
+func TestReportsAreOffByDefaultAndReadNoSecret(t *testing.T) {
+	objs := helms(t)[0].render(t, "")
+	assert.False(t, renderedConfig(t, objs).Reports.Enabled())
+	assert.Nil(t, objs.find("Role", release+"-reports"))
+}

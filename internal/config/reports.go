@@ -1,0 +1,159 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Reports configures the leader's reporter: which deaths are told, and
+// where. Off unless a namespace or a preset opts in and a destination is
+// set. Credentials are never here: each destination names a Secret in the
+// release's namespace, which only the leader reads.
+type Reports struct {
+	// Namespaces whose deaths are told.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Presets whose deaths are told, in any namespace.
+	Presets []runnerpod.PresetName `json:"presets,omitempty"`
+	// SecretNamespace holds the destinations' Secrets (the release's).
+	SecretNamespace string `json:"secretNamespace,omitempty"`
+	// MaxAge: a record older than this when the reporter first sees it is
+	// not told (an install that opts in later, a leader down for long).
+	MaxAge metav1.Duration `json:"maxAge,omitempty"`
+	// MaxAttempts bounds each report's attempts; then it is Failed.
+	MaxAttempts int     `json:"maxAttempts,omitempty"`
+	GitHub      *GitHub `json:"github,omitempty"`
+	GitLab      *GitLab `json:"gitlab,omitempty"`
+	Sinks       []Sink  `json:"sinks,omitempty"`
+}
+
+// GitHub: a check run on the workflow run's head commit, as a GitHub App.
+// The Secret holds the App's private key under privateKey.
+type GitHub struct {
+	// URL is the API's base: https://api.github.com/ or a GitHub
+	// Enterprise Server's https://HOST/api/v3/.
+	URL            string `json:"url"`
+	AppID          int64  `json:"appID"`
+	InstallationID int64  `json:"installationID"`
+	Secret         string `json:"secret"`
+	LastWords      bool   `json:"lastWords,omitempty"`
+}
+
+// GitLab: an external commit status on the job's commit. The Secret holds
+// a token under token.
+type GitLab struct {
+	// URL is the instance: https://gitlab.com or a self-managed one.
+	URL    string `json:"url"`
+	Secret string `json:"secret"`
+	// Managers are the GitLab Runner managers' usernames: a build pod's
+	// job is told only when one of them created the pod (its recorded
+	// creator), so its project label is the manager's word.
+	Managers []string `json:"managers"`
+	// ManagerInRunnerNamespace accepts a manager that is a ServiceAccount
+	// of the build pods' own namespace, which anyone granted edit there
+	// can act as.
+	ManagerInRunnerNamespace bool `json:"managerInRunnerNamespace,omitempty"`
+}
+
+// Sink: the record as a CloudEvent over HTTP. The Secret holds the HMAC
+// key under hmacKey.
+type Sink struct {
+	Name      string `json:"name"`
+	URL       string `json:"url"`
+	Secret    string `json:"secret"`
+	LastWords bool   `json:"lastWords,omitempty"`
+}
+
+// The defaults of a report's attempts and of a record's age to be told.
+const (
+	DefaultMaxAttempts = 6
+	DefaultReportAge   = time.Hour
+)
+
+// Enabled: a destination is set and something opts in.
+func (r Reports) Enabled() bool {
+	return (r.GitHub != nil || r.GitLab != nil || len(r.Sinks) > 0) && (len(r.Namespaces) > 0 || len(r.Presets) > 0)
+}
+
+// SecretNames are the Secrets the leader reads, each once.
+func (r Reports) SecretNames() []string {
+	var names []string
+	add := func(n string) {
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if r.GitHub != nil {
+		add(r.GitHub.Secret)
+	}
+	if r.GitLab != nil {
+		add(r.GitLab.Secret)
+	}
+	for _, s := range r.Sinks {
+		add(s.Secret)
+	}
+	return names
+}
+
+func validateReports(c Config) []error {
+	r := c.Reports
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("reports."+format, a...)) }
+	for _, p := range r.Presets {
+		if !p.Known() {
+			bad("presets: unknown preset %q", p)
+		}
+	}
+	if r.MaxAttempts < 1 {
+		bad("maxAttempts: %d is below 1", r.MaxAttempts)
+	}
+	if r.MaxAge.Duration <= 0 {
+		bad("maxAge: %s is not positive", r.MaxAge.Duration)
+	}
+	if len(r.SecretNames()) > 0 && r.SecretNamespace == "" {
+		bad("secretNamespace: the Secrets' namespace is needed")
+	}
+	secret := func(where, name string) {
+		if len(validation.IsDNS1123Subdomain(name)) > 0 {
+			bad("%s.secret: %q is not a Secret's name", where, name)
+		}
+	}
+	if g := r.GitHub; g != nil {
+		errs = append(errs, baseURL("reports.github.url", g.URL)...)
+		if g.AppID <= 0 || g.InstallationID <= 0 {
+			bad("github: appID and installationID are needed")
+		}
+		secret("github", g.Secret)
+	}
+	if g := r.GitLab; g != nil {
+		errs = append(errs, baseURL("reports.gitlab.url", g.URL)...)
+		if len(g.Managers) == 0 || slices.Contains(g.Managers, "") {
+			bad("gitlab.managers: the GitLab Runner managers' usernames are needed: a build pod's project is trusted only when one of them created it")
+		}
+		secret("gitlab", g.Secret)
+	}
+	seen := map[string]bool{}
+	for i, s := range r.Sinks {
+		if len(validation.IsDNS1123Label(s.Name)) > 0 || seen[s.Name] {
+			bad("sinks[%d].name: %q must be a unique DNS label", i, s.Name)
+		}
+		seen[s.Name] = true
+		errs = append(errs, baseURL(fmt.Sprintf("reports.sinks[%d].url", i), s.URL)...)
+		secret(fmt.Sprintf("sinks[%d]", i), s.Secret)
+	}
+	return errs
+}
+
+func baseURL(field, raw string) []error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return []error{fmt.Errorf("%s: %q is not an http(s) URL", field, raw)}
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReportsConfig(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		yaml    string
+		enabled bool
+		wantErr []string
+	}{
+		{name: "reports are off by default", yaml: "{}"},
+		{name: "a destination without an opt-in tells nothing", yaml: "reports: {secretNamespace: rg, sinks: [{name: a, url: 'https://x.example.com/', secret: s}]}"},
+		{name: "a namespace's opt-in with a sink tells", yaml: "reports: {namespaces: [ci], secretNamespace: rg, sinks: [{name: a, url: 'https://x.example.com/', secret: s}]}", enabled: true},
+		{name: "GitLab needs its managers, for only their pods' projects are trusted", yaml: "reports: {namespaces: [ci], secretNamespace: rg, gitlab: {url: 'https://gitlab.com', secret: gl}}",
+			wantErr: []string{"reports.gitlab.managers: the GitLab Runner managers' usernames are needed"}},
+		{name: "GitHub needs the App and its installation", yaml: "reports: {namespaces: [ci], secretNamespace: rg, github: {url: 'https://api.github.com/', secret: gh}}",
+			wantErr: []string{"reports.github: appID and installationID are needed"}},
+		{name: "bad URLs, Secret names and sink names are named", yaml: "reports: {presets: [nope], secretNamespace: rg, maxAttempts: 0, sinks: [{name: A, url: 'ftp://x', secret: 'Bad_Name'}, {name: A, url: 'https://x', secret: s}]}",
+			wantErr: []string{`reports.presets: unknown preset "nope"`, "reports.maxAttempts: 0 is below 1", `reports.sinks[0].name: "A" must be a unique DNS label`, `reports.sinks[0].url: "ftp://x" is not an http(s) URL`, `reports.sinks[0].secret: "Bad_Name" is not a Secret's name`, `reports.sinks[1].name`}},
+		{name: "Secrets need their namespace", yaml: "reports: {namespaces: [ci], sinks: [{name: a, url: 'https://x.example.com/', secret: s}]}",
+			wantErr: []string{"reports.secretNamespace: the Secrets' namespace is needed"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(c.yaml))
+			if len(c.wantErr) > 0 {
+				require.Error(t, err)
+				for _, w := range c.wantErr {
+					assert.Contains(t, err.Error(), w)
+				}
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.enabled, cfg.Reports.Enabled())
+		})
+	}
+}

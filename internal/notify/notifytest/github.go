@@ -1,0 +1,201 @@
+package notifytest
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v4"
+)
+
+// CheckRun is a check run as GitHub's "Create a check run" takes it.
+type CheckRun struct {
+	Repository  string `json:"-"`
+	Name        string `json:"name"`
+	HeadSHA     string `json:"head_sha"`
+	ExternalID  string `json:"external_id"`
+	Status      string `json:"status"`
+	Conclusion  string `json:"conclusion"`
+	CompletedAt string `json:"completed_at"`
+	DetailsURL  string `json:"details_url"`
+	Output      struct {
+		Title   string `json:"title"`
+		Summary string `json:"summary"`
+	} `json:"output"`
+}
+
+// GitHub is a GitHub Enterprise Server's REST API (base /api/v3/) for one
+// App installation: the App's JWT exchanged for an installation token, the
+// workflow runs it knows, check runs created and listed.
+type GitHub struct {
+	*httptest.Server
+	AppID, InstallationID int64
+	Key                   []byte // the App's private key, PEM
+	// Runs maps "owner/repo/run" to the run's head commit.
+	Runs map[string]string
+	// Fail, when set, answers a request instead (a status and headers).
+	Fail func(r *http.Request) (int, http.Header)
+
+	mu        sync.Mutex
+	pub       *rsa.PublicKey
+	token     string
+	checkRuns []CheckRun
+	errs      []string
+	calls     int
+}
+
+// NewGitHub starts the fake with a fresh App key.
+func NewGitHub(appID, installationID int64, runs map[string]string) *GitHub {
+	k, _ := rsa.GenerateKey(rand.Reader, 2048)
+	g := &GitHub{AppID: appID, InstallationID: installationID, Runs: runs, pub: &k.PublicKey, token: "ghs_fake" + strconv.FormatInt(installationID, 10),
+		Key: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})}
+	g.Server = httptest.NewServer(http.HandlerFunc(g.serve))
+	return g
+}
+
+// URL is the API's base, as GHES serves it.
+func (g *GitHub) URL() string { return g.Server.URL + "/api/v3/" }
+
+// CheckRuns are the check runs created.
+func (g *GitHub) CheckRuns() []CheckRun {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]CheckRun(nil), g.checkRuns...)
+}
+
+// Errors are the requests that broke the published shape.
+func (g *GitHub) Errors() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.errs...)
+}
+
+// Calls counts the requests answered.
+func (g *GitHub) Calls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls
+}
+
+func (g *GitHub) bad(w http.ResponseWriter, format string, a ...any) {
+	g.errs = append(g.errs, fmt.Sprintf(format, a...))
+	http.Error(w, `{"message":"`+fmt.Sprintf(format, a...)+`"}`, http.StatusUnprocessableEntity)
+}
+
+func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls++
+	if g.Fail != nil {
+		if code, h := g.Fail(r); code != 0 {
+			for k, v := range h {
+				w.Header()[k] = v
+			}
+			http.Error(w, `{"message":"fake failure"}`, code)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	path, ok := strings.CutPrefix(r.URL.Path, "/api/v3/")
+	if !ok {
+		g.bad(w, "%s %s: not under /api/v3/", r.Method, r.URL.Path)
+		return
+	}
+	if path == fmt.Sprintf("app/installations/%d/access_tokens", g.InstallationID) && r.Method == http.MethodPost {
+		g.exchange(w, r)
+		return
+	}
+	if r.Header.Get("Authorization") != "token "+g.token {
+		g.bad(w, "%s %s: authorization %q is not the installation's token", r.Method, path, r.Header.Get("Authorization"))
+		return
+	}
+	parts := strings.Split(path, "/")
+	switch {
+	case len(parts) == 6 && parts[0] == "repos" && parts[3] == "actions" && parts[4] == "runs" && r.Method == http.MethodGet:
+		sha, ok := g.Runs[parts[1]+"/"+parts[2]+"/"+parts[5]]
+		if !ok {
+			http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": json.Number(parts[5]), "head_sha": sha,
+			"html_url": g.Server.URL + "/" + parts[1] + "/" + parts[2] + "/actions/runs/" + parts[5]})
+	case len(parts) == 4 && parts[0] == "repos" && parts[3] == "check-runs" && r.Method == http.MethodPost:
+		g.create(w, r, parts[1]+"/"+parts[2])
+	case len(parts) == 6 && parts[0] == "repos" && parts[3] == "commits" && parts[5] == "check-runs" && r.Method == http.MethodGet:
+		g.list(w, r, parts[1]+"/"+parts[2], parts[4])
+	default:
+		g.bad(w, "%s %s: no such endpoint", r.Method, path)
+	}
+}
+
+// exchange checks the App's JWT (RS256, iss the App id, iat and exp within
+// ten minutes) and hands out the installation token.
+func (g *GitHub) exchange(w http.ResponseWriter, r *http.Request) {
+	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		g.bad(w, "access_tokens: no Bearer JWT")
+		return
+	}
+	claims := &jwt.RegisteredClaims{}
+	_, err := jwt.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		if t.Method != jwt.SigningMethodRS256 {
+			return nil, fmt.Errorf("alg %v", t.Header["alg"])
+		}
+		return g.pub, nil
+	})
+	switch {
+	case err != nil:
+		g.bad(w, "access_tokens: the JWT: %v", err)
+		return
+	case claims.Issuer != strconv.FormatInt(g.AppID, 10):
+		g.bad(w, "access_tokens: iss %q is not the App's id", claims.Issuer)
+		return
+	case claims.ExpiresAt == nil || claims.ExpiresAt.Sub(time.Now()) > 10*time.Minute:
+		g.bad(w, "access_tokens: exp more than ten minutes ahead")
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(map[string]any{"token": g.token, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+}
+
+func (g *GitHub) create(w http.ResponseWriter, r *http.Request, repo string) {
+	var cr CheckRun
+	if err := json.NewDecoder(r.Body).Decode(&cr); err != nil {
+		g.bad(w, "check-runs: %v", err)
+		return
+	}
+	_, err := time.Parse(time.RFC3339, cr.CompletedAt)
+	switch {
+	case cr.Name == "" || len(cr.HeadSHA) != 40:
+		g.bad(w, "check-runs: name and a head_sha of 40 hex digits are required")
+	case cr.Status == "completed" && (cr.Conclusion == "" || err != nil):
+		g.bad(w, "check-runs: a completed run needs a conclusion and completed_at (ISO 8601)")
+	case cr.Output.Title == "" || cr.Output.Summary == "" || len([]rune(cr.Output.Summary)) > 65535:
+		g.bad(w, "check-runs: output needs a title and a summary of at most 65535 characters")
+	default:
+		cr.Repository = repo
+		g.checkRuns = append(g.checkRuns, cr)
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": len(g.checkRuns), "name": cr.Name, "external_id": cr.ExternalID,
+			"html_url": fmt.Sprintf("%s/%s/runs/%d", g.Server.URL, repo, len(g.checkRuns))})
+	}
+}
+
+func (g *GitHub) list(w http.ResponseWriter, r *http.Request, repo, sha string) {
+	var out []map[string]any
+	for i, cr := range g.checkRuns {
+		if cr.Repository == repo && cr.HeadSHA == sha && (r.URL.Query().Get("check_name") == "" || r.URL.Query().Get("check_name") == cr.Name) {
+			out = append(out, map[string]any{"id": i + 1, "name": cr.Name, "external_id": cr.ExternalID, "html_url": fmt.Sprintf("%s/%s/runs/%d", g.Server.URL, repo, i+1)})
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"total_count": len(out), "check_runs": out})
+}

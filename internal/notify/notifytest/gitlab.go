@@ -1,0 +1,159 @@
+package notifytest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+)
+
+// Status is a commit status as GitLab's "Set the pipeline status of a
+// commit" takes it.
+type Status struct {
+	Project     string `json:"-"`
+	SHA         string `json:"-"`
+	State       string `json:"state"`
+	Name        string `json:"name"`
+	Ref         string `json:"ref"`
+	TargetURL   string `json:"target_url"`
+	Description string `json:"description"`
+	PipelineID  int64  `json:"pipeline_id"`
+}
+
+// Job is a job the fake GitLab knows: its project (id), commit, pipeline.
+type Job struct {
+	Project, ID, SHA, Ref string
+	Pipeline              int64
+}
+
+// GitLab is a GitLab instance's REST API (/api/v4) with one token.
+type GitLab struct {
+	*httptest.Server
+	Token string
+	Jobs  []Job
+	Fail  func(r *http.Request) (int, http.Header)
+
+	mu       sync.Mutex
+	statuses []Status
+	errs     []string
+	calls    int
+}
+
+// NewGitLab starts the fake.
+func NewGitLab(token string, jobs ...Job) *GitLab {
+	g := &GitLab{Token: token, Jobs: jobs}
+	g.Server = httptest.NewServer(http.HandlerFunc(g.serve))
+	return g
+}
+
+// Statuses are the statuses set.
+func (g *GitLab) Statuses() []Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]Status(nil), g.statuses...)
+}
+
+// Errors are the requests that broke the published shape.
+func (g *GitLab) Errors() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.errs...)
+}
+
+// Calls counts the requests answered.
+func (g *GitLab) Calls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls
+}
+
+func (g *GitLab) bad(w http.ResponseWriter, format string, a ...any) {
+	g.errs = append(g.errs, fmt.Sprintf(format, a...))
+	http.Error(w, `{"message":"400 Bad request"}`, http.StatusBadRequest)
+}
+
+func (g *GitLab) serve(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls++
+	if g.Fail != nil {
+		if code, h := g.Fail(r); code != 0 {
+			for k, v := range h {
+				w.Header()[k] = v
+			}
+			http.Error(w, `{"message":"fake failure"}`, code)
+			return
+		}
+	}
+	if r.Header.Get("PRIVATE-TOKEN") != g.Token {
+		http.Error(w, `{"message":"401 Unauthorized"}`, http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	// The project id is one path segment: a path is URL-encoded.
+	path, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/v4/projects/")
+	parts := strings.Split(path, "/")
+	if !ok || len(parts) < 3 {
+		g.bad(w, "%s %s: no such endpoint", r.Method, r.URL.Path)
+		return
+	}
+	project, _ := url.PathUnescape(parts[0])
+	switch {
+	case len(parts) == 3 && parts[1] == "jobs" && r.Method == http.MethodGet:
+		for _, j := range g.Jobs {
+			if j.Project == project && j.ID == parts[2] {
+				_ = json.NewEncoder(w).Encode(map[string]any{"id": json.Number(j.ID), "ref": j.Ref, "status": "failed",
+					"web_url": g.Server.URL + "/" + j.Project + "/-/jobs/" + j.ID,
+					"commit":  map[string]any{"id": j.SHA}, "pipeline": map[string]any{"id": j.Pipeline, "sha": j.SHA, "ref": j.Ref}})
+				return
+			}
+		}
+		http.Error(w, `{"message":"404 Not found"}`, http.StatusNotFound)
+	case len(parts) == 3 && parts[1] == "statuses" && r.Method == http.MethodPost:
+		g.set(w, r, project, parts[2])
+	case len(parts) == 5 && parts[1] == "repository" && parts[2] == "commits" && parts[4] == "statuses" && r.Method == http.MethodGet:
+		var out []map[string]any
+		for _, s := range g.statuses {
+			if s.Project == project && s.SHA == parts[3] && (r.URL.Query().Get("name") == "" || r.URL.Query().Get("name") == s.Name) {
+				out = append(out, map[string]any{"name": s.Name, "status": s.State, "sha": s.SHA, "target_url": s.TargetURL})
+			}
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	default:
+		g.bad(w, "%s %s: no such endpoint", r.Method, r.URL.Path)
+	}
+}
+
+func (g *GitLab) set(w http.ResponseWriter, r *http.Request, project, sha string) {
+	var s Status
+	if err := json.NewDecoder(r.Body).Decode(&s); err != nil {
+		g.bad(w, "statuses: %v", err)
+		return
+	}
+	states := []string{"pending", "running", "success", "failed", "canceled", "skipped"}
+	switch {
+	case !contains(states, s.State):
+		g.bad(w, "statuses: state %q is none of %v", s.State, states)
+	case len([]rune(s.Description)) > 255:
+		g.bad(w, "statuses: description longer than 255 characters")
+	case len(sha) != 40:
+		g.bad(w, "statuses: sha %q", sha)
+	default:
+		s.Project, s.SHA = project, sha
+		g.statuses = append(g.statuses, s)
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": len(g.statuses), "sha": sha, "name": s.Name, "status": s.State, "target_url": s.TargetURL, "description": s.Description})
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}

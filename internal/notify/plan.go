@@ -1,0 +1,135 @@
+package notify
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Destination names on a record's status.
+const (
+	GitHub     = "github"
+	GitLab     = "gitlab"
+	sinkPrefix = "sink/"
+)
+
+// Target is one report a death is owed: where it goes and with what, or
+// why it cannot go there (Skip).
+type Target struct {
+	Destination string
+	// Skip says why the record cannot be told here; the report is kept as
+	// Skipped with it.
+	Skip string
+	// Repository ("owner/name") and Run (the workflow run) for GitHub;
+	// Project and Job for GitLab: read only from what the fleet alone
+	// writes.
+	Repository, Run, Project, Job string
+	Sink                          *config.Sink
+	LastWords                     bool
+}
+
+// Told reports whether a death of this class is told at all: not a job's
+// normal end, a clean exit or an idle runner's removal.
+func Told(c death.Class) bool {
+	switch c {
+	case death.CleanExit, death.JobEnded, death.IdleRemoved:
+		return false
+	}
+	return true
+}
+
+// OptedIn reports whether the record's namespace or preset opted in.
+func OptedIn(r death.Record, cfg config.Reports) bool {
+	return slices.Contains(cfg.Namespaces, r.Namespace) || slices.Contains(cfg.Presets, runnerpod.PresetName(r.Preset))
+}
+
+// Plan is every report the record is owed under cfg, in a stable order.
+func Plan(r death.Record, cfg config.Reports) []Target {
+	if !cfg.Enabled() || !Told(death.Class(r.Class)) || !OptedIn(r, cfg) {
+		return nil
+	}
+	var ts []Target
+	if cfg.GitHub != nil && runnerpod.PresetName(r.Preset) == runnerpod.ARCScaleSet {
+		ts = append(ts, githubTarget(r, cfg.GitHub))
+	}
+	if cfg.GitLab != nil && runnerpod.PresetName(r.Preset) == runnerpod.GitLab {
+		ts = append(ts, gitlabTarget(r, cfg.GitLab))
+	}
+	for i := range cfg.Sinks {
+		s := &cfg.Sinks[i]
+		ts = append(ts, Target{Destination: sinkPrefix + s.Name, Sink: s, LastWords: s.LastWords})
+	}
+	return ts
+}
+
+var (
+	repository = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
+	number     = regexp.MustCompile(`^[1-9][0-9]{0,19}$`)
+)
+
+// githubTarget: the job as ARC's EphemeralRunner stated it, matched to the pod
+// by UID when the record was written; its status is written only by ARC's
+// controllers. The commit is the workflow run's head, asked of GitHub.
+func githubTarget(r death.Record, g *config.GitHub) Target {
+	t := Target{Destination: GitHub, LastWords: g.LastWords}
+	j := r.Job
+	switch {
+	case j == nil:
+		t.Skip = "the record names no job"
+	case !strings.HasPrefix(j.Source, "EphemeralRunner/"):
+		t.Skip = "the job was not read from the pod's EphemeralRunner (source " + j.Source + ")"
+	case !repository.MatchString(j.Project):
+		t.Skip = "the job's repository is not owner/name"
+	case !number.MatchString(j.Run):
+		t.Skip = "the job names no workflow run"
+	default:
+		t.Repository, t.Run = j.Project, j.Run
+	}
+	return t
+}
+
+// gitlabTarget: the job as the build pod's marks state it, trusted only when a
+// configured manager created the pod (the injector's record of its
+// creator, which the policy keeps; the policy also keeps the job's marks
+// as written at CREATE). The commit is the job's, asked of GitLab.
+func gitlabTarget(r death.Record, g *config.GitLab) Target {
+	t := Target{Destination: GitLab}
+	j := r.Job
+	switch {
+	case j == nil:
+		t.Skip = "the record names no job"
+	case j.Source != death.JobFromPodMarks:
+		t.Skip = "the job was not read from the build pod's marks"
+	case !slices.Contains(g.Managers, j.CreatedBy):
+		t.Skip = "the build pod was not created by a configured GitLab Runner manager (created by " + quoteOrNone(j.CreatedBy) + ")"
+	case !g.ManagerInRunnerNamespace && inNamespace(j.CreatedBy, r.Namespace):
+		t.Skip = "the manager " + j.CreatedBy + " is a ServiceAccount of the build pod's own namespace, which anyone granted edit there can act as"
+	case !number.MatchString(j.Project) && !projectPath.MatchString(j.Project):
+		t.Skip = "the job's project is neither an id nor a path"
+	case !number.MatchString(j.ID):
+		t.Skip = "the job's id is not a number"
+	default:
+		t.Project, t.Job = j.Project, j.ID
+	}
+	return t
+}
+
+var projectPath = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$`)
+
+func inNamespace(user, ns string) bool {
+	sans, _, err := serviceaccount.SplitUsername(user)
+	return err == nil && sans == ns
+}
+
+func quoteOrNone(s string) string {
+	if s == "" {
+		return "no one recorded"
+	}
+	return s
+}
