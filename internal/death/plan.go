@@ -113,12 +113,12 @@ func Decide(o Observation) Plan {
 			r.Job = note.Job
 			switch {
 			case !r.Deleted:
-			case note.Rule == deletion.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob():
+			case runnerpod.Rule(note.Rule) == runnerpod.RuleJobOwner && o.Runner.Preset.Name.OwnerEndsJob():
 				EndedByOwner(&r)
 				TimedOut(o.Pod, &r)
-			case note.Rule == deletion.RuleJobOver:
+			case runnerpod.Rule(note.Rule) == runnerpod.RuleJobOver:
 				EndedByOwner(&r)
-			case note.Rule == deletion.RuleIdle:
+			case runnerpod.Rule(note.Rule) == runnerpod.RuleIdle:
 				RemovedIdle(&r)
 			}
 		}

@@ -79,7 +79,7 @@ func (c connectHandler) Handle(ctx context.Context, req admission.Request) admis
 	d := DecideConnect(f, opts.Container, h.Config)
 	log := logf.FromContext(ctx).WithValues("operation", op, "rule", d.Rule, "requester", f.Requester, "pod", pod.Namespace+"/"+pod.Name, "container", opts.Container)
 	switch {
-	case !d.Allowed || d.Warned || d.Rule == RuleOverride || d.Rule == RuleProtectionExpired:
+	case !d.Allowed || d.Warned || d.Rule == runnerpod.RuleOverride || d.Rule == runnerpod.RuleProtectionExpired:
 		log.Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name, "overrideReason", d.Override)
 	default:
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message)

@@ -12,8 +12,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -99,43 +98,10 @@ type Facts struct {
 	refuted bool
 }
 
-// Rule names the row of the decision table that decided.
-type Rule string
-
-// The rows of the guard's decision table (docs/concepts/guard.md), in order.
-const (
-	RuleNotRunnerPod     Rule = "not-runner-pod"
-	RuleTerminating           = Rule(runnerpod.FreeTerminating)
-	RulePodFinished           = Rule(runnerpod.FreePodFinished)
-	RuleNotStarted            = Rule(runnerpod.FreeNotStarted)
-	RuleRunnerTerminated      = Rule(runnerpod.FreeRunnerTerminated)
-	RuleIdle                  = Rule(runnerpod.FreeIdle)
-	// RuleJobOver: the fleet's own record says the job is over (ARC removed
-	// the runner from the Actions service), so its controller's delete of a
-	// runner still shutting down passes: rule 6's other half.
-	RuleJobOver       = Rule(deletion.RuleJobOver)
-	RuleJobOwner Rule = deletion.RuleJobOwner
-	// RuleOwnerUnknown: a pod of a preset whose owner ends the job was
-	// created without the injector (no created-by) and the preset names no
-	// owner principals: no one can be told to be the job's owner, so the
-	// job is not protected rather than its pod left to leak.
-	RuleOwnerUnknown Rule = "owner-unknown"
-	RuleExempt       Rule = "exempt-principal"
-	RuleOverride     Rule = "override"
-	// RuleNodeDrain: the pod's node carries a drain deadline
-	// (runnerpod.DrainDeadline) that has passed: a platform's own drain
-	// ends the job at the time its setter stated.
-	RuleNodeDrain Rule = deletion.RuleNodeDrain
-	// RuleProtectionExpired: the runner has run past its preset's
-	// maxProtected, so it no longer pins its node.
-	RuleProtectionExpired Rule = "protection-expired"
-	RuleBusy              Rule = deletion.RuleBusy
-)
-
 // Decision is the guard's answer and what it knew.
 type Decision struct {
 	Allowed bool
-	Rule    Rule
+	Rule    runnerpod.Rule
 	// Message explains the decision; for a denial it is the text the
 	// human running kubectl reads.
 	Message string
@@ -174,17 +140,17 @@ func Decide(f Facts, cfg config.Config) Decision {
 	pod := f.Pod
 	runner, ok := runnerpod.Match(pod, cfg.Presets)
 	if !ok {
-		return Decision{Allowed: true, Rule: RuleNotRunnerPod, Message: "not a runner pod"}
+		return Decision{Allowed: true, Rule: runnerpod.RuleNotRunnerPod, Message: "not a runner pod"}
 	}
 	d := Decision{Runner: runner, Status: runnerpod.RunnerStatus(pod, runner.Containers)}
-	allow := func(r Rule, msg string) Decision {
+	allow := func(r runnerpod.Rule, msg string) Decision {
 		d.Allowed, d.Rule, d.Message = true, r, msg
 		return d
 	}
 	// Rules 2 to 6 depend on the pod alone: runnerpod holds them, for the
 	// leader's marker too.
 	if free, why := runnerpod.FreeByState(pod, d.Status); free != "" {
-		return allow(Rule(free), why)
+		return allow(free, why)
 	}
 	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobNotRead && f.LookupJob != nil {
 		r := f.LookupJob()
@@ -192,48 +158,48 @@ func Decide(f Facts, cfg config.Config) Decision {
 	}
 	d.OwnerDeleting, d.Named = f.OwnerDeleting, f.JobNamed
 	if free, why := runnerpod.FreeByJob(pod, runner.Preset.Name, f.Job); free != "" {
-		return allow(Rule(free), why)
+		return allow(free, why)
 	}
 	if runner.Preset.Name.OwnerEndsJob() {
 		owner, notTaken := isOwner(pod, f, runner.Preset)
 		d.OwnerNotTaken = notTaken
 		switch {
 		case owner:
-			return allow(RuleJobOwner, "the requester owns the job and is ending it")
+			return allow(runnerpod.RuleJobOwner, "the requester owns the job and is ending it")
 		case ownerUnknown(pod, runner.Preset):
-			return allow(RuleOwnerUnknown, fmt.Sprintf("the job's owner is unknown: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals, so its job is not protected",
+			return allow(runnerpod.RuleOwnerUnknown, fmt.Sprintf("the job's owner is unknown: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals, so its job is not protected",
 				runnerpod.CreatedBy, runner.Preset.Name))
 		}
 	}
 	if slices.Contains(cfg.Guard.ExemptPrincipals, f.Requester) {
-		return allow(RuleExempt, "the requester is exempt")
+		return allow(runnerpod.RuleExempt, "the requester is exempt")
 	}
 	if reason, ok := runnerpod.Overridden(pod); ok {
 		d.Override = reason
-		return allow(RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
+		return allow(runnerpod.RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
 	}
 	if f.LookupNode != nil {
 		if nd, passed := runnerpod.NodeDrainPassed(f.LookupNode(), pod, f.Now); passed {
 			d.NodeDrain = nd
-			return allow(RuleNodeDrain, fmt.Sprintf("allowed by node %s's %s %s, set by %s",
+			return allow(runnerpod.RuleNodeDrain, fmt.Sprintf("allowed by node %s's %s %s, set by %s",
 				pod.Spec.NodeName, runnerpod.DrainDeadline, nd.At.UTC().Format(time.RFC3339), nd.By))
 		}
 	}
 	if ran, passed := runnerpod.CapPassed(d.Status, runner.Preset, f.Now); passed {
 		d.Ran = ran
-		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
+		return allow(runnerpod.RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
 			d.Status.Container.Name, duration.HumanDuration(ran), duration.HumanDuration(runner.Preset.MaxProtected.Duration), runner.Preset.Name))
 	}
 	if end, passed := runnerpod.DeadlinePassed(pod, f.Now); passed {
 		d.Ran, _ = runnerpod.RunningFor(d.Status, f.Now)
-		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
+		return allow(runnerpod.RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
 			*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)))
 	}
 	d.Job = f.JobNamed
 	if d.Job == nil {
-		d.Job = death.JobFromPod(pod, runner.Preset.Job)
+		d.Job = fleet.JobFromPod(pod, runner.Preset.Job)
 	}
-	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
+	d.Rule, d.Message = runnerpod.RuleBusy, busyMessage(f, d)
 	if d.OwnerNotTaken != "" {
 		d.Message += "; " + d.OwnerNotTaken
 	}

@@ -15,7 +15,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -25,10 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/namespace"
-	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -163,7 +161,7 @@ type writing struct{ any, running, unlabelled bool }
 // answer and writes nothing; nor does a pod that is no runner's, or is
 // already terminating.
 func (h *Handler) writes(f Facts, d Decision, rv review) writing {
-	if rv.dryRun || d.Rule == RuleNotRunnerPod || d.Rule == RuleTerminating {
+	if rv.dryRun || d.Rule == runnerpod.RuleNotRunnerPod || d.Rule == runnerpod.RuleTerminating {
 		return writing{}
 	}
 	w := writing{running: d.Allowed && d.Status.State == runnerpod.Running}
@@ -173,7 +171,7 @@ func (h *Handler) writes(f Facts, d Decision, rv review) writing {
 	// an OOM before its fleet removes it, is still recorded.
 	_, labelled := f.Pod.Labels[runnerpod.RunnerLabel]
 	w.unlabelled = d.Allowed && !labelled && h.Writer != nil
-	w.any = !d.Allowed || d.Rule == RuleOverride || d.Rule == RuleNodeDrain || d.Rule == RuleProtectionExpired || w.running || w.unlabelled
+	w.any = !d.Allowed || d.Rule == runnerpod.RuleOverride || d.Rule == runnerpod.RuleNodeDrain || d.Rule == runnerpod.RuleProtectionExpired || w.running || w.unlabelled
 	return w
 }
 
@@ -316,26 +314,16 @@ func (h *Handler) lookupJob(ctx context.Context, pod *corev1.Pod) func() JobReco
 }
 
 // jobSignal reads the EphemeralRunner that owns an ARC scale-set pod and
-// judges it (runnerpod.EphemeralRunnerJob); the job it names comes from the
+// judges it (fleet.ReadEphemeralRunner); the job it names comes from the
 // same read. Unreadable means busy.
 func (h *Handler) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
-	er.SetKind(runnerpod.EphemeralRunnerKind)
-	ref := runnerpod.EphemeralRunnerRef(pod)
-	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
-	if err := h.Reader.Get(ctx, key, er); err != nil {
-		logf.FromContext(ctx).Info("cannot read the EphemeralRunner; taking the runner to be busy", "ephemeralRunner", key.Name, "error", err.Error())
-		return JobRecord{Signal: JobUnreadable}
+	er, err := fleet.ReadEphemeralRunner(ctx, h.Reader, pod)
+	if err != nil {
+		logf.FromContext(ctx).Info("taking the runner to be busy", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
 	}
-	if er.GetUID() != ref.UID {
-		logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; taking the runner to be busy",
-			"ephemeralRunner", key.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
-	}
-	signal, deleting := runnerpod.EphemeralRunnerJob(er, ref.UID)
-	r := JobRecord{Signal: signal, OwnerDeleting: deleting}
-	if signal == JobAssigned || signal == JobOver {
-		r.Job = death.JobFromEphemeralRunner(er)
+	r := JobRecord{Signal: er.Signal, OwnerDeleting: er.Deleting}
+	if er.Signal == JobAssigned || er.Signal == JobOver {
+		r.Job = er.Job
 	}
 	return r
 }
@@ -356,10 +344,10 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		ownersNotTaken.WithLabelValues(string(d.Runner.Preset.Name), string(f.Operation), decisionLabel(d)).Inc()
 	}
 	switch d.Rule {
-	case RuleNotRunnerPod, RuleTerminating:
+	case runnerpod.RuleNotRunnerPod, runnerpod.RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
 		return
-	case RuleJobOwner, RuleExempt, RuleOverride, RuleNodeDrain, RuleProtectionExpired, RuleBusy, RuleJobOver, RuleOwnerUnknown:
+	case runnerpod.RuleJobOwner, runnerpod.RuleExempt, runnerpod.RuleOverride, runnerpod.RuleNodeDrain, runnerpod.RuleProtectionExpired, runnerpod.RuleBusy, runnerpod.RuleJobOver, runnerpod.RuleOwnerUnknown:
 		// The contract's "allow, and log" rows and every refusal: an
 		// operator sees them at the default level.
 		log.Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name, "overrideReason", d.Override)
@@ -377,7 +365,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	// Who deleted the EphemeralRunner: the refusal names them, and a delete
 	// once the job is over completes what they started.
 	var startedBy string
-	if !d.Allowed && d.OwnerDeleting || w.running && (d.Rule == RuleJobOver || d.Rule == RuleIdle && d.OwnerDeleting) {
+	if !d.Allowed && d.OwnerDeleting || w.running && (d.Rule == runnerpod.RuleJobOver || d.Rule == runnerpod.RuleIdle && d.OwnerDeleting) {
 		startedBy = h.ownerDeleter(ctx, pod)
 	}
 	h.event(f, d, startedBy)
@@ -385,13 +373,13 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 		n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
 		n.Deletion.StartedBy = startedBy
 		n.Deletion.Job = d.Named
-		if d.Rule == RuleOverride {
+		if d.Rule == runnerpod.RuleOverride {
 			n.Deletion.Reason = d.Override
 			if len(n.Deletion.Reason) > deletion.MaxReason {
 				n.Deletion.Reason = strings.ToValidUTF8(n.Deletion.Reason[:deletion.MaxReason], "")
 			}
 		}
-		if d.Rule == RuleNodeDrain {
+		if d.Rule == runnerpod.RuleNodeDrain {
 			// The deadline's setter started what this deletion carries out.
 			n.Deletion.StartedBy = d.NodeDrain.By
 		}
@@ -403,7 +391,7 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	if w.unlabelled {
 		// Before the answer (Handle): the watcher's cache must hold the
 		// pod before the deletion removes it.
-		if err := recorder.Label(ctx, h.Writer, f.Pod); err != nil {
+		if err := fleet.Label(ctx, h.Writer, f.Pod); err != nil {
 			log.Error(err, "labelling the runner pod for the pod watcher")
 		}
 	}
@@ -433,16 +421,16 @@ func (h *Handler) event(f Facts, d Decision, startedBy string) {
 	case d.Warned:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, refusedReason(f.Operation)+"InWarnMode", string(f.Operation),
 			"%s by %s allowed in warn mode: runner %q is busy and enforce mode would refuse it%s", f.Operation, f.Requester, d.Status.Container.Name, ownerNotTaken(d))
-	case d.Rule == RuleOverride:
+	case d.Rule == runnerpod.RuleOverride:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DeleteOverridden", string(f.Operation),
 			"%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)
-	case d.Rule == RuleNodeDrain:
+	case d.Rule == runnerpod.RuleNodeDrain:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "DrainDeadlinePassed", string(f.Operation),
 			"%s by %s %s", f.Operation, f.Requester, d.Message)
-	case d.Rule == RuleProtectionExpired:
+	case d.Rule == runnerpod.RuleProtectionExpired:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "ProtectionExpired", string(f.Operation),
 			"%s by %s allowed: %s", f.Operation, f.Requester, d.Message)
-	case d.Rule == RuleOwnerUnknown:
+	case d.Rule == runnerpod.RuleOwnerUnknown:
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "JobOwnerUnknown", string(f.Operation),
 			"%s by %s allowed: %s; set presets[%s].ownerPrincipals to the fleet's manager to protect such pods", f.Operation, f.Requester, d.Message, d.Runner.Preset.Name)
 	}

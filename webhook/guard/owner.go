@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -71,7 +71,7 @@ func (h *Handler) ephemeralRunnerDeleting(ctx context.Context, er *metav1.Partia
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
 		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(ephemeralRunnerGVK)
+		live.SetGroupVersionKind(fleet.EphemeralRunnerGVK)
 		if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: er.Namespace, Name: er.Name}, live); err != nil {
 			if apierrors.IsNotFound(err) {
 				return false, err
@@ -102,8 +102,6 @@ func (h *Handler) ownerDeleter(ctx context.Context, pod *corev1.Pod) string {
 	}
 	return n.Deletion.Requester
 }
-
-var ephemeralRunnerGVK = schema.GroupVersionKind{Group: runnerpod.ARCScaleSetGroup, Version: "v1alpha1", Kind: runnerpod.EphemeralRunnerKind}
 
 // requestedBy is ", requested by who" when who is known.
 func requestedBy(who string) string {

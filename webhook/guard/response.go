@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"net/http"
 	"strings"
 
@@ -19,13 +20,13 @@ func response(op Operation, d Decision) admission.Response {
 	if d.Allowed {
 		r := admission.Allowed(d.Message)
 		switch d.Rule {
-		case RuleOverride:
+		case runnerpod.RuleOverride:
 			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
-		case RuleProtectionExpired:
+		case runnerpod.RuleProtectionExpired:
 			r = r.WithWarnings("runnerguard: " + d.Message)
-		case RuleNodeDrain:
+		case runnerpod.RuleNodeDrain:
 			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
-		case RuleBusy:
+		case runnerpod.RuleBusy:
 			r = r.WithWarnings(d.Message)
 		}
 		return r

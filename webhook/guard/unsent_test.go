@@ -35,8 +35,8 @@ func TestAReviewTheAPIServerCannotHaveSentWritesNothing(t *testing.T) {
 			h, rec := newTestHandler(pod, busy, tc.ns)
 			h.Namespaces = h.Reader
 			h.Selected = labels.SelectorFromSet(selected)
-			allowed := decisions.WithLabelValues("delete", "allow", string(RuleOverride), "user")
-			denied := decisions.WithLabelValues("delete", "deny", string(RuleBusy), "user")
+			allowed := decisions.WithLabelValues("delete", "allow", string(runnerpod.RuleOverride), "user")
+			denied := decisions.WithLabelValues("delete", "deny", string(runnerpod.RuleBusy), "user")
 			before := testutil.ToFloat64(allowed) + testutil.ToFloat64(denied)
 			assert.True(t, h.Handle(context.Background(), deleteReq(t, pod, tc.requester, false, nil)).Allowed, "the answer is the decision's")
 			assert.False(t, h.Handle(context.Background(), deleteReq(t, busy, tc.requester, false, nil)).Allowed)
