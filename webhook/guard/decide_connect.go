@@ -57,12 +57,3 @@ func targetsRunner(f Facts, container string, runners []string) bool {
 	}
 	return slices.Contains(runners, container)
 }
-
-// connectBusyMessage says what was refused and who may do it.
-func connectBusyMessage(f Facts, d Decision) string {
-	pod := f.Pod
-	return fmt.Sprintf("runnerguard: refused %s into runner container %q of pod %s/%s (%s): it is running and taken to be busy with a job, "+
-		"which a process started there can end; only the job's owner, a principal granted the verb \"override\" on runners.runnerguard.io "+
-		"in this namespace, or anyone once one has set %s on the pod may %s into it",
-		f.Operation, d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name, runnerpod.AllowDelete, f.Operation)
-}

@@ -59,5 +59,6 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		mgr.GetWebhookServer().Register(ConnectModePath(mode), &admission.Webhook{Handler: h.ConnectIn(mode)})
 	}
 	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
+	mgr.GetWebhookServer().Register(EphemeralRunnerPath, &admission.Webhook{Handler: h.EphemeralRunners()})
 	return nil
 }

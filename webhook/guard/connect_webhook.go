@@ -22,21 +22,26 @@ import (
 // exec and attach; the chart's ValidatingWebhookConfiguration names it.
 const ConnectPath = "/validate-runner-connect"
 
-// connectHandler judges CONNECT reviews of pods/exec and pods/attach with
-// the Handler's readers, config and clock. It writes nothing: no note,
-// Event or metric (a review anyone on the pod network can post must not
-// change a record); a refusal is said to the caller and logged.
-type connectHandler struct{ h *Handler }
+// ConnectHandler is the room of exec and attach: it judges CONNECT
+// reviews of pods/exec and pods/attach (DecideConnect) with the pod
+// guard's readers. It writes nothing: no note, Event or metric (a review
+// anyone on the pod network can post must not change a record); a refusal
+// is said to the caller and logged.
+type ConnectHandler struct{ Readers }
 
-// Connect returns the admission handler of exec and attach reviews.
-func (h *Handler) Connect() admission.Handler { return connectHandler{h} }
+// Connect returns the handler of exec and attach reviews, reading as h
+// does.
+func (h *Handler) Connect() ConnectHandler { return ConnectHandler{h.Readers} }
 
-// ConnectIn is Connect for the registration of mode's namespaces: as for
-// deletes (ServedIn), the API server chose the mode, so the guard answers
-// exec and attach in it.
-func (h *Handler) ConnectIn(mode config.Mode) admission.Handler {
+// ConnectIn is Connect for the registration of mode's namespaces.
+func (h *Handler) ConnectIn(mode config.Mode) admission.Handler { return h.Connect().In(mode) }
+
+// In is c for the registration of mode's namespaces: as for deletes
+// (ServedIn), the API server chose the mode, so the guard answers exec and
+// attach in it.
+func (c ConnectHandler) In(mode config.Mode) admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		return connectHandler{h}.Handle(context.WithValue(ctx, modeKey{}, mode), req)
+		return c.Handle(context.WithValue(ctx, modeKey{}, mode), req)
 	})
 }
 
@@ -46,8 +51,8 @@ func ConnectModePath(mode config.Mode) string { return ConnectPath + "/" + strin
 var connectOperations = map[string]Operation{"exec": Exec, "attach": Attach}
 
 // Handle judges one review.
-func (c connectHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	h := c.h
+func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	h := c.Readers
 	op, ok := connectOperations[req.SubResource]
 	if req.Operation != admissionv1.Connect || !ok {
 		return admission.Allowed("runnerguard judges only exec and attach here")
