@@ -27,8 +27,8 @@ import (
 type Notes struct {
 	writer client.Writer
 	// slots bounds the notes written at once; when they are all busy a
-	// note gets one try before the answer, so memory stays bounded under
-	// a burst and no review waits out the webhook's timeout.
+	// note gets one try in its caller's turn (once), so memory stays
+	// bounded under a burst and no review waits out the webhook's timeout.
 	slots chan struct{}
 	// failed counts the notes not written while the recorder waited.
 	failed  prometheus.Counter
@@ -115,15 +115,17 @@ func (s *Notes) write(ctx context.Context, n *v1alpha1.RunnerDeletion, ready fun
 	}
 }
 
-// onceTimeout bounds the one try a note gets before the answer, well within
-// the webhook's timeout (the chart's 5 s).
+// onceTimeout bounds the one try a note gets in its caller's turn, well
+// within the webhook's timeout (the chart's 5 s).
 const onceTimeout = time.Second
 
-// once tries n once, before the answer.
+// once tries n once, in the caller's turn: the guard's pod reviews hand
+// their notes over after their answers (their effects run then), the
+// EphemeralRunner noter before its answer.
 func (s *Notes) once(ctx context.Context, n *v1alpha1.RunnerDeletion, ready func(context.Context) bool) {
 	if ready != nil {
-		// The deletion the note waits for follows the answer: it cannot be
-		// seen before it.
+		// The note waits for a deletion that may not show yet, and one
+		// try cannot wait for it.
 		s.fail(ctx, n, errors.New("every note slot is busy, and the note waits for a deletion that follows the answer"))
 		return
 	}
@@ -148,7 +150,8 @@ func (s *Notes) fail(ctx context.Context, n *v1alpha1.RunnerDeletion, err error)
 }
 
 // Start waits for the replica to stop, then for the notes in flight; the
-// notes of reviews answered after that get their one try before the answer.
+// notes of reviews answered after that get their one try in their callers'
+// turn.
 func (s *Notes) Start(ctx context.Context) error {
 	<-ctx.Done()
 	s.mu.Lock()

@@ -87,13 +87,6 @@ type Facts struct {
 	Now        time.Time
 	// Mode is the guard's mode in the pod's namespace: enforce or warn.
 	Mode config.Mode
-	// confirmed: Pod was read from the API server, not taken from the
-	// review (an eviction's pod), or found with the review's UID and not
-	// terminating before the answer (an allowed deletion's).
-	confirmed bool
-	// refuted: before the answer, Pod was found not to exist with the
-	// review's UID, or its deletion had begun.
-	refuted bool
 }
 
 // Decision is the guard's answer and what it knew.

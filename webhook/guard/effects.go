@@ -10,18 +10,49 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
-	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// writing is what a review's side effects write beyond its log line and
-// metric: any (an Event, a note or the runner label, which the review's pod
-// must be confirmed for), a note of a running runner's admitted deletion
+// Effect is one thing a judged review leads to beyond its answer, as data:
+// Handle judges a review into an answer and its effects (judged), and the
+// runner (after.go) carries them out, in order, once the whole answer is
+// sent. An effect is carried out only for a review the API server can have
+// sent (forged.go), and a write only once the review's pod is confirmed.
+type Effect interface {
+	// carryOut does it. startedBy is who started the deletion, where a
+	// write asked for it to be read (namesStarter).
+	carryOut(ctx context.Context, h *Handler, startedBy string)
+}
+
+// The kinds of effect a judged review may lead to, in the order they are
+// carried out: each gives its effect, or nil when the review leads to none
+// of its kind. A new kind is one entry in one of these lists (and the type
+// that carries it out): told are carried out for every review the API
+// server can have sent; written also need the review's pod confirmed.
+var (
+	toldKinds    = []func(j *judged) Effect{decisionLogOf, decisionMetricOf}
+	writtenKinds = []func(j *judged) Effect{eventEffectOf, noteEffectOf}
+)
+
+// effectsOf lists the effects of kinds that j leads to.
+func effectsOf(j *judged, kinds []func(j *judged) Effect) []Effect {
+	var out []Effect
+	for _, kind := range kinds {
+		if e := kind(j); e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// writing is what a review's effects write beyond its log line and metric:
+// any (an Event, a note or the runner label, which the review's pod must
+// be confirmed for), a note of a running runner's admitted deletion
 // (running), the runner label on an admitted deletion of a runner pod the
 // watcher does not see (unlabelled).
 type writing struct{ any, running, unlabelled bool }
 
-// writes is what the review's side effects write. A dry run gets the same
+// writes is what the review's effects write. A dry run gets the same
 // answer and writes nothing; nor does a pod that is no runner's, or is
 // already terminating.
 func (h *Handler) writes(f Facts, d Decision, rv review) writing {
@@ -39,25 +70,21 @@ func (h *Handler) writes(f Facts, d Decision, rv review) writing {
 	return w
 }
 
-// sideEffects logs the decision, emits Events and notes an admitted
-// deletion of a running runner for the pod watcher, as w (writes) says,
-// after the answer (AnswerFirst) unless it labels the pod. A dry run gets the
-// same answer and none of them; so does a review whose pod does not exist
-// with the review's UID, which the API server did not send.
-func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv review, w writing) {
-	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", rv.dryRun)
-	if why := h.unsent(ctx, f); why != "" {
-		log.Info(notActedOn, "why", why, "pod", f.Pod.Namespace+"/"+f.Pod.Name)
-		return
-	}
-	decisions.WithLabelValues(string(f.Operation), decisionLabel(d), string(d.Rule), requesterClass(f.Requester)).Inc()
-	if d.OwnerNotTaken != "" && (!d.Allowed || d.Warned) {
-		ownersNotTaken.WithLabelValues(string(d.Runner.Preset.Name), string(f.Operation), decisionLabel(d)).Inc()
-	}
+// decisionLog is the decision's log line.
+type decisionLog struct {
+	f  Facts
+	d  Decision
+	rv review
+}
+
+func decisionLogOf(j *judged) Effect { return decisionLog{j.f, j.d, j.rv} }
+
+func (e decisionLog) carryOut(ctx context.Context, _ *Handler, _ string) {
+	f, d := e.f, e.d
+	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", d.Rule, "requester", f.Requester, "dryRun", e.rv.dryRun)
 	switch d.Rule {
 	case runnerpod.RuleNotRunnerPod, runnerpod.RuleTerminating:
 		log.V(2).Info("allowed", "reason", d.Message)
-		return
 	case runnerpod.RuleJobOwner, runnerpod.RuleExempt, runnerpod.RuleOverride, runnerpod.RuleNodeDrain, runnerpod.RuleProtectionExpired, runnerpod.RuleBusy, runnerpod.RuleJobOver, runnerpod.RuleOwnerUnknown:
 		// The contract's "allow, and log" rows and every refusal: an
 		// operator sees them at the default level.
@@ -65,39 +92,86 @@ func (h *Handler) sideEffects(ctx context.Context, f Facts, d Decision, rv revie
 	default:
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name)
 	}
-	if !w.any {
-		return
-	}
-	if ok, err := h.confirm(ctx, f); !ok {
-		log.Info("no Event or note: the pod does not exist with the review's UID, or its deletion had begun", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
-		return
-	}
-	pod := f.Pod
-	// Who deleted the EphemeralRunner: the refusal names them, and a delete
-	// once the job is over completes what they started.
-	var startedBy string
-	if !d.Allowed && d.OwnerDeleting || w.running && (d.Rule == runnerpod.RuleJobOver || d.Rule == runnerpod.RuleIdle && d.OwnerDeleting) {
-		startedBy = h.ownerDeleter(ctx, pod)
-	}
-	h.event(f, d, startedBy)
-	if w.running && h.Writer != nil {
-		h.note(ctx, f, d, startedBy)
-	}
-	if w.unlabelled {
-		// Before the answer (Handle): the watcher's cache must hold the
-		// pod before the deletion removes it.
-		if err := fleet.Label(ctx, h.Writer, f.Pod); err != nil {
-			log.Error(err, "labelling the runner pod for the pod watcher")
-		}
+}
+
+// decisionMetric counts the decision, and a job owner not taken.
+type decisionMetric struct {
+	f Facts
+	d Decision
+}
+
+func decisionMetricOf(j *judged) Effect { return decisionMetric{j.f, j.d} }
+
+func (e decisionMetric) carryOut(context.Context, *Handler, string) {
+	f, d := e.f, e.d
+	decisions.WithLabelValues(string(f.Operation), decisionLabel(d), string(d.Rule), requesterClass(f.Requester)).Inc()
+	if d.OwnerNotTaken != "" && (!d.Allowed || d.Warned) {
+		ownersNotTaken.WithLabelValues(string(d.Runner.Preset.Name), string(f.Operation), decisionLabel(d)).Inc()
 	}
 }
 
-// event emits the Event of a decision an operator should see (eventOf
+// eventEffect is the Event of a decision an operator should see (eventOf
 // words it).
-func (h *Handler) event(f Facts, d Decision, startedBy string) {
-	if e, ok := eventOf(f, d, startedBy); ok {
-		h.Recorder.Eventf(f.Pod, nil, e.Type, e.Reason, string(f.Operation), "%s", e.Note)
+type eventEffect struct {
+	f Facts
+	d Decision
+}
+
+func eventEffectOf(j *judged) Effect {
+	if _, ok := eventOf(j.f, j.d, ""); !ok {
+		return nil
 	}
+	return eventEffect{j.f, j.d}
+}
+
+func (e eventEffect) carryOut(_ context.Context, h *Handler, startedBy string) {
+	if ev, ok := eventOf(e.f, e.d, startedBy); ok {
+		h.Recorder.Eventf(e.f.Pod, nil, ev.Type, ev.Reason, string(e.f.Operation), "%s", ev.Note)
+	}
+}
+
+// noteEffect is the note of an admitted deletion of a running runner:
+// who asked, by which rule, the job the fleet named; who started it is
+// added when carried out.
+type noteEffect struct{ n *v1alpha1.RunnerDeletion }
+
+func noteEffectOf(j *judged) Effect {
+	if !j.w.running || !j.noting {
+		return nil
+	}
+	f, d := j.f, j.d
+	n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
+	n.Deletion.Job = d.Named
+	if d.Rule == runnerpod.RuleOverride {
+		n.Deletion.Reason = d.Override
+		if len(n.Deletion.Reason) > deletion.MaxReason {
+			n.Deletion.Reason = strings.ToValidUTF8(n.Deletion.Reason[:deletion.MaxReason], "")
+		}
+	}
+	if d.Rule == runnerpod.RuleNodeDrain {
+		// The deadline's setter started what this deletion carries out.
+		n.Deletion.StartedBy = d.NodeDrain.By
+	}
+	return noteEffect{n}
+}
+
+// carryOut hands the note to Notes, written once the deletion has
+// happened, so a review the API server did not send, of a pod nobody
+// deletes, leaves no note to pre-empt the real one.
+func (e noteEffect) carryOut(ctx context.Context, h *Handler, startedBy string) {
+	n := e.n.DeepCopy()
+	if n.Deletion.Rule != string(runnerpod.RuleNodeDrain) {
+		n.Deletion.StartedBy = startedBy
+	}
+	h.Notes.WriteWhen(ctx, n, h.podDeleted(n))
+}
+
+// namesStarter: who deleted the pod's EphemeralRunner is read for j's
+// writes. The refusal names them, and a delete once the job is over
+// completes what they started.
+func (j *judged) namesStarter() bool {
+	d, w := j.d, j.w
+	return !d.Allowed && d.OwnerDeleting || w.running && (d.Rule == runnerpod.RuleJobOver || d.Rule == runnerpod.RuleIdle && d.OwnerDeleting)
 }
 
 // ownerDeleter is who asked for the deletion of the pod's EphemeralRunner,
@@ -118,26 +192,4 @@ func (h *Handler) ownerDeleter(ctx context.Context, pod *corev1.Pod) string {
 		return ""
 	}
 	return n.Deletion.Requester
-}
-
-// note hands the note of an admitted deletion of a running runner to
-// Notes: who asked, by which rule, who started it, the job the fleet named.
-func (h *Handler) note(ctx context.Context, f Facts, d Decision, startedBy string) {
-	n := deletion.New(f.Pod, f.Requester, string(f.Operation), string(d.Rule), f.Now)
-	n.Deletion.StartedBy = startedBy
-	n.Deletion.Job = d.Named
-	if d.Rule == runnerpod.RuleOverride {
-		n.Deletion.Reason = d.Override
-		if len(n.Deletion.Reason) > deletion.MaxReason {
-			n.Deletion.Reason = strings.ToValidUTF8(n.Deletion.Reason[:deletion.MaxReason], "")
-		}
-	}
-	if d.Rule == runnerpod.RuleNodeDrain {
-		// The deadline's setter started what this deletion carries out.
-		n.Deletion.StartedBy = d.NodeDrain.By
-	}
-	// Written once the deletion has happened, so a review the API server
-	// did not send, of a pod nobody deletes, leaves no note to pre-empt
-	// the real one.
-	h.Notes.WriteWhen(ctx, n, h.podDeleted(n))
 }

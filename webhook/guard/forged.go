@@ -102,7 +102,7 @@ func (h *Handler) podDeleted(n *v1alpha1.RunnerDeletion) func(context.Context) b
 
 // confirm reports whether the review's pod exists with the review's UID:
 // in the cache of runner pods, or else read from the API server, unless it
-// was just read from there. A review posted by anyone but the API server
+// was seen there already (seen). A review posted by anyone but the API server
 // names a pod that does not exist, or not with that UID, or is replayed
 // after it went, or after its deletion began (the API server sends no
 // review of a terminating pod, so one that came after the deletion cannot
@@ -112,9 +112,9 @@ func (h *Handler) podDeleted(n *v1alpha1.RunnerDeletion) func(context.Context) b
 // spares a request per reviewed delete (a GitLab job end costs a note, a
 // record and an Event, not a GET besides); a pod the cache has not seen
 // yet, or has dropped, is read from the API server.
-func (h *Handler) confirm(ctx context.Context, f Facts) (bool, error) {
-	if f.confirmed || f.refuted {
-		return f.confirmed, nil
+func (h *Handler) confirm(ctx context.Context, f Facts, seen witness) (bool, error) {
+	if seen.confirmed || seen.refuted {
+		return seen.confirmed, nil
 	}
 	key := client.ObjectKeyFromObject(f.Pod)
 	if h.Pods != nil {

@@ -48,8 +48,7 @@ type Handler struct {
 	// deletion shows (podDeleted), so a review the API server did not send
 	// leaves none.
 	NotesAfterDeletion bool
-	// after runs a review's side effects once it is answered; nil: before
-	// the answer (NewHandler's, so a test sees them when Handle returns).
+	// after runs a review's effects once it is answered (after.go).
 	after *afterAnswer
 }
 
@@ -62,7 +61,7 @@ const noteSlots = 64
 
 // NewHandler returns a Handler reading the clock.
 func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.EventRecorder) *Handler {
-	return &Handler{Readers: Readers{Config: cfg, Reader: r, Now: time.Now}, Writer: w, Notes: deletion.NewNotes(w, noteSlots, notesFailed), Recorder: rec}
+	return &Handler{Readers: Readers{Config: cfg, Reader: r, Now: time.Now}, Writer: w, Notes: deletion.NewNotes(w, noteSlots, notesFailed), Recorder: rec, after: newAfterAnswer(afterSlots)}
 }
 
 // Handle judges one review.
@@ -94,35 +93,48 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	d := Decide(facts, h.Config)
-	w := h.writes(facts, d, rv)
-	if d.Allowed && w.any && !facts.confirmed {
+	j := h.judge(ctx, facts, rv)
+	h.carryOut(ctx, j)
+	return j.response
+}
+
+// judged is a review the guard judged: its answer, and the effects it
+// leads to as data (effects.go), which carryOut (after.go) runs.
+type judged struct {
+	f  Facts
+	d  Decision
+	rv review
+	w  writing
+	// seen is what the guard saw of the review's pod before the answer.
+	seen witness
+	// noting: admitted deletions of running runners are noted.
+	noting        bool
+	response      admission.Response
+	told, written []Effect
+}
+
+// judge decides the review of f and lists what follows the answer.
+func (h *Handler) judge(ctx context.Context, f Facts, rv review) *judged {
+	d := Decide(f, h.Config)
+	j := &judged{f: f, d: d, rv: rv, w: h.writes(f, d, rv), seen: rv.seen, noting: h.Writer != nil, response: response(f.Operation, d)}
+	if d.Allowed && j.w.any && !j.seen.confirmed {
 		// An allowed deletion can be applied before the work after the
 		// answer runs, and a pod found terminating then would pass for a
 		// review sent after its deletion began (no note, no deleter on
 		// record): confirm it now, while its deletion cannot have begun.
 		// A refusal deletes nothing, so its confirmation waits.
-		ok, err := h.confirm(ctx, facts)
-		facts.confirmed, facts.refuted = ok, !ok && err == nil
+		ok, err := h.confirm(ctx, f, j.seen)
+		j.seen = witness{confirmed: ok, refuted: !ok && err == nil}
 	}
-	if w.unlabelled {
-		// The watcher's cache must hold the pod before the deletion
-		// removes it: labelled before the answer.
-		h.sideEffects(ctx, facts, d, rv, w)
-	} else {
-		h.after.later(ctx, func(ctx context.Context) { h.sideEffects(ctx, facts, d, rv, w) })
+	j.told = effectsOf(j, toldKinds)
+	if j.w.any {
+		j.written = effectsOf(j, writtenKinds)
 	}
-	return response(facts.Operation, d)
+	return j
 }
 
-// AnswerFirst has the handler answer each review before it confirms the
-// review's pod and writes its Event, note, log and metric: nothing but the
-// decision is on the answer's path. Through Served, that work starts once
-// the whole answer is sent.
-func (h *Handler) AnswerFirst() { h.after = newAfterAnswer(afterSlots) }
-
 // Served is the guard's webhook for h, starting the work after each answer
-// once the whole answer is sent (AnswerFirst).
+// once the whole answer is sent.
 func (h *Handler) Served() http.Handler { return h.after.Serve(&admission.Webhook{Handler: h}) }
 
 // ServedIn is Served for the registration of mode's namespaces: the API
@@ -145,7 +157,14 @@ func (h *Handler) Wait() { h.after.wait() }
 type review struct {
 	dryRun bool
 	grace  int64
+	// seen: the pod was read from the API server just now (an eviction's).
+	seen witness
 }
+
+// witness is what the guard has seen of the review's pod in the API:
+// there with the review's UID and not terminating (confirmed), or not
+// (refuted); neither when it has not looked yet.
+type witness struct{ confirmed, refuted bool }
 
 var (
 	errBadRequest    = errors.New("malformed admission review")
@@ -201,7 +220,7 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 			return f, rv, fmt.Errorf("%w %s/%s: %w", errPodUnreadable, req.Namespace, req.Name, err)
 		}
 		// Read from the API server just now: it exists with this UID.
-		f.confirmed = true
+		rv.seen.confirmed = true
 	default:
 		return f, rv, errNotGuarded
 	}

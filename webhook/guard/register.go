@@ -47,9 +47,8 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}
-	// Nothing but the decision on the answer's path; what follows the
-	// answers is finished before the replica exits.
-	h.AnswerFirst()
+	// What follows the answers (after.go) is finished before the replica
+	// exits.
 	if err := mgr.Add(h.after); err != nil {
 		return err
 	}
