@@ -18,6 +18,8 @@ import (
 // labelBeforeAnswer, now; everything else (confirming the review's pod,
 // the log line, the metric, the Event, the deletion note) once the whole
 // answer is sent, on the bounded pool (afterAnswer), through runEffects.
+// The note is handed there to deletion.Notes, which waits for the deletion
+// to show and writes it in slots of its own.
 
 // carryOut runs j's effects: the named exception before the answer, the
 // rest handed over to run after it (later).
