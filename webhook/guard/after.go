@@ -18,8 +18,8 @@ import (
 // labelBeforeAnswer, now; everything else (confirming the review's pod,
 // the log line, the metric, the Event, the deletion note) once the whole
 // answer is sent, on the bounded pool (afterAnswer), through runEffects.
-// The note is handed there to deletion.Notes, which waits for the deletion
-// to show and writes it in slots of its own.
+// The note is written there (deletion.Notes), once the deletion shows; so
+// is the EphemeralRunner room's note (ephemeralrunner_webhook.go).
 
 // carryOut runs j's effects: the named exception before the answer, the
 // rest handed over to run after it (later).
@@ -95,8 +95,10 @@ type afterAnswer struct {
 // and an Event (the note has its own wait, deletion.NoteWait).
 const afterTimeout = 10 * time.Second
 
-// afterSlots is how many reviews' work runs at once after their answers.
-const afterSlots = 64
+// afterSlots is how many reviews' work runs at once after their answers:
+// room for a burst of job ends on a slow API server, each holding its slot
+// while its note waits for the deletion, while the memory held stays small.
+const afterSlots = 128
 
 func newAfterAnswer(slots int) *afterAnswer {
 	return &afterAnswer{slots: make(chan struct{}, slots)}

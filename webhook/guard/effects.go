@@ -155,15 +155,15 @@ func noteEffectOf(j *judged) Effect {
 	return noteEffect{n}
 }
 
-// carryOut hands the note to Notes, written once the deletion has
-// happened, so a review the API server did not send, of a pod nobody
-// deletes, leaves no note to pre-empt the real one.
+// carryOut writes the note once the deletion has happened, so a review
+// the API server did not send, of a pod nobody deletes, leaves no note to
+// pre-empt the real one.
 func (e noteEffect) carryOut(ctx context.Context, h *Handler, startedBy string) {
 	n := e.n.DeepCopy()
 	if n.Deletion.Rule != string(runnerpod.RuleNodeDrain) {
 		n.Deletion.StartedBy = startedBy
 	}
-	h.Notes.WriteWhen(ctx, n, h.podDeleted(n))
+	h.Notes.Write(ctx, n, h.podDeleted(n))
 }
 
 // namesStarter: who deleted the pod's EphemeralRunner is read for j's

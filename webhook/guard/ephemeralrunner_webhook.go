@@ -39,12 +39,15 @@ type EphemeralRunnerHandler struct {
 	// them).
 	Notes *deletion.Notes
 	Now   func() time.Time
+	// after runs the note once the answer is sent (the pod guard's pool,
+	// after.go).
+	after *afterAnswer
 }
 
 // EphemeralRunners returns the handler of EphemeralRunner deletes, reading
 // and noting as h does.
 func (h *Handler) EphemeralRunners() EphemeralRunnerHandler {
-	e := EphemeralRunnerHandler{Reader: h.Reader, Now: h.Now}
+	e := EphemeralRunnerHandler{Reader: h.Reader, Now: h.Now, after: h.after}
 	if h.Writer != nil {
 		e.Notes = h.Notes
 	}
@@ -91,7 +94,11 @@ func (h EphemeralRunnerHandler) ephemeralRunnerDeleted(ctx context.Context, req 
 			Requester: req.UserInfo.Username, Operation: string(Delete), Time: metav1.NewTime(h.Now()),
 		},
 	}
-	h.Notes.WriteWhen(ctx, n, func(ctx context.Context) bool { return h.ephemeralRunnerDeleting(ctx, er) })
+	// The note follows the answer, as the pod guard's effects do: the
+	// EphemeralRunner's deletion shows only once it is answered.
+	h.after.later(ctx, func(ctx context.Context) {
+		h.Notes.Write(ctx, n, func(ctx context.Context) bool { return h.ephemeralRunnerDeleting(ctx, er) })
+	})
 	logf.FromContext(ctx).V(1).Info("EphemeralRunner deletion reviewed", "ephemeralRunner", er.Namespace+"/"+er.Name, "requester", req.UserInfo.Username)
 	return allowed
 }

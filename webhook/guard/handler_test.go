@@ -244,7 +244,7 @@ func TestHandleEviction(t *testing.T) {
 
 func deletionNote(t *testing.T, h *Handler, pod *corev1.Pod) *v1alpha1.DeletionNote {
 	t.Helper()
-	h.Notes.Wait() // written after the answer
+	h.Wait() // written after the answer
 	n := &v1alpha1.RunnerDeletion{}
 	err := h.Reader.Get(context.Background(), client.ObjectKey{Namespace: pod.Namespace, Name: string(pod.UID)}, n)
 	if apierrors.IsNotFound(err) {
@@ -445,7 +445,7 @@ func TestAnEphemeralRunnersDeletionIsNotedOnceItShows(t *testing.T) {
 			h, rec := newTestHandler(objs...)
 			resp := serve(t, h, ephemeralRunnerDeleteReq(t, before, reaper, tc.dryRun))
 			assert.True(t, resp.Allowed, "an EphemeralRunner's deletion is never refused")
-			h.Notes.Wait()
+			h.Wait()
 			n := &v1alpha1.RunnerDeletion{}
 			err := h.Reader.Get(context.Background(), client.ObjectKey{Namespace: "ci", Name: "er-r"}, n)
 			if !tc.noted {

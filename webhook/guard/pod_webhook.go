@@ -54,14 +54,9 @@ type Handler struct {
 
 var _ admission.Handler = &Handler{}
 
-// noteSlots bounds the deletion notes a replica writes at once after its
-// answers: room for a burst of job ends on a slow API server, while the
-// memory of notes held stays small.
-const noteSlots = 64
-
 // NewHandler returns a Handler reading the clock.
 func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.EventRecorder) *Handler {
-	return &Handler{Readers: Readers{Config: cfg, Reader: r, Now: time.Now}, Writer: w, Notes: deletion.NewNotes(w, noteSlots, notesFailed), Recorder: rec, after: newAfterAnswer(afterSlots)}
+	return &Handler{Readers: Readers{Config: cfg, Reader: r, Now: time.Now}, Writer: w, Notes: deletion.NewNotes(w, notesFailed), Recorder: rec, after: newAfterAnswer(afterSlots)}
 }
 
 // Handle judges one review.

@@ -40,15 +40,11 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		h.Pods = mgr.GetClient()
 		// A note waits for the deletion it tells of.
 		h.NotesAfterDeletion = true
-		// The notes in flight are written before the replica exits.
-		if err := mgr.Add(h.Notes); err != nil {
-			return err
-		}
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}
-	// What follows the answers (after.go) is finished before the replica
-	// exits.
+	// What follows the answers (after.go), the notes among it, is
+	// finished before the replica exits.
 	if err := mgr.Add(h.after); err != nil {
 		return err
 	}
@@ -58,6 +54,6 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		mgr.GetWebhookServer().Register(ConnectModePath(mode), &admission.Webhook{Handler: h.ConnectIn(mode)})
 	}
 	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
-	mgr.GetWebhookServer().Register(EphemeralRunnerPath, &admission.Webhook{Handler: h.EphemeralRunners()})
+	mgr.GetWebhookServer().Register(EphemeralRunnerPath, h.after.Serve(&admission.Webhook{Handler: h.EphemeralRunners()}))
 	return nil
 }
