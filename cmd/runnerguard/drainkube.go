@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -18,8 +17,8 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/drain"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -140,7 +139,7 @@ func (r runnersOn) list(ctx context.Context, node string) ([]drain.Runner, error
 		if run.Preset.Name == runnerpod.ARCScaleSet {
 			dr.Signal, dr.Job = r.ephemeralRunnerJob(ctx, pod)
 		} else {
-			dr.Job = death.JobFromPod(pod, run.Preset.Job)
+			dr.Job = fleet.JobFromPod(pod, run.Preset.Job)
 		}
 		out = append(out, dr)
 	}
@@ -148,24 +147,15 @@ func (r runnersOn) list(ctx context.Context, node string) ([]drain.Runner, error
 }
 
 // ephemeralRunnerJob reads an ARC runner's EphemeralRunner as the guard
-// does: one that cannot be read, or is not the pod's owner by UID, says
-// the runner is busy.
+// does (fleet.ReadEphemeralRunner): one that cannot be read, or is not the
+// pod's owner by UID, says the runner is busy; the job is named for a busy
+// one.
 func (r runnersOn) ephemeralRunnerJob(ctx context.Context, pod *corev1.Pod) (runnerpod.JobSignal, *v1alpha1.Job) {
-	ref := runnerpod.EphemeralRunnerRef(pod)
-	if ref.Name == "" {
-		return runnerpod.JobNotRead, nil
+	er, _ := fleet.ReadEphemeralRunner(ctx, r.c, pod)
+	if er.Signal != runnerpod.JobAssigned {
+		return er.Signal, nil
 	}
-	er := &unstructured.Unstructured{}
-	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
-	er.SetKind(runnerpod.EphemeralRunnerKind)
-	if err := r.c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, er); err != nil {
-		return runnerpod.JobUnreadable, nil
-	}
-	signal, _ := runnerpod.EphemeralRunnerJob(er, ref.UID)
-	if signal != runnerpod.JobAssigned {
-		return signal, nil
-	}
-	return signal, death.JobFromEphemeralRunner(er)
+	return er.Signal, er.Job
 }
 
 // withoutRunners is the clientset kubectl's drain library works with: its

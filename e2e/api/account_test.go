@@ -20,6 +20,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -96,7 +97,7 @@ func TestAGitLabBuildPodsRecordNamesItsJobAndProject(t *testing.T) {
 	st := podtest.GitLab(ns, pod.Name).Terminated("build", 137, "OOMKilled").Obj().Status
 	setStatus(t, pod, st)
 	r := oneDeath(t, pod)
-	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: death.JobFromPodMarks, CreatedBy: ownerPrincipal}, r.Job)
+	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: fleet.JobFromPodMarks, CreatedBy: ownerPrincipal}, r.Job)
 	found := deathsOfJob(t, ns, "5521")
 	require.Len(t, found, 1)
 	assert.Equal(t, "42", found[0].Job.Project)

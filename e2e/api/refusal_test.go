@@ -70,7 +70,13 @@ func TestRefusalsAreKeptOnTheRunnerAndItsRecord(t *testing.T) {
 	assert.Eventually(t, func() bool { last = counts(storedRefusals(t, pod)); return assert.ObjectsAreEqual(want, last) },
 		15*time.Second, 100*time.Millisecond, "both requesters' refusals kept on the pod")
 	require.Equal(t, want, last)
-	settle()
+	// A later refusal, kept: what the dry runs could still have left would
+	// have come before it.
+	marker := may(t, ns, person("mark@example.com"), "edit")
+	require.Error(t, connect(t, marker, pod, "exec", "runner"))
+	want[marker.user+" exec"] = 1
+	assert.Eventually(t, func() bool { last = counts(storedRefusals(t, pod)); return assert.ObjectsAreEqual(want, last) },
+		15*time.Second, 100*time.Millisecond, "the marker's refusal kept on the pod")
 	kept := storedRefusals(t, pod)
 	assert.Equal(t, want, counts(kept), "and no more: a dry run adds nothing")
 	for _, e := range kept.Entries {

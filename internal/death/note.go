@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -94,7 +93,7 @@ func (r Record) Note() string {
 // unreviewed.
 func (r Record) Ending() string {
 	e := r.ending()
-	if e != "" && r.StartedBy != "" && r.DeleteRule != deletion.RuleNodeDrain {
+	if e != "" && r.StartedBy != "" && runnerpod.Rule(r.DeleteRule) != runnerpod.RuleNodeDrain {
 		e += ", on the deletion of its EphemeralRunner by " + r.StartedBy
 	}
 	if e != "" && r.DeleteReason != "" {
@@ -105,15 +104,15 @@ func (r Record) Ending() string {
 
 func (r Record) ending() string {
 	switch {
-	case Class(r.Class) == JobEnded && r.DeleteRule == deletion.RuleJobOver:
+	case Class(r.Class) == JobEnded && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleJobOver:
 		return fmt.Sprintf("it had no job left (ARC had removed the runner from the Actions service) when %s deleted its pod", r.DeletedBy)
 	case Class(r.Class) == JobEnded:
 		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
 	case Class(r.Class) == IdleRemoved:
 		return fmt.Sprintf("it had no job when %s deleted its pod", r.DeletedBy)
-	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == deletion.RuleNodeDrain:
+	case r.Deleted && r.DeletedBy != "" && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleNodeDrain:
 		return fmt.Sprintf("ended by its pod's deletion, requested by %s once its node's drain deadline (%s) had passed, set by %s", r.DeletedBy, runnerpod.DrainDeadline, r.StartedBy)
-	case r.Deleted && r.DeletedBy != "" && r.DeleteRule == deletion.RuleBusy:
+	case r.Deleted && r.DeletedBy != "" && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleBusy:
 		return fmt.Sprintf("ended by its pod's deletion, requested by %s: allowed only because the guard was in warn mode; enforce would have refused it", r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "" && r.DeleteRule != "":
 		return fmt.Sprintf("ended by its pod's deletion, requested by %s (allowed: %s)", r.DeletedBy, r.DeleteRule)

@@ -169,12 +169,12 @@ func (d *decision) deletedBy(r *Record) {
 	r.Job = n.Job
 	switch {
 	case !r.Deleted:
-	case n.Rule == deletion.RuleJobOwner && d.Runner.Preset.Name.OwnerEndsJob():
+	case runnerpod.Rule(n.Rule) == runnerpod.RuleJobOwner && d.Runner.Preset.Name.OwnerEndsJob():
 		EndedByOwner(r)
 		TimedOut(d.Pod, r)
-	case n.Rule == deletion.RuleJobOver:
+	case runnerpod.Rule(n.Rule) == runnerpod.RuleJobOver:
 		EndedByOwner(r)
-	case n.Rule == deletion.RuleIdle:
+	case runnerpod.Rule(n.Rule) == runnerpod.RuleIdle:
 		RemovedIdle(r)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
-	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -167,16 +166,16 @@ func TestEndingNamesWhoStartedWhatTheDeleterCarriedOut(t *testing.T) {
 		r    Record
 		want string
 	}{
-		{"ARC's delete after the job was over", rec(JobEnded, deletion.RuleJobOver, "alice"),
+		{"ARC's delete after the job was over", rec(JobEnded, string(runnerpod.RuleJobOver), "alice"),
 			"it had no job left (ARC had removed the runner from the Actions service) when arc deleted its pod, on the deletion of its EphemeralRunner by alice"},
 		{"an idle runner's pod deleted for someone else", rec(SigTerm, "idle", "alice"),
 			"ended by its pod's deletion, requested by arc (allowed: idle), on the deletion of its EphemeralRunner by alice"},
 		{"a deleter acting on its own", rec(SigTerm, "idle", ""), "ended by its pod's deletion, requested by arc (allowed: idle)"},
-		{"an idle runner its fleet removed", rec(IdleRemoved, deletion.RuleIdle, "arc-listener"),
+		{"an idle runner its fleet removed", rec(IdleRemoved, string(runnerpod.RuleIdle), "arc-listener"),
 			"it had no job when arc deleted its pod, on the deletion of its EphemeralRunner by arc-listener"},
 		{"an override's reason is said", Record{DeathRecord: v1alpha1.DeathRecord{Class: string(SigTerm), Deleted: true, DeletedBy: "alice", DeleteRule: "override", DeleteReason: "node pool upgrade"}},
 			`ended by its pod's deletion, requested by alice (allowed: override), reason "node pool upgrade"`},
-		{"a platform's drain once the node's drain deadline passed names who set the deadline", rec(SigTerm, deletion.RuleNodeDrain, "alice"),
+		{"a platform's drain once the node's drain deadline passed names who set the deadline", rec(SigTerm, string(runnerpod.RuleNodeDrain), "alice"),
 			"ended by its pod's deletion, requested by arc once its node's drain deadline (runnerguard.io/drain-deadline) had passed, set by alice"},
 	} {
 		assert.Equal(t, tc.want, tc.r.Ending(), tc.name)

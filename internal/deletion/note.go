@@ -7,25 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
-)
-
-// The guard's rule names a note carries that change what a record says; the
-// guard's decision table names its rows with these same strings.
-const (
-	// RuleJobOwner: the job's owner ended its job.
-	RuleJobOwner = "job-owner"
-	// RuleJobOver: the fleet's controller deleted the pod after the job was
-	// over (ARC, once the Actions service accepted the runner's removal).
-	RuleJobOver = string(runnerpod.FreeJobOver)
-	// RuleIdle: the runner had no job (ARC's EphemeralRunner never had one,
-	// legacy ARC unregistered it): its fleet removed an idle runner.
-	RuleIdle = string(runnerpod.FreeIdle)
-	// RuleNodeDrain: a busy runner's deletion allowed because its node's
-	// drain deadline passed; the note's StartedBy names who set it.
-	RuleNodeDrain = "node-drain-deadline"
-	// RuleBusy: a busy runner's deletion, allowed only in warn mode.
-	RuleBusy = "busy"
 )
 
 // Timing of the note, shared by its writer (the guard) and its reader (the

@@ -56,48 +56,23 @@ func TestANoteIsRetriedPastTheAPIServersFailures(t *testing.T) {
 	// Ten failures at one try per retryEvery: an outage of 2 s, more than
 	// a capped exponential backoff would have waited.
 	c, calls := notesClient(t, 10)
-	n := NewNotes(c, 4, notesFailed)
-	n.Write(context.Background(), testNote("u1"))
-	n.pending.Wait()
+	NewNotes(c, notesFailed).Write(context.Background(), testNote("u1"), nil)
 	assert.True(t, noted(t, c, "u1"))
 	assert.Equal(t, int32(11), calls.Load())
 }
 
-func TestANoteGetsOneTryBeforeTheAnswerWhenEverySlotIsBusy(t *testing.T) {
-	c, calls := notesClient(t, 0)
-	n := NewNotes(c, 0, notesFailed)
-	n.Write(context.Background(), testNote("u1"))
-	assert.True(t, noted(t, c, "u1"), "no slot: written at once")
-
-	c, calls = notesClient(t, 1)
-	n = NewNotes(c, 0, notesFailed)
-	before := testutil.ToFloat64(notesFailed)
-	n.Write(context.Background(), testNote("u2"))
-	assert.Equal(t, int32(1), calls.Load(), "one try, no retries that would hold the review")
-	assert.False(t, noted(t, c, "u2"))
-	assert.Equal(t, before+1, testutil.ToFloat64(notesFailed))
-}
-
-func TestAStoppingReplicaWritesItsNotesBeforeItGoes(t *testing.T) {
+func TestANoteOutlivesItsCallersDeadline(t *testing.T) {
 	c, _ := notesClient(t, 1)
-	n := NewNotes(c, 4, notesFailed)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = n.Start(ctx); close(done) }()
-	n.Write(context.Background(), testNote("u1"))
-	cancel()
-	<-done
-	assert.True(t, noted(t, c, "u1"), "the note in flight was written before Start returned")
-	n.Write(context.Background(), testNote("u2"))
-	assert.True(t, noted(t, c, "u2"), "once stopping, a note is written before the answer")
+	cancel() // the work after the answer timed out
+	NewNotes(c, notesFailed).Write(ctx, testNote("u1"), nil)
+	assert.True(t, noted(t, c, "u1"), "retried on its own time")
 }
 
 func TestANoteThatCannotBeWrittenWhileTheWatcherWaitsIsCounted(t *testing.T) {
 	c, _ := notesClient(t, 1<<30)
 	before := testutil.ToFloat64(notesFailed)
-	n := NewNotes(c, 4, notesFailed)
-	n.Write(context.Background(), testNote("u1"))
-	n.pending.Wait()
+	NewNotes(c, notesFailed).Write(context.Background(), testNote("u1"), nil)
 	assert.False(t, noted(t, c, "u1"))
 	assert.Equal(t, before+1, testutil.ToFloat64(notesFailed))
 }
@@ -113,29 +88,20 @@ func TestANoteWaitsForWhatItTellsOf(t *testing.T) {
 			return happened.Load(), nil
 		}) == nil
 	}
-	n := NewNotes(c, 4, notesFailed)
+	n := NewNotes(c, notesFailed)
 	failed := testutil.ToFloat64(notesFailed)
-	n.WriteWhen(context.Background(), testNote("u1"), func(ctx context.Context) bool {
+	n.Write(context.Background(), testNote("u1"), func(ctx context.Context) bool {
 		// Never before what it tells of: the test lets it happen only now.
 		assert.False(t, noted(t, c, "u1"))
 		happened.Store(true)
 		return ready(ctx)
 	})
-	n.Wait()
 	assert.True(t, noted(t, c, "u1"), "once the deletion happened")
 
 	// What never happens (a review of a pod nobody deletes) leaves no note,
 	// and nothing failed.
 	happened.Store(false)
-	n.WriteWhen(context.Background(), testNote("u2"), ready)
-	n.Wait()
+	n.Write(context.Background(), testNote("u2"), ready)
 	assert.False(t, noted(t, c, "u2"))
 	assert.Equal(t, failed, testutil.ToFloat64(notesFailed))
-
-	// With every slot busy, a note cannot wait for what follows the
-	// answer: dropped, and counted.
-	n = NewNotes(c, 0, notesFailed)
-	n.WriteWhen(context.Background(), testNote("u3"), func(context.Context) bool { return true })
-	assert.False(t, noted(t, c, "u3"))
-	assert.Equal(t, failed+1, testutil.ToFloat64(notesFailed))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -104,7 +105,7 @@ func gitlabTarget(r death.Record, g *config.GitLab) Target {
 	switch {
 	case j == nil:
 		t.Skip = "the record names no job"
-	case j.Source != death.JobFromPodMarks:
+	case j.Source != fleet.JobFromPodMarks:
 		t.Skip = "the job was not read from the build pod's marks"
 	case !slices.Contains(g.Managers, j.CreatedBy):
 		t.Skip = "the build pod was not created by a configured GitLab Runner manager (created by " + quoteOrNone(j.CreatedBy) + ")"

@@ -2,17 +2,18 @@ package recorder
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -20,32 +21,23 @@ import (
 // to death.Decide, which makes them only for a death about to be recorded.
 
 // job is the job the runner ran: for ARC scale sets, from the status of
-// the EphemeralRunner that owns the pod (read uncached, by name, and taken
-// only when its UID is the one the pod's ownerReference names, as the guard
-// does: a later EphemeralRunner of the same name is another runner); else,
-// or when that names none, from the pod's labels and annotations the preset
-// names.
+// the EphemeralRunner that owns the pod (fleet.ReadEphemeralRunner, as the
+// guard reads it: a later EphemeralRunner of the same name is another
+// runner); else, or when that names none, from the pod's labels and
+// annotations the preset names.
 func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
 	if runner.Preset.Name == runnerpod.ARCScaleSet {
-		if ref := runnerpod.EphemeralRunnerRef(pod); ref.Name != "" {
-			er := &unstructured.Unstructured{}
-			er.SetAPIVersion(ref.APIVersion)
-			er.SetKind(runnerpod.EphemeralRunnerKind)
-			err := w.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, er)
-			switch {
-			case err != nil:
-				logf.FromContext(ctx).V(1).Info("cannot read the EphemeralRunner; the record names no job from it", "ephemeralRunner", ref.Name, "error", err.Error())
-			case er.GetUID() != ref.UID:
-				logf.FromContext(ctx).Info("the EphemeralRunner of that name is not the pod's owner; the record names no job from it",
-					"ephemeralRunner", ref.Name, "ownerUID", ref.UID, "foundUID", er.GetUID())
-			default:
-				if j := death.JobFromEphemeralRunner(er); j != nil {
-					return j
-				}
-			}
+		er, err := fleet.ReadEphemeralRunner(ctx, w.Reader, pod)
+		switch {
+		case errors.Is(err, fleet.ErrNotOwner):
+			logf.FromContext(ctx).Info("the record names no job from the EphemeralRunner", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+		case err != nil:
+			logf.FromContext(ctx).V(1).Info("cannot read the EphemeralRunner; the record names no job from it", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+		case er.Job != nil:
+			return er.Job
 		}
 	}
-	return death.JobFromPod(pod, runner.Preset.Job)
+	return fleet.JobFromPod(pod, runner.Preset.Job)
 }
 
 // nodeMemoTTL is how long a node's state read serves other deaths on the

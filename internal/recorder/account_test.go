@@ -15,6 +15,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -83,7 +84,7 @@ func TestAGitLabBuildPodsRecordNamesItsJobAndProject(t *testing.T) {
 	reconcileOnce(t, w, pod)
 	rs := records(t, w)
 	require.Len(t, rs, 1)
-	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: death.JobFromPodMarks}, rs[0].Job)
+	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: fleet.JobFromPodMarks}, rs[0].Job)
 }
 
 func TestARecordKeepsItsNodesStateAndANodeBeingRemovedExplainsTheDeath(t *testing.T) {
@@ -110,7 +111,7 @@ func TestAnARCRecordNamesTheJobTheGuardsNoteKeptOnceTheEphemeralRunnerIsGone(t *
 	w := newWatcher(t, pod)
 	require.NoError(t, w.Client.Create(context.Background(), &v1alpha1.RunnerDeletion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: string(pod.UID)},
-		Deletion: v1alpha1.DeletionNote{Pod: pod.Name, UID: string(pod.UID), Requester: "arc", Rule: deletion.RuleBusy, Operation: "delete", Time: metav1.NewTime(began),
+		Deletion: v1alpha1.DeletionNote{Pod: pod.Name, UID: string(pod.UID), Requester: "arc", Rule: string(runnerpod.RuleBusy), Operation: "delete", Time: metav1.NewTime(began),
 			Job: &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/r"}},
 	}))
 	reconcileOnce(t, w, pod)

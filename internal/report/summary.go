@@ -10,7 +10,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Meaning says what a class of death means, for the human reading the
@@ -148,12 +148,12 @@ func ran(b *strings.Builder, r death.Record) {
 	switch {
 	case death.Class(r.Class) == death.IdleRemoved && r.StartedAt != nil && r.DeletedAt != nil:
 		fmt.Fprintf(b, "  the runner waited %s to %s (%s) and never had a job, when its fleet deleted the pod\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
-	case death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOver && r.JobStartedAt != nil && r.DeletedAt != nil:
+	case death.Class(r.Class) == death.JobEnded && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleJobOver && r.JobStartedAt != nil && r.DeletedAt != nil:
 		fmt.Fprintf(b, "  the job ran %s to %s (%s), when ARC deleted the pod after it\n", ts(r.JobStartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.JobStartedAt.Time)))
 		if r.StartedAt != nil && r.StartedAt.Before(r.JobStartedAt) {
 			fmt.Fprintf(b, "  the runner had waited for it since %s (%s)\n", ts(r.StartedAt.Time), duration.HumanDuration(r.JobStartedAt.Sub(r.StartedAt.Time)))
 		}
-	case death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOver && r.StartedAt != nil && r.DeletedAt != nil:
+	case death.Class(r.Class) == death.JobEnded && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleJobOver && r.StartedAt != nil && r.DeletedAt != nil:
 		fmt.Fprintf(b, "  the runner ran %s to %s (%s), its wait for the job included, when ARC deleted the pod after the job\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
 	case death.Class(r.Class) == death.JobEnded && r.StartedAt != nil && r.DeletedAt != nil:
 		from := r.StartedAt
@@ -172,7 +172,7 @@ func ran(b *strings.Builder, r death.Record) {
 	case r.StartedAt != nil:
 		fmt.Fprintf(b, "  running since %s\n", ts(r.StartedAt.Time))
 	}
-	if death.Class(r.Class) == death.JobEnded && r.DeleteRule == deletion.RuleJobOwner {
+	if death.Class(r.Class) == death.JobEnded && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleJobOwner {
 		b.WriteString("  the job's outcome (success, failure or cancel) is unknown to the cluster: its owner deletes the pod the same way for each; the CI service has it\n")
 	}
 	switch {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 var t0 = time.Date(2026, 11, 1, 11, 12, 0, 0, time.UTC)
@@ -37,7 +37,7 @@ func TestWhySaysWhoseMemoryItShowsAndWhenTheOOMCame(t *testing.T) {
 func TestWhySaysAJobEndedByItsOwnerRanUntilTheDeleteAndTheExitCodeIsTheOwners(t *testing.T) {
 	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "b", UID: "u", Preset: "gitlab", Container: "build",
 		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "Error", Class: string(death.JobEnded), StartedAt: at(0), FinishedAt: at(62 * time.Second),
-		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "system:serviceaccount:gitlab:gitlab-runner", DeleteRule: deletion.RuleJobOwner,
+		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "system:serviceaccount:gitlab:gitlab-runner", DeleteRule: string(runnerpod.RuleJobOwner),
 		Vitals: &v1alpha1.Vitals{Cgroup: "v2", Scope: death.ScopePod, Memory: v1alpha1.Memory{Peak: ptr.To(int64(1 << 20))}},
 	}}
 	got := Summary(r)
@@ -86,7 +86,7 @@ func TestWhyTellsAnARCRunnersLifeFromItsJob(t *testing.T) {
 		ExitCode: ptr.To(int32(143)), Signal: 15, Reason: "Error", StartedAt: at(0), FinishedAt: at(97 * time.Second),
 		Deleted: true, DeletedAt: at(95 * time.Second), DeletedBy: "system:serviceaccount:arc-systems:arc-gha-rs-controller"}
 	over := base
-	over.Class, over.DeleteRule = string(death.JobEnded), deletion.RuleJobOver
+	over.Class, over.DeleteRule = string(death.JobEnded), string(runnerpod.RuleJobOver)
 	got := Summary(death.Record{Namespace: "ci", DeathRecord: over})
 	assert.Contains(t, got, "  the runner ran 2026-11-01T11:12:00Z to 2026-11-01T11:13:35Z (95s), its wait for the job included, when ARC deleted the pod after the job\n")
 	assert.NotContains(t, got, "the job ran")
@@ -97,7 +97,7 @@ func TestWhyTellsAnARCRunnersLifeFromItsJob(t *testing.T) {
 	assert.Contains(t, got, "  the runner had waited for it since 2026-11-01T11:12:00Z (60s)\n")
 
 	idle := base
-	idle.Class, idle.DeleteRule = string(death.IdleRemoved), deletion.RuleIdle
+	idle.Class, idle.DeleteRule = string(death.IdleRemoved), string(runnerpod.RuleIdle)
 	got = Summary(death.Record{Namespace: "ci", DeathRecord: idle})
 	assert.Contains(t, got, "  the runner waited 2026-11-01T11:12:00Z to 2026-11-01T11:13:35Z (95s) and never had a job, when its fleet deleted the pod\n")
 	assert.Contains(t, got, "  exit code 143 is the fleet's stop of the idle container\n")
@@ -111,7 +111,7 @@ func TestWhyTellsAnARCRunnersLifeFromItsJob(t *testing.T) {
 func TestWhySaysAJobsOutcomeIsUnknownToTheClusterAndMarksLateLastWords(t *testing.T) {
 	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "b", UID: "u", Preset: "gitlab", Container: "build",
 		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "Error", Class: string(death.JobEnded), StartedAt: at(0), FinishedAt: at(62 * time.Second),
-		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "glr", DeleteRule: deletion.RuleJobOwner, Message: "step 3\nstep 4"}}
+		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "glr", DeleteRule: string(runnerpod.RuleJobOwner), Message: "step 3\nstep 4"}}
 	got := Summary(r)
 	assert.Contains(t, got, "  the job's outcome (success, failure or cancel) is unknown to the cluster")
 	assert.Contains(t, got, "  (the container ran on 30s after its pod's deletion began: lines near the end may come after the job's end)\n")

@@ -30,35 +30,18 @@ const (
 	JobOver
 )
 
-// Free names the guard's rule that leaves a runner pod to anyone: the
-// pod-level rows of its decision table (docs/concepts/guard.md). The guard
-// and the leader's marker both read them here, so a pod is marked busy for
-// the autoscalers exactly when the guard protects it.
-type Free string
-
-// The pod-level rules, in the guard's order. Empty: none applies, the
-// runner is busy.
-const (
-	FreeTerminating      Free = "terminating"
-	FreePodFinished      Free = "pod-finished"
-	FreeNotStarted       Free = "not-started"
-	FreeRunnerTerminated Free = "runner-terminated"
-	FreeJobOver          Free = "job-over"
-	FreeIdle             Free = "idle"
-)
-
 // FreeByState is rules 2 to 5: what the pod's and its runner's state say,
 // before any record of the job is read.
-func FreeByState(pod *corev1.Pod, s Status) (Free, string) {
+func FreeByState(pod *corev1.Pod, s Status) (Rule, string) {
 	switch {
 	case pod.DeletionTimestamp != nil:
-		return FreeTerminating, "the pod is already terminating"
+		return RuleTerminating, "the pod is already terminating"
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		return FreePodFinished, "the pod has finished (" + string(pod.Status.Phase) + ")"
+		return RulePodFinished, "the pod has finished (" + string(pod.Status.Phase) + ")"
 	case s.State == NotStarted:
-		return FreeNotStarted, "the runner has not started"
+		return RuleNotStarted, "the runner has not started"
 	case s.State == Terminated:
-		return FreeRunnerTerminated, "the runner has ended"
+		return RuleRunnerTerminated, "the runner has ended"
 	}
 	return "", ""
 }
@@ -66,18 +49,18 @@ func FreeByState(pod *corev1.Pod, s Status) (Free, string) {
 // FreeByJob is rule 6: the fleet's own signal that the runner has no job
 // (ARC scale sets: the EphemeralRunner; legacy ARC: its unregistration
 // annotation, which only its controller may set).
-func FreeByJob(pod *corev1.Pod, preset PresetName, job JobSignal) (Free, string) {
+func FreeByJob(pod *corev1.Pod, preset PresetName, job JobSignal) (Rule, string) {
 	switch preset {
 	case ARCScaleSet:
 		switch job {
 		case JobOver:
-			return FreeJobOver, "the runner has no job left: ARC removed it from the Actions service, which refuses while a job runs (its EphemeralRunner is being deleted without " + ARCRegistrationFinalizer + ")"
+			return RuleJobOver, "the runner has no job left: ARC removed it from the Actions service, which refuses while a job runs (its EphemeralRunner is being deleted without " + ARCRegistrationFinalizer + ")"
 		case JobNone:
-			return FreeIdle, "the EphemeralRunner has no job assigned"
+			return RuleIdle, "the EphemeralRunner has no job assigned"
 		}
 	case ARCLegacy:
 		if ts, ok := pod.Annotations[ARCLegacyUnregistered]; ok {
-			return FreeIdle, "the runner was unregistered at " + ts
+			return RuleIdle, "the runner was unregistered at " + ts
 		}
 	}
 	return "", ""

@@ -8,17 +8,96 @@ import (
 	"sync"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/runnerguard/runnerguard/internal/fleet"
 )
 
-// afterAnswer runs what a review leads to beyond its answer (confirming
-// that its pod exists with its UID, the Event, the deletion note, the
-// log and metric) off the answer's path: a refusal is answered as soon as
-// it is decided, and the reads and writes that make it known follow. Slots
-// bound the work in flight, so a flood of reviews (anyone on the pod
-// network can post one) holds bounded memory and bounded requests to the
-// API server; when they are all busy the work is done before the answer,
-// as it was before, which slows the flood, not the API server's other
+// This file is the one place that says when a review's effects (Effect,
+// effects.go) run. carryOut: the one write that must precede the answer,
+// labelBeforeAnswer, now; everything else (confirming the review's pod,
+// the log line, the metric, the Event, the deletion note) once the whole
+// answer is sent, on the bounded pool (afterAnswer), through runEffects.
+// The note is written there (deletion.Notes), once the deletion shows; so
+// is the EphemeralRunner room's note (ephemeralrunner_webhook.go).
+
+// carryOut runs j's effects: the named exception before the answer, the
+// rest handed over to run after it (later).
+func (h *Handler) carryOut(ctx context.Context, j *judged) {
+	if j.w.unlabelled {
+		h.labelBeforeAnswer(ctx, j)
+	}
+	h.after.later(ctx, func(ctx context.Context) { h.runEffects(ctx, j) })
+}
+
+// labelBeforeAnswer is the exception: an admitted deletion of a runner pod
+// the injector never saw labels the pod before the answer, since the
+// watcher's cache must hold the pod before the deletion removes it. Like
+// every write, it is made only for a review the API server can have sent,
+// of a pod there with the review's UID (forged.go); runEffects logs a
+// review it does not act on.
+func (h *Handler) labelBeforeAnswer(ctx context.Context, j *judged) {
+	if h.unsent(ctx, j.f) != "" {
+		return
+	}
+	if ok, _ := h.confirm(ctx, j.f, j.seen); !ok {
+		return
+	}
+	if err := fleet.Label(ctx, h.Writer, j.f.Pod); err != nil {
+		logf.FromContext(ctx).Error(err, "labelling the runner pod for the pod watcher", "pod", j.f.Pod.Namespace+"/"+j.f.Pod.Name)
+	}
+}
+
+// runEffects carries out j's effects after its answer: none for a review
+// the API server cannot have sent; its told effects (log line, metric);
+// then, once the review's pod is confirmed, its writes, with who started
+// the deletion where they name them.
+func (h *Handler) runEffects(ctx context.Context, j *judged) {
+	f := j.f
+	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", j.d.Rule, "requester", f.Requester, "dryRun", j.rv.dryRun)
+	if why := h.unsent(ctx, f); why != "" {
+		log.Info(notActedOn, "why", why, "pod", f.Pod.Namespace+"/"+f.Pod.Name)
+		return
+	}
+	for _, e := range j.told {
+		e.carryOut(ctx, h, "")
+	}
+	if !j.w.any {
+		return
+	}
+	if ok, err := h.confirm(ctx, f, j.seen); !ok {
+		log.Info("no Event or note: the pod does not exist with the review's UID, or its deletion had begun", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
+		return
+	}
+	var startedBy string
+	if j.namesStarter() {
+		startedBy = h.ownerDeleter(ctx, f.Pod)
+	}
+	for _, e := range j.written {
+		e.carryOut(ctx, h, startedBy)
+	}
+}
+
+// keepConnectRefusal keeps a refused exec or attach on the pod, after the
+// answer, for a review the API server can have sent. A connect review
+// names no pod UID: the refused pod is the one the room just read by name
+// from the API server, and the writer writes only while it has that UID.
+func (h *Handler) keepConnectRefusal(ctx context.Context, f Facts, d Decision) {
+	h.after.later(ctx, func(ctx context.Context) {
+		if h.unsent(ctx, f) == "" {
+			h.Refusals.Note(ctx, client.ObjectKeyFromObject(f.Pod), f.Pod.UID, refusalOf(f, d))
+		}
+	})
+}
+
+// afterAnswer runs what a review leads to beyond its answer off the
+// answer's path: a refusal is answered as soon as it is decided, and the
+// reads and writes that make it known follow. Slots bound the work in
+// flight, so a flood of reviews (anyone on the pod network can post one)
+// holds bounded memory and bounded requests to the API server; when they
+// are all busy the work runs on the review's own request once its answer
+// is sent (Serve), which slows the flood, not the API server's other
 // reviews.
 type afterAnswer struct {
 	slots   chan struct{}
@@ -29,20 +108,18 @@ type afterAnswer struct {
 // and an Event (the note has its own wait, deletion.NoteWait).
 const afterTimeout = 10 * time.Second
 
-// afterSlots is how many reviews' work runs at once after their answers.
-const afterSlots = 64
+// afterSlots is how many reviews' work runs at once after their answers:
+// room for a burst of job ends on a slow API server, each holding its slot
+// while its note waits for the deletion, while the memory held stays small.
+const afterSlots = 128
 
 func newAfterAnswer(slots int) *afterAnswer {
 	return &afterAnswer{slots: make(chan struct{}, slots)}
 }
 
-// do runs work after the answer, in a context of its own that keeps ctx's
-// logger; or now, in ctx, when a is nil or every slot is busy.
+// do runs work in a goroutine, in a context of its own that keeps ctx's
+// logger; or now, in ctx, when every slot is busy.
 func (a *afterAnswer) do(ctx context.Context, work func(context.Context)) {
-	if a == nil {
-		work(ctx)
-		return
-	}
 	select {
 	case a.slots <- struct{}{}:
 	default:
@@ -62,9 +139,10 @@ func (a *afterAnswer) do(ctx context.Context, work func(context.Context)) {
 }
 
 // later runs work after the review's answer: once the whole answer is
-// sent, for a review served through Serve; otherwise as do does.
+// sent, for a review served through Serve (as every review is in
+// production); for one handled without it (a benchmark), as do does.
 func (a *afterAnswer) later(ctx context.Context, work func(context.Context)) {
-	if p, ok := ctx.Value(pendingKey{}).(*pending); ok && a != nil && p.work == nil {
+	if p, ok := ctx.Value(pendingKey{}).(*pending); ok && p.work == nil {
 		// Counted from now, so a replica that stops waits for it.
 		a.pending.Add(1)
 		p.ctx, p.work = ctx, func(ctx context.Context) { defer a.pending.Done(); work(ctx) }
@@ -140,8 +218,4 @@ func (a *afterAnswer) Start(ctx context.Context) error {
 func (a *afterAnswer) NeedLeaderElection() bool { return false }
 
 // wait returns once the work in flight is done.
-func (a *afterAnswer) wait() {
-	if a != nil {
-		a.pending.Wait()
-	}
-}
+func (a *afterAnswer) wait() { a.pending.Wait() }

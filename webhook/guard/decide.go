@@ -3,17 +3,14 @@ package guard
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -90,52 +87,12 @@ type Facts struct {
 	Now        time.Time
 	// Mode is the guard's mode in the pod's namespace: enforce or warn.
 	Mode config.Mode
-	// confirmed: Pod was read from the API server, not taken from the
-	// review (an eviction's pod), or found with the review's UID and not
-	// terminating before the answer (an allowed deletion's).
-	confirmed bool
-	// refuted: before the answer, Pod was found not to exist with the
-	// review's UID, or its deletion had begun.
-	refuted bool
 }
-
-// Rule names the row of the decision table that decided.
-type Rule string
-
-// The rows of the guard's decision table (docs/concepts/guard.md), in order.
-const (
-	RuleNotRunnerPod     Rule = "not-runner-pod"
-	RuleTerminating           = Rule(runnerpod.FreeTerminating)
-	RulePodFinished           = Rule(runnerpod.FreePodFinished)
-	RuleNotStarted            = Rule(runnerpod.FreeNotStarted)
-	RuleRunnerTerminated      = Rule(runnerpod.FreeRunnerTerminated)
-	RuleIdle                  = Rule(runnerpod.FreeIdle)
-	// RuleJobOver: the fleet's own record says the job is over (ARC removed
-	// the runner from the Actions service), so its controller's delete of a
-	// runner still shutting down passes: rule 6's other half.
-	RuleJobOver       = Rule(deletion.RuleJobOver)
-	RuleJobOwner Rule = deletion.RuleJobOwner
-	// RuleOwnerUnknown: a pod of a preset whose owner ends the job was
-	// created without the injector (no created-by) and the preset names no
-	// owner principals: no one can be told to be the job's owner, so the
-	// job is not protected rather than its pod left to leak.
-	RuleOwnerUnknown Rule = "owner-unknown"
-	RuleExempt       Rule = "exempt-principal"
-	RuleOverride     Rule = "override"
-	// RuleNodeDrain: the pod's node carries a drain deadline
-	// (runnerpod.DrainDeadline) that has passed: a platform's own drain
-	// ends the job at the time its setter stated.
-	RuleNodeDrain Rule = deletion.RuleNodeDrain
-	// RuleProtectionExpired: the runner has run past its preset's
-	// maxProtected, so it no longer pins its node.
-	RuleProtectionExpired Rule = "protection-expired"
-	RuleBusy              Rule = deletion.RuleBusy
-)
 
 // Decision is the guard's answer and what it knew.
 type Decision struct {
 	Allowed bool
-	Rule    Rule
+	Rule    runnerpod.Rule
 	// Message explains the decision; for a denial it is the text the
 	// human running kubectl reads.
 	Message string
@@ -174,17 +131,17 @@ func Decide(f Facts, cfg config.Config) Decision {
 	pod := f.Pod
 	runner, ok := runnerpod.Match(pod, cfg.Presets)
 	if !ok {
-		return Decision{Allowed: true, Rule: RuleNotRunnerPod, Message: "not a runner pod"}
+		return Decision{Allowed: true, Rule: runnerpod.RuleNotRunnerPod, Message: "not a runner pod"}
 	}
 	d := Decision{Runner: runner, Status: runnerpod.RunnerStatus(pod, runner.Containers)}
-	allow := func(r Rule, msg string) Decision {
+	allow := func(r runnerpod.Rule, msg string) Decision {
 		d.Allowed, d.Rule, d.Message = true, r, msg
 		return d
 	}
 	// Rules 2 to 6 depend on the pod alone: runnerpod holds them, for the
 	// leader's marker too.
 	if free, why := runnerpod.FreeByState(pod, d.Status); free != "" {
-		return allow(Rule(free), why)
+		return allow(free, why)
 	}
 	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobNotRead && f.LookupJob != nil {
 		r := f.LookupJob()
@@ -192,48 +149,57 @@ func Decide(f Facts, cfg config.Config) Decision {
 	}
 	d.OwnerDeleting, d.Named = f.OwnerDeleting, f.JobNamed
 	if free, why := runnerpod.FreeByJob(pod, runner.Preset.Name, f.Job); free != "" {
-		return allow(Rule(free), why)
+		return allow(free, why)
 	}
 	if runner.Preset.Name.OwnerEndsJob() {
 		owner, notTaken := isOwner(pod, f, runner.Preset)
 		d.OwnerNotTaken = notTaken
 		switch {
 		case owner:
-			return allow(RuleJobOwner, "the requester owns the job and is ending it")
+			return allow(runnerpod.RuleJobOwner, "the requester owns the job and is ending it")
 		case ownerUnknown(pod, runner.Preset):
-			return allow(RuleOwnerUnknown, fmt.Sprintf("the job's owner is unknown: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals, so its job is not protected",
+			return allow(runnerpod.RuleOwnerUnknown, fmt.Sprintf("the job's owner is unknown: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals, so its job is not protected",
 				runnerpod.CreatedBy, runner.Preset.Name))
 		}
 	}
+	return decideProtected(f, cfg, d)
+}
+
+// decideProtected is rules 8 to 12, for a running runner whose job is not
+// known to be over and whose requester is not its owner: the exempt
+// principals, the override, the node's drain deadline, the protection's
+// cap and the pod's own deadline let it go; else it is busy.
+func decideProtected(f Facts, cfg config.Config, d Decision) Decision {
+	pod, runner := f.Pod, d.Runner
 	if slices.Contains(cfg.Guard.ExemptPrincipals, f.Requester) {
-		return allow(RuleExempt, "the requester is exempt")
+		return allowed(d, runnerpod.RuleExempt, "the requester is exempt")
 	}
 	if reason, ok := runnerpod.Overridden(pod); ok {
 		d.Override = reason
-		return allow(RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
+		return allowed(d, runnerpod.RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
 	}
 	if f.LookupNode != nil {
 		if nd, passed := runnerpod.NodeDrainPassed(f.LookupNode(), pod, f.Now); passed {
 			d.NodeDrain = nd
-			return allow(RuleNodeDrain, fmt.Sprintf("allowed by node %s's %s %s, set by %s",
+			return allowed(d, runnerpod.RuleNodeDrain, fmt.Sprintf("allowed by node %s's %s %s, set by %s",
 				pod.Spec.NodeName, runnerpod.DrainDeadline, nd.At.UTC().Format(time.RFC3339), nd.By))
 		}
 	}
 	if ran, passed := runnerpod.CapPassed(d.Status, runner.Preset, f.Now); passed {
 		d.Ran = ran
-		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
+		return allowed(d, runnerpod.RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
 			d.Status.Container.Name, duration.HumanDuration(ran), duration.HumanDuration(runner.Preset.MaxProtected.Duration), runner.Preset.Name))
 	}
 	if end, passed := runnerpod.DeadlinePassed(pod, f.Now); passed {
 		d.Ran, _ = runnerpod.RunningFor(d.Status, f.Now)
-		return allow(RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
+		return allowed(d, runnerpod.RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
 			*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)))
 	}
 	d.Job = f.JobNamed
 	if d.Job == nil {
-		d.Job = death.JobFromPod(pod, runner.Preset.Job)
+		d.Job = fleet.JobFromPod(pod, runner.Preset.Job)
 	}
-	d.Rule, d.Message = RuleBusy, busyMessage(f, d)
+	d.Rule, d.Message = runnerpod.RuleBusy, busyMessage(f, d)
 	if d.OwnerNotTaken != "" {
 		d.Message += "; " + d.OwnerNotTaken
 	}
@@ -244,220 +210,8 @@ func Decide(f Facts, cfg config.Config) Decision {
 	return d
 }
 
-// isOwner is rule 7: the requester is the recorded creator, or an owner
-// principal of the pod's preset, and is a principal that a namespace editor
-// cannot wear. `edit` in the pod's namespace may impersonate any
-// ServiceAccount there and mint its tokens, so a ServiceAccount of the pod's
-// own namespace is taken as the owner only when it proves more than its
-// name:
-//   - arc-workflow: the runner that created the workflow pod acts with its
-//     own pod's bound token, so the token must be bound to the pod the
-//     workflow pod names in its runner-pod label. One job's runner cannot end
-//     another's, and an impersonated name (no pod claim) is no owner. A
-//     namespace editor can still mint a token bound to that runner pod
-//     (TokenRequest with boundObjectRef) or exec into it and read its
-//     token: it could already act as that runner.
-//   - gitlab: the manager acts with its own pod's bound token, and a job
-//     with its build pod's, so the token must be bound to a pod that runs
-//     no job, or be the very credential the pod was created with
-//     (runnerpod.CreatedWith: a manager outside the cluster, or with a
-//     long-lived token, uses the same token for the CREATE and for every
-//     exec and delete that follow). An impersonated name (no pod claim, no
-//     credential), a token minted anew, or a job running as the manager's
-//     ServiceAccount is no owner. A namespace editor can still mint a token
-//     bound to the manager's pod, create a pod of that ServiceAccount, exec
-//     into the manager, or read a token the manager keeps in a Secret of
-//     that namespace: it could already act as the manager. A preset that
-//     opts in (ownerInRunnerNamespace) takes the name alone.
-//
-// When the requester is named but not taken, the second result says why
-// and what to change.
-func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
-	requester := f.Requester
-	if requester == "" {
-		return false, ""
-	}
-	if pod.Annotations[runnerpod.CreatedBy] != requester && !slices.Contains(p.OwnerPrincipals, requester) {
-		return false, ""
-	}
-	saNamespace, _, err := serviceaccount.SplitUsername(requester)
-	if err != nil || saNamespace != pod.Namespace {
-		return true, ""
-	}
-	switch p.Name {
-	case runnerpod.ARCWorkflow:
-		runner := pod.Labels[runnerpod.ARCWorkflowPodLabel]
-		if runner != "" && f.RequesterPod == runner {
-			return true, ""
-		}
-		bound := "is bound to no pod (an impersonated or long-lived token)"
-		if f.RequesterPod != "" {
-			bound = fmt.Sprintf("is bound to pod %q", f.RequesterPod)
-		}
-		return false, fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can act as, and its token %s, not to the workflow pod's runner pod %q (label %s): only that runner, with its own pod's token, ends this job",
-			requester, pod.Namespace, bound, runner, runnerpod.ARCWorkflowPodLabel)
-	default:
-		if p.OwnerInRunnerNamespace {
-			return true, ""
-		}
-		if f.RequesterPod != "" && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob() {
-			return true, "" // the manager, with its own pod's token
-		}
-		if f.RequesterPod == "" && sameCredential(pod, f.RequesterCredential) {
-			return true, "" // the manager, with the token it created the pod with
-		}
-		return false, ownerNotTakenGitLab(pod, f, p.Name)
-	}
-}
-
-// sameCredential: the request was made with the credential the pod was
-// created with, as the injector recorded it.
-func sameCredential(pod *corev1.Pod, credential string) bool {
-	return credential != "" && pod.Annotations[runnerpod.CreatedWith] == credential
-}
-
-// ownerNotTakenGitLab says why a ServiceAccount of the build pod's own
-// namespace named as its owner is not taken, and the one value that makes
-// the manager pass.
-func ownerNotTakenGitLab(pod *corev1.Pod, f Facts, preset runnerpod.PresetName) string {
-	var token string
-	switch {
-	case f.RequesterPod != "":
-		token = fmt.Sprintf("its token is bound to pod %q, which runs a job", f.RequesterPod)
-	case f.RequesterCredential == "":
-		token = "its token is bound to no pod and states no credential id (an impersonated name, or a legacy Secret token, which anyone granted edit there can read)"
-	case pod.Annotations[runnerpod.CreatedWith] == "":
-		token = fmt.Sprintf("its token is bound to no pod, and the pod was created with no credential id in %s", runnerpod.CreatedWith)
-	default:
-		token = fmt.Sprintf("its token is bound to no pod and is not the one the pod was created with (%s): a token minted anew", runnerpod.CreatedWith)
-	}
-	return fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can impersonate, and %s: "+
-		"run the manager with its own pod's token (the default in a pod), or with one token for the whole job (kubectl create token), or as a ServiceAccount of a namespace of its own, "+
-		"or accept the risk with presets.%s.ownerInRunnerNamespace: true",
-		f.Requester, pod.Namespace, token, preset)
-}
-
-// ownerUnknown: the pod's creator was not recorded (it was created while
-// the injector was down, or before runnerguard was installed) and the
-// preset names no owner principals. The policy keeps created-by as it was
-// at CREATE, so no one can remove it from a pod to make its owner unknown.
-func ownerUnknown(pod *corev1.Pod, p runnerpod.Preset) bool {
-	_, recorded := pod.Annotations[runnerpod.CreatedBy]
-	return !recorded && len(p.OwnerPrincipals) == 0
-}
-
-// protectionLeft is how long the busy runner stays protected, when that
-// ends (runnerpod.ProtectionEnds: the marker's requeue counts the same) and
-// why; false when neither the cap nor a deadline is known.
-func protectionLeft(f Facts, d Decision) (time.Duration, time.Time, string, bool) {
-	end, ok := runnerpod.ProtectionEnds(f.Pod, d.Status, d.Runner.Preset)
-	if !ok {
-		return 0, time.Time{}, "", false
-	}
-	why := "preset cap " + duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration)
-	if dl, known := runnerpod.PodDeadline(f.Pod); known && dl.Equal(end) {
-		why = fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds)
-	}
-	return end.Sub(f.Now).Truncate(time.Second), end, why, true
-}
-
-// jobText names a job as its fleet does: its id, then what else the fleet
-// states of it, each quoted, since whoever may update the pod can write
-// the pod's job keys.
-func jobText(j *v1alpha1.Job) string {
-	if j == nil {
-		return ""
-	}
-	id := j.ID
-	if id == "" {
-		id = j.RequestID
-	}
-	var parts []string
-	if id != "" {
-		parts = append(parts, fmt.Sprintf("job %q", id))
-	}
-	for _, f := range []struct{ what, v string }{{"workflow run", j.Run}, {"name", j.Name}, {"project", j.Project}} {
-		if f.v != "" {
-			parts = append(parts, fmt.Sprintf("%s %q", f.what, f.v))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// busySince says since when the runner has run, and when its protection
-// ends, for a refusal's reader to plan a drain by: "" for what is unknown.
-func busySince(f Facts, d Decision) (since, ends string) {
-	if run := d.Status.Container; run != nil && run.State.Running != nil && !run.State.Running.StartedAt.IsZero() {
-		since = run.State.Running.StartedAt.UTC().Format(time.RFC3339)
-	}
-	if _, end, _, ok := protectionLeft(f, d); ok {
-		ends = end.UTC().Format(time.RFC3339)
-	}
-	return since, ends
-}
-
-// OverridePermission is what setting runnerpod.AllowDelete takes: the
-// chart's ValidatingAdmissionPolicy checks this verb on this resource in
-// the pod's namespace, which its <release>-override ClusterRole grants; a
-// reaper that sets the annotation without it meets a second refusal.
-const OverridePermission = `the verb "` + OverrideVerb + `" on ` + OverrideResource + "." + OverrideGroup
-
-// overrideRole names the chart's ClusterRole that grants it; the release's
-// name prefixes it, which the server is not told.
-const overrideRole = "the ClusterRole runnerguard-override in a default install"
-
-// busyMessage says what is running, for how long, that removing it loses
-// its job, and what a deliberate drain takes; in warn mode, that the
-// request was allowed and what enforce mode would have done instead.
-func busyMessage(f Facts, d Decision) string {
-	pod := f.Pod
-	var b strings.Builder
-	if f.Mode == config.ModeWarn {
-		b.WriteString("runnerguard (warn mode) allowed this; enforce mode would have refused it: ")
-	} else {
-		b.WriteString("runnerguard: ")
-	}
-	fmt.Fprintf(&b, "runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
-	ran, started := runnerpod.RunningFor(d.Status, f.Now)
-	if started {
-		since, _ := busySince(f, d)
-		fmt.Fprintf(&b, " has been running for %s (since %s)", duration.HumanDuration(ran), since)
-	} else {
-		b.WriteString(" is running")
-	}
-	switch f.Job {
-	case JobAssigned:
-		b.WriteString(" with a job assigned")
-	case JobUnreadable:
-		b.WriteString(" and its EphemeralRunner could not be read (or is not the pod's owner by UID), so it is taken to be busy")
-	default:
-		b.WriteString(" and is taken to be busy with a job")
-	}
-	if j := jobText(d.Job); j != "" {
-		fmt.Fprintf(&b, " (%s)", j)
-	}
-	if f.OwnerDeleting {
-		b.WriteString("; its EphemeralRunner is being deleted: ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends")
-	}
-	if f.Mode == config.ModeWarn {
-		b.WriteString("; removing the pod now loses that job")
-	} else {
-		b.WriteString("; removing the pod now would lose that job")
-	}
-	if f.Operation == Eviction && f.Mode != config.ModeWarn {
-		b.WriteString("; the eviction will succeed once the job ends")
-	}
-	if left, end, why, ok := protectionLeft(f, d); ok {
-		fmt.Fprintf(&b, "; its protection expires in %s (%s), at %s", duration.HumanDuration(left), why, end.UTC().Format(time.RFC3339))
-	}
-	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
-		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)
-	}
-	annotate := fmt.Sprintf("kubectl annotate pod -n %s %s %s=\"<reason>\"", pod.Namespace, pod.Name, runnerpod.AllowDelete)
-	if f.Mode == config.ModeWarn {
-		fmt.Fprintf(&b, "; enforce mode would wait for the job to end, unless someone granted %s in %s (%s) first ran: %s", OverridePermission, pod.Namespace, overrideRole, annotate)
-	} else {
-		fmt.Fprintf(&b, "; let the job finish, or, to drain it deliberately, have someone granted %s in %s (%s) first run: %s", OverridePermission, pod.Namespace, overrideRole, annotate)
-	}
-	return b.String()
+// allowed is d allowed by rule r, for the reason msg.
+func allowed(d Decision, r runnerpod.Rule, msg string) Decision {
+	d.Allowed, d.Rule, d.Message = true, r, msg
+	return d
 }

@@ -17,10 +17,6 @@ const (
 	Attach Operation = "attach"
 )
 
-// RuleOtherContainer: the connection targets a container of a runner pod
-// that is not a runner container.
-const RuleOtherContainer Rule = "not-runner-container"
-
 // DecideConnect judges an exec or attach into f.Pod's container (""
 // when the request names none). Into a runner container it is the
 // decision table of a delete: the job's owner (GitLab's manager runs every
@@ -33,14 +29,14 @@ const RuleOtherContainer Rule = "not-runner-container"
 func DecideConnect(f Facts, container string, cfg config.Config) Decision {
 	runner, ok := runnerpod.Match(f.Pod, cfg.Presets)
 	if !ok {
-		return Decision{Allowed: true, Rule: RuleNotRunnerPod, Message: "not a runner pod"}
+		return Decision{Allowed: true, Rule: runnerpod.RuleNotRunnerPod, Message: "not a runner pod"}
 	}
 	if !targetsRunner(f, container, runner.Containers) {
-		return Decision{Allowed: true, Rule: RuleOtherContainer, Runner: runner,
+		return Decision{Allowed: true, Rule: runnerpod.RuleOtherContainer, Runner: runner,
 			Message: fmt.Sprintf("container %q is not a runner container", container)}
 	}
 	d := Decide(f, cfg)
-	if d.Rule == RuleBusy {
+	if d.Rule == runnerpod.RuleBusy {
 		d.Message = connectBusyMessage(f, d)
 		if d.OwnerNotTaken != "" {
 			d.Message += "; " + d.OwnerNotTaken
@@ -60,13 +56,4 @@ func targetsRunner(f Facts, container string, runners []string) bool {
 		return true
 	}
 	return slices.Contains(runners, container)
-}
-
-// connectBusyMessage says what was refused and who may do it.
-func connectBusyMessage(f Facts, d Decision) string {
-	pod := f.Pod
-	return fmt.Sprintf("runnerguard: refused %s into runner container %q of pod %s/%s (%s): it is running and taken to be busy with a job, "+
-		"which a process started there can end; only the job's owner, a principal granted the verb \"override\" on runners.runnerguard.io "+
-		"in this namespace, or anyone once one has set %s on the pod may %s into it",
-		f.Operation, d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name, runnerpod.AllowDelete, f.Operation)
 }

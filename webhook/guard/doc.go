@@ -1,7 +1,16 @@
 // Package guard is the validating webhook that refuses to delete or evict a
-// pod whose runner is busy with a job. decide.go is the pure decision table
-// (docs/concepts has it in prose); handler.go gathers its facts from the
-// AdmissionReview and the API; confirm.go checks that a review names a real
-// pod before anything is written about it; response.go turns a decision
-// into the answer; cache.go is its metadata cache of runner pods.
+// pod whose runner is busy with a job, and to exec or attach into its
+// runner container. One room per review, one file each:
+// pod_webhook.go (Handler: pod deletes and evictions), connect_webhook.go
+// (ConnectHandler: exec and attach) and ephemeralrunner_webhook.go
+// (EphemeralRunnerHandler: EphemeralRunner deletes, noted, never refused).
+// decide.go is the pure decision table (docs/concepts has it in prose),
+// decide_connect.go its exec and attach form, jobowner.go the job-owner
+// rule; facts.go reads what the decisions need (Readers); text.go holds
+// every word a person reads (refusals, warnings, Events); response.go
+// turns a decision into the answer; forged.go checks that a review the
+// guard acts on was one the API server can have sent (a real pod, a
+// guarded namespace) before anything is written about it; effects.go and
+// after.go are what follows an answer; cache.go is the metadata cache of
+// runner pods.
 package guard

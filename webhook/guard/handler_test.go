@@ -159,7 +159,7 @@ func TestHandleDelete(t *testing.T) {
 				objs = append(objs, pod)
 			}
 			h, rec := newTestHandler(objs...)
-			resp := h.Handle(context.Background(), tc.req)
+			resp := serve(t, h, tc.req)
 			assert.Equal(t, tc.allowed, resp.Allowed)
 			assert.Equal(t, tc.code, resp.Result.Code)
 			assert.Contains(t, resp.Result.Message, tc.msg)
@@ -229,7 +229,7 @@ func TestHandleEviction(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h, rec := newTestHandler(tc.objs...)
-			resp := h.Handle(context.Background(), tc.req)
+			resp := serve(t, h, tc.req)
 			assert.Equal(t, tc.allowed, resp.Allowed)
 			assert.Equal(t, tc.code, resp.Result.Code)
 			assert.Contains(t, resp.Result.Message, tc.msg)
@@ -244,7 +244,7 @@ func TestHandleEviction(t *testing.T) {
 
 func deletionNote(t *testing.T, h *Handler, pod *corev1.Pod) *v1alpha1.DeletionNote {
 	t.Helper()
-	h.Notes.Wait() // written after the answer
+	h.Wait() // written after the answer
 	n := &v1alpha1.RunnerDeletion{}
 	err := h.Reader.Get(context.Background(), client.ObjectKey{Namespace: pod.Namespace, Name: string(pod.UID)}, n)
 	if apierrors.IsNotFound(err) {
@@ -258,10 +258,10 @@ func TestAnAllowedDeleteOfARunningRunnerNotesTheDeleter(t *testing.T) {
 	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
 	h, _ := newTestHandler(pod)
 	dry := deleteReq(t, pod, "alice", true, nil)
-	require.True(t, h.Handle(context.Background(), dry).Allowed)
+	require.True(t, serve(t, h, dry).Allowed)
 	assert.Nil(t, deletionNote(t, h, pod), "a dry run notes nothing")
 	for range 2 {
-		require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, ptr.To(int64(0)))).Allowed)
+		require.True(t, serve(t, h, deleteReq(t, pod, "alice", false, ptr.To(int64(0)))).Allowed)
 	}
 	n := deletionNote(t, h, pod)
 	require.NotNil(t, n)
@@ -273,7 +273,7 @@ func TestAnAllowedDeleteOfARunningRunnerNotesTheDeleter(t *testing.T) {
 func TestAnOverriddenEvictionIsNoted(t *testing.T) {
 	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "node upgrade").Obj()
 	h, _ := newTestHandler(pod)
-	require.True(t, h.Handle(context.Background(), evictionReq(t, "ci", "r", "drainer", nil)).Allowed)
+	require.True(t, serve(t, h, evictionReq(t, "ci", "r", "drainer", nil)).Allowed)
 	n := deletionNote(t, h, pod)
 	require.NotNil(t, n)
 	assert.Equal(t, "eviction", n.Operation)
@@ -285,7 +285,7 @@ func TestWarnModeAllowsABusyRunnersDeleteAndSaysSo(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{runnerpod.ModeLabel: "warn"}}}
 	h, rec := newTestHandler(pod, ns)
 	h.Namespaces = h.Reader
-	resp := h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
+	resp := serve(t, h, deleteReq(t, pod, reaper, false, nil))
 	require.True(t, resp.Allowed)
 	require.Len(t, resp.Warnings, 1)
 	assert.Contains(t, resp.Warnings[0], "runnerguard (warn mode) allowed this; enforce mode would have refused it: runner container")
@@ -296,13 +296,13 @@ func TestWarnModeAllowsABusyRunnersDeleteAndSaysSo(t *testing.T) {
 
 	ns.Labels[runnerpod.ModeLabel] = "enforce"
 	require.NoError(t, h.Writer.(client.Client).Update(context.Background(), ns))
-	assert.False(t, h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil)).Allowed, "the label takes effect at once")
+	assert.False(t, serve(t, h, deleteReq(t, pod, reaper, false, nil)).Allowed, "the label takes effect at once")
 }
 
 func TestADeleteOfAFinishedRunnerNotesNothing(t *testing.T) {
 	pod := podtest.Runner("ci", "r").Terminated("runner", 0, "Completed").Obj()
 	h, rec := newTestHandler(pod)
-	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "arc-controller", false, nil)).Allowed)
+	require.True(t, serve(t, h, deleteReq(t, pod, "arc-controller", false, nil)).Allowed)
 	assert.Nil(t, deletionNote(t, h, pod), "the watcher records the death; there is no deleter to name")
 	assert.Empty(t, drain(rec))
 }
@@ -317,7 +317,7 @@ func TestAReviewTheAPIServerDidNotSendWritesNothing(t *testing.T) {
 		deleteReq(t, forged, "mallory", false, nil), // an allowed override of a pod with another UID
 		deleteReq(t, ghost, "mallory", false, nil),  // a refusal of a pod that does not exist
 	} {
-		h.Handle(context.Background(), req)
+		serve(t, h, req)
 	}
 	assert.Empty(t, drain(rec), "no Event on a pod named by a forged review")
 	assert.Nil(t, deletionNote(t, h, forged))
@@ -331,7 +331,7 @@ func TestAnEvictionWhosePodCannotBeReadIsRetried(t *testing.T) {
 		},
 	}).Build()
 	h := NewHandler(configtest.Enforcing(), c, c, events.NewFakeRecorder(1))
-	resp := h.Handle(context.Background(), evictionReq(t, "ci", "r", reaper, nil))
+	resp := serve(t, h, evictionReq(t, "ci", "r", reaper, nil))
 	assert.False(t, resp.Allowed)
 	assert.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code, "a drain retries on 429 and gives up on 500")
 	assert.Contains(t, resp.Result.Message, "etcd is busy")
@@ -353,10 +353,10 @@ func TestAReviewsPodFoundInTheRunnerPodCacheIsConfirmedWithoutAGet(t *testing.T)
 	// The cache holds r (as the watcher's transform leaves it) but not r2,
 	// which it has not seen yet.
 	h.Pods = fake.NewClientBuilder().WithObjects(pod.DeepCopy()).Build()
-	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
+	require.True(t, serve(t, h, deleteReq(t, pod, "alice", false, nil)).Allowed)
 	assert.Equal(t, 0, gets, "confirmed in the cache")
 	assert.NotNil(t, deletionNote(t, h, pod))
-	require.True(t, h.Handle(context.Background(), deleteReq(t, other, "alice", false, nil)).Allowed)
+	require.True(t, serve(t, h, deleteReq(t, other, "alice", false, nil)).Allowed)
 	assert.Equal(t, 1, gets, "a pod the cache lacks is read from the API server")
 	assert.NotNil(t, deletionNote(t, h, other))
 	assert.Len(t, drain(rec), 2)
@@ -365,7 +365,7 @@ func TestAReviewsPodFoundInTheRunnerPodCacheIsConfirmedWithoutAGet(t *testing.T)
 	// API server too, and nothing is written.
 	forged := pod.DeepCopy()
 	forged.Name, forged.UID = "r", "forged-uid"
-	h.Handle(context.Background(), deleteReq(t, forged, "mallory", false, nil))
+	serve(t, h, deleteReq(t, forged, "mallory", false, nil))
 	assert.Equal(t, 2, gets)
 	assert.Nil(t, deletionNote(t, h, forged))
 	assert.Empty(t, drain(rec))
@@ -375,7 +375,7 @@ func TestAnUnlabelledRunnerPodWhoseDeleteGoesOnIsLabelledForTheWatcher(t *testin
 	// Created while the injector was down: no runner label yet.
 	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
 	h, _ := newTestHandler(pod)
-	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
+	require.True(t, serve(t, h, deleteReq(t, pod, "alice", false, nil)).Allowed)
 	got := &corev1.Pod{}
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel])
@@ -384,7 +384,7 @@ func TestAnUnlabelledRunnerPodWhoseDeleteGoesOnIsLabelledForTheWatcher(t *testin
 	// the pod): the watcher records that death only if it sees the pod.
 	oom := podtest.GitLab("ci", "oom").Terminated("build", 137, "OOMKilled").Obj()
 	h, _ = newTestHandler(oom)
-	require.True(t, h.Handle(context.Background(), deleteReq(t, oom, "manager", false, nil)).Allowed)
+	require.True(t, serve(t, h, deleteReq(t, oom, "manager", false, nil)).Allowed)
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(oom), got))
 	assert.Equal(t, "true", got.Labels[runnerpod.RunnerLabel])
 	assert.Nil(t, deletionNote(t, h, oom), "a dead runner's deletion names no deleter")
@@ -392,14 +392,14 @@ func TestAnUnlabelledRunnerPodWhoseDeleteGoesOnIsLabelledForTheWatcher(t *testin
 	// A dry run labels nothing.
 	dry := podtest.GitLab("ci", "dry").Terminated("build", 137, "OOMKilled").Obj()
 	h, _ = newTestHandler(dry)
-	require.True(t, h.Handle(context.Background(), deleteReq(t, dry, "manager", true, nil)).Allowed)
+	require.True(t, serve(t, h, deleteReq(t, dry, "manager", true, nil)).Allowed)
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(dry), got))
 	assert.NotContains(t, got.Labels, runnerpod.RunnerLabel)
 
 	// A refused delete leaves that to the labeler: the pod stays.
 	busy := podtest.Runner("ci", "busy").Running("runner").Obj()
 	h, _ = newTestHandler(busy)
-	require.False(t, h.Handle(context.Background(), deleteReq(t, busy, "reaper", false, nil)).Allowed)
+	require.False(t, serve(t, h, deleteReq(t, busy, "reaper", false, nil)).Allowed)
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(busy), got))
 	assert.NotContains(t, got.Labels, runnerpod.RunnerLabel)
 }
@@ -443,9 +443,9 @@ func TestAnEphemeralRunnersDeletionIsNotedOnceItShows(t *testing.T) {
 				objs = append(objs, tc.live)
 			}
 			h, rec := newTestHandler(objs...)
-			resp := h.Handle(context.Background(), ephemeralRunnerDeleteReq(t, before, reaper, tc.dryRun))
+			resp := serve(t, h, ephemeralRunnerDeleteReq(t, before, reaper, tc.dryRun))
 			assert.True(t, resp.Allowed, "an EphemeralRunner's deletion is never refused")
-			h.Notes.Wait()
+			h.Wait()
 			n := &v1alpha1.RunnerDeletion{}
 			err := h.Reader.Get(context.Background(), client.ObjectKey{Namespace: "ci", Name: "er-r"}, n)
 			if !tc.noted {
@@ -469,7 +469,7 @@ func TestARCsDeleteOfARunnerWhoseJobIsOverPassesAndNamesWhoStartedIt(t *testing.
 	// RemoveRunner. The job id stays in the status: ARC never clears it.
 	er := deletingEphemeralRunner(map[string]any{"jobRequestId": int64(7)}, "ephemeralrunner.actions.github.com/finalizer")
 	h, rec := newTestHandler(pod, er, erNote)
-	resp := h.Handle(context.Background(), deleteReq(t, pod, arc, false, nil))
+	resp := serve(t, h, deleteReq(t, pod, arc, false, nil))
 	require.True(t, resp.Allowed, resp.Result.Message)
 	assert.Empty(t, drain(rec), "ARC at its normal work gets no Event")
 	n := deletionNote(t, h, pod)
@@ -491,7 +491,7 @@ func TestARCsRemovalOfAnIdleRunnerIsNotedIdle(t *testing.T) {
 		Deletion: v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: "system:serviceaccount:arc-systems:arc-listener", Operation: "delete"}}
 	er := deletingEphemeralRunner(map[string]any{"phase": "Running"}, "ephemeralrunner.actions.github.com/finalizer")
 	h, rec := newTestHandler(pod, er, erNote)
-	resp := h.Handle(context.Background(), deleteReq(t, pod, arc, false, nil))
+	resp := serve(t, h, deleteReq(t, pod, arc, false, nil))
 	require.True(t, resp.Allowed, resp.Result.Message)
 	assert.Empty(t, drain(rec))
 	n := deletionNote(t, h, pod)
@@ -508,7 +508,7 @@ func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvise
 	// The service refused RemoveRunner (JobStillRunning): the finalizer stays.
 	er := deletingEphemeralRunner(map[string]any{"jobRequestId": int64(7)}, "ephemeralrunner.actions.github.com/finalizer", runnerpod.ARCRegistrationFinalizer)
 	h, rec := newTestHandler(pod, er, erNote)
-	resp := h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
+	resp := serve(t, h, deleteReq(t, pod, reaper, false, nil))
 	require.False(t, resp.Allowed)
 	assert.Contains(t, resp.Result.Message, "its EphemeralRunner is being deleted")
 	got := drain(rec)
@@ -520,7 +520,7 @@ func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvise
 func TestAnUnknownOwnersDeleteIsAllowedWithAWarningEventAndNoted(t *testing.T) {
 	pod := podtest.GitLab("ci", "g").Running("build").Obj()
 	h, rec := newTestHandler(pod)
-	resp := h.Handle(context.Background(), deleteReq(t, pod, "system:serviceaccount:gitlab:runner", false, nil))
+	resp := serve(t, h, deleteReq(t, pod, "system:serviceaccount:gitlab:runner", false, nil))
 	require.True(t, resp.Allowed)
 	got := drain(rec)
 	require.Len(t, got, 1)
@@ -555,7 +555,7 @@ func TestTheRunnersBoundPodDecidesItsWorkflowPodsOwnership(t *testing.T) {
 			h, rec := newTestHandler(pod)
 			req := deleteReq(t, pod, runner, false, nil)
 			req.UserInfo.Extra = tc.extra
-			resp := h.Handle(context.Background(), req)
+			resp := serve(t, h, req)
 			require.Equal(t, tc.allowed, resp.Allowed, resp.Result.Message)
 			if tc.allowed {
 				assert.Empty(t, drain(rec))
@@ -600,7 +600,7 @@ func TestTheManagersOwnPodTokenEndsItsJobAndABuildPodsDoesNot(t *testing.T) {
 			}
 			req := deleteReq(t, pod, manager, false, nil)
 			req.UserInfo.Extra = map[string]authenticationv1.ExtraValue{serviceaccount.PodNameKey: {tc.bound}}
-			resp := h.Handle(context.Background(), req)
+			resp := serve(t, h, req)
 			require.Equal(t, tc.allowed, resp.Allowed, resp.Result.Message)
 		})
 	}
@@ -612,7 +612,7 @@ func TestWarnModeTellsTheOperatorTheManagerWouldBeRefused(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{runnerpod.ModeLabel: "warn"}}}
 	h, rec := newTestHandler(pod, ns)
 	h.Namespaces = h.Reader
-	resp := h.Handle(context.Background(), deleteReq(t, pod, manager, false, nil))
+	resp := serve(t, h, deleteReq(t, pod, manager, false, nil))
 	require.True(t, resp.Allowed)
 	require.Len(t, resp.Warnings, 1)
 	assert.Contains(t, resp.Warnings[0], "presets.gitlab.ownerInRunnerNamespace: true")
@@ -627,7 +627,6 @@ func TestWarnModeTellsTheOperatorTheManagerWouldBeRefused(t *testing.T) {
 func TestARefusalIsAnsweredBeforeItsPodIsConfirmedAndItsEventWritten(t *testing.T) {
 	pod := podtest.Runner("ci", "busy").Running("runner").Obj()
 	h, rec := newTestHandler(pod)
-	h.AnswerFirst()
 	release := make(chan struct{})
 	h.Reader = interceptor.NewClient(h.Reader.(client.WithWatch), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -652,11 +651,11 @@ func TestARefusalIsAnsweredBeforeItsPodIsConfirmedAndItsEventWritten(t *testing.
 }
 
 // An admitted deletion of an unlabelled runner pod labels it before the
-// answer even when answering first: the watcher must see it before it goes.
-func TestAnUnlabelledRunnerPodIsLabelledBeforeTheAnswerEvenAnsweringFirst(t *testing.T) {
+// answer (the named exception, labelBeforeAnswer): the watcher must see it
+// before it goes.
+func TestAnUnlabelledRunnerPodIsLabelledBeforeTheAnswer(t *testing.T) {
 	pod := podtest.Runner("ci", "r").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
 	h, _ := newTestHandler(pod)
-	h.AnswerFirst()
 	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
 	got := &corev1.Pod{}
 	require.NoError(t, h.Reader.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
@@ -669,7 +668,6 @@ func TestAnUnlabelledRunnerPodIsLabelledBeforeTheAnswerEvenAnsweringFirst(t *tes
 func TestAnAllowedDeletionIsNotedThoughItsPodIsTerminatingByTheTimeTheWorkAfterTheAnswerRuns(t *testing.T) {
 	pod := podtest.Runner("ci", "r").Running("runner").Label(runnerpod.RunnerLabel, "true").Annotate(runnerpod.AllowDelete, "drain").Obj()
 	h, _ := newTestHandler(pod)
-	h.AnswerFirst()
 	var answered atomic.Bool
 	h.Pods = interceptor.NewClient(fake.NewClientBuilder().WithObjects(pod.DeepCopy()).Build(), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -778,7 +776,7 @@ func TestTheCreatorsOwnCredentialEndsItsJobAndAMintedOneIsRefused(t *testing.T) 
 			}
 			counted := ownersNotTaken.WithLabelValues(string(runnerpod.GitLab), string(Delete), "deny")
 			before := testutil.ToFloat64(counted)
-			resp := h.Handle(context.Background(), req)
+			resp := serve(t, h, req)
 			require.Equal(t, tc.allowed, resp.Allowed, resp.Result.Message)
 			if tc.allowed {
 				assert.Empty(t, drain(rec))
@@ -799,7 +797,7 @@ func TestAnEvictionPastItsNodesDrainDeadlineIsNotedWithWhoSetIt(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-7", Annotations: map[string]string{
 		runnerpod.DrainDeadline: podtest.Start.Add(time.Minute).Format(time.RFC3339), runnerpod.DrainDeadlineBy: "alice"}}}
 	h, rec := newTestHandler(pod, node)
-	resp := h.Handle(context.Background(), evictionReq(t, "ci", "r", "system:serviceaccount:kube-system:upgrader", nil))
+	resp := serve(t, h, evictionReq(t, "ci", "r", "system:serviceaccount:kube-system:upgrader", nil))
 	require.True(t, resp.Allowed, resp.Result.Message)
 	assert.Equal(t, []string{"runnerguard: deleting a busy runner pod (allowed by node node-7's runnerguard.io/drain-deadline 2026-11-01T12:01:00Z, set by alice)"}, resp.Warnings)
 	n := deletionNote(t, h, pod)
@@ -811,7 +809,7 @@ func TestAnEvictionPastItsNodesDrainDeadlineIsNotedWithWhoSetIt(t *testing.T) {
 
 	// Before the deadline the same eviction waits.
 	h.Now = func() time.Time { return podtest.Start }
-	resp = h.Handle(context.Background(), evictionReq(t, "ci", "r", "system:serviceaccount:kube-system:upgrader", nil))
+	resp = serve(t, h, evictionReq(t, "ci", "r", "system:serviceaccount:kube-system:upgrader", nil))
 	assert.False(t, resp.Allowed)
 	assert.Equal(t, int32(429), resp.Result.Code)
 }
@@ -833,5 +831,5 @@ func TestTheGuardAnswersInTheModeOfTheRegistrationThatCalled(t *testing.T) {
 		assert.Equal(t, tc.allowed, resp.Allowed, "called by the %s registration", tc.mode)
 	}
 	assert.Equal(t, "/validate-runner-pod/warn", ModePath(config.ModeWarn))
-	assert.False(t, h.Handle(context.Background(), deleteReq(t, pod, reaper, false, nil)).Allowed, "the legacy path reads the label")
+	assert.False(t, serve(t, h, deleteReq(t, pod, reaper, false, nil)).Allowed, "the legacy path reads the label")
 }

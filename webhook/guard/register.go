@@ -41,10 +41,6 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		h.Pods = mgr.GetClient()
 		// A note waits for the deletion it tells of.
 		h.NotesAfterDeletion = true
-		// The notes in flight are written before the replica exits.
-		if err := mgr.Add(h.Notes); err != nil {
-			return err
-		}
 		h.Refusals = refusal.NewWriter(mgr.GetAPIReader(), mgr.GetClient())
 		if err := mgr.Add(h.Refusals); err != nil {
 			return err
@@ -52,17 +48,17 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}
-	// Nothing but the decision on the answer's path; what follows the
-	// answers is finished before the replica exits.
-	h.AnswerFirst()
+	// What follows the answers (after.go), the notes among it, is
+	// finished before the replica exits.
 	if err := mgr.Add(h.after); err != nil {
 		return err
 	}
 	mgr.GetWebhookServer().Register(Path, h.Served())
 	for _, mode := range []config.Mode{config.ModeEnforce, config.ModeWarn} {
 		mgr.GetWebhookServer().Register(ModePath(mode), h.ServedIn(mode))
-		mgr.GetWebhookServer().Register(ConnectModePath(mode), &admission.Webhook{Handler: h.ConnectIn(mode)})
+		mgr.GetWebhookServer().Register(ConnectModePath(mode), h.after.Serve(&admission.Webhook{Handler: h.ConnectIn(mode)}))
 	}
-	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: h.Connect()})
+	mgr.GetWebhookServer().Register(ConnectPath, h.after.Serve(&admission.Webhook{Handler: h.Connect()}))
+	mgr.GetWebhookServer().Register(EphemeralRunnerPath, h.after.Serve(&admission.Webhook{Handler: h.EphemeralRunners()}))
 	return nil
 }

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"net/http"
-	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,15 +17,8 @@ import (
 func response(op Operation, d Decision) admission.Response {
 	if d.Allowed {
 		r := admission.Allowed(d.Message)
-		switch d.Rule {
-		case RuleOverride:
-			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
-		case RuleProtectionExpired:
-			r = r.WithWarnings("runnerguard: " + d.Message)
-		case RuleNodeDrain:
-			r = r.WithWarnings("runnerguard: deleting a busy runner pod (" + d.Message + ")")
-		case RuleBusy:
-			r = r.WithWarnings(d.Message)
+		if w := warning(d); w != "" {
+			r = r.WithWarnings(w)
 		}
 		return r
 	}
@@ -34,27 +26,6 @@ func response(op Operation, d Decision) admission.Response {
 		return refuse(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, d.Message)
 	}
 	return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, d.Message)
-}
-
-// refusalPlan is what a refusal's Event adds for an operator planning the
-// drain: since when the runner has run, the job it runs where the fleet
-// names one, and when its protection ends; all of it from what Decide read.
-func refusalPlan(f Facts, d Decision) string {
-	since, ends := busySince(f, d)
-	var parts []string
-	if since != "" {
-		parts = append(parts, "running since "+since)
-	}
-	if j := jobText(d.Job); j != "" {
-		parts = append(parts, j)
-	}
-	if ends != "" {
-		parts = append(parts, "protection ends at "+ends)
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(parts, "; ") + ")"
 }
 
 func refuse(code int32, reason metav1.StatusReason, msg string) admission.Response {

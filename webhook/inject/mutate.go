@@ -127,19 +127,7 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 	}
 
 	annotate(pod, runner.Preset.Name, facts, cfg.Inject.PodAnnotations)
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if !slices.Contains(runner.Containers, c.Name) {
-			continue
-		}
-		addEnv(c, runner.Preset.DiagnosticEnv)
-		// The API server defaults the policy to File, so File is taken as
-		// "left to the default"; an author who chose FallbackToLogsOnError
-		// already has it. The path is kept either way.
-		if cfg.Inject.TerminationMessagePolicy && (c.TerminationMessagePolicy == "" || c.TerminationMessagePolicy == corev1.TerminationMessageReadFile) {
-			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-		}
-	}
+	prepareRunners(pod, runner, cfg)
 
 	if !cfg.Inject.Vitals.Enabled {
 		return out
@@ -198,6 +186,25 @@ func addEnv(c *corev1.Container, env []corev1.EnvVar) {
 	for _, e := range env {
 		if !slices.ContainsFunc(c.Env, func(have corev1.EnvVar) bool { return have.Name == e.Name }) {
 			c.Env = append(c.Env, *e.DeepCopy())
+		}
+	}
+}
+
+// prepareRunners gives each runner container the preset's diagnostic
+// environment and, where configured, the termination message policy that
+// keeps the last log lines.
+func prepareRunners(pod *corev1.Pod, runner runnerpod.Runner, cfg config.Config) {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if !slices.Contains(runner.Containers, c.Name) {
+			continue
+		}
+		addEnv(c, runner.Preset.DiagnosticEnv)
+		// The API server defaults the policy to File, so File is taken as
+		// "left to the default"; an author who chose FallbackToLogsOnError
+		// already has it. The path is kept either way.
+		if cfg.Inject.TerminationMessagePolicy && (c.TerminationMessagePolicy == "" || c.TerminationMessagePolicy == corev1.TerminationMessageReadFile) {
+			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 		}
 	}
 }

@@ -54,9 +54,9 @@ func TestDeleteMatchConditionsAgreeWithDecide(t *testing.T) {
 	}
 	// Rules the API server answers: Decide must never reach the webhook for
 	// them.
-	atServer := map[guard.Rule]bool{
-		guard.RuleTerminating: true, guard.RulePodFinished: true, guard.RuleNotStarted: true,
-		guard.RuleRunnerTerminated: true, guard.RuleExempt: true,
+	atServer := map[runnerpod.Rule]bool{
+		runnerpod.RuleTerminating: true, runnerpod.RulePodFinished: true, runnerpod.RuleNotStarted: true,
+		runnerpod.RuleRunnerTerminated: true, runnerpod.RuleExempt: true,
 	}
 	now := podtest.Start.Add(41 * time.Minute)
 	builders := map[string]func() *podtest.Wrapper{

@@ -11,12 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -24,22 +22,31 @@ import (
 // exec and attach; the chart's ValidatingWebhookConfiguration names it.
 const ConnectPath = "/validate-runner-connect"
 
-// connectHandler judges CONNECT reviews of pods/exec and pods/attach with
-// the Handler's readers, config and clock. It writes no note, Event or
-// metric (a review anyone on the pod network can post must not change a
-// record); a refusal is said to the caller, logged, and kept on the pod
-// (Refusals), which names who was refused and nothing the guard decides by.
-type connectHandler struct{ h *Handler }
+// ConnectHandler is the room of exec and attach: it judges CONNECT
+// reviews of pods/exec and pods/attach (DecideConnect) with the pod
+// guard's readers. It writes nothing: no note, Event or metric (a review
+// anyone on the pod network can post must not change a record); a refusal
+// is said to the caller and logged.
+type ConnectHandler struct {
+	Readers
+	// refused keeps a refusal on the pod after the answer
+	// (Handler.keepConnectRefusal); nil keeps none.
+	refused func(ctx context.Context, f Facts, d Decision)
+}
 
-// Connect returns the admission handler of exec and attach reviews.
-func (h *Handler) Connect() admission.Handler { return connectHandler{h} }
+// Connect returns the handler of exec and attach reviews, reading as h
+// does.
+func (h *Handler) Connect() ConnectHandler { return ConnectHandler{h.Readers, h.keepConnectRefusal} }
 
-// ConnectIn is Connect for the registration of mode's namespaces: as for
-// deletes (ServedIn), the API server chose the mode, so the guard answers
-// exec and attach in it.
-func (h *Handler) ConnectIn(mode config.Mode) admission.Handler {
+// ConnectIn is Connect for the registration of mode's namespaces.
+func (h *Handler) ConnectIn(mode config.Mode) admission.Handler { return h.Connect().In(mode) }
+
+// In is c for the registration of mode's namespaces: as for deletes
+// (ServedIn), the API server chose the mode, so the guard answers exec and
+// attach in it.
+func (c ConnectHandler) In(mode config.Mode) admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		return connectHandler{h}.Handle(context.WithValue(ctx, modeKey{}, mode), req)
+		return c.Handle(context.WithValue(ctx, modeKey{}, mode), req)
 	})
 }
 
@@ -49,8 +56,8 @@ func ConnectModePath(mode config.Mode) string { return ConnectPath + "/" + strin
 var connectOperations = map[string]Operation{"exec": Exec, "attach": Attach}
 
 // Handle judges one review.
-func (c connectHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	h := c.h
+func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	h := c.Readers
 	op, ok := connectOperations[req.SubResource]
 	if req.Operation != admissionv1.Connect || !ok {
 		return admission.Allowed("runnerguard judges only exec and attach here")
@@ -77,24 +84,20 @@ func (c connectHandler) Handle(ctx context.Context, req admission.Request) admis
 		logf.FromContext(ctx).Error(err, "refused for now: cannot read the pod", "operation", op)
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("runnerguard: cannot read pod %s/%s to judge the %s: %w", req.Namespace, req.Name, op, err))
 	}
-	f := Facts{Pod: pod, Operation: op, Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now(), Mode: h.mode(ctx, pod.Namespace), confirmed: true,
+	f := Facts{Pod: pod, Operation: op, Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now(), Mode: h.mode(ctx, pod.Namespace),
 		LookupJob: h.lookupJob(ctx, pod), RequesterPodRunsJob: h.runsJob(ctx, pod.Namespace, boundPod(req))}
 	d := DecideConnect(f, opts.Container, h.Config)
 	log := logf.FromContext(ctx).WithValues("operation", op, "rule", d.Rule, "requester", f.Requester, "pod", pod.Namespace+"/"+pod.Name, "container", opts.Container)
 	switch {
-	case !d.Allowed || d.Warned || d.Rule == RuleOverride || d.Rule == RuleProtectionExpired:
+	case !d.Allowed || d.Warned || d.Rule == runnerpod.RuleOverride || d.Rule == runnerpod.RuleProtectionExpired:
 		log.Info("decided", "allowed", d.Allowed, "reason", d.Message, "preset", d.Runner.Preset.Name, "overrideReason", d.Override)
 	default:
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message)
 	}
 	if !d.Allowed {
-		// A connect review names no UID: the refused pod is the one just
-		// read by name from the API server, in a namespace it sends reviews of.
-		h.after.later(ctx, func(ctx context.Context) {
-			if h.unsent(ctx, f) == "" {
-				h.Refusals.Note(ctx, client.ObjectKeyFromObject(pod), pod.UID, refusal.One{By: f.Requester, Verb: string(op), Rule: string(d.Rule), At: f.Now, Version: pod.ResourceVersion})
-			}
-		})
+		if c.refused != nil {
+			c.refused(ctx, f, d)
+		}
 		return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, d.Message)
 	}
 	r := admission.Allowed(d.Message)

@@ -6,10 +6,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -25,6 +24,44 @@ import (
 // itself. The guard notes who asked for the EphemeralRunner to go, so the
 // pod's deletion, requested by ARC, names who started it. It never refuses
 // one: the deletion ends no job by itself.
+
+// EphemeralRunnerPath is where the webhook server serves the reviews of
+// EphemeralRunner deletes. (The pod guard's paths hand such a review here
+// too, for a registration that names them.)
+const EphemeralRunnerPath = "/note-ephemeralrunner-delete"
+
+// EphemeralRunnerHandler is the room of EphemeralRunner deletes: it allows
+// each and notes who asked (ephemeralRunnerDeleted), never refusing one.
+type EphemeralRunnerHandler struct {
+	// Reader reads the EphemeralRunner, uncached, for its deletion to show.
+	Reader client.Reader
+	// Notes writes the notes; nil: nothing is noted (no pod watcher reads
+	// them).
+	Notes *deletion.Notes
+	Now   func() time.Time
+	// after runs the note once the answer is sent (the pod guard's pool,
+	// after.go).
+	after *afterAnswer
+}
+
+// EphemeralRunners returns the handler of EphemeralRunner deletes, reading
+// and noting as h does.
+func (h *Handler) EphemeralRunners() EphemeralRunnerHandler {
+	e := EphemeralRunnerHandler{Reader: h.Reader, Now: h.Now, after: h.after}
+	if h.Writer != nil {
+		e.Notes = h.Notes
+	}
+	return e
+}
+
+// Handle allows an EphemeralRunner's deletion and notes it
+// (ephemeralRunnerDeleted); any other review is allowed untouched.
+func (e EphemeralRunnerHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if !isEphemeralRunnerDelete(req) {
+		return admission.Allowed("runnerguard notes only EphemeralRunner deletes here")
+	}
+	return e.ephemeralRunnerDeleted(ctx, req)
+}
 
 // isEphemeralRunnerDelete reports whether req deletes an EphemeralRunner.
 func isEphemeralRunnerDelete(req admission.Request) bool {
@@ -40,14 +77,14 @@ const ownerNoteWait = 5 * time.Second
 // a repeat, notes its requester once the EphemeralRunner shows it is being
 // deleted: a review the API server did not send names an EphemeralRunner
 // that is not being deleted, and writes nothing.
-func (h *Handler) ephemeralRunnerDeleted(ctx context.Context, req admission.Request) admission.Response {
+func (h EphemeralRunnerHandler) ephemeralRunnerDeleted(ctx context.Context, req admission.Request) admission.Response {
 	allowed := admission.Allowed("runnerguard notes who deleted the EphemeralRunner")
 	er := &metav1.PartialObjectMetadata{}
 	if len(req.OldObject.Raw) == 0 || json.Unmarshal(req.OldObject.Raw, er) != nil || er.UID == "" {
 		return allowed
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	if dryRun || er.DeletionTimestamp != nil || h.Writer == nil || h.Notes == nil {
+	if dryRun || er.DeletionTimestamp != nil || h.Notes == nil {
 		return allowed
 	}
 	n := &v1alpha1.RunnerDeletion{
@@ -57,7 +94,11 @@ func (h *Handler) ephemeralRunnerDeleted(ctx context.Context, req admission.Requ
 			Requester: req.UserInfo.Username, Operation: string(Delete), Time: metav1.NewTime(h.Now()),
 		},
 	}
-	h.Notes.WriteWhen(ctx, n, func(ctx context.Context) bool { return h.ephemeralRunnerDeleting(ctx, er) })
+	// The note follows the answer, as the pod guard's effects do: the
+	// EphemeralRunner's deletion shows only once it is answered.
+	h.after.later(ctx, func(ctx context.Context) {
+		h.Notes.Write(ctx, n, func(ctx context.Context) bool { return h.ephemeralRunnerDeleting(ctx, er) })
+	})
 	logf.FromContext(ctx).V(1).Info("EphemeralRunner deletion reviewed", "ephemeralRunner", er.Namespace+"/"+er.Name, "requester", req.UserInfo.Username)
 	return allowed
 }
@@ -66,12 +107,12 @@ func (h *Handler) ephemeralRunnerDeleted(ctx context.Context, req admission.Requ
 // deletion under way with its UID: the API server marks it just after the
 // guard answered. An EphemeralRunner without finalizers is gone at once,
 // and then there is no pod of it for ARC to delete later.
-func (h *Handler) ephemeralRunnerDeleting(ctx context.Context, er *metav1.PartialObjectMetadata) bool {
+func (h EphemeralRunnerHandler) ephemeralRunnerDeleting(ctx context.Context, er *metav1.PartialObjectMetadata) bool {
 	ctx, cancel := context.WithTimeout(ctx, ownerNoteWait)
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
 		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(ephemeralRunnerGVK)
+		live.SetGroupVersionKind(fleet.EphemeralRunnerGVK)
 		if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: er.Namespace, Name: er.Name}, live); err != nil {
 			if apierrors.IsNotFound(err) {
 				return false, err
@@ -81,34 +122,4 @@ func (h *Handler) ephemeralRunnerDeleting(ctx context.Context, er *metav1.Partia
 		return live.UID == er.UID && live.DeletionTimestamp != nil, nil
 	})
 	return err == nil
-}
-
-// ownerDeleter is who asked for the deletion of the pod's EphemeralRunner,
-// as the guard noted it; "" when no note says. Read only when the
-// EphemeralRunner is being deleted and the guard refuses the pod's delete
-// or notes it: the note was written when the EphemeralRunner's deletion
-// began, well before ARC could act on it.
-func (h *Handler) ownerDeleter(ctx context.Context, pod *corev1.Pod) string {
-	ref := runnerpod.EphemeralRunnerRef(pod)
-	n := &v1alpha1.RunnerDeletion{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: string(ref.UID)}, n); err != nil {
-		logf.FromContext(ctx).V(1).Info("no note of the EphemeralRunner's deletion", "ephemeralRunner", ref.Name, "error", err.Error())
-		return ""
-	}
-	// The note is named after the UID, which the pod's owner reference
-	// fixes; a note of another kind under that name says nothing of it.
-	if n.Deletion.Kind != runnerpod.EphemeralRunnerKind || n.Deletion.UID != string(ref.UID) {
-		return ""
-	}
-	return n.Deletion.Requester
-}
-
-var ephemeralRunnerGVK = schema.GroupVersionKind{Group: runnerpod.ARCScaleSetGroup, Version: "v1alpha1", Kind: runnerpod.EphemeralRunnerKind}
-
-// requestedBy is ", requested by who" when who is known.
-func requestedBy(who string) string {
-	if who == "" {
-		return ""
-	}
-	return ", requested by " + who
 }

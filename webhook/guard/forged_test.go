@@ -35,11 +35,11 @@ func TestAReviewTheAPIServerCannotHaveSentWritesNothing(t *testing.T) {
 			h, rec := newTestHandler(pod, busy, tc.ns)
 			h.Namespaces = h.Reader
 			h.Selected = labels.SelectorFromSet(selected)
-			allowed := decisions.WithLabelValues("delete", "allow", string(RuleOverride), "user")
-			denied := decisions.WithLabelValues("delete", "deny", string(RuleBusy), "user")
+			allowed := decisions.WithLabelValues("delete", "allow", string(runnerpod.RuleOverride), "user")
+			denied := decisions.WithLabelValues("delete", "deny", string(runnerpod.RuleBusy), "user")
 			before := testutil.ToFloat64(allowed) + testutil.ToFloat64(denied)
-			assert.True(t, h.Handle(context.Background(), deleteReq(t, pod, tc.requester, false, nil)).Allowed, "the answer is the decision's")
-			assert.False(t, h.Handle(context.Background(), deleteReq(t, busy, tc.requester, false, nil)).Allowed)
+			assert.True(t, serve(t, h, deleteReq(t, pod, tc.requester, false, nil)).Allowed, "the answer is the decision's")
+			assert.False(t, serve(t, h, deleteReq(t, busy, tc.requester, false, nil)).Allowed)
 			assert.Nil(t, deletionNote(t, h, pod), "no note")
 			assert.Empty(t, drain(rec), "no Event")
 			got := &corev1.Pod{}
@@ -58,7 +58,7 @@ func TestAReviewOfAPodAlreadyTerminatingWritesNothing(t *testing.T) {
 	terminating.DeletionTimestamp = &metav1.Time{Time: podtest.Start}
 	h.Pods = fake.NewClientBuilder().WithObjects(terminating).Build()
 	// The forged review brings the pod as it was before its deletion.
-	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "mallory", false, nil)).Allowed)
+	require.True(t, serve(t, h, deleteReq(t, pod, "mallory", false, nil)).Allowed)
 	assert.Nil(t, deletionNote(t, h, pod))
 	assert.Empty(t, drain(rec))
 }

@@ -1,0 +1,66 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+func ephemeralRunner(uid string, status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetGroupVersionKind(EphemeralRunnerGVK)
+	u.SetNamespace("ci")
+	u.SetName("r")
+	u.SetUID(types.UID(uid))
+	return u
+}
+
+func TestReadEphemeralRunner(t *testing.T) {
+	busy := map[string]any{"jobRequestId": int64(7), "jobDisplayName": "build"}
+	cases := []struct {
+		name     string
+		er       *unstructured.Unstructured
+		noOwner  bool
+		want     EphemeralRunner
+		wantErr  bool
+		notOwner bool
+	}{
+		{name: "a pod no EphemeralRunner owns is not read", noOwner: true, want: EphemeralRunner{Signal: runnerpod.JobNotRead}},
+		{name: "an EphemeralRunner with a job says so and names it", er: ephemeralRunner("er-r", busy),
+			want: EphemeralRunner{Signal: runnerpod.JobAssigned, Job: &v1alpha1.Job{RequestID: "7", Name: "build", Source: "EphemeralRunner/r"}}},
+		{name: "an EphemeralRunner that never had a job is idle", er: ephemeralRunner("er-r", nil), want: EphemeralRunner{Signal: runnerpod.JobNone}},
+		{name: "a missing EphemeralRunner is unreadable, so busy", wantErr: true, want: EphemeralRunner{Signal: runnerpod.JobUnreadable}},
+		{name: "an EphemeralRunner of that name with another UID says nothing of the pod's job", er: ephemeralRunner("other", busy),
+			wantErr: true, notOwner: true, want: EphemeralRunner{Signal: runnerpod.JobUnreadable}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fake.NewClientBuilder()
+			if tc.er != nil {
+				b = b.WithObjects(tc.er)
+			}
+			pod := podtest.ARCScaleSet("ci", "r").Running("runner").Obj()
+			if tc.noOwner {
+				pod.OwnerReferences = nil
+			}
+			got, err := ReadEphemeralRunner(context.Background(), b.Build(), pod)
+			assert.Equal(t, tc.want, got)
+			if !tc.wantErr {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, tc.notOwner, errors.Is(err, ErrNotOwner))
+		})
+	}
+}

@@ -1,0 +1,129 @@
+package guard
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Readers are what every review's handler reads its facts with: the
+// configuration, the API, the caches and the clock.
+type Readers struct {
+	Config config.Config
+	// Reader reads pods for evictions and exec, EphemeralRunners for ARC's
+	// job signal, and nodes, uncached: all are rare, and a stale pod would
+	// misjudge.
+	Reader client.Reader
+	// Namespaces reads a namespace's labels (for its mode) from the
+	// manager's cache; nil: every namespace has the configured mode.
+	Namespaces client.Reader
+	// Pods reads the runner pods' metadata from the cache every replica
+	// keeps when the watcher runs; nil without one. A review whose pod is
+	// there with the review's UID is confirmed without a GET.
+	Pods client.Reader
+	Now  func() time.Time
+}
+
+// runsJob reports whether the pod named in ns is a runner pod, when
+// Decide asks. A labelled runner pod is in the runner pods' cache; a pod
+// the cache does not hold (a fleet manager's) runs no job, and reading it
+// from the API server would cost every GitLab job's end a request. Without
+// that cache (no pod watcher) the pod is read and matched. Unreadable, or
+// gone (the API server authenticated the token only if its pod existed),
+// is taken to run a job: the requester is then no owner.
+func (h Readers) runsJob(ctx context.Context, ns, name string) func() bool {
+	return func() bool {
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		if h.Pods != nil {
+			err := h.Pods.Get(ctx, key, runnerpod.Meta())
+			return !apierrors.IsNotFound(err)
+		}
+		pod := &corev1.Pod{}
+		if err := h.Reader.Get(ctx, key, pod); err != nil {
+			return true
+		}
+		_, runs := runnerpod.Match(pod, h.Config.Presets)
+		return runs
+	}
+}
+
+// boundPod is the pod the requester's ServiceAccount token is bound to, as
+// the API server's authenticator put it in the request's user extras; ""
+// unless it names exactly one.
+func boundPod(req admission.Request) string {
+	if v := req.UserInfo.Extra[serviceaccount.PodNameKey]; len(v) == 1 {
+		return v[0]
+	}
+	return ""
+}
+
+// lookupNode reads the pod's node when Decide asks for it (a busy
+// runner's review only): uncached, since a drain deadline set a moment ago
+// must count. A node that cannot be read states no deadline.
+func (h Readers) lookupNode(ctx context.Context, name string) func() *corev1.Node {
+	return func() *corev1.Node {
+		if name == "" {
+			return nil
+		}
+		node := &corev1.Node{}
+		if err := h.Reader.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+			logf.FromContext(ctx).Info("cannot read the pod's node for its drain deadline", "node", name, "error", err.Error())
+			return nil
+		}
+		return node
+	}
+}
+
+// lookupJob reads the pod's EphemeralRunner when Decide asks for it.
+func (h Readers) lookupJob(ctx context.Context, pod *corev1.Pod) func() JobRecord {
+	return func() JobRecord {
+		if runnerpod.EphemeralRunnerOwner(pod) == "" {
+			return JobRecord{Signal: JobNotRead} // no EphemeralRunner to read: taken to be busy
+		}
+		return h.jobSignal(ctx, pod)
+	}
+}
+
+// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod and
+// judges it (fleet.ReadEphemeralRunner); the job it names comes from the
+// same read. Unreadable means busy.
+func (h Readers) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
+	er, err := fleet.ReadEphemeralRunner(ctx, h.Reader, pod)
+	if err != nil {
+		logf.FromContext(ctx).Info("taking the runner to be busy", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+	}
+	r := JobRecord{Signal: er.Signal, OwnerDeleting: er.Deleting}
+	if er.Signal == JobAssigned || er.Signal == JobOver {
+		r.Job = er.Job
+	}
+	return r
+}
+
+// mode is the guard's mode in namespace ns: the one the registration that
+// called chose (ServedIn), else the namespace's label. A namespace that
+// cannot be read gets the configured mode.
+func (h Readers) mode(ctx context.Context, ns string) config.Mode {
+	if m, ok := ctx.Value(modeKey{}).(config.Mode); ok {
+		return m
+	}
+	if h.Namespaces == nil {
+		return h.Config.Guard.Mode
+	}
+	nsLabels, err := namespace.Labels(ctx, h.Namespaces, nil, ns)
+	if err != nil {
+		return h.Config.Guard.Mode
+	}
+	return config.ModeFor(nsLabels, h.Config.Guard.Mode)
+}

@@ -1,0 +1,92 @@
+package guard
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// isOwner is rule 7: the requester is the recorded creator, or an owner
+// principal of the pod's preset, and is a principal that a namespace editor
+// cannot wear. `edit` in the pod's namespace may impersonate any
+// ServiceAccount there and mint its tokens, so a ServiceAccount of the pod's
+// own namespace is taken as the owner only when it proves more than its
+// name:
+//   - arc-workflow: the runner that created the workflow pod acts with its
+//     own pod's bound token, so the token must be bound to the pod the
+//     workflow pod names in its runner-pod label. One job's runner cannot end
+//     another's, and an impersonated name (no pod claim) is no owner. A
+//     namespace editor can still mint a token bound to that runner pod
+//     (TokenRequest with boundObjectRef) or exec into it and read its
+//     token: it could already act as that runner.
+//   - gitlab: the manager acts with its own pod's bound token, and a job
+//     with its build pod's, so the token must be bound to a pod that runs
+//     no job, or be the very credential the pod was created with
+//     (runnerpod.CreatedWith: a manager outside the cluster, or with a
+//     long-lived token, uses the same token for the CREATE and for every
+//     exec and delete that follow). An impersonated name (no pod claim, no
+//     credential), a token minted anew, or a job running as the manager's
+//     ServiceAccount is no owner. A namespace editor can still mint a token
+//     bound to the manager's pod, create a pod of that ServiceAccount, exec
+//     into the manager, or read a token the manager keeps in a Secret of
+//     that namespace: it could already act as the manager. A preset that
+//     opts in (ownerInRunnerNamespace) takes the name alone.
+//
+// When the requester is named but not taken, the second result says why
+// and what to change.
+func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
+	requester := f.Requester
+	if requester == "" {
+		return false, ""
+	}
+	if pod.Annotations[runnerpod.CreatedBy] != requester && !slices.Contains(p.OwnerPrincipals, requester) {
+		return false, ""
+	}
+	saNamespace, _, err := serviceaccount.SplitUsername(requester)
+	if err != nil || saNamespace != pod.Namespace {
+		return true, ""
+	}
+	switch p.Name {
+	case runnerpod.ARCWorkflow:
+		runner := pod.Labels[runnerpod.ARCWorkflowPodLabel]
+		if runner != "" && f.RequesterPod == runner {
+			return true, ""
+		}
+		bound := "is bound to no pod (an impersonated or long-lived token)"
+		if f.RequesterPod != "" {
+			bound = fmt.Sprintf("is bound to pod %q", f.RequesterPod)
+		}
+		return false, fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can act as, and its token %s, not to the workflow pod's runner pod %q (label %s): only that runner, with its own pod's token, ends this job",
+			requester, pod.Namespace, bound, runner, runnerpod.ARCWorkflowPodLabel)
+	default:
+		if p.OwnerInRunnerNamespace {
+			return true, ""
+		}
+		if f.RequesterPod != "" && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob() {
+			return true, "" // the manager, with its own pod's token
+		}
+		if f.RequesterPod == "" && sameCredential(pod, f.RequesterCredential) {
+			return true, "" // the manager, with the token it created the pod with
+		}
+		return false, ownerNotTakenGitLab(pod, f, p.Name)
+	}
+}
+
+// sameCredential: the request was made with the credential the pod was
+// created with, as the injector recorded it.
+func sameCredential(pod *corev1.Pod, credential string) bool {
+	return credential != "" && pod.Annotations[runnerpod.CreatedWith] == credential
+}
+
+// ownerUnknown: the pod's creator was not recorded (it was created while
+// the injector was down, or before runnerguard was installed) and the
+// preset names no owner principals. The policy keeps created-by as it was
+// at CREATE, so no one can remove it from a pod to make its owner unknown.
+func ownerUnknown(pod *corev1.Pod, p runnerpod.Preset) bool {
+	_, recorded := pod.Annotations[runnerpod.CreatedBy]
+	return !recorded && len(p.OwnerPrincipals) == 0
+}

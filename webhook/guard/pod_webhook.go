@@ -1,0 +1,232 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/refusal"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Handler is the pod guard's admission handler, the room of pod deletes
+// and evictions: it reads DELETE reviews of pods (the pod is the
+// oldObject) and CREATE reviews of pods/eviction (the object is the
+// Eviction, so the pod is read from the API). Exec and attach have their
+// own (ConnectHandler, connect_webhook.go), and so have EphemeralRunner
+// deletes (EphemeralRunnerHandler, ephemeralrunner_webhook.go).
+type Handler struct {
+	Readers
+	// Writer labels runner pods the pod watcher would miss, and Notes
+	// writes through it the deletion notes the watcher reads; nil without
+	// a watcher.
+	Writer   client.Writer
+	Notes    *deletion.Notes
+	Recorder events.EventRecorder
+	// Selected picks the namespaces the webhooks are registered for; nil:
+	// every namespace a review names. A review of a pod elsewhere was not
+	// sent by the API server: the guard writes nothing about it.
+	Selected labels.Selector
+	// NotesAfterDeletion: a deletion note is written only once the pod's
+	// deletion shows (podDeleted), so a review the API server did not send
+	// leaves none.
+	NotesAfterDeletion bool
+	// Refusals keeps each refusal on the runner's pod; nil without a
+	// watcher, which alone copies them onto the runner's record.
+	Refusals *refusal.Writer
+	// after runs a review's effects once it is answered (after.go).
+	after *afterAnswer
+}
+
+var _ admission.Handler = &Handler{}
+
+// NewHandler returns a Handler reading the clock.
+func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.EventRecorder) *Handler {
+	return &Handler{Readers: Readers{Config: cfg, Reader: r, Now: time.Now}, Writer: w, Notes: deletion.NewNotes(w, notesFailed), Recorder: rec, after: newAfterAnswer(afterSlots)}
+}
+
+// Handle judges one review.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if isEphemeralRunnerDelete(req) {
+		// The chart's EphemeralRunner registration still calls the pod
+		// guard's path: handed to its own room.
+		return h.EphemeralRunners().Handle(ctx, req)
+	}
+	facts, rv, err := h.facts(ctx, req)
+	switch {
+	case errors.Is(err, errBadRequest):
+		return admission.Errored(http.StatusBadRequest, err)
+	case errors.Is(err, errPodGone) && rv.dryRun:
+		// `runnerguard check` evicts a pod that does not exist, as a dry
+		// run, to learn whether the API server reaches the guard: with
+		// failure policy Ignore only this warning tells an answer from a
+		// failed call.
+		return admission.Allowed("the pod is gone").WithWarnings(GoneWarning)
+	case errors.Is(err, errPodGone):
+		return admission.Allowed("the pod is gone")
+	case errors.Is(err, errNotGuarded):
+		return admission.Allowed("runnerguard judges only pod deletes and evictions")
+	case errors.Is(err, errPodUnreadable):
+		// Answer 429 so a drain retries rather than gives up on a
+		// passing API error.
+		logf.FromContext(ctx).Error(err, "eviction refused for now")
+		return retryLater(err.Error())
+	case err != nil:
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	j := h.judge(ctx, facts, rv)
+	h.carryOut(ctx, j)
+	return j.response
+}
+
+// judged is a review the guard judged: its answer, and the effects it
+// leads to as data (effects.go), which carryOut (after.go) runs.
+type judged struct {
+	f  Facts
+	d  Decision
+	rv review
+	w  writing
+	// seen is what the guard saw of the review's pod before the answer.
+	seen witness
+	// noting: admitted deletions of running runners are noted.
+	noting        bool
+	response      admission.Response
+	told, written []Effect
+}
+
+// judge decides the review of f and lists what follows the answer.
+func (h *Handler) judge(ctx context.Context, f Facts, rv review) *judged {
+	d := Decide(f, h.Config)
+	j := &judged{f: f, d: d, rv: rv, w: h.writes(f, d, rv), seen: rv.seen, noting: h.Writer != nil, response: response(f.Operation, d)}
+	if d.Allowed && j.w.any && !j.seen.confirmed {
+		// An allowed deletion can be applied before the work after the
+		// answer runs, and a pod found terminating then would pass for a
+		// review sent after its deletion began (no note, no deleter on
+		// record): confirm it now, while its deletion cannot have begun.
+		// A refusal deletes nothing, so its confirmation waits.
+		ok, err := h.confirm(ctx, f, j.seen)
+		j.seen = witness{confirmed: ok, refuted: !ok && err == nil}
+	}
+	j.told = effectsOf(j, toldKinds)
+	if j.w.any {
+		j.written = effectsOf(j, writtenKinds)
+	}
+	return j
+}
+
+// Served is the guard's webhook for h, starting the work after each answer
+// once the whole answer is sent.
+func (h *Handler) Served() http.Handler { return h.after.Serve(&admission.Webhook{Handler: h}) }
+
+// ServedIn is Served for the registration of mode's namespaces: the API
+// server chose the mode, so the guard answers in it.
+func (h *Handler) ServedIn(mode config.Mode) http.Handler {
+	return h.after.Serve(&admission.Webhook{Handler: admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		return h.Handle(context.WithValue(ctx, modeKey{}, mode), req)
+	})})
+}
+
+// modeKey carries the mode the registration that called chose.
+type modeKey struct{}
+
+// Wait returns once the side effects of the reviews answered so far are
+// done.
+func (h *Handler) Wait() { h.after.wait() }
+
+// review is what the request says beyond the pod: whether it is a dry run
+// and the grace period asked for (-1 when not given).
+type review struct {
+	dryRun bool
+	grace  int64
+	// seen: the pod was read from the API server just now (an eviction's).
+	seen witness
+}
+
+// witness is what the guard has seen of the review's pod in the API:
+// there with the review's UID and not terminating (confirmed), or not
+// (refuted); neither when it has not looked yet.
+type witness struct{ confirmed, refuted bool }
+
+var (
+	errBadRequest    = errors.New("malformed admission review")
+	errPodGone       = errors.New("pod not found")
+	errPodUnreadable = errors.New("cannot read the pod to judge its eviction")
+	errNotGuarded    = errors.New("not a guarded operation")
+	evictionSubres   = "eviction"
+)
+
+// facts decodes the review and gathers what Decide needs.
+func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, review, error) {
+	f := Facts{Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now()}
+	rv := review{dryRun: req.DryRun != nil && *req.DryRun, grace: -1}
+	var pod *corev1.Pod
+	switch {
+	case req.Operation == admissionv1.Delete && req.SubResource == "":
+		f.Operation = Delete
+		if len(req.OldObject.Raw) == 0 {
+			return f, rv, fmt.Errorf("%w: DELETE without oldObject", errBadRequest)
+		}
+		// A deletecollection review has no request name: the pod is in
+		// oldObject either way.
+		var err error
+		if pod, err = decodePod(req.OldObject.Raw); err != nil {
+			return f, rv, fmt.Errorf("%w: decoding oldObject as a Pod: %w", errBadRequest, err)
+		}
+		var o metav1.DeleteOptions
+		if len(req.Options.Raw) > 0 && json.Unmarshal(req.Options.Raw, &o) == nil && o.GracePeriodSeconds != nil {
+			rv.grace = *o.GracePeriodSeconds
+		}
+	case req.Operation == admissionv1.Create && req.SubResource == evictionSubres:
+		f.Operation = Eviction
+		var ev policyv1.Eviction
+		if err := json.Unmarshal(req.Object.Raw, &ev); err != nil {
+			return f, rv, fmt.Errorf("%w: decoding object as an Eviction: %w", errBadRequest, err)
+		}
+		// A server-side dry-run drain leaves request.dryRun false: the dry
+		// run is only in the Eviction's deleteOptions.
+		if o := ev.DeleteOptions; o != nil {
+			rv.dryRun = rv.dryRun || slices.Contains(o.DryRun, metav1.DryRunAll)
+			if o.GracePeriodSeconds != nil {
+				rv.grace = *o.GracePeriodSeconds
+			}
+		}
+		if req.Name == "" || req.Namespace == "" {
+			return f, rv, fmt.Errorf("%w: eviction without a pod name and namespace", errBadRequest)
+		}
+		pod = &corev1.Pod{}
+		if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
+			if apierrors.IsNotFound(err) {
+				return f, rv, errPodGone
+			}
+			return f, rv, fmt.Errorf("%w %s/%s: %w", errPodUnreadable, req.Namespace, req.Name, err)
+		}
+		// Read from the API server just now: it exists with this UID.
+		rv.seen.confirmed = true
+	default:
+		return f, rv, errNotGuarded
+	}
+	f.Pod = pod
+	f.Mode = h.mode(ctx, pod.Namespace)
+	f.LookupJob = h.lookupJob(ctx, pod)
+	f.LookupNode = h.lookupNode(ctx, pod.Spec.NodeName)
+	f.RequesterPodRunsJob = h.runsJob(ctx, pod.Namespace, f.RequesterPod)
+	return f, rv, nil
+}

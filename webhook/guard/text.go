@@ -1,0 +1,261 @@
+package guard
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// GoneWarning is the guard's warning on a dry-run eviction of a pod that
+// does not exist: the proof `runnerguard check` looks for that the guard
+// answered.
+const GoneWarning = "runnerguard: the guard answered: the pod is gone, nothing to judge"
+
+// ownerNotTaken is "; " and why a requester named as the job's owner was
+// not taken as it, or "": in warn mode the fleet's own cleanup that enforce
+// mode would refuse is the operator's to fix before switching.
+func ownerNotTaken(d Decision) string {
+	if d.OwnerNotTaken == "" {
+		return ""
+	}
+	return "; " + d.OwnerNotTaken
+}
+
+func refusedReason(op Operation) string {
+	if op == Eviction {
+		return "EvictionRefused"
+	}
+	return "DeleteRefused"
+}
+
+// requestedBy is ", requested by who" when who is known.
+func requestedBy(who string) string {
+	if who == "" {
+		return ""
+	}
+	return ", requested by " + who
+}
+
+// ownerNotTakenGitLab says why a ServiceAccount of the build pod's own
+// namespace named as its owner is not taken, and the one value that makes
+// the manager pass.
+func ownerNotTakenGitLab(pod *corev1.Pod, f Facts, preset runnerpod.PresetName) string {
+	var token string
+	switch {
+	case f.RequesterPod != "":
+		token = fmt.Sprintf("its token is bound to pod %q, which runs a job", f.RequesterPod)
+	case f.RequesterCredential == "":
+		token = "its token is bound to no pod and states no credential id (an impersonated name, or a legacy Secret token, which anyone granted edit there can read)"
+	case pod.Annotations[runnerpod.CreatedWith] == "":
+		token = fmt.Sprintf("its token is bound to no pod, and the pod was created with no credential id in %s", runnerpod.CreatedWith)
+	default:
+		token = fmt.Sprintf("its token is bound to no pod and is not the one the pod was created with (%s): a token minted anew", runnerpod.CreatedWith)
+	}
+	return fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can impersonate, and %s: "+
+		"run the manager with its own pod's token (the default in a pod), or with one token for the whole job (kubectl create token), or as a ServiceAccount of a namespace of its own, "+
+		"or accept the risk with presets.%s.ownerInRunnerNamespace: true",
+		f.Requester, pod.Namespace, token, preset)
+}
+
+// protectionLeft is how long the busy runner stays protected, when that
+// ends (runnerpod.ProtectionEnds: the marker's requeue counts the same) and
+// why; false when neither the cap nor a deadline is known.
+func protectionLeft(f Facts, d Decision) (time.Duration, time.Time, string, bool) {
+	end, ok := runnerpod.ProtectionEnds(f.Pod, d.Status, d.Runner.Preset)
+	if !ok {
+		return 0, time.Time{}, "", false
+	}
+	why := "preset cap " + duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration)
+	if dl, known := runnerpod.PodDeadline(f.Pod); known && dl.Equal(end) {
+		why = fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds)
+	}
+	return end.Sub(f.Now).Truncate(time.Second), end, why, true
+}
+
+// jobText names a job as its fleet does: its id, then what else the fleet
+// states of it, each quoted, since whoever may update the pod can write
+// the pod's job keys.
+func jobText(j *v1alpha1.Job) string {
+	if j == nil {
+		return ""
+	}
+	id := j.ID
+	if id == "" {
+		id = j.RequestID
+	}
+	var parts []string
+	if id != "" {
+		parts = append(parts, fmt.Sprintf("job %q", id))
+	}
+	for _, f := range []struct{ what, v string }{{"workflow run", j.Run}, {"name", j.Name}, {"project", j.Project}} {
+		if f.v != "" {
+			parts = append(parts, fmt.Sprintf("%s %q", f.what, f.v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// busySince says since when the runner has run, and when its protection
+// ends, for a refusal's reader to plan a drain by: "" for what is unknown.
+func busySince(f Facts, d Decision) (since, ends string) {
+	if run := d.Status.Container; run != nil && run.State.Running != nil && !run.State.Running.StartedAt.IsZero() {
+		since = run.State.Running.StartedAt.UTC().Format(time.RFC3339)
+	}
+	if _, end, _, ok := protectionLeft(f, d); ok {
+		ends = end.UTC().Format(time.RFC3339)
+	}
+	return since, ends
+}
+
+// OverridePermission is what setting runnerpod.AllowDelete takes: the
+// chart's ValidatingAdmissionPolicy checks this verb on this resource in
+// the pod's namespace, which its <release>-override ClusterRole grants; a
+// reaper that sets the annotation without it meets a second refusal.
+const OverridePermission = `the verb "` + OverrideVerb + `" on ` + OverrideResource + "." + OverrideGroup
+
+// overrideRole names the chart's ClusterRole that grants it; the release's
+// name prefixes it, which the server is not told.
+const overrideRole = "the ClusterRole runnerguard-override in a default install"
+
+// busyMessage says what is running, for how long, that removing it loses
+// its job, and what a deliberate drain takes; in warn mode, that the
+// request was allowed and what enforce mode would have done instead.
+func busyMessage(f Facts, d Decision) string {
+	pod := f.Pod
+	var b strings.Builder
+	if f.Mode == config.ModeWarn {
+		b.WriteString("runnerguard (warn mode) allowed this; enforce mode would have refused it: ")
+	} else {
+		b.WriteString("runnerguard: ")
+	}
+	fmt.Fprintf(&b, "runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
+	ran, started := runnerpod.RunningFor(d.Status, f.Now)
+	if started {
+		since, _ := busySince(f, d)
+		fmt.Fprintf(&b, " has been running for %s (since %s)", duration.HumanDuration(ran), since)
+	} else {
+		b.WriteString(" is running")
+	}
+	switch f.Job {
+	case JobAssigned:
+		b.WriteString(" with a job assigned")
+	case JobUnreadable:
+		b.WriteString(" and its EphemeralRunner could not be read (or is not the pod's owner by UID), so it is taken to be busy")
+	default:
+		b.WriteString(" and is taken to be busy with a job")
+	}
+	if j := jobText(d.Job); j != "" {
+		fmt.Fprintf(&b, " (%s)", j)
+	}
+	if f.OwnerDeleting {
+		b.WriteString("; its EphemeralRunner is being deleted: ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends")
+	}
+	if f.Mode == config.ModeWarn {
+		b.WriteString("; removing the pod now loses that job")
+	} else {
+		b.WriteString("; removing the pod now would lose that job")
+	}
+	if f.Operation == Eviction && f.Mode != config.ModeWarn {
+		b.WriteString("; the eviction will succeed once the job ends")
+	}
+	if left, end, why, ok := protectionLeft(f, d); ok {
+		fmt.Fprintf(&b, "; its protection expires in %s (%s), at %s", duration.HumanDuration(left), why, end.UTC().Format(time.RFC3339))
+	}
+	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
+		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)
+	}
+	annotate := fmt.Sprintf("kubectl annotate pod -n %s %s %s=\"<reason>\"", pod.Namespace, pod.Name, runnerpod.AllowDelete)
+	if f.Mode == config.ModeWarn {
+		fmt.Fprintf(&b, "; enforce mode would wait for the job to end, unless someone granted %s in %s (%s) first ran: %s", OverridePermission, pod.Namespace, overrideRole, annotate)
+	} else {
+		fmt.Fprintf(&b, "; let the job finish, or, to drain it deliberately, have someone granted %s in %s (%s) first run: %s", OverridePermission, pod.Namespace, overrideRole, annotate)
+	}
+	return b.String()
+}
+
+// connectBusyMessage says what was refused and who may do it.
+func connectBusyMessage(f Facts, d Decision) string {
+	pod := f.Pod
+	return fmt.Sprintf("runnerguard: refused %s into runner container %q of pod %s/%s (%s): it is running and taken to be busy with a job, "+
+		"which a process started there can end; only the job's owner, a principal granted the verb \"override\" on runners.runnerguard.io "+
+		"in this namespace, or anyone once one has set %s on the pod may %s into it",
+		f.Operation, d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name, runnerpod.AllowDelete, f.Operation)
+}
+
+// refusalPlan is what a refusal's Event adds for an operator planning the
+// drain: since when the runner has run, the job it runs where the fleet
+// names one, and when its protection ends; all of it from what Decide read.
+func refusalPlan(f Facts, d Decision) string {
+	since, ends := busySince(f, d)
+	var parts []string
+	if since != "" {
+		parts = append(parts, "running since "+since)
+	}
+	if j := jobText(d.Job); j != "" {
+		parts = append(parts, j)
+	}
+	if ends != "" {
+		parts = append(parts, "protection ends at "+ends)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// eventText is an Event's type, reason and note.
+type eventText struct{ Type, Reason, Note string }
+
+// eventOf is the Event of a decision an operator should see: every refusal
+// (saying why and what would let it go on), a warn-mode pass, an override,
+// a protection that expired, and a job owner nobody can be told to be;
+// false for any other.
+func eventOf(f Facts, d Decision, startedBy string) (eventText, bool) {
+	switch {
+	case !d.Allowed && d.OwnerDeleting:
+		// Someone else deleted the EphemeralRunner and ARC is waiting for
+		// the job: say who, and tell no one to override on ARC's behalf.
+		return eventText{corev1.EventTypeWarning, refusedReason(f.Operation), fmt.Sprintf("refused %s by %s: runner %q is busy with a job%s; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
+			f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), requestedBy(startedBy))}, true
+	case !d.Allowed && d.OwnerNotTaken != "":
+		// The fleet's own cleanup refused: the operator must change the
+		// layout or the preset, which the Event says.
+		return eventText{corev1.EventTypeWarning, refusedReason(f.Operation), fmt.Sprintf("refused %s by %s: runner %q is busy%s; %s", f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), d.OwnerNotTaken)}, true
+	case !d.Allowed:
+		return eventText{corev1.EventTypeWarning, refusedReason(f.Operation), fmt.Sprintf("refused %s by %s: runner %q is busy%s and its job would be lost; someone granted %s may set %s=\"<reason>\" to drain it deliberately",
+			f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), OverridePermission, runnerpod.AllowDelete)}, true
+	case d.Warned:
+		return eventText{corev1.EventTypeWarning, refusedReason(f.Operation) + "InWarnMode", fmt.Sprintf("%s by %s allowed in warn mode: runner %q is busy and enforce mode would refuse it%s", f.Operation, f.Requester, d.Status.Container.Name, ownerNotTaken(d))}, true
+	case d.Rule == runnerpod.RuleOverride:
+		return eventText{corev1.EventTypeNormal, "DeleteOverridden", fmt.Sprintf("%s by %s allowed by %s: %s", f.Operation, f.Requester, runnerpod.AllowDelete, d.Override)}, true
+	case d.Rule == runnerpod.RuleNodeDrain:
+		return eventText{corev1.EventTypeNormal, "DrainDeadlinePassed", fmt.Sprintf("%s by %s %s", f.Operation, f.Requester, d.Message)}, true
+	case d.Rule == runnerpod.RuleProtectionExpired:
+		return eventText{corev1.EventTypeWarning, "ProtectionExpired", fmt.Sprintf("%s by %s allowed: %s", f.Operation, f.Requester, d.Message)}, true
+	case d.Rule == runnerpod.RuleOwnerUnknown:
+		return eventText{corev1.EventTypeWarning, "JobOwnerUnknown", fmt.Sprintf("%s by %s allowed: %s; set presets[%s].ownerPrincipals to the fleet's manager to protect such pods", f.Operation, f.Requester, d.Message, d.Runner.Preset.Name)}, true
+	}
+	return eventText{}, false
+}
+
+// warning is what an allowed request's caller is warned of: a busy runner
+// deleted by the override or past its node's drain deadline, a protection
+// that expired, a refusal warn mode only said; "" for none.
+func warning(d Decision) string {
+	switch d.Rule {
+	case runnerpod.RuleOverride, runnerpod.RuleNodeDrain:
+		return "runnerguard: deleting a busy runner pod (" + d.Message + ")"
+	case runnerpod.RuleProtectionExpired:
+		return "runnerguard: " + d.Message
+	case runnerpod.RuleBusy:
+		return d.Message
+	}
+	return ""
+}
