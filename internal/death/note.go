@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -81,7 +82,8 @@ func (r Record) Note() string {
 	if e := r.Ending(); e != "" {
 		parts = append(parts, e)
 	}
-	note := strings.Join(parts, "; ")
+	// What jobs and requesters wrote, made safe to show.
+	note := printable.Text(strings.Join(parts, "; "))
 	if len(note) > maxNote {
 		note = note[:maxNote-3] + "..."
 	}

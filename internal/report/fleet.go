@@ -13,6 +13,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/printable"
 )
 
 // Fleet answers "what kills our runners?" over a window: counts by class,
@@ -116,7 +117,7 @@ func RecordsTable(records []death.Record, wide bool, limit int) string {
 		fmt.Fprintln(tw, line)
 	}
 	_ = tw.Flush()
-	return b.String()
+	return printable.Text(b.String())
 }
 
 func plural(n int, what string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -57,7 +58,7 @@ func Reports(r death.Record) string {
 		}
 		b.WriteString("\n")
 	}
-	return b.String()
+	return printable.Text(b.String())
 }
 
 // Facts renders what the cluster knows of a death, without the runner's
@@ -116,7 +117,7 @@ func Facts(r death.Record) string {
 	if e := r.Ending(); e != "" {
 		fmt.Fprintf(&b, "  %s\n", e)
 	}
-	return b.String()
+	return printable.Text(b.String())
 }
 
 // LastWords renders the runner's termination message, the container's own
@@ -137,7 +138,7 @@ func LastWords(r death.Record) string {
 			fmt.Fprintf(&b, "    | %s\n", l)
 		}
 	}
-	return b.String()
+	return printable.Text(b.String())
 }
 
 // ran says how long the runner ran and, where the cluster knows the job's

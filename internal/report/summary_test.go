@@ -132,3 +132,24 @@ func TestWhyAndDeathsSayWhetherAndWhereADeathWasReported(t *testing.T) {
 	assert.Contains(t, RecordsTable([]death.Record{r}, true, 1), "github Sent,sink/alerts Retrying")
 	assert.NotContains(t, Facts(r), "reported to", "what is sent never says what was sent")
 }
+
+// What a job wrote reaches the operator's terminal as characters to read:
+// a build log's colours, a title-setting sequence, a carriage return and a
+// right-to-left override in its last words, its pod's message or the job's
+// name are escaped, in why, deaths' table and the Event's note alike.
+func TestNothingAJobWroteReachesATerminalAsAControlSequence(t *testing.T) {
+	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "r", Preset: "gitlab", Container: "build",
+		Class: string(death.ErrorExit), ExitCode: ptr.To(int32(1)), PodReason: "Evicted", PodMessage: "disk\x1b]0;owned\x07",
+		Job:     &v1alpha1.Job{ID: "9", Name: "test\u202egnp.exe"},
+		Message: "\x1b[31mFAILED\x1b[0m\rPASSED\nnext line",
+	}}
+	for what, got := range map[string]string{"why": Summary(r), "deaths": RecordsTable([]death.Record{r}, true, 1), "the Event": r.Note()} {
+		assert.NotContains(t, got, "\x1b", what)
+		assert.NotContains(t, got, "\r", what)
+		assert.NotContains(t, got, "\u202e", what)
+	}
+	got := Summary(r)
+	assert.Contains(t, got, `    | \x1b[31mFAILED\x1b[0m\rPASSED`+"\n    | next line\n", "last words keep their lines")
+	assert.Contains(t, got, `pod message: disk\x1b]0;owned\a`)
+	assert.Contains(t, got, `test\u202egnp.exe`)
+}
