@@ -100,7 +100,7 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 	m.coord.Add(gitlabapi.Job{ID: id, Name: "fleet-" + strconv.FormatInt(id, 10), Image: buildImage, Script: c.script, Timeout: timeout})
 	pod := buildPod(t, m, id)
 	require.Eventually(t, func() bool { return strings.Contains(m.coord.Result(id).Trace, jobStarted+"\n") },
-		3*time.Minute, 250*time.Millisecond, "job %d to start (trace so far: %q)", id, m.coord.Result(id).Trace)
+		2*time.Minute, 250*time.Millisecond, "job %d to start (trace so far: %q)", id, m.coord.Result(id).Trace)
 	if c.during != nil {
 		c.during(t, m, id, pod.name)
 	}

@@ -94,6 +94,8 @@ func startManager(t *testing.T, l layout) *manager {
 	require.NoError(t, err)
 	cmd := exec.Command(gitlabRunner, "run", "--config", conf, "--working-directory", dir)
 	cmd.Stdout, cmd.Stderr = out, out
+	// The manager goes with the suite, even when the suite is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -120,6 +122,8 @@ shutdown_timeout = 5
   url = %q
   token = "glrt-fleet-%s"
   executor = "kubernetes"
+  # busybox images have no bash: sh in the build and helper containers.
+  shell = "sh"
   [runners.kubernetes]
     host = %q
     bearer_token = %q
