@@ -23,7 +23,11 @@ if [ ! -x "$bin/gitlab-runner" ] || [ "$(cat "$bin/gitlab-runner.sum" 2>/dev/nul
   echo "$sum" > "$bin/gitlab-runner.sum"
 fi
 
-helper_sum=$(cat "$bin/gitlab-runner" /bin/busybox "$0" | sha256sum | cut -c1-16)
+if [ ! -x /bin/bash-static ]; then
+  echo ">> installing bash-static" >&2
+  apt-get install -y -qq bash-static >/dev/null
+fi
+helper_sum=$(cat "$bin/gitlab-runner" /bin/busybox /bin/bash-static "$0" | sha256sum | cut -c1-16)
 if [ -f "$out/gitlab-helper.tar" ] && [ "$(cat "$out/gitlab-helper.sum" 2>/dev/null)" = "$helper_sum" ]; then
   exit 0
 fi
@@ -39,9 +43,8 @@ for applet in $(/bin/busybox --list); do
   [ "$applet" = busybox ] || ln -s busybox "$r/bin/$applet"
 done
 # GitLab Runner runs the helper container's scripts with bash, which the
-# official helper image has; busybox's sh runs them.
-printf '#!/bin/sh\nexec /bin/sh "$@"\n' > "$r/bin/bash"
-chmod 0755 "$r/bin/bash"
+# official helper image has: Debian's static bash.
+install -m 0755 /bin/bash-static "$r/bin/bash"
 install -m 0755 "$bin/gitlab-runner" "$r/usr/bin/gitlab-runner-helper"
 ln -s gitlab-runner-helper "$r/usr/bin/gitlab-runner"
 ref=runnerguard.local/e2e/gitlab-helper:1 local_ref="127.0.0.1:$port/e2e/gitlab-helper:1"
