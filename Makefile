@@ -7,7 +7,7 @@ KUBE_VERSION := v1.37.2
 KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: test chart-docs chart-docs-check unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node demo helm-bin
+.PHONY: test chart-docs chart-docs-check unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node fleets demo helm-bin
 # hack/test.sh runs the targets below in order (it is their one list), each
 # timed with a table at the end, and builds what the later ones need beside
 # the first suites.
@@ -190,6 +190,15 @@ cluster-down:
 # down (KEEP_CLUSTER=1 keeps it).
 e2e-node: node-deps
 	hack/node-e2e.sh
+
+# The real-fleet suite on the one-node cluster: GitLab Runner 19.4's
+# Kubernetes executor, built from the Go module proxy (hack/fleets/gitlab.sh,
+# its own module with local stand-ins for the modules the proxy refuses),
+# takes jobs from a stand-in coordinator in each manager layout the gitlab
+# preset supports; each job's record is asserted. Not part of test: it runs
+# real fleets for minutes (docs/development/fleets.md).
+fleets: node-deps
+	hack/fleets.sh
 
 # The newcomer's tour: cluster up, chart in, a short story, teardown.
 demo: node-deps

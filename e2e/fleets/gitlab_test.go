@@ -1,0 +1,188 @@
+//go:build fleets
+
+package fleets
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runnerguard/runnerguard/e2e/fleets/gitlabapi"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/deletion"
+)
+
+// reaper is the fleet's own cleanup worker, the usual killer of busy
+// runners: it may delete pods, and runnerguard must refuse it a busy one.
+const reaper = "system:serviceaccount:ci-infra:orphan-reaper"
+
+// jobStarted is the first line of every case's script: the job is running
+// once the coordinator's trace holds it.
+const jobStarted = "fleet-job-started"
+
+// gitlabCase is one job and what must be recorded about it.
+type gitlabCase struct {
+	name    string
+	script  []string
+	timeout time.Duration
+	// during acts on the running job (its pod's name given).
+	during func(t *testing.T, m *manager, id int64, pod string)
+	// state is the job's last state as the runner reports it ("" when
+	// the runner need not report one, as after a cancel).
+	state string
+	class death.Class
+	// check asserts what else the class implies.
+	check func(t *testing.T, m *manager, r death.Record)
+}
+
+var gitlabCases = []gitlabCase{{
+	name:   "a job that succeeds ends by its manager's delete",
+	script: []string{"echo " + jobStarted, "sleep 3", "echo fleet-job-done"},
+	state:  "success", class: death.JobEnded, check: endedByManager,
+}, {
+	name:   "a reaper's delete of the running job is refused and the job succeeds",
+	script: []string{"echo " + jobStarted, "sleep 20", "echo fleet-job-done"},
+	during: reaperRefused,
+	state:  "success", class: death.JobEnded, check: endedByManager,
+}, {
+	name:   "a cancelled job ends by its manager's delete",
+	script: []string{"echo " + jobStarted, "sleep 600"},
+	during: func(t *testing.T, m *manager, id int64, _ string) { m.coord.Cancel(id) },
+	class:  death.JobEnded, check: endedByManager,
+}, {
+	name:    "a job past the service's timeout is job-timeout",
+	script:  []string{"echo " + jobStarted, "sleep 600"},
+	timeout: 30 * time.Second,
+	state:   "failed", class: death.JobTimeout, check: endedByManager,
+}, {
+	name:   "a process killed at the build container's memory limit is process-oom",
+	script: []string{"echo " + jobStarted, "dd if=/dev/zero of=/dev/null bs=200M count=1"},
+	state:  "failed", class: death.ProcessOOM, check: processOOM,
+}}
+
+// nextJobID numbers the coordinator's jobs across layouts.
+var nextJobID atomic.Int64
+
+func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			m := startManager(t, l)
+			t.Run("jobs", func(t *testing.T) {
+				for _, c := range gitlabCases {
+					t.Run(c.name, func(t *testing.T) {
+						t.Parallel()
+						runGitLabCase(t, m, c)
+					})
+				}
+			})
+			if t.Failed() {
+				return
+			}
+			// Two deaths (the timeout and the OOM) and three job ends.
+			out := runnerguardDeaths(t, m.buildNS)
+			assert.Equal(t, "2 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
+		})
+	}
+}
+
+func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
+	id := 1000 + nextJobID.Add(1)
+	timeout := c.timeout
+	if timeout == 0 {
+		timeout = 10 * time.Minute
+	}
+	m.coord.Add(gitlabapi.Job{ID: id, Name: "fleet-" + strconv.FormatInt(id, 10), Image: buildImage, Script: c.script, Timeout: timeout})
+	pod := buildPod(t, m, id)
+	require.Eventually(t, func() bool { return strings.Contains(m.coord.Result(id).Trace, jobStarted+"\n") },
+		2*time.Minute, 250*time.Millisecond, "job %d to start (trace so far: %q)", id, m.coord.Result(id).Trace)
+	if c.during != nil {
+		c.during(t, m, id, pod.name)
+	}
+	gone(t, pod)
+	if c.state != "" {
+		res := m.coord.Result(id)
+		assert.Equal(t, c.state, res.State, "the runner's last report of job %d: %+v", id, res)
+	}
+	recs := deathRecords(t, pod)
+	require.Len(t, recs, 1, "one record of job %d's build pod", id)
+	r := recs[0]
+	t.Logf("record of job %d: class %s (%s), started %v, job started %v, deleted %v by %s (%s), finished %v",
+		id, r.Class, r.ClassBasis, r.StartedAt, r.JobStartedAt, r.DeletedAt, r.DeletedBy, r.DeleteRule, r.FinishedAt)
+	assert.Equal(t, string(c.class), r.Class, "class of job %d: %s", id, r.ClassBasis)
+	assertJob(t, id, r)
+	assertTimes(t, pod, r)
+	if c.check != nil {
+		c.check(t, m, r)
+	}
+}
+
+// assertJob checks that the record names job id as the runner marked it.
+func assertJob(t *testing.T, id int64, r death.Record) {
+	t.Helper()
+	if assert.NotNil(t, r.Job, "the record names the job") {
+		assert.Equal(t, strconv.FormatInt(id, 10), r.Job.ID)
+		assert.Equal(t, "fleet-"+strconv.FormatInt(id, 10), r.Job.Name)
+		assert.Equal(t, "7", r.Job.Project)
+		assert.True(t, strings.HasSuffix(r.Job.URL, "/-/jobs/"+strconv.FormatInt(id, 10)), "job url %q", r.Job.URL)
+	}
+}
+
+// assertTimes checks the record's times against each other and the pod's.
+func assertTimes(t *testing.T, pod podRef, r death.Record) {
+	t.Helper()
+	require.NotNil(t, r.StartedAt, "the runner's start")
+	require.NotNil(t, r.FinishedAt, "the runner's end")
+	assert.False(t, r.FinishedAt.Before(r.StartedAt), "ended %v before it started %v", r.FinishedAt, r.StartedAt)
+	if assert.NotNil(t, r.JobStartedAt, "the job's start (the pod's)") {
+		assert.True(t, r.JobStartedAt.Equal(&pod.startTime), "the job started with the pod: %v, pod %v", r.JobStartedAt, pod.startTime)
+		assert.False(t, r.StartedAt.Before(r.JobStartedAt), "the build container started %v before its pod %v", r.StartedAt, r.JobStartedAt)
+	}
+}
+
+// endedByManager: the manager's delete ended the job.
+func endedByManager(t *testing.T, m *manager, r death.Record) {
+	t.Helper()
+	assert.Equal(t, m.username, r.DeletedBy)
+	assert.Equal(t, deletion.RuleJobOwner, r.DeleteRule)
+	if assert.NotNil(t, r.DeletedAt) {
+		assert.False(t, r.FinishedAt.Before(r.DeletedAt), "the container ended %v before the delete %v", r.FinishedAt, r.DeletedAt)
+	}
+}
+
+// processOOM: one process was killed at the limit, the container lived on
+// until the manager's delete.
+func processOOM(t *testing.T, m *manager, r death.Record) {
+	t.Helper()
+	assertOOMVitals(t, r)
+	assert.Equal(t, m.username, r.DeletedBy)
+	if r.Vitals != nil && r.Vitals.OOMKillAt != nil && r.DeletedAt != nil {
+		assert.False(t, r.DeletedAt.Before(r.Vitals.OOMKillAt), "deleted %v before the OOM kill %v", r.DeletedAt, r.Vitals.OOMKillAt)
+	}
+}
+
+func assertOOMVitals(t *testing.T, r death.Record) {
+	t.Helper()
+	if assert.NotNil(t, r.Vitals, "the vitals' last reading") {
+		assert.GreaterOrEqual(t, r.Vitals.OOMKill, int64(1), "OOM kills counted")
+		if assert.NotNil(t, r.Vitals.Limit) {
+			assert.Equal(t, int64(96<<20), *r.Vitals.Limit, "the build container's own limit")
+		}
+		assert.NotNil(t, r.Vitals.OOMKillAt, "the kill's time")
+	}
+	assert.True(t, r.OOMConfirmed != nil && *r.OOMConfirmed, "the OOM is confirmed")
+}
+
+// reaperRefused: a reaper's delete of the running build pod is refused.
+func reaperRefused(t *testing.T, m *manager, _ int64, pod string) {
+	t.Helper()
+	err := as(t, reaper).CoreV1().Pods(m.buildNS).Delete(context.Background(), pod, deleteOptions())
+	require.Error(t, err, "the reaper's delete of a running job's pod")
+	assert.True(t, isForbidden(err), "refused: %v", err)
+	waitEvent(t, m.buildNS, pod, "DeleteRefused", reaper)
+}

@@ -1,0 +1,126 @@
+//go:build fleets
+
+package fleets
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
+)
+
+// jobIDAnnotation is where GitLab Runner names the job on its build pod.
+const jobIDAnnotation = "job.runner.gitlab.com/id"
+
+// podRef is a build pod as it was while it ran.
+type podRef struct {
+	namespace, name string
+	uid             types.UID
+	startTime       metav1.Time
+}
+
+// buildPod waits for the build pod of job id, with its build container
+// running.
+func buildPod(t *testing.T, m *manager, id int64) podRef {
+	t.Helper()
+	var ref podRef
+	require.Eventually(t, func() bool {
+		list := &corev1.PodList{}
+		if admin.List(context.Background(), list, client.InNamespace(m.buildNS)) != nil {
+			return false
+		}
+		for _, p := range list.Items {
+			if p.Annotations[jobIDAnnotation] != strconv.FormatInt(id, 10) || p.Status.StartTime == nil {
+				continue
+			}
+			for _, s := range p.Status.ContainerStatuses {
+				if s.Name == "build" && s.State.Running != nil {
+					ref = podRef{namespace: p.Namespace, name: p.Name, uid: p.UID, startTime: *p.Status.StartTime}
+					return true
+				}
+			}
+		}
+		return false
+	}, 3*time.Minute, 250*time.Millisecond, "the build pod of job %d to run (manager log: %s)", id, m.log)
+	return ref
+}
+
+// gone waits until the build pod is deleted (the job over, as its manager
+// ends it).
+func gone(t *testing.T, pod podRef) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		err := admin.Get(context.Background(), client.ObjectKey{Namespace: pod.namespace, Name: pod.name}, &corev1.Pod{})
+		return apierrors.IsNotFound(err)
+	}, 4*time.Minute, 500*time.Millisecond, "build pod %s/%s to go", pod.namespace, pod.name)
+}
+
+// deathRecords waits for and reads the RunnerDeath records of pod.
+func deathRecords(t *testing.T, pod podRef) []death.Record {
+	t.Helper()
+	list := &v1alpha1.RunnerDeathList{}
+	require.Eventually(t, func() bool {
+		return admin.List(context.Background(), list, client.InNamespace(pod.namespace),
+			client.MatchingLabels{death.PodUIDLabel: string(pod.uid)}) == nil && len(list.Items) > 0
+	}, 2*time.Minute, 500*time.Millisecond, "the death record of %s/%s", pod.namespace, pod.name)
+	var out []death.Record
+	for i := range list.Items {
+		out = append(out, death.FromObject(&list.Items[i]))
+	}
+	return out
+}
+
+// as returns a clientset acting as user; system:masters lets it act, the
+// webhooks see the username.
+func as(t *testing.T, user string) *kubernetes.Clientset {
+	t.Helper()
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return c
+}
+
+func deleteOptions() metav1.DeleteOptions { return metav1.DeleteOptions{} }
+
+func isForbidden(err error) bool { return apierrors.IsForbidden(err) }
+
+// waitEvent waits for an Event with reason about pod whose note names who.
+func waitEvent(t *testing.T, ns, pod, reason, who string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		list := &eventsv1.EventList{}
+		if admin.List(context.Background(), list, client.InNamespace(ns)) != nil {
+			return false
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == pod && e.Reason == reason && strings.Contains(e.Note, who) {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 250*time.Millisecond, "a %s Event on %s naming %s", reason, pod, who)
+}
+
+// runnerguardDeaths is `kubectl runnerguard deaths -n ns`'s output.
+func runnerguardDeaths(t *testing.T, ns string) string {
+	t.Helper()
+	out, err := exec.Command(runnerguardCLI, "deaths", "-n", ns, "--kubeconfig", kubeconfigPath).CombinedOutput()
+	require.NoError(t, err, "runnerguard deaths: %s", out)
+	return string(out)
+}

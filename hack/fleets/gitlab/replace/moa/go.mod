@@ -1,0 +1,3 @@
+module gitlab.com/gitlab-org/moa
+
+go 1.24

@@ -1,0 +1,3 @@
+module gitlab.com/ajwalker/phrasestream
+
+go 1.24

@@ -1,0 +1,3 @@
+module gitlab.com/gitlab-org/fleeting/taskscaler
+
+go 1.24
