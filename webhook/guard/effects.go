@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -127,7 +128,7 @@ func eventEffectOf(j *judged) Effect {
 
 func (e eventEffect) carryOut(_ context.Context, h *Handler, startedBy string) {
 	if ev, ok := eventOf(e.f, e.d, startedBy); ok {
-		h.Recorder.Eventf(e.f.Pod, nil, ev.Type, ev.Reason, string(e.f.Operation), "%s", ev.Note)
+		h.Recorder.Eventf(regarding(e.f.Pod), nil, ev.Type, ev.Reason, string(e.f.Operation), "%s", ev.Note)
 	}
 }
 
@@ -217,4 +218,12 @@ func (e refusalOnRecord) carryOut(ctx context.Context, h *Handler, _ string) {
 // and the pod's version it was judged on.
 func refusalOf(f Facts, d Decision) refusal.One {
 	return refusal.One{By: f.Requester, Verb: string(f.Operation), Rule: string(d.Rule), At: f.Now, Version: f.Pod.ResourceVersion}
+}
+
+// regarding is the pod as an Event names it: without its resourceVersion,
+// which the events API's series key would otherwise hold, so that a
+// reaper's retries on a pod whose version moves (each refusal kept on it
+// moves it) are one series, not an Event object each.
+func regarding(pod *corev1.Pod) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
 }
