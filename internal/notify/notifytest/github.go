@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v4"
@@ -42,15 +41,11 @@ type GitHub struct {
 	Key                   []byte // the App's private key, PEM
 	// Runs maps "owner/repo/run" to the run's head commit.
 	Runs map[string]string
-	// Fail, when set, answers a request instead (a status and headers).
-	Fail func(r *http.Request) (int, http.Header)
 
-	mu        sync.Mutex
+	service
 	pub       *rsa.PublicKey
 	token     string
 	checkRuns []CheckRun
-	errs      []string
-	calls     int
 }
 
 // NewGitHub starts the fake with a fresh App key.
@@ -72,37 +67,16 @@ func (g *GitHub) CheckRuns() []CheckRun {
 	return append([]CheckRun(nil), g.checkRuns...)
 }
 
-// Errors are the requests that broke the published shape.
-func (g *GitHub) Errors() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]string(nil), g.errs...)
-}
-
-// Calls counts the requests answered.
-func (g *GitHub) Calls() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.calls
-}
-
 func (g *GitHub) bad(w http.ResponseWriter, format string, a ...any) {
-	g.errs = append(g.errs, fmt.Sprintf(format, a...))
-	http.Error(w, `{"message":"`+fmt.Sprintf(format, a...)+`"}`, http.StatusUnprocessableEntity)
+	msg := g.broke(format, a...)
+	http.Error(w, `{"message":"`+msg+`"}`, http.StatusUnprocessableEntity)
 }
 
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.calls++
-	if g.Fail != nil {
-		if code, h := g.Fail(r); code != 0 {
-			for k, v := range h {
-				w.Header()[k] = v
-			}
-			http.Error(w, `{"message":"fake failure"}`, code)
-			return
-		}
+	if g.begin(w, r) {
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	path, ok := strings.CutPrefix(r.URL.Path, "/api/v3/")

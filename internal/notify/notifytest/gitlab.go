@@ -2,12 +2,10 @@ package notifytest
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 )
 
 // Status is a commit status as GitLab's "Set the pipeline status of a
@@ -34,12 +32,9 @@ type GitLab struct {
 	*httptest.Server
 	Token string
 	Jobs  []Job
-	Fail  func(r *http.Request) (int, http.Header)
 
-	mu       sync.Mutex
+	service
 	statuses []Status
-	errs     []string
-	calls    int
 }
 
 // NewGitLab starts the fake.
@@ -56,37 +51,16 @@ func (g *GitLab) Statuses() []Status {
 	return append([]Status(nil), g.statuses...)
 }
 
-// Errors are the requests that broke the published shape.
-func (g *GitLab) Errors() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]string(nil), g.errs...)
-}
-
-// Calls counts the requests answered.
-func (g *GitLab) Calls() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.calls
-}
-
 func (g *GitLab) bad(w http.ResponseWriter, format string, a ...any) {
-	g.errs = append(g.errs, fmt.Sprintf(format, a...))
+	g.broke(format, a...)
 	http.Error(w, `{"message":"400 Bad request"}`, http.StatusBadRequest)
 }
 
 func (g *GitLab) serve(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.calls++
-	if g.Fail != nil {
-		if code, h := g.Fail(r); code != 0 {
-			for k, v := range h {
-				w.Header()[k] = v
-			}
-			http.Error(w, `{"message":"fake failure"}`, code)
-			return
-		}
+	if g.begin(w, r) {
+		return
 	}
 	if r.Header.Get("PRIVATE-TOKEN") != g.Token {
 		http.Error(w, `{"message":"401 Unauthorized"}`, http.StatusUnauthorized)

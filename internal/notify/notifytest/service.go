@@ -1,0 +1,58 @@
+package notifytest
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+)
+
+// service is what each fake service keeps alike: the requests it answered,
+// those that broke the published shape, and the failures a test asks of it.
+type service struct {
+	// Fail, when set, answers a request instead (a status and headers).
+	Fail func(r *http.Request) (int, http.Header)
+
+	mu    sync.Mutex
+	errs  []string
+	calls int
+}
+
+// Errors are the requests that broke the published shape.
+func (s *service) Errors() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.errs...)
+}
+
+// Calls counts the requests answered.
+func (s *service) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// begin counts r and answers it with the failure Fail asks for, if any:
+// true when it did. The caller holds mu.
+func (s *service) begin(w http.ResponseWriter, r *http.Request) bool {
+	s.calls++
+	if s.Fail == nil {
+		return false
+	}
+	code, h := s.Fail(r)
+	if code == 0 {
+		return false
+	}
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	http.Error(w, `{"message":"fake failure"}`, code)
+	return true
+}
+
+// broke keeps a request that broke the shape, and says how. The caller
+// holds mu.
+func (s *service) broke(format string, a ...any) string {
+	msg := fmt.Sprintf(format, a...)
+	s.errs = append(s.errs, msg)
+	return msg
+}
