@@ -95,6 +95,11 @@ func Sidecar(v config.Vitals) corev1.Container {
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: record.ProbePath, Port: intstr.FromInt32(v.ProbePort), Scheme: corev1.URISchemeHTTP,
 			}},
+			// The first ask waits a period: the sidecar listens a moment
+			// after it starts, and every failed ask is a Warning Event
+			// (Unhealthy) that would bury the refusals operators look for
+			// among the Warnings. No stall can be judged sooner anyway.
+			InitialDelaySeconds: 5,
 			// Written out as the API server would default them, so a second
 			// pass sees no change.
 			TimeoutSeconds: 2, PeriodSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1,
