@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -71,11 +72,16 @@ func TestAnEditorCannotEndABusyRunnersJobWithoutADelete(t *testing.T) {
 	assert.Contains(t, out, execRefused)
 	assert.Contains(t, out, "runnerguard")
 
+	// Read and changed again on a conflict, as a client would: the pod
+	// moves on its own (its status as the kubelet reports it, the refusal
+	// just kept on it), and only the guard's answer is asserted.
 	edit := func(change func(*corev1.Pod)) error {
-		got := &corev1.Pod{}
-		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), got))
-		change(got)
-		return editor.client(t).Update(ctx, got)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &corev1.Pod{}
+			require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), got))
+			change(got)
+			return editor.client(t).Update(ctx, got)
+		})
 	}
 	for _, tc := range []struct {
 		name, refusal string
