@@ -66,6 +66,10 @@ func startOutage(t *testing.T) *outage {
 	objs, err := registration.Render(cfg, o)
 	require.NoError(t, err)
 	require.Equal(t, name, objs.Validating.Name)
+	// A second installation's ServiceAccount holds its own release's roles,
+	// which name its own registration.
+	_, err = apitest.GrantRelease(ctx, admin, o)
+	require.NoError(t, err)
 	require.NoError(t, admin.Create(ctx, objs.Validating))
 	t.Cleanup(func() { _ = admin.Delete(ctx, objs.Validating) })
 	return &outage{srv: srv, objs: objs}

@@ -15,17 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// MetricsReader is the ServiceAccount that scrapes metrics, bound to a
-// ClusterRole like the chart's <fullname>-metrics-reader.
+// MetricsReader is the ServiceAccount that scrapes metrics, bound to the
+// chart's <fullname>-metrics-reader.
 const MetricsReader = "metrics-scraper"
 
-// metricsReaderToken makes the scraper's ServiceAccount, lets it get
-// /metrics and returns a token for it.
-func metricsReaderToken(ctx context.Context, c *Cluster) (string, error) {
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard-metrics-reader"}, Rules: []rbacv1.PolicyRule{
-		{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
-	}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard-metrics-reader"},
+// metricsReaderToken makes the scraper's ServiceAccount, binds it to role
+// (the chart's metrics reader) and returns a token for it.
+func metricsReaderToken(ctx context.Context, c *Cluster, role *rbacv1.ClusterRole) (string, error) {
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: MetricsReader, Namespace: ReleaseNamespace}},
 	}

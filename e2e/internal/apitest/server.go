@@ -30,8 +30,8 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config"
 )
 
-// ServerUser is the webhook's identity; it holds only the RBAC that
-// grantServerRBAC gives, the least the webhooks need.
+// ServerUser is the webhook's identity; it holds only the RBAC that the
+// chart grants its ServiceAccount (GrantRelease).
 const ServerUser = "system:serviceaccount:runnerguard:runnerguard"
 
 // MemoryLimit is the chart's default memory limit of the webhook container.
@@ -130,10 +130,11 @@ func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, err
 	if err := build.Run(); err != nil {
 		return nil, fmt.Errorf("building runnerguard: %w", err)
 	}
-	if err := grantServerRBAC(ctx, c.Client); err != nil {
+	rbac, err := GrantRelease(ctx, c.Client, s.Options())
+	if err != nil {
 		return nil, err
 	}
-	if s.MetricsToken, err = metricsReaderToken(ctx, c); err != nil {
+	if s.MetricsToken, err = metricsReaderToken(ctx, c, rbac.MetricsReader); err != nil {
 		return nil, err
 	}
 	user, err := c.Env.AddUser(envtest.User{Name: ServerUser}, nil)
@@ -259,48 +260,36 @@ func (s *Server) Register(ctx context.Context, c client.Client, cfg config.Confi
 // in the chart's release namespace.
 const ReleaseNamespace = "runnerguard"
 
-// grantServerRBAC gives the server's identity what the chart's ClusterRole
-// and leader-election Role give it.
 // ReportSecrets are the Secrets the suites' reporters may read.
 var ReportSecrets = []string{"reports-github", "reports-gitlab", "reports-sink"}
 
-func grantServerRBAC(ctx context.Context, c client.Client) error {
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeletions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
-		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
-		{APIGroups: []string{"runnerguard.io"}, Resources: []string{"runnerdeaths/status"}, Verbs: []string{"patch"}},
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"get"}},
-		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-	}}
+// GrantRelease gives the server's identity what the chart grants the
+// ServiceAccount of o's release, rendered from the chart (every reporter
+// Secret of ReportSecrets among it), and the release namespace; it returns
+// the roles it rendered.
+func GrantRelease(ctx context.Context, c client.Client, o registration.Options) (*registration.RBAC, error) {
+	rbac, err := registration.RenderRBAC(o, registration.ReportSecrets{GitHub: ReportSecrets[0], GitLab: ReportSecrets[1], Sink: ReportSecrets[2]})
+	if err != nil {
+		return nil, err
+	}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ServerUser}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "runnerguard"},
-		Subjects: subjects,
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}, rbac.Cluster,
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: rbac.Cluster.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: rbac.Cluster.Name},
+			Subjects: subjects,
+		}}
+	for _, role := range rbac.Namespaced {
+		objs = append(objs, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: subjects,
+		})
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}
-	le := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard-leader-election", Namespace: ReleaseNamespace}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		// The reporter's credentials, by name, as the chart grants them.
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: ReportSecrets, Verbs: []string{"get"}},
-	}}
-	leBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "runnerguard-leader-election", Namespace: ReleaseNamespace},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "runnerguard-leader-election"},
-		Subjects: subjects,
-	}
-	for _, o := range []client.Object{role, binding, ns, le, leBinding} {
+	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return rbac, nil
 }
 
 // Replica starts another process of the same binary, config and identity
