@@ -35,7 +35,7 @@ const (
 	imageRefused      = "a container's image changed on a busy runner"
 	tolerationRefused = "tolerationSeconds set or shortened on a busy runner"
 	ephemeralRefused  = "an ephemeral container added to a busy runner pod"
-	resizeRefused     = "a runner container resized while busy"
+	resizeRefused     = "a busy runner pod resized"
 )
 
 // A change to the pod: its name says what it does; apply makes it through
@@ -82,14 +82,33 @@ var (
 			TargetContainerName: p.Spec.Containers[0].Name,
 		})
 	}), nil}
-	shrinkCPU = change{resizeRefused, update("resize", func(p *corev1.Pod) {
-		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("50m")
-		p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("100m")
-	}), &apitest.PodResize}
+	shrinkCPU = shrink(func(p *corev1.Pod) *corev1.ResourceRequirements { return &p.Spec.Containers[0].Resources })
+	// A runner pod's other containers: GitLab's helper, ARC's dind sidecar.
+	shrinkHelper  = shrink(func(p *corev1.Pod) *corev1.ResourceRequirements { return &p.Spec.Containers[1].Resources })
+	shrinkSidecar = shrink(func(p *corev1.Pod) *corev1.ResourceRequirements {
+		return &p.Spec.InitContainers[len(p.Spec.InitContainers)-1].Resources
+	})
+	// The pod's own cgroup, which every container lives in: still above
+	// its containers' sum, as the API server requires.
+	shrinkPodLevel = change{resizeRefused, update("resize", func(p *corev1.Pod) {
+		p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("150m")
+		p.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("300m")
+	}), &apitest.PodLevelResize}
 )
 
+// shrink is a resize (pods/resize) that halves the CPU of the resources
+// at.
+func shrink(at func(*corev1.Pod) *corev1.ResourceRequirements) change {
+	return change{resizeRefused, update("resize", func(p *corev1.Pod) {
+		r := at(p)
+		r.Requests[corev1.ResourceCPU] = resource.MustParse("50m")
+		r.Limits[corev1.ResourceCPU] = resource.MustParse("100m")
+	}), &apitest.PodResize}
+}
+
 // resizable puts pod on a node that exists and reports its running
-// containers' resources, as a kubelet that supports in-place resize does:
+// containers' and its pod-level resources, as a kubelet that supports
+// in-place resize does:
 // the API server refuses a resize otherwise, before any policy.
 func resizable(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
@@ -99,19 +118,30 @@ func resizable(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	case err == nil:
 		room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
 		node.Status.Capacity, node.Status.Allocatable = room, room
+		// A kubelet that resizes pod-level resources declares so.
+		node.Status.DeclaredFeatures = []string{"InPlacePodLevelResourcesVerticalScaling"}
 		require.NoError(t, admin.Status().Update(ctx, node))
 	case !apierrors.IsAlreadyExists(err):
 		require.NoError(t, err)
 	}
 	pod.Spec.NodeName = node.Name
-	for i, cs := range pod.Status.ContainerStatuses {
-		for _, c := range pod.Spec.Containers {
+	reportResources(pod.Status.ContainerStatuses, pod.Spec.Containers)
+	reportResources(pod.Status.InitContainerStatuses, pod.Spec.InitContainers)
+	if pod.Spec.Resources != nil {
+		pod.Status.Resources = pod.Spec.Resources.DeepCopy()
+	}
+	return pod
+}
+
+// reportResources sets each running container's reported resources to its spec's.
+func reportResources(statuses []corev1.ContainerStatus, containers []corev1.Container) {
+	for i, cs := range statuses {
+		for _, c := range containers {
 			if c.Name == cs.Name && cs.State.Running != nil {
-				pod.Status.ContainerStatuses[i].Resources = c.Resources.DeepCopy()
+				statuses[i].Resources = c.Resources.DeepCopy()
 			}
 		}
 	}
-	return pod
 }
 
 // sized gives a pod's first container resources a resize can change.
@@ -119,6 +149,12 @@ func sized(w *podtest.Wrapper) *podtest.Wrapper {
 	return w.Resources(w.Spec.Containers[0].Name,
 		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")})
+}
+
+// sizedAs gives w's container c the resources sized gives the first.
+func sizedAs(w *podtest.Wrapper, c string) *podtest.Wrapper {
+	first := w.Spec.Containers[0].Resources
+	return w.Resources(c, first.Requests.DeepCopy(), first.Limits.DeepCopy())
 }
 
 // podDebugger is what neither edit nor admin grants (kube-apiserver 1.37):
@@ -182,6 +218,21 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 	endedRunning := func(name string) *corev1.Pod {
 		return sized(podtest.GitLab(ns, name)).Terminated("build", 0, "Completed").Running("helper").Obj()
 	}
+	// GitLab's helper, running beside a busy build container.
+	gitlabHelper := func(name string) *corev1.Pod {
+		return running(sizedAs(sized(podtest.GitLab(ns, name)), "helper").Running("helper"), "build")
+	}
+	// ARC's dind, a native sidecar running beside a busy runner.
+	scaleSetDind := func(name string) *corev1.Pod {
+		return running(sizedAs(sized(podtest.ARCScaleSet(ns, name)), "dind").SidecarRunning("dind"), "runner")
+	}
+	// A runner pod with pod-level resources: its cgroup's limit.
+	podLevel := func(name string) *corev1.Pod {
+		w := sized(podtest.Runner(ns, name))
+		w.PodLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("400m"), corev1.ResourceMemory: resource.MustParse("256Mi")})
+		return running(w, "runner")
+	}
 	onResizableNode := func(pod func(string) *corev1.Pod) func(string) *corev1.Pod {
 		return func(name string) *corev1.Pod { return resizable(t, pod(name)) }
 	}
@@ -211,6 +262,13 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 		{"a runner that has ended is not protected", ended, reaperSA, changeImage, true},
 		{"a runner that has ended may be resized", onResizableNode(endedRunning), vpa, shrinkCPU, true},
 		{"an operator granted the override may resize a busy runner", onResizableNode(generic), operator, shrinkCPU, true},
+		{"a vertical autoscaler cannot shrink GitLab's helper beside a busy build container", onResizableNode(gitlabHelper), vpa, shrinkHelper, false},
+		{"nor ARC's dind sidecar beside a busy runner", onResizableNode(scaleSetDind), vpa, shrinkSidecar, false},
+		{"nor a busy runner pod's pod-level resources", onResizableNode(podLevel), vpa, shrinkPodLevel, false},
+		{"an operator granted the override may shrink the pod-level resources", onResizableNode(podLevel), operator, shrinkPodLevel, true},
+		{"GitLab's helper may be resized once the build container ended", onResizableNode(func(name string) *corev1.Pod {
+			return sizedAs(sized(podtest.GitLab(ns, name)), "helper").Terminated("build", 0, "Completed").Running("helper").Obj()
+		}), vpa, shrinkHelper, true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
