@@ -35,7 +35,7 @@ const (
 	imageRefused      = "a container's image changed on a busy runner"
 	tolerationRefused = "tolerationSeconds set or shortened on a busy runner"
 	ephemeralRefused  = "an ephemeral container added to a busy runner pod"
-	resizeRefused     = "a runner container resized while busy"
+	resizeRefused     = "a busy runner pod resized"
 )
 
 // A change to the pod: its name says what it does; apply makes it through
@@ -82,14 +82,33 @@ var (
 			TargetContainerName: p.Spec.Containers[0].Name,
 		})
 	}), nil}
-	shrinkCPU = change{resizeRefused, update("resize", func(p *corev1.Pod) {
-		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("50m")
-		p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("100m")
-	}), &apitest.PodResize}
+	shrinkCPU = shrink(func(p *corev1.Pod) *corev1.ResourceRequirements { return &p.Spec.Containers[0].Resources })
+	// A runner pod's other containers: GitLab's helper, ARC's dind sidecar.
+	shrinkHelper  = shrink(func(p *corev1.Pod) *corev1.ResourceRequirements { return &p.Spec.Containers[1].Resources })
+	shrinkSidecar = shrink(func(p *corev1.Pod) *corev1.ResourceRequirements {
+		return &p.Spec.InitContainers[len(p.Spec.InitContainers)-1].Resources
+	})
+	// The pod's own cgroup, which every container lives in: still above
+	// its containers' sum, as the API server requires.
+	shrinkPodLevel = change{resizeRefused, update("resize", func(p *corev1.Pod) {
+		p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("150m")
+		p.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("300m")
+	}), &apitest.PodLevelResize}
 )
 
+// shrink is a resize (pods/resize) that halves the CPU of the resources
+// at.
+func shrink(at func(*corev1.Pod) *corev1.ResourceRequirements) change {
+	return change{resizeRefused, update("resize", func(p *corev1.Pod) {
+		r := at(p)
+		r.Requests[corev1.ResourceCPU] = resource.MustParse("50m")
+		r.Limits[corev1.ResourceCPU] = resource.MustParse("100m")
+	}), &apitest.PodResize}
+}
+
 // resizable puts pod on a node that exists and reports its running
-// containers' resources, as a kubelet that supports in-place resize does:
+// containers' and its pod-level resources, as a kubelet that supports
+// in-place resize does:
 // the API server refuses a resize otherwise, before any policy.
 func resizable(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
@@ -99,19 +118,30 @@ func resizable(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	case err == nil:
 		room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
 		node.Status.Capacity, node.Status.Allocatable = room, room
+		// A kubelet that resizes pod-level resources declares so.
+		node.Status.DeclaredFeatures = []string{"InPlacePodLevelResourcesVerticalScaling"}
 		require.NoError(t, admin.Status().Update(ctx, node))
 	case !apierrors.IsAlreadyExists(err):
 		require.NoError(t, err)
 	}
 	pod.Spec.NodeName = node.Name
-	for i, cs := range pod.Status.ContainerStatuses {
-		for _, c := range pod.Spec.Containers {
+	reportResources(pod.Status.ContainerStatuses, pod.Spec.Containers)
+	reportResources(pod.Status.InitContainerStatuses, pod.Spec.InitContainers)
+	if pod.Spec.Resources != nil {
+		pod.Status.Resources = pod.Spec.Resources.DeepCopy()
+	}
+	return pod
+}
+
+// reportResources sets each running container's reported resources to its spec's.
+func reportResources(statuses []corev1.ContainerStatus, containers []corev1.Container) {
+	for i, cs := range statuses {
+		for _, c := range containers {
 			if c.Name == cs.Name && cs.State.Running != nil {
-				pod.Status.ContainerStatuses[i].Resources = c.Resources.DeepCopy()
+				statuses[i].Resources = c.Resources.DeepCopy()
 			}
 		}
 	}
-	return pod
 }
 
 // sized gives a pod's first container resources a resize can change.
@@ -119,6 +149,12 @@ func sized(w *podtest.Wrapper) *podtest.Wrapper {
 	return w.Resources(w.Spec.Containers[0].Name,
 		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")})
+}
+
+// sizedAs gives w's container c the resources sized gives the first.
+func sizedAs(w *podtest.Wrapper, c string) *podtest.Wrapper {
+	first := w.Spec.Containers[0].Resources
+	return w.Resources(c, first.Requests.DeepCopy(), first.Limits.DeepCopy())
 }
 
 // podDebugger is what neither edit nor admin grants (kube-apiserver 1.37):
@@ -182,6 +218,21 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 	endedRunning := func(name string) *corev1.Pod {
 		return sized(podtest.GitLab(ns, name)).Terminated("build", 0, "Completed").Running("helper").Obj()
 	}
+	// GitLab's helper, running beside a busy build container.
+	gitlabHelper := func(name string) *corev1.Pod {
+		return running(sizedAs(sized(podtest.GitLab(ns, name)), "helper").Running("helper"), "build")
+	}
+	// ARC's dind, a native sidecar running beside a busy runner.
+	scaleSetDind := func(name string) *corev1.Pod {
+		return running(sizedAs(sized(podtest.ARCScaleSet(ns, name)), "dind").SidecarRunning("dind"), "runner")
+	}
+	// A runner pod with pod-level resources: its cgroup's limit.
+	podLevel := func(name string) *corev1.Pod {
+		w := sized(podtest.Runner(ns, name))
+		w.PodLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("400m"), corev1.ResourceMemory: resource.MustParse("256Mi")})
+		return running(w, "runner")
+	}
 	onResizableNode := func(pod func(string) *corev1.Pod) func(string) *corev1.Pod {
 		return func(name string) *corev1.Pod { return resizable(t, pod(name)) }
 	}
@@ -211,6 +262,13 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 		{"a runner that has ended is not protected", ended, reaperSA, changeImage, true},
 		{"a runner that has ended may be resized", onResizableNode(endedRunning), vpa, shrinkCPU, true},
 		{"an operator granted the override may resize a busy runner", onResizableNode(generic), operator, shrinkCPU, true},
+		{"a vertical autoscaler cannot shrink GitLab's helper beside a busy build container", onResizableNode(gitlabHelper), vpa, shrinkHelper, false},
+		{"nor ARC's dind sidecar beside a busy runner", onResizableNode(scaleSetDind), vpa, shrinkSidecar, false},
+		{"nor a busy runner pod's pod-level resources", onResizableNode(podLevel), vpa, shrinkPodLevel, false},
+		{"an operator granted the override may shrink the pod-level resources", onResizableNode(podLevel), operator, shrinkPodLevel, true},
+		{"GitLab's helper may be resized once the build container ended", onResizableNode(func(name string) *corev1.Pod {
+			return sizedAs(sized(podtest.GitLab(ns, name)), "helper").Terminated("build", 0, "Completed").Running("helper").Obj()
+		}), vpa, shrinkHelper, true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,6 +295,7 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 }
 
 // connect opens pods/<subresource> of pod as p, for container (none when
+// empty; for a proxy, the [scheme:]pod[:port] it names, the pod when
 // empty), and returns the API server's answer. The suite has no kubelet:
 // a connection the admission chain lets through fails afterwards, at the
 // node; a refusal comes from admission, first.
@@ -247,33 +306,50 @@ func connect(t *testing.T, p principal, pod *corev1.Pod, subresource, container 
 	cfg.WarningHandler = rest.NoWarnings{}
 	c, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	req := c.CoreV1().RESTClient().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource(subresource)
-	if subresource == "exec" {
+	name := pod.Name
+	if subresource == "proxy" && container != "" {
+		name = container // a proxy names [scheme:]pod[:port] instead
+	}
+	req := c.CoreV1().RESTClient().Post().Namespace(pod.Namespace).Resource("pods").Name(name).SubResource(subresource)
+	switch subresource {
+	case "exec":
 		req = req.VersionedParams(&corev1.PodExecOptions{Container: container, Command: []string{"kill", "1"}, Stdout: true}, scheme.ParameterCodec)
-	} else {
+	case "attach":
 		req = req.VersionedParams(&corev1.PodAttachOptions{Container: container, Stdout: true}, scheme.ParameterCodec)
+	case "portforward":
+		req = req.VersionedParams(&corev1.PodPortForwardOptions{Ports: []int32{2375}}, scheme.ParameterCodec)
+	case "proxy":
+		req = req.Suffix("containers", "json")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return req.Do(ctx).Error()
 }
 
-// connectCalls counts the exec and attach reviews the guard answered while
-// f ran.
-func connectCalls(t *testing.T, f func()) float64 {
+// connectCalls counts the connect reviews the guard answered while f ran,
+// once it has counted at least want of them: the server counts a review
+// after its answer is written, which the API server may have passed on
+// first. A review counted later than that shows in the next count.
+func connectCalls(t *testing.T, want float64, f func()) float64 {
 	t.Helper()
 	before, err := server.WebhookCalls(registration.ConnectPath)
 	require.NoError(t, err)
 	f()
-	after, err := server.WebhookCalls(registration.ConnectPath)
-	require.NoError(t, err)
+	var after float64
+	require.Eventually(t, func() bool {
+		after, err = server.WebhookCalls(registration.ConnectPath)
+		require.NoError(t, err)
+		return after-before >= want
+	}, 30*time.Second, 20*time.Millisecond, "the guard counts the reviews it answered")
 	return after - before
 }
 
-// exec and attach into a busy runner container reach the job's processes:
-// refused to every principal but the job's owner (GitLab's manager runs the
-// job's script so), the override's holders and the exempt. The API server
-// sends the guard only what may be refused.
+// exec, attach, port-forward and proxy into any container of a busy
+// runner pod reach the job (its docker daemon, its work volume, its
+// processes): refused to every principal but the job's owner (GitLab's
+// manager runs the job's script so), the override's holders and the
+// exempt. The API server sends the guard every connection to a pod in a
+// selected namespace but the override holders' and the exempt's.
 func TestExecIntoABusyRunnerIsRefusedButToItsOwner(t *testing.T) {
 	ns := newNamespace(t, nil)
 	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
@@ -282,39 +358,52 @@ func TestExecIntoABusyRunnerIsRefusedButToItsOwner(t *testing.T) {
 	mayOverride(t, ns, operator)
 
 	busy := create(t, nil, running(podtest.Runner(ns, "busy"), "runner"))
-	build := create(t, nil, running(podtest.GitLab(ns, "build"), "build"))
+	build := create(t, nil, running(podtest.GitLab(ns, "build").Running("helper"), "build"))
+	// No EphemeralRunner to say the runner is idle: taken as busy.
+	arc := create(t, nil, running(podtest.ARCScaleSet(ns, "arc").SidecarRunning("dind"), "runner"))
 	fresh := create(t, nil, podtest.Runner(ns, "fresh").Obj())
 	web := create(t, nil, podtest.Plain(ns, "web").Running("app").Obj())
 
+	const (
+		intoRunner = "into runner container"
+		toPod      = "to pod"
+	)
 	cases := []struct {
 		name        string
 		by          principal
 		pod         *corev1.Pod
 		subresource string
 		container   string
-		refused     bool
-		calls       float64
+		// refused is what the refusal says; "" when allowed.
+		refused string
+		calls   float64
 	}{
-		{"a reaper's exec into a busy runner is refused", reaperSA, busy, "exec", "runner", true, 1},
-		{"naming no container does not get past it", reaperSA, busy, "exec", "", true, 1},
-		{"a reaper's attach into a busy GitLab build container is refused", reaperSA, build, "attach", "build", true, 1},
-		{"GitLab's manager attaches to run the job's script", manager, build, "attach", "build", false, 1},
-		{"GitLab's manager execs into the build container", manager, build, "exec", "build", false, 1},
-		{"the manager of GitLab jobs is no owner of a generic runner", manager, busy, "exec", "runner", true, 1},
-		{"an operator granted the override is let through at the API server", operator, busy, "exec", "runner", false, 0},
-		{"exec into GitLab's helper container is not judged", reaperSA, build, "exec", "helper", false, 0},
-		{"exec into a runner not started yet is allowed", reaperSA, fresh, "exec", "runner", false, 1},
-		{"exec into a pod that is no runner is not judged", reaperSA, web, "exec", "app", false, 0},
+		{"a reaper's exec into a busy runner is refused", reaperSA, busy, "exec", "runner", intoRunner, 1},
+		{"naming no container does not get past it", reaperSA, busy, "exec", "", intoRunner, 1},
+		{"a reaper's attach into a busy GitLab build container is refused", reaperSA, build, "attach", "build", intoRunner, 1},
+		{"a reaper's exec into GitLab's helper beside a busy build container is refused", reaperSA, build, "exec", "helper", `into container "helper"`, 1},
+		{"a reaper's exec into ARC's dind sidecar beside a busy runner is refused", reaperSA, arc, "exec", "dind", `into container "dind"`, 1},
+		{"a reaper's port-forward to a busy runner pod is refused", reaperSA, arc, "portforward", "", toPod, 1},
+		{"a reaper's proxied request to a port of a busy runner pod is refused", reaperSA, build, "proxy", "build:2375", toPod, 1},
+		{"naming a scheme does not get a proxied request past it", reaperSA, build, "proxy", "https:build:2376", toPod, 1},
+		{"GitLab's manager attaches to run the job's script", manager, build, "attach", "build", "", 1},
+		{"GitLab's manager execs into the build container", manager, build, "exec", "build", "", 1},
+		{"GitLab's manager execs into the helper container", manager, build, "exec", "helper", "", 1},
+		{"the manager of GitLab jobs is no owner of a generic runner", manager, busy, "exec", "runner", intoRunner, 1},
+		{"an operator granted the override is let through at the API server", operator, busy, "exec", "runner", "", 0},
+		{"an operator's port-forward too", operator, arc, "portforward", "", "", 0},
+		{"exec into a runner not started yet is allowed", reaperSA, fresh, "exec", "runner", "", 1},
+		{"exec into a pod that is no runner is allowed", reaperSA, web, "exec", "app", "", 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
-			n := connectCalls(t, func() { err = connect(t, tc.by, tc.pod, tc.subresource, tc.container) })
+			n := connectCalls(t, tc.calls, func() { err = connect(t, tc.by, tc.pod, tc.subresource, tc.container) })
 			assert.Equal(t, tc.calls, n, "reviews the guard answered")
 			require.Error(t, err, "the suite has no kubelet to connect to")
-			if tc.refused {
+			if tc.refused != "" {
 				assert.True(t, apierrors.IsForbidden(err), "403, not %v", err)
-				assert.Contains(t, err.Error(), "refused "+tc.subresource+" into runner container")
+				assert.Contains(t, err.Error(), "refused "+tc.subresource+" "+tc.refused)
 				return
 			}
 			assert.False(t, strings.Contains(err.Error(), "runnerguard"), "not refused by runnerguard: %v", err)

@@ -43,7 +43,4 @@ const (
 	// RuleBusy: the runner is busy; its deletion is refused, or allowed
 	// only in warn mode.
 	RuleBusy Rule = "busy"
-	// RuleOtherContainer: an exec or attach targets a container of a
-	// runner pod that is not a runner container.
-	RuleOtherContainer Rule = "not-runner-container"
 )

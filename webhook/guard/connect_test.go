@@ -25,6 +25,12 @@ func connectReq(t *testing.T, sub, ns, name, container, user string) admission.R
 	}}
 }
 
+// serviceProxy is req made a proxy to the service of the same name.
+func serviceProxy(req admission.Request) admission.Request {
+	req.Resource.Resource = "services"
+	return req
+}
+
 func TestConnectHandler(t *testing.T) {
 	busy := podtest.Runner("ci", "busy").Running("runner").Obj()
 	h, rec := newTestHandler(busy)
@@ -41,7 +47,15 @@ func TestConnectHandler(t *testing.T) {
 		{name: "attach into it too", req: connectReq(t, "attach", "ci", "busy", "runner", reaper),
 			code: http.StatusForbidden, says: "refused attach"},
 		{name: "a pod that is gone is not judged", req: connectReq(t, "exec", "ci", "gone", "runner", reaper), allowed: true},
-		{name: "another subresource is not judged", req: connectReq(t, "portforward", "ci", "busy", "", reaper), allowed: true},
+		{name: "a port-forward to a busy runner pod is refused with 403", req: connectReq(t, "portforward", "ci", "busy", "", reaper),
+			code: http.StatusForbidden, says: "refused portforward to pod ci/busy"},
+		{name: "a proxied request to a port of a busy runner pod is refused, read as the pod it names",
+			req: connectReq(t, "proxy", "ci", "busy:2375", "", reaper), code: http.StatusForbidden, says: "refused proxy to pod ci/busy"},
+		{name: "naming a scheme does not get a proxied request past it",
+			req: connectReq(t, "proxy", "ci", "https:busy:2376", "", reaper), code: http.StatusForbidden, says: "refused proxy"},
+		{name: "a proxy name the API server cannot split is malformed",
+			req: connectReq(t, "proxy", "ci", "ftp:busy:21", "", reaper), code: http.StatusBadRequest, says: "not [scheme:]pod[:port]"},
+		{name: "a proxy to a service is not judged here", req: serviceProxy(connectReq(t, "proxy", "ci", "busy", "", reaper)), allowed: true},
 		{name: "a review without a pod name is malformed", req: connectReq(t, "exec", "ci", "", "runner", reaper), code: http.StatusBadRequest},
 	}
 	for _, tc := range cases {

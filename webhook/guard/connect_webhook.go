@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -19,12 +20,13 @@ import (
 )
 
 // ConnectPath is where the webhook server serves the guard's reviews of
-// exec and attach; the chart's ValidatingWebhookConfiguration names it.
+// exec, attach, port-forward and proxy; the chart's
+// ValidatingWebhookConfiguration names it.
 const ConnectPath = "/validate-runner-connect"
 
-// ConnectHandler is the room of exec and attach: it judges CONNECT
-// reviews of pods/exec and pods/attach (DecideConnect) with the pod
-// guard's readers. It writes nothing: no note, Event or metric (a review
+// ConnectHandler is the room of connections into pods: it judges CONNECT
+// reviews of pods/exec, pods/attach, pods/portforward and pods/proxy
+// (DecideConnect) with the pod guard's readers. It writes nothing: no note, Event or metric (a review
 // anyone on the pod network can post must not change a record); a refusal
 // is said to the caller and logged.
 type ConnectHandler struct {
@@ -34,38 +36,42 @@ type ConnectHandler struct {
 	refused func(ctx context.Context, f Facts, d Decision)
 }
 
-// Connect returns the handler of exec and attach reviews, reading as h
-// does.
+// Connect returns the handler of connect reviews, reading as h does.
 func (h *Handler) Connect() ConnectHandler { return ConnectHandler{h.Readers, h.keepConnectRefusal} }
 
 // ConnectIn is Connect for the registration of mode's namespaces.
 func (h *Handler) ConnectIn(mode config.Mode) admission.Handler { return h.Connect().In(mode) }
 
 // In is c for the registration of mode's namespaces: as for deletes
-// (ServedIn), the API server chose the mode, so the guard answers exec and
-// attach in it.
+// (ServedIn), the API server chose the mode, so the guard answers
+// connections in it.
 func (c ConnectHandler) In(mode config.Mode) admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		return c.Handle(context.WithValue(ctx, modeKey{}, mode), req)
 	})
 }
 
-// ConnectModePath is where the guard reviews exec and attach in mode.
+// ConnectModePath is where the guard reviews connections in mode.
 func ConnectModePath(mode config.Mode) string { return ConnectPath + "/" + string(mode) }
 
-var connectOperations = map[string]Operation{"exec": Exec, "attach": Attach}
+var connectOperations = map[string]Operation{"exec": Exec, "attach": Attach, "portforward": PortForward, "proxy": Proxy}
 
 // Handle judges one review.
 func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	h := c.Readers
 	op, ok := connectOperations[req.SubResource]
-	if req.Operation != admissionv1.Connect || !ok {
-		return admission.Allowed("runnerguard judges only exec and attach here")
+	if req.Operation != admissionv1.Connect || req.Resource.Resource != "pods" || !ok {
+		return admission.Allowed("runnerguard judges only exec, attach, portforward and proxy of pods here")
 	}
-	if req.Name == "" || req.Namespace == "" {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("%w: %s without a pod name and namespace", errBadRequest, op))
+	name, err := connectedPod(op, req.Name)
+	if err == nil && req.Namespace == "" {
+		err = fmt.Errorf("%w: %s without a namespace", errBadRequest, op)
 	}
-	// PodExecOptions and PodAttachOptions both name the container so.
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	// PodExecOptions and PodAttachOptions both name the container so;
+	// PodPortForwardOptions and PodProxyOptions name none.
 	var opts struct {
 		Container string `json:"container"`
 	}
@@ -77,12 +83,12 @@ func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admis
 	// Read now, uncached: the pod's state decides, and a review cannot be
 	// trusted to bring it (the API server sends only the options).
 	pod := &corev1.Pod{}
-	if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
+	if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			return admission.Allowed("the pod is gone")
 		}
 		logf.FromContext(ctx).Error(err, "refused for now: cannot read the pod", "operation", op)
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("runnerguard: cannot read pod %s/%s to judge the %s: %w", req.Namespace, req.Name, op, err))
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("runnerguard: cannot read pod %s/%s to judge the %s: %w", req.Namespace, name, op, err))
 	}
 	f := Facts{Pod: pod, Operation: op, Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now(), Mode: h.mode(ctx, pod.Namespace),
 		LookupJob: h.lookupJob(ctx, pod), RequesterPodRunsJob: h.runsJob(ctx, pod.Namespace, boundPod(req))}
@@ -105,4 +111,22 @@ func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admis
 		r = r.WithWarnings(d.Message)
 	}
 	return r
+}
+
+// connectedPod is the pod a connection names. A proxy's name is
+// [scheme:]pod[:port], as the API server's proxy splits it: looking up the
+// whole of it would find no pod and let the request through as to a pod
+// that is gone.
+func connectedPod(op Operation, name string) (string, error) {
+	if op == Proxy {
+		_, pod, _, ok := utilnet.SplitSchemeNamePort(name)
+		if !ok {
+			return "", fmt.Errorf("%w: proxy to %q, not [scheme:]pod[:port]", errBadRequest, name)
+		}
+		name = pod
+	}
+	if name == "" {
+		return "", fmt.Errorf("%w: %s without a pod name", errBadRequest, op)
+	}
+	return name, nil
 }

@@ -181,12 +181,12 @@ func busyMessage(f Facts, d Decision) string {
 }
 
 // connectBusyMessage says what was refused and who may do it.
-func connectBusyMessage(f Facts, d Decision) string {
+func connectBusyMessage(f Facts, container string, d Decision) string {
 	pod := f.Pod
-	return fmt.Sprintf("runnerguard: refused %s into runner container %q of pod %s/%s (%s): it is running and taken to be busy with a job, "+
-		"which a process started there can end; only the job's owner, a principal granted the verb \"override\" on runners.runnerguard.io "+
-		"in this namespace, or anyone once one has set %s on the pod may %s into it",
-		f.Operation, d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name, runnerpod.AllowDelete, f.Operation)
+	return fmt.Sprintf("runnerguard: refused %s %s %s/%s (%s): its runner container %q is running and taken to be busy with a job, "+
+		"which a connection into any container of the pod can reach; only the job's owner, a principal granted the verb \"override\" on runners.runnerguard.io "+
+		"in this namespace, or anyone once one has set %s on the pod may %s there",
+		f.Operation, connectTarget(f, container, d), pod.Namespace, pod.Name, d.Runner.Preset.Name, d.Status.Container.Name, runnerpod.AllowDelete, f.Operation)
 }
 
 // refusalPlan is what a refusal's Event adds for an operator planning the

@@ -22,6 +22,9 @@ var (
 	// PodResize: the pods/resize subresource (InPlacePodVerticalScaling, beta
 	// in 1.33, where resizes moved to the subresource).
 	PodResize = Feature{"the pods/resize subresource (InPlacePodVerticalScaling, from 1.33)", utilversion.MajorMinor(1, 33)}
+	// PodLevelResize: pods/resize changes the pod-level spec.resources
+	// (InPlacePodLevelResourcesVerticalScaling, beta and on in 1.37).
+	PodLevelResize = Feature{"in-place resize of pod-level resources (InPlacePodLevelResourcesVerticalScaling, on in 1.37)", utilversion.MajorMinor(1, 37)}
 )
 
 // RequireServer skips t, naming f, when the API server d talks to is older
