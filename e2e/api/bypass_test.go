@@ -150,7 +150,11 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		{"legacy ARC's controller cannot make a generic runner a RunnerSet's", generic, legacy, labels(runnerpod.ARCLegacyRunnerSetLabel, "rs"), presetFixed},
 		{"the garbage collector orphans a runner whose owner decided its preset", unlabelledScaleSet, gc, map[string]any{"ownerReferences": nil}, ""},
 		{"a CI job cannot turn a workflow pod into another preset's", workflowPod, ciJob, labels(runnerpod.ARCWorkflowPodLabel, nil), workflowLabel},
-		{"ARC's kubernetes-mode runner may change its workflow pod's label", workflowPod, workflow, labels(runnerpod.ARCWorkflowPodLabel, "other-runner"), ""},
+		// The kubernetes-mode runner's ServiceAccount lives in the runner
+		// namespace, where edit wears it: as the docs advise, it is named
+		// as no controller, and so trusted with no field.
+		{"ARC's kubernetes-mode runner cannot re-point its workflow pod at another runner", workflowPod, workflow, labels(runnerpod.ARCWorkflowPodLabel, "other-runner"), workflowLabel},
+		{"nor can it re-point an ARC runner at an idle EphemeralRunner", scaleSet, workflow, idleOwner, ownersChanged},
 		{"the garbage collector is trusted with the idle signal too", legacyRunner, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
 		{"but not to make a generic runner a legacy one", generic, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), presetFixed},
 		{"a reaper may still write metadata the guard does not read", generic, reaperSA, annotations("example.com/note", "seen"), ""},

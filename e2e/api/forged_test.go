@@ -107,7 +107,7 @@ func TestReviewsTheAPIServerNeverSentChangeNoRecord(t *testing.T) {
 		forged := pod.DeepCopy()
 		forged.Annotations = map[string]string{runnerpod.AllowDelete: "forged"}
 		require.True(t, askGuard(t, deleteReview(t, forged, reaper)).Allowed)
-		logged(t, "no Event or note: the pod does not exist with the review's UID, or its deletion had begun", "uid", string(pod.UID))
+		logged(t, "no metric, Event or note: the pod does not exist with the review's UID, or its deletion had begun", "uid", string(pod.UID))
 		assert.Nil(t, noteOf(t, pod))
 	})
 

@@ -28,21 +28,23 @@ import (
 )
 
 // The fleets' controllers the suite trusts with their fields; legacy ARC's
-// is runnerpod.ARCLegacyController, which no default trusts.
+// is runnerpod.ARCLegacyController, which no default trusts. ARC's
+// kubernetes-mode runner (workflowRunner) is a ServiceAccount of the
+// runner namespace, which edit there can wear: trusted with nothing, as
+// the docs advise.
 const (
 	arcController  = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
 	workflowRunner = "system:serviceaccount:arc-runners:arc-runner-kube-mode"
 )
 
 // trustControllers configures the fleets' controllers, as an operator
-// would in presets.*.controllerPrincipals.
+// would in presets.*.controllerPrincipals, naming only controllers that
+// run in a namespace of their own.
 func trustControllers(cfg *config.Config) {
 	for i, p := range cfg.Presets {
 		switch p.Name {
 		case runnerpod.ARCScaleSet:
 			cfg.Presets[i].ControllerPrincipals = []string{arcController}
-		case runnerpod.ARCWorkflow:
-			cfg.Presets[i].ControllerPrincipals = []string{workflowRunner}
 		case runnerpod.ARCLegacy:
 			cfg.Presets[i].ControllerPrincipals = []string{runnerpod.ARCLegacyController}
 		}

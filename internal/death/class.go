@@ -107,13 +107,15 @@ func disruptedBy(pod *corev1.Pod, reason string) bool {
 // Pod-level causes (eviction, a lost node) come first: they explain the
 // container's exit code, not the other way round.
 func Classify(pod *corev1.Pod, container string, t *corev1.ContainerStateTerminated) Class {
-	c, _ := classify(pod, container, t)
+	c, _ := classify(pod, container, t, endingOf(pod))
 	return c
 }
 
 // classify is Classify with the basis of a class that is not read from the
-// runner's terminated state alone.
-func classify(pod *corev1.Pod, container string, t *corev1.ContainerStateTerminated) (Class, string) {
+// runner's terminated state alone, and the pod's deletion as e knows it: a
+// disruption a deletion carries out counts only when that deletion ended
+// the runner (disruption.go).
+func classify(pod *corev1.Pod, container string, t *corev1.ContainerStateTerminated, e ending) (Class, string) {
 	switch {
 	case pod.Status.Reason == reasonEvicted:
 		if EvictedFor(pod.Status.Message) == "ephemeral-storage limit" {
@@ -126,11 +128,11 @@ func classify(pod *corev1.Pod, container string, t *corev1.ContainerStateTermina
 		return JobTimeout, ""
 	case pod.Status.Reason == reasonTerminated && disruptedBy(pod, reasonTerminationByKubelet):
 		return NodeDisrupted, "the kubelet shut the pod down with its node: " + head(pod.Status.Message, maxNoteBytes)
-	case t == nil && disruptedBy(pod, reasonDeletionByPodGC):
+	case t == nil && e.disruptionEnded(pod, reasonDeletionByPodGC):
 		// Pod GC removes the pods of a Node object that is gone, with no
 		// kubelet left to report their containers' end.
 		return NodeLost, ""
-	case t == nil && disruptedBy(pod, reasonPreemption):
+	case t == nil && e.disruptionEnded(pod, reasonPreemption):
 		return Preempted, ""
 	case t == nil:
 		return DeletedRunning, ""
@@ -144,7 +146,7 @@ func classify(pod *corev1.Pod, container string, t *corev1.ContainerStateTermina
 	}
 	killed := t.ExitCode == 137 || t.ExitCode == 143 || Signal(t) == 15
 	switch {
-	case killed && disruptedBy(pod, reasonPreemption):
+	case killed && e.disruptionEnded(pod, reasonPreemption):
 		return Preempted, ""
 	case killed && probeKilled(pod, container, t):
 		return ProbeKill, "inferred: the container has a liveness probe and was killed from outside while its pod was neither being deleted nor disrupted; the kubelet states no probe failure in the pod's status"

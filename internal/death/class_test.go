@@ -46,7 +46,7 @@ func TestClassify(t *testing.T) {
 		{name: "ContainerStatusUnknown is a lost node", exit: 137, reason: "ContainerStatusUnknown", want: NodeLost},
 		{name: "a NodeLost pod is a lost node", podReason: "NodeLost", exit: 0, reason: "Completed", want: NodeLost},
 		{name: "no terminated state yet means deleted while running", noState: true, want: DeletedRunning},
-		{name: "removed by pod GC after its node went is a lost node", noState: true, disruption: "DeletionByPodGC", want: NodeLost},
+		{name: "removed by pod GC after its node went is a lost node", noState: true, deleting: true, disruption: "DeletionByPodGC", want: NodeLost},
 		{name: "an eviction's disruption condition does not hide the runner's own end", disruption: "EvictionByEvictionAPI", exit: 143, reason: "Error", want: SigTerm},
 		{name: "pod GC's condition does not override a reported end", disruption: "DeletionByPodGC", exit: 0, reason: "Completed", want: CleanExit},
 		{name: "activeDeadlineSeconds ran out is a job timeout, not a signal", podReason: "DeadlineExceeded", exit: 137, reason: "Error", want: JobTimeout},
@@ -67,8 +67,9 @@ func TestClassify(t *testing.T) {
 			podMessage: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. ", exit: 137, reason: "Error", want: NodeEviction},
 		{name: "an eviction under the node's disk pressure is a node eviction", podReason: "Evicted",
 			podMessage: "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 500Mi. ", exit: 137, reason: "Error", want: NodeEviction},
-		{name: "a runner killed for a preemption is preempted", disruption: "PreemptionByScheduler", exit: 143, reason: "Error", want: Preempted},
-		{name: "a runner removed at once for a preemption is preempted", disruption: "PreemptionByScheduler", noState: true, want: Preempted},
+		{name: "a runner killed for a preemption is preempted", disruption: "PreemptionByScheduler", deleting: true, exit: 143, reason: "Error", want: Preempted},
+		{name: "a runner removed at once for a preemption is preempted", disruption: "PreemptionByScheduler", deleting: true, noState: true, want: Preempted},
+		{name: "a runner killed with a preemption's condition but no deletion is not preempted", disruption: "PreemptionByScheduler", exit: 143, reason: "Error", want: SigTerm},
 		{name: "a preempted runner that exited cleanly is a clean exit", disruption: "PreemptionByScheduler", exit: 0, reason: "Completed", want: CleanExit},
 		{name: "a graceful node shutdown is a node disruption", podReason: "Terminated", disruption: "TerminationByKubelet",
 			podMessage: "Pod was terminated in response to imminent node shutdown.", exit: 143, reason: "Error", want: NodeDisrupted},
@@ -85,7 +86,10 @@ func TestClassify(t *testing.T) {
 				pod.DeletionTimestamp = &metav1.Time{Time: podtest.Start.Add(5 * time.Minute)}
 			}
 			if tc.disruption != "" {
-				pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: tc.disruption})
+				// Set as the control plane sets it: just before the
+				// deletion that carries it out.
+				pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: tc.disruption,
+					LastTransitionTime: metav1.Time{Time: podtest.Start.Add(5*time.Minute - time.Second)}})
 			}
 			var term *corev1.ContainerStateTerminated
 			if !tc.noState {

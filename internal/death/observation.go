@@ -2,6 +2,7 @@ package death
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,15 +71,17 @@ type Plan struct {
 // death waits briefly for the sidecar's final reading and for the guard's
 // note of the deleter; it is recorded without them once the wait is over.
 func Decide(o Observation) Plan {
-	deaths := Deaths(o.Pod, o.Runner)
+	note := deletion.Valid(o.Note, o.Pod, o.GoneAt)
+	e := endingIn(o.Pod, o.GoneAt, note)
+	deaths := deathsIn(o.Pod, o.Runner, e)
 	if st := runnerpod.RunnerStatus(o.Pod, o.Runner.Containers); !o.GoneAt.IsZero() && st.State == runnerpod.Running {
 		// A force delete or pod GC of a lost node: no terminated state
 		// will ever be reported.
-		r := New(o.Pod, o.Runner, st)
+		r := newIn(o.Pod, o.Runner, st, e)
 		r.Deleted = true
 		deaths = append(deaths, r)
 	}
-	d := decision{Observation: o, note: deletion.Valid(o.Note, o.Pod, o.GoneAt), job: once(o.Job), node: once(o.Node)}
+	d := decision{Observation: o, note: note, job: once(o.Job), node: once(o.Node)}
 	var p Plan
 	for _, r := range deaths {
 		r, wait, due := d.finish(r)
@@ -233,6 +236,11 @@ func vitalsLeft(o Observation, r Record) time.Duration {
 // last one. The same status read twice gives the same records (and keys),
 // so resyncs are harmless to whoever remembers keys.
 func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
+	return deathsIn(pod, runner, endingOf(pod))
+}
+
+// deathsIn is Deaths with the pod's deletion as e knows it.
+func deathsIn(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
 	var out []Record
 	for i := range pod.Status.ContainerStatuses {
 		cs := &pod.Status.ContainerStatuses[i]
@@ -241,7 +249,7 @@ func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
 		}
 		for _, t := range []*corev1.ContainerStateTerminated{cs.LastTerminationState.Terminated, cs.State.Terminated} {
 			if t != nil {
-				out = append(out, New(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: cs, Terminated: t}))
+				out = append(out, newIn(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: cs, Terminated: t}, e))
 			}
 		}
 	}
@@ -251,6 +259,11 @@ func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
 // New builds the record of runner's death on pod from st, the runner's
 // status (whose Terminated is nil when the runner was still running).
 func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
+	return newIn(pod, runner, st, endingOf(pod))
+}
+
+// newIn is New with the pod's deletion as e knows it.
+func newIn(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, e ending) Record {
 	r := Record{Namespace: pod.Namespace, DeathRecord: v1alpha1.DeathRecord{
 		Pod: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName,
 		Preset: string(runner.Preset.Name), PodReason: podReason(pod), Disruption: disruption(pod),
@@ -269,7 +282,7 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 	}
 	r.LivenessProbe = HasLivenessProbe(pod, r.Container)
 	t := st.Terminated
-	c, basis := classify(pod, r.Container, t)
+	c, basis := classify(pod, r.Container, t, e)
 	r.Class, r.ClassBasis = string(c), basis
 	if t != nil {
 		if t.Reason != reasonContainerStatusUnknown {
@@ -286,6 +299,9 @@ func New(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status) Record {
 	}
 	r.JobStartedAt = jobStart(pod, runner.Preset.Name)
 	r.Refusals = Refusals(pod)
+	if b := disruptionBasis(pod, e, r.Refusals); b != "" {
+		r.ClassBasis = strings.TrimPrefix(r.ClassBasis+"; "+b, "; ")
+	}
 	if f, ok := FinalVitals(pod); ok {
 		r.Vitals = vitals(f, r.ContainerID)
 		unknownPeak(r.Vitals, f, &r)

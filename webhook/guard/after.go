@@ -16,8 +16,8 @@ import (
 
 // This file is the one place that says when a review's effects (Effect,
 // effects.go) run. carryOut: the one write that must precede the answer,
-// labelBeforeAnswer, now; everything else (confirming the review's pod,
-// the log line, the metric, the Event, the deletion note) once the whole
+// labelBeforeAnswer, now; everything else (the log line, confirming the
+// review's pod, the metric, the Event, the deletion note) once the whole
 // answer is sent, on the bounded pool (afterAnswer), through runEffects.
 // The note is written there (deletion.Notes), once the deletion shows; so
 // is the EphemeralRunner room's note (ephemeralrunner_webhook.go).
@@ -50,9 +50,9 @@ func (h *Handler) labelBeforeAnswer(ctx context.Context, j *judged) {
 }
 
 // runEffects carries out j's effects after its answer: none for a review
-// the API server cannot have sent; its told effects (log line, metric);
-// then, once the review's pod is confirmed, its writes, with who started
-// the deletion where they name them.
+// the API server cannot have sent; its told effect (the log line); then,
+// once the review's pod is confirmed, its count (the metric) and its
+// writes, with who started the deletion where they name them.
 func (h *Handler) runEffects(ctx context.Context, j *judged) {
 	f := j.f
 	log := logf.FromContext(ctx).WithValues("operation", f.Operation, "rule", j.d.Rule, "requester", f.Requester, "dryRun", j.rv.dryRun)
@@ -63,12 +63,15 @@ func (h *Handler) runEffects(ctx context.Context, j *judged) {
 	for _, e := range j.told {
 		e.carryOut(ctx, h, "")
 	}
-	if !j.w.any {
+	if !j.w.counted {
 		return
 	}
 	if ok, err := h.confirm(ctx, f, j.seen); !ok {
-		log.Info("no Event or note: the pod does not exist with the review's UID, or its deletion had begun", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
+		log.Info("no metric, Event or note: the pod does not exist with the review's UID, or its deletion had begun", "pod", f.Pod.Namespace+"/"+f.Pod.Name, "uid", f.Pod.UID, "error", err)
 		return
+	}
+	for _, e := range j.counted {
+		e.carryOut(ctx, h, "")
 	}
 	var startedBy string
 	if j.namesStarter() {

@@ -19,7 +19,8 @@ import (
 // Handle judges a review into an answer and its effects (judged), and the
 // runner (after.go) carries them out, in order, once the whole answer is
 // sent. An effect is carried out only for a review the API server can have
-// sent (forged.go), and a write only once the review's pod is confirmed.
+// sent (forged.go), and a count or a write only once the review's pod is
+// confirmed and the review is no dry run.
 type Effect interface {
 	// carryOut does it. startedBy is who started the deletion, where a
 	// write asked for it to be read (namesStarter).
@@ -30,9 +31,13 @@ type Effect interface {
 // carried out: each gives its effect, or nil when the review leads to none
 // of its kind. A new kind is one entry in one of these lists (and the type
 // that carries it out): told are carried out for every review the API
-// server can have sent; written also need the review's pod confirmed.
+// server can have sent; counted and written also need the review's pod
+// confirmed, and a review that is no dry run. A count feeds alerts
+// (a drain waiting, a reaper refused), so a review that was not sent, or
+// not carried out, moves none.
 var (
-	toldKinds    = []func(j *judged) Effect{decisionLogOf, decisionMetricOf}
+	toldKinds    = []func(j *judged) Effect{decisionLogOf}
+	countedKinds = []func(j *judged) Effect{decisionMetricOf}
 	writtenKinds = []func(j *judged) Effect{eventEffectOf, noteEffectOf, refusalOnRecordOf}
 )
 
@@ -47,19 +52,23 @@ func effectsOf(j *judged, kinds []func(j *judged) Effect) []Effect {
 	return out
 }
 
-// writing is what a review's effects write beyond its log line and metric:
-// any (an Event, a note or the runner label, which the review's pod must
-// be confirmed for), a note of a running runner's admitted deletion
-// (running), the runner label on an admitted deletion of a runner pod the
-// watcher does not see (unlabelled).
-type writing struct{ any, running, unlabelled bool }
+// writing is what a review's effects count and write beyond its log line:
+// counted (the decision's metric), any (an Event, a note or the runner
+// label), both only once the review's pod is confirmed; a note of a
+// running runner's admitted deletion (running), the runner label on an
+// admitted deletion of a runner pod the watcher does not see (unlabelled).
+type writing struct{ counted, any, running, unlabelled bool }
 
-// writes is what the review's effects write. A dry run gets the same
-// answer and writes nothing; nor does a pod that is no runner's, or is
-// already terminating.
+// writes is what the review's effects count and write. A dry run gets the
+// same answer and counts and writes nothing; nor does a review of a pod
+// already terminating (a second review of one deletion, or a replay). A
+// pod that is no runner's is counted, and nothing is written about it.
 func (h *Handler) writes(f Facts, d Decision, rv review) writing {
-	if rv.dryRun || d.Rule == runnerpod.RuleNotRunnerPod || d.Rule == runnerpod.RuleTerminating {
+	if rv.dryRun || d.Rule == runnerpod.RuleTerminating {
 		return writing{}
+	}
+	if d.Rule == runnerpod.RuleNotRunnerPod {
+		return writing{counted: true}
 	}
 	w := writing{running: d.Allowed && d.Status.State == runnerpod.Running}
 	// A runner pod the injector never saw is out of the pod watcher's view
@@ -69,6 +78,7 @@ func (h *Handler) writes(f Facts, d Decision, rv review) writing {
 	_, labelled := f.Pod.Labels[runnerpod.RunnerLabel]
 	w.unlabelled = d.Allowed && !labelled && h.Writer != nil
 	w.any = !d.Allowed || d.Rule == runnerpod.RuleOverride || d.Rule == runnerpod.RuleNodeDrain || d.Rule == runnerpod.RuleProtectionExpired || w.running || w.unlabelled
+	w.counted = true
 	return w
 }
 
@@ -96,7 +106,10 @@ func (e decisionLog) carryOut(ctx context.Context, _ *Handler, _ string) {
 	}
 }
 
-// decisionMetric counts the decision, and a job owner not taken.
+// decisionMetric counts the decision, and a job owner not taken: counted
+// once the review's pod is confirmed, so a forged review, one of a pod
+// that is missing or has another UID, or a dry run (request.dryRun, or an
+// eviction's deleteOptions) moves no count and feeds no alert.
 type decisionMetric struct {
 	f Facts
 	d Decision

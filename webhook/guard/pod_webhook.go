@@ -107,25 +107,28 @@ type judged struct {
 	// seen is what the guard saw of the review's pod before the answer.
 	seen witness
 	// noting: admitted deletions of running runners are noted.
-	noting        bool
-	response      admission.Response
-	told, written []Effect
+	noting                 bool
+	response               admission.Response
+	told, counted, written []Effect
 }
 
 // judge decides the review of f and lists what follows the answer.
 func (h *Handler) judge(ctx context.Context, f Facts, rv review) *judged {
 	d := Decide(f, h.Config)
 	j := &judged{f: f, d: d, rv: rv, w: h.writes(f, d, rv), seen: rv.seen, noting: h.Writer != nil, response: response(f.Operation, d)}
-	if d.Allowed && j.w.any && !j.seen.confirmed {
+	if d.Allowed && j.w.counted && !j.seen.confirmed {
 		// An allowed deletion can be applied before the work after the
 		// answer runs, and a pod found terminating then would pass for a
-		// review sent after its deletion began (no note, no deleter on
-		// record): confirm it now, while its deletion cannot have begun.
-		// A refusal deletes nothing, so its confirmation waits.
+		// review sent after its deletion began (no count, no note, no
+		// deleter on record): confirm it now, while its deletion cannot
+		// have begun. A refusal deletes nothing, so its confirmation waits.
 		ok, err := h.confirm(ctx, f, j.seen)
 		j.seen = witness{confirmed: ok, refuted: !ok && err == nil}
 	}
 	j.told = effectsOf(j, toldKinds)
+	if j.w.counted {
+		j.counted = effectsOf(j, countedKinds)
+	}
 	if j.w.any {
 		j.written = effectsOf(j, writtenKinds)
 	}

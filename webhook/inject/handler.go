@@ -76,7 +76,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	pod := &corev1.Pod{}
 	if err := unmarshalPod(req.Object.Raw, pod); err != nil {
-		count(Error)
+		count(req, Error)
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod of the CREATE request: %w", err))
 	}
 	// The pod as this build encodes it, before and after Mutate: whether
@@ -85,7 +85,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	// and the patch needs both encodings anyway.
 	before, err := json.Marshal(pod)
 	if err != nil {
-		count(Error)
+		count(req, Error)
 		return uninstrumented(ctx, fmt.Sprintf("encoding the pod: %v", err))
 	}
 
@@ -96,7 +96,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	out := Mutate(pod, facts, h.Config)
 	after, err := json.Marshal(pod)
 	if err != nil {
-		count(Error)
+		count(req, Error)
 		return uninstrumented(ctx, fmt.Sprintf("encoding the mutated pod: %v", err))
 	}
 
@@ -104,7 +104,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if !changed && (out.Result == Injected || out.Result == NoSidecar) {
 		out.Result = Unchanged
 	}
-	count(out.Result)
+	count(req, out.Result)
 	for _, w := range out.Warnings {
 		log.Info("injection incomplete", "preset", out.Preset, "warning", w)
 	}

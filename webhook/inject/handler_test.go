@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
@@ -140,7 +141,7 @@ func TestHandlerReturnsNoPatchForItsOwnResult(t *testing.T) {
 func TestMetricsRegisterOnTheGivenRegistry(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, RegisterMetrics(reg))
-	count(NotRunner)
+	count(admission.Request{}, NotRunner)
 	n, err := testutil.GatherAndCount(reg, "runnerguard_inject_total")
 	require.NoError(t, err)
 	assert.Positive(t, n)
@@ -327,4 +328,18 @@ func TestHandlerReadsANamespaceTheCacheHasNotSeenFromTheAPIServer(t *testing.T) 
 	assert.Empty(t, resp.Warnings)
 	got := decodePod(t, patched(t, raw, resp))
 	assert.Equal(t, "runnerguard-vitals", got.Spec.InitContainers[0].Name, "the sidecar goes in")
+}
+
+func TestADryRunCreateGetsTheSameAnswerAndCountsNothing(t *testing.T) {
+	h := handler(t)
+	raw := rawInput(t, "arc-scale-set")
+	injected := testutil.ToFloat64(injections.WithLabelValues(string(Injected)))
+	req := create("ci", raw)
+	req.DryRun = ptr.To(true)
+	resp := h.Handle(context.Background(), req)
+	require.True(t, resp.Allowed)
+	assert.NotEmpty(t, resp.Patches, "the dry run is answered as the real create would be")
+	assert.Equal(t, injected, testutil.ToFloat64(injections.WithLabelValues(string(Injected))), "a dry run counts nothing")
+	h.Handle(context.Background(), create("ci", raw))
+	assert.Equal(t, injected+1, testutil.ToFloat64(injections.WithLabelValues(string(Injected))), "the real create counts")
 }

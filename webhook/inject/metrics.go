@@ -1,6 +1,9 @@
 package inject
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
 
 // injections counts pod CREATEs by result; request counts and latencies
 // come from controller-runtime's own controller_runtime_webhook_* metrics.
@@ -15,4 +18,11 @@ func RegisterMetrics(reg prometheus.Registerer) error {
 	return reg.Register(injections)
 }
 
-func count(r Result) { injections.WithLabelValues(string(r)).Inc() }
+// count counts req's result, unless req is a dry run: a dry run admits no
+// pod, so it counts none.
+func count(req admission.Request, r Result) {
+	if req.DryRun != nil && *req.DryRun {
+		return
+	}
+	injections.WithLabelValues(string(r)).Inc()
+}
