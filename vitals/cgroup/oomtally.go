@@ -56,10 +56,11 @@ const chaseFor = 500 * time.Millisecond
 const chaseStep = time.Millisecond
 
 // chased says whether the reads after an OOM signal can stop: the kill
-// counter rose past what it was before the signal, the cgroup is gone, or
-// the chase has lasted its bound.
+// counter rose past what it was before the signal, the cgroup is gone, its
+// OOM killer is off (the tasks wait under OOM: no kill is coming), or the
+// chase has lasted its bound.
 func chased(before uint64, now oomControl, there bool, spent time.Duration) bool {
-	return !there || now.Kill > before || spent >= chaseFor
+	return !there || now.Kill > before || now.KillDisable || spent >= chaseFor
 }
 
 // v1Mode names a v1 pod's OOM watch: notified while every container cgroup

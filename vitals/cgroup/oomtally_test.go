@@ -51,6 +51,8 @@ func TestChased(t *testing.T) {
 		{name: "the kill counted ends the chase", before: 0, now: oomControl{Kill: 1, HasKill: true}, there: true, want: true},
 		{name: "an earlier kill alone keeps the chase on", before: 2, now: oomControl{Kill: 2, HasKill: true}, there: true},
 		{name: "the cgroup gone ends the chase", before: 0, there: false, want: true},
+		{name: "a cgroup whose OOM killer is off ends the chase at once: its tasks wait, no kill comes",
+			now: oomControl{KillDisable: true, UnderOOM: true, HasKill: true}, there: true, want: true},
 		{name: "an OOM that ends without a kill ends the chase at its bound", now: oomControl{HasKill: true}, there: true, spent: chaseFor, want: true},
 		{name: "a kernel that counts no kills ends the chase at its bound", now: oomControl{UnderOOM: true}, there: true, spent: chaseFor, want: true},
 	}
