@@ -153,10 +153,14 @@ release:
 
 # The vitals sidecar on this machine's cgroup v1 memory hierarchy (as root;
 # skipped where there is none): the built binary on a pod-shaped cgroup
-# whose container dd the kernel OOM-kills; then the readers' cost per
-# sample on the testdata trees and on a real v1 cgroup.
+# whose container dd the kernel OOM-kills, and its CPU and memory with a
+# container held under OOM and another OOM-killed over and over; the
+# kernel's OOM notification counting ten kills whose cgroups go at once,
+# and the poll on a read-only mount; then the readers' cost per sample on
+# the testdata trees and on a real v1 cgroup.
 vitals-v1:
-	go test -tags cgroupv1 -count=1 -v -run TestOOMKillV1 ./cmd/vitals/
+	go test -tags cgroupv1 -count=1 -v -run 'TestOOMKillV1|TestCostUnderV1StallAndOOMStormV1' ./cmd/vitals/
+	go test -tags cgroupv1 -count=1 -v -run 'TestNotifiedKillV1|TestPolledWhereReadOnlyV1' ./vitals/cgroup/
 	go test -tags cgroupv1 -count=1 -run '^$$' -bench . -benchtime 2000x ./vitals/cgroup/
 
 # The vitals sidecar on a real cgroup v2 kernel: hack/qemu-v2.sh installs

@@ -319,6 +319,13 @@ type Vitals struct {
 	// two differ (the pod's includes the sidecar and other containers).
 	// +optional
 	Pod *Memory `json:"pod,omitempty"`
+	// OOMWatch is how the sidecar learned of OOM kills: "notified" (cgroup
+	// v1, the kernel's OOM notification, which counts every kill),
+	// "polled" (the counters read at intervals; on v1 a kill is missed
+	// when the runtime removes the victim's cgroup first), "inotify" (v2).
+	// Absent from sidecars that did not say.
+	// +optional
+	OOMWatch string `json:"oomWatch,omitempty"`
 }
 
 // Memory is one cgroup's reading.

@@ -115,6 +115,10 @@ func TestOOMKillV1(t *testing.T) {
 	t.Logf("oom line: %s", mustJSON(oom.line))
 	assert.Less(t, delay, 500*time.Millisecond, "the OOM kill is on record within a fraction of a second")
 	assert.Equal(t, uint64(1), oom.line.Pod.Events.OOMKill, "the pod counts its container's kill")
+	// As root on a writable mount the kernel's OOM notification is
+	// registered, and the lines say so.
+	assert.Equal(t, "notified", oom.line.OOMWatch)
+	assert.Positive(t, oom.line.Pod.Events.OOM, "the OOM the kernel notified")
 	assert.Equal(t, uint64(1), oom.line.Containers[ctrID].Events.OOMKill)
 	assert.Equal(t, uint64(limit), *oom.line.Pod.Limit)
 	peak := *oom.line.Pod.Peak
@@ -177,6 +181,7 @@ func TestOOMKillV1(t *testing.T) {
 	lifelong.OOMKillAt, lifelong.Containers = nil, nil
 	assert.Equal(t, final.line.Final(), lifelong)
 	assert.Equal(t, uint64(1), f.OOMKill)
+	assert.Equal(t, "notified", f.OOMWatch)
 	assert.Equal(t, peak, *f.Peak)
 
 	events, err := os.ReadFile(shared + "/memory.events")

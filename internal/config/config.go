@@ -132,7 +132,8 @@ type Vitals struct {
 	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy,omitempty"`
 	Interval        metav1.Duration             `json:"interval"`
 	Resources       corev1.ResourceRequirements `json:"resources"`
-	// CgroupHostPath is the node's cgroup filesystem, mounted read-only.
+	// CgroupHostPath is the node's cgroup filesystem, mounted read-only
+	// (writable with OOMNotify).
 	CgroupHostPath string `json:"cgroupHostPath"`
 	// MountPath is where the runner containers find the vitals files
 	// (memory.events, memory.peak, vitals.json), read-only.
@@ -141,6 +142,11 @@ type Vitals struct {
 	// not ready while the pod stalls at its memory limit, which the leader
 	// turns into a Warning Event. 0: no probe (no live stall Event).
 	ProbePort int32 `json:"probePort"`
+	// OOMNotify lets the sidecar register the kernel's OOM notification on
+	// cgroup v1, which counts every OOM kill where the poll can miss one:
+	// the cgroup filesystem is mounted writable and the sidecar runs as
+	// root (every capability still dropped). Off: it polls. No effect on v2.
+	OOMNotify bool `json:"oomNotify,omitempty"`
 }
 
 // DefaultProbePort is the vitals sidecar's readiness probe port unless the

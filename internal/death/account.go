@@ -162,9 +162,9 @@ func vitals(f record.Final, containerID string) *v1alpha1.Vitals {
 	_, id, _ := strings.Cut(containerID, "://")
 	c, ok := f.Containers[id]
 	if id == "" || !ok {
-		return &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopePod, Memory: pod}
+		return &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopePod, Memory: pod, OOMWatch: f.OOMWatch}
 	}
-	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopeContainer, Memory: memory(c)}
+	v := &v1alpha1.Vitals{Cgroup: f.Cgroup, Scope: ScopeContainer, Memory: memory(c), OOMWatch: f.OOMWatch}
 	if !equality.Semantic.DeepEqual(v.Memory, pod) {
 		v.Pod = &pod
 	}

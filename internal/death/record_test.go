@@ -50,13 +50,13 @@ func TestNewRecordOfAnOOMKill(t *testing.T) {
 func TestTheRecordsVitalsAreTheRunnerContainersOwn(t *testing.T) {
 	// The issue's real ARC runner: OOM-killed at its 96Mi limit, on v1,
 	// where the pod's cgroup (runner plus the 32Mi sidecar) counted no kill.
-	final := `{"v":1,"ts":"2026-11-01T12:10:05Z","cg":"v1","oom":0,"oom_kill":1,"peak":109080576,"limit":134217728,` +
+	final := `{"v":1,"ts":"2026-11-01T12:10:05Z","cg":"v1","oom":0,"oom_kill":1,"peak":109080576,"limit":134217728,"oom_watch":"polled",` +
 		`"oom_kill_at":"2026-11-01T12:09:59.75Z","containers":{` +
 		`"runner-1":{"peak":100663296,"limit":100663296,"oom":0,"oom_kill":1,"oom_kill_at":"2026-11-01T12:09:59.75Z"},` +
 		`"vitals-1":{"peak":9437184,"limit":33554432,"oom":0,"oom_kill":0}}}`
 	r := newRecord(t, podtest.ARCScaleSet("ci", "r").Terminated("runner", 137, "OOMKilled").SidecarTerminated(runnerpod.VitalsContainer, final))
 	at := metav1.NewTime(time.Date(2026, 11, 1, 12, 9, 59, 750_000_000, time.UTC))
-	assert.Equal(t, &v1alpha1.Vitals{Cgroup: "v1", Scope: ScopeContainer,
+	assert.Equal(t, &v1alpha1.Vitals{Cgroup: "v1", Scope: ScopeContainer, OOMWatch: "polled",
 		Memory: v1alpha1.Memory{Peak: ptr.To(int64(96 << 20)), Limit: ptr.To(int64(96 << 20)), OOMKill: 1, OOMKillAt: &at},
 		Pod:    &v1alpha1.Memory{Peak: ptr.To(int64(109080576)), Limit: ptr.To(int64(128 << 20)), OOMKill: 1, OOMKillAt: &at},
 	}, r.Vitals, "the runner's own limit, peak, kill and its time; the pod's beside")

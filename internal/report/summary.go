@@ -247,8 +247,25 @@ func memory(b *strings.Builder, r death.Record) {
 	case r.OOMConfirmed != nil:
 		b.WriteString("  the vitals counted no OOM kill: the kill came from elsewhere\n")
 	case death.Class(r.Class) == death.CgroupOOM && v.OOMKill == 0:
-		b.WriteString("  the vitals counted no OOM kill here: on cgroup v1 a kill is counted only in the victim's own cgroup, which the runtime can remove before the sidecar reads it; the kubelet's reason OOMKilled decides the class\n")
+		b.WriteString(uncounted(v))
 	}
+	if name, ok := watchNames[v.OOMWatch]; ok && v.Cgroup == "v1" {
+		fmt.Fprintf(b, "  OOM kills watched by %s\n", name)
+	}
+}
+
+// watchNames say how the sidecar learned of OOM kills on cgroup v1.
+var watchNames = map[string]string{
+	"notified": "the kernel's OOM notification (every kill counted)",
+	"polled":   "a poll of the counters (a kill is missed when the runtime removes the victim's cgroup between two reads)",
+}
+
+// uncounted says why a cgroup-oom death's vitals count no kill.
+func uncounted(v *v1alpha1.Vitals) string {
+	if v.OOMWatch == "notified" {
+		return "  the vitals counted no OOM kill here, though the kernel's OOM notification was registered: the kill came before the sidecar registered on the runner's cgroup, or in another cgroup; the kubelet's reason OOMKilled decides the class\n"
+	}
+	return "  the vitals counted no OOM kill here: on cgroup v1 a kill is counted only in the victim's own cgroup, which the runtime can remove before the sidecar reads it (the sidecar polled; with inject.vitals.oomNotify it registers the kernel's OOM notification, which counts every kill); the kubelet's reason OOMKilled decides the class\n"
 }
 
 func reading(m v1alpha1.Memory) string {

@@ -48,9 +48,38 @@ func TestWhySaysAJobEndedByItsOwnerRanUntilTheDeleteAndTheExitCodeIsTheOwners(t 
 }
 
 func TestWhySaysWhyAnOOMStandsWhereV1CountedNoKill(t *testing.T) {
-	r := death.Record{DeathRecord: v1alpha1.DeathRecord{Class: string(death.CgroupOOM), Reason: "OOMKilled",
-		Vitals: &v1alpha1.Vitals{Cgroup: "v1", Scope: death.ScopePod}}}
-	assert.Contains(t, Summary(r), "the kubelet's reason OOMKilled decides the class")
+	cases := []struct {
+		name, watch string
+		want        []string
+	}{
+		{name: "a sidecar that said nothing of its watch is told the poll's race and the remedy", want: []string{
+			"the kubelet's reason OOMKilled decides the class", "the runtime can remove before the sidecar reads it", "with inject.vitals.oomNotify"}},
+		{name: "a polling sidecar says so", watch: "polled", want: []string{
+			"the runtime can remove before the sidecar reads it", "  OOM kills watched by a poll of the counters"}},
+		{name: "a notified sidecar that counted no kill does not blame the poll", watch: "notified", want: []string{
+			"though the kernel's OOM notification was registered", "the kubelet's reason OOMKilled decides the class",
+			"  OOM kills watched by the kernel's OOM notification (every kill counted)"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := death.Record{DeathRecord: v1alpha1.DeathRecord{Class: string(death.CgroupOOM), Reason: "OOMKilled",
+				Vitals: &v1alpha1.Vitals{Cgroup: "v1", Scope: death.ScopePod, OOMWatch: tc.watch}}}
+			got := Summary(r)
+			for _, w := range tc.want {
+				assert.Contains(t, got, w)
+			}
+			if tc.watch == "notified" {
+				assert.NotContains(t, got, "the runtime can remove before the sidecar reads it")
+			}
+		})
+	}
+}
+
+func TestWhySaysANotifiedV1KillWasCounted(t *testing.T) {
+	r := death.Record{DeathRecord: v1alpha1.DeathRecord{Class: string(death.CgroupOOM), Reason: "OOMKilled", OOMConfirmed: ptr.To(true),
+		Vitals: &v1alpha1.Vitals{Cgroup: "v1", Scope: death.ScopePod, OOMWatch: "notified", Memory: v1alpha1.Memory{OOM: 1, OOMKill: 1}}}}
+	got := Summary(r)
+	assert.Contains(t, got, "  the vitals confirm an OOM kill\n  OOM kills watched by the kernel's OOM notification (every kill counted)\n")
 }
 
 func TestWhyGivesTheClusterAndNodeAccount(t *testing.T) {

@@ -10,6 +10,9 @@ import "sync"
 type ledger struct {
 	mu   sync.Mutex
 	seen map[string]uint64
+	// ooms are the OOMs the kernel notified in each container cgroup
+	// (only where the notification is registered).
+	ooms map[string]uint64
 }
 
 // note records the count read in a container cgroup and returns the total
@@ -57,4 +60,37 @@ func (l *ledger) gone(present map[string]bool) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// kills is the highest OOM kill count seen in one container cgroup.
+func (l *ledger) kills(container string) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[container]
+}
+
+// noteOOM records the OOMs the kernel notified in a container cgroup and
+// reports whether the count rose.
+func (l *ledger) noteOOM(container string, ooms uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ooms == nil {
+		l.ooms = map[string]uint64{}
+	}
+	if ooms <= l.ooms[container] {
+		return false
+	}
+	l.ooms[container] = ooms
+	return true
+}
+
+// notified is the OOMs notified in one container cgroup, and over every
+// container cgroup seen so far.
+func (l *ledger) notified(container string) (own, total uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range l.ooms {
+		total += n
+	}
+	return l.ooms[container], total
 }

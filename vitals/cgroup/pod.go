@@ -48,7 +48,11 @@ type Pod struct {
 	found     chan struct{}
 	foundOnce sync.Once
 	state     readState
-	logged    map[string]bool
+	// logged is shared by Read and the watch.
+	logged   map[string]bool
+	loggedMu sync.Mutex
+	// mode is the OOM watch's (WatchNotified, ...), "" before it starts.
+	mode atomic.Pointer[string]
 }
 
 var _ Reader = (*Pod)(nil)
@@ -82,6 +86,9 @@ func (p *Pod) Read() record.Line {
 		p.opts.Log.Info("pod cgroup found", "cgroup", g.Version, "dir", g.Dir())
 	}
 	l := g.read(p.state)
+	if m := p.mode.Load(); m != nil {
+		l.OOMWatch = *m
+	}
 	var fresh []string
 	for _, f := range l.Missing {
 		if p.once("missing: " + f) {
@@ -95,7 +102,11 @@ func (p *Pod) Read() record.Line {
 }
 
 // once reports whether key is new, so each condition is logged once.
-func (p *Pod) once(key string) bool {
+func (p *Pod) once(key string) bool { return p.onceSync(key) }
+
+func (p *Pod) onceSync(key string) bool {
+	p.loggedMu.Lock()
+	defer p.loggedMu.Unlock()
 	if p.logged[key] {
 		return false
 	}
@@ -103,9 +114,17 @@ func (p *Pod) once(key string) bool {
 	return true
 }
 
-// Watch implements Reader: inotify on v2's memory.events, a poll of v1's
-// memory.oom_control files every Options.Poll (or v2's memory.events when
-// inotify fails). It starts once Read has found the cgroup.
+func (p *Pod) setMode(m string) {
+	if old := p.mode.Swap(&m); old == nil || *old != m {
+		p.opts.Log.Info("OOM watch", "mode", m)
+	}
+}
+
+// Watch implements Reader: inotify on v2's memory.events; on v1 the
+// kernel's OOM notification on each container cgroup where it can be
+// registered, beside a poll of the memory.oom_control files every
+// Options.Poll (v2's memory.events is polled too when inotify fails). It
+// starts once Read has found the cgroup; lines name the mode from then on.
 func (p *Pod) Watch(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	go func() {
@@ -116,14 +135,14 @@ func (p *Pod) Watch(ctx context.Context) <-chan struct{} {
 		}
 		g := *p.group.Load()
 		if g.Version == V1 {
-			c := newV1Counter(g, p.state.kills)
-			defer c.close()
-			poll(ctx, p.opts.Poll, c.counts, ch)
+			p.watchV1(ctx, g, ch)
 			return
 		}
 		counts := v2Counts(g)
+		p.setMode(WatchInotify)
 		if err := watchFile(ctx, g.Dir()+"/memory.events", counts, ch); err != nil {
 			p.opts.Log.Warn("cannot watch memory.events; polling it instead", "err", err, "every", p.opts.Poll)
+			p.setMode(WatchPolled)
 			poll(ctx, p.opts.Poll, counts, ch)
 		}
 	}()

@@ -135,6 +135,7 @@ func (g Group) read(st readState) record.Line {
 		l.Containers[c.id] = mem
 		if g.Version == V1 && mem.Events != nil {
 			v1Kills = st.kills.note(c.name, mem.Events.OOMKill)
+			mem.Events.OOM, _ = st.kills.notified(c.name)
 			if l.Pod.UnderOOM != nil {
 				*l.Pod.UnderOOM = *l.Pod.UnderOOM || *mem.UnderOOM
 			}
@@ -146,6 +147,9 @@ func (g Group) read(st readState) record.Line {
 	// means the same on both.
 	if g.Version == V1 && l.Pod.Events != nil {
 		l.Pod.Events.OOMKill += v1Kills
+		// v1 has no OOM counter; where the kernel's notification is
+		// registered, its OOMs stand for one.
+		_, l.Pod.Events.OOM = st.kills.notified("")
 	}
 	if g.Version == V1 {
 		l.GoneOOMKills = st.kills.gone(present)

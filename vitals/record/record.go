@@ -36,6 +36,13 @@ type Line struct {
 	GoneOOMKills map[string]uint64 `json:"gone_oom_kills,omitempty"`
 	// Missing names the files that could not be read for this line.
 	Missing []string `json:"missing,omitempty"`
+	// OOMWatch is how the sidecar learns of OOM kills: "notified" (v1,
+	// the kernel's OOM notification on each container cgroup, which no
+	// removal of the cgroup can race), "polled" (the counters read at
+	// each poll: on v1 a kill is missed when the runtime removes the
+	// victim's cgroup between two reads), "inotify" (v2, whose counters
+	// are hierarchical and never lost). Absent before the watch starts.
+	OOMWatch string `json:"oom_watch,omitempty"`
 	// Stall is present while a cgroup of the pod is stalled at its memory
 	// limit, and on the line where such a stall ended.
 	Stall *Stall `json:"stall,omitempty"`
@@ -77,7 +84,8 @@ type Memory struct {
 }
 
 // Events are the memory.events counters (on v1, oom_kill from
-// memory.oom_control; the others stay zero). A pod's counters include its
+// memory.oom_control, oom the OOMs the kernel notified where the sidecar
+// registered its notification; the others stay zero). A pod's counters include its
 // containers' on both versions: v2 counts hierarchically, and on v1, which
 // counts a kill only in the victim's cgroup, the pod's oom_kill is its own
 // plus the highest seen in each container cgroup, removed ones included.
@@ -122,6 +130,8 @@ type Final struct {
 	Limit        *uint64  `json:"limit,omitempty"`
 	Current      *uint64  `json:"current,omitempty"`
 	Missing      []string `json:"missing,omitempty"`
+	// OOMWatch as in Line.
+	OOMWatch string `json:"oom_watch,omitempty"`
 	// OOMKillAt is the time of the first reading that saw the pod's
 	// oom_kill rise.
 	OOMKillAt *time.Time `json:"oom_kill_at,omitempty"`
@@ -157,6 +167,7 @@ func (l Line) Final() Final {
 		V: Version, Time: l.Time, Cgroup: l.Cgroup,
 		Peak: l.Pod.Peak, PeakObserved: l.Pod.PeakObserved,
 		Limit: l.Pod.Limit, Current: l.Pod.Current, Missing: l.Missing, Stall: l.Stall,
+		OOMWatch: l.OOMWatch,
 	}
 	if e := l.Pod.Events; e != nil {
 		f.OOM, f.OOMKill = e.OOM, e.OOMKill

@@ -23,8 +23,8 @@ const (
 	ContainerName = runnerpod.VitalsContainer
 	// CgroupVolume is the hostPath volume of the node's cgroup filesystem.
 	CgroupVolume = runnerpod.CgroupVolume
-	// CgroupMountPath is where the sidecar finds it, read-only; its
-	// --cgroup-root flag says the same.
+	// CgroupMountPath is where the sidecar finds it, read-only unless
+	// config.Vitals.OOMNotify; its --cgroup-root flag says the same.
 	CgroupMountPath = "/host/cgroup"
 	// VitalsVolume is the emptyDir the sidecar writes its files to and the
 	// runner containers read at config.Vitals.MountPath.
@@ -86,6 +86,9 @@ func Sidecar(v config.Vitals) corev1.Container {
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	if v.OOMNotify {
+		withOOMNotify(&c)
+	}
 	if v.ProbePort != 0 {
 		// The kubelet asks and writes the answer into the pod's status,
 		// which the leader's pod watch already reads: a live stall signal
@@ -106,6 +109,21 @@ func Sidecar(v config.Vitals) corev1.Container {
 		}
 	}
 	return c
+}
+
+// withOOMNotify gives the sidecar what registering the kernel's OOM
+// notification on cgroup v1 takes: a write to each container cgroup's
+// cgroup.event_control, a file only its owner, root, may write. So the
+// cgroup mount is writable and the user is root; the owner's right needs
+// no capability, and every one stays dropped.
+func withOOMNotify(c *corev1.Container) {
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == CgroupVolume {
+			c.VolumeMounts[i].ReadOnly = false
+		}
+	}
+	sc := c.SecurityContext
+	sc.RunAsNonRoot, sc.RunAsUser, sc.RunAsGroup = ptr.To(false), ptr.To(int64(0)), ptr.To(int64(0))
 }
 
 // withoutProbe is c without the readiness probe: the sidecar of a pod on
