@@ -155,6 +155,8 @@ func TestEachDeathIsReportedOnceWithItsFactsAcrossALeaderKill(t *testing.T) {
 			}
 			rec := deathsOf(t, arc[k.name])[0]
 			assert.Equal(t, k.class, rec.Class)
+			assert.Contains(t, runDeaths(t, "-n", ns, "--job", rec.Job.ID, "-o", "wide"), "github Sent "+gh.Where, "deaths says where it was told")
+			assert.Contains(t, runDeaths(t, "-n", ns, "--job", "700"+string(rune('1'+i)), "-o", "wide"), "gitlab Sent "+lab.Where)
 
 			var runs []notifytest.CheckRun
 			for _, cr := range r.gh.CheckRuns() {
