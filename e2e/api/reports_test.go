@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -260,6 +262,32 @@ func TestARefusedReportIsRetriedThenFailedOnTheRecord(t *testing.T) {
 	assert.Equal(t, int32(2), rep.Attempts, "retried once, then failed (maxAttempts 2)")
 	assert.Contains(t, rep.Message, "HTTP 503")
 	assert.Empty(t, r.gl.Statuses())
+	// The leader's own counters: each failed attempt, and the failure.
+	assert.Equal(t, 2.0, serverCounter(t, server, "runnerguard_report_failures_total", map[string]string{"destination": "gitlab", "status": "5xx"}))
+	assert.Equal(t, 1.0, serverCounter(t, server, "runnerguard_reports_total", map[string]string{"destination": "gitlab", "phase": notify.PhaseFailed}))
+}
+
+// serverCounter is a counter of the binary's /metrics, summed over the
+// series that carry labels.
+func serverCounter(t *testing.T, s *apitest.Server, name string, labels map[string]string) float64 {
+	t.Helper()
+	resp, err := s.GetMetrics(s.MetricsToken)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	sum := 0.0
+metrics:
+	for _, m := range families[name].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+				continue metrics
+			}
+		}
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
 }
 
 func TestAnOverrideDeleteANodeLossAndAProbeKillAreEachReportedOnceWithTheirFacts(t *testing.T) {
