@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -192,13 +194,56 @@ func TestAnEditorCannotSendAReportToAnotherProject(t *testing.T) {
 	require.Error(t, err, "the policy keeps the job's marks")
 	assert.Contains(t, err.Error(), "written when the pod is created and never change")
 
+	// Nor the job it names, nor the record of who created the pod, by a
+	// patch or through the status subresource.
+	for _, patch := range []string{
+		`{"metadata":{"annotations":{"` + runnerpod.GitLabJobIDAnnotation + `":"1"}}}`,
+		`{"metadata":{"labels":{"` + runnerpod.GitLabProjectIDLabel + `":null}}}`,
+	} {
+		err := editor.Patch(context.Background(), pod, client.RawPatch("application/merge-patch+json", []byte(patch)))
+		require.Error(t, err, patch)
+		assert.Contains(t, err.Error(), "written when the pod is created and never change", patch)
+		err = editor.Status().Patch(context.Background(), pod, client.RawPatch("application/merge-patch+json", []byte(patch)))
+		require.Error(t, err, "status: "+patch)
+	}
+	err = editor.Patch(context.Background(), pod, client.RawPatch("application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"`+runnerpod.CreatedBy+`":"`+reaper+`"}}}`)))
+	require.Error(t, err, "the pod's recorded creator is kept")
+
 	// A pod the editor created naming another project is not told there.
 	forged := gitlabBuild(t, editor, ns, "runner-ed-project-7-concurrent-0", "5521", "7")
 	setStatus(t, forged, podtest.GitLab(ns, forged.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
 	rep := reportOf(t, forged, notify.GitLab)
 	assert.Equal(t, notify.PhaseSkipped, rep.Phase)
 	assert.Contains(t, rep.Message, "not created by a configured GitLab Runner manager")
+	// Nor one claiming, as its creator, the manager it is not.
+	claimed := podtest.GitLab(ns, "runner-ed-project-7-concurrent-1").RunningSince("build", time.Now().Add(-time.Minute)).
+		Annotate(runnerpod.GitLabJobIDAnnotation, "5521").Label(runnerpod.GitLabProjectIDLabel, "7").Annotate(runnerpod.CreatedBy, ownerPrincipal).Obj()
+	claimed = create(t, editor, claimed)
+	assert.Equal(t, reaper, claimed.Annotations[runnerpod.CreatedBy], "the injector writes the requester over the claim")
+	setStatus(t, claimed, podtest.GitLab(ns, claimed.Name).Terminated("build", 137, "OOMKilled").Obj().Status)
+	assert.Equal(t, notify.PhaseSkipped, reportOf(t, claimed, notify.GitLab).Phase)
 	assert.Empty(t, r.gl.Statuses(), "GitLab was told nothing")
+
+	// A pod the editor created claiming a busy ARC runner's EphemeralRunner
+	// of another repository as its owner (its UID read from the API):
+	// its death is not told to that repository.
+	er := apitest.EphemeralRunner(ns, "arc-victim")
+	require.NoError(t, admin.Create(context.Background(), er))
+	for field, v := range map[string]any{"phase": "Running", "jobId": "999", "workflowRunId": reportRun, "jobRepositoryName": "acme/app", "jobDisplayName": "deploy"} {
+		require.NoError(t, unstructured.SetNestedField(er.Object, v, "status", field))
+	}
+	require.NoError(t, admin.Status().Update(context.Background(), er))
+	impostor := podtest.ARCScaleSet(ns, "arc-impostor").RunningSince("runner", time.Now().Add(-time.Minute)).Obj()
+	impostor.OwnerReferences[0].Name, impostor.OwnerReferences[0].UID, impostor.OwnerReferences[0].BlockOwnerDeletion = "arc-victim", er.GetUID(), nil
+	impostor = create(t, editor, impostor)
+	setStatus(t, impostor, podtest.Runner(ns, impostor.Name).Terminated("runner", 137, "OOMKilled").Obj().Status)
+	rep = reportOf(t, impostor, notify.GitHub)
+	assert.Equal(t, notify.PhaseSkipped, rep.Phase)
+	assert.Contains(t, rep.Message, "not named for the EphemeralRunner it claims as its owner")
+	assert.Equal(t, "EphemeralRunner/arc-victim", deathsOf(t, impostor)[0].Job.Source, "the recorder read the job the owner states")
+	assert.Empty(t, r.gh.CheckRuns(), "GitHub was told nothing")
+	assert.Empty(t, append(r.gh.Errors(), r.gl.Errors()...))
 }
 
 func TestARefusedReportIsRetriedThenFailedOnTheRecord(t *testing.T) {
@@ -217,6 +262,32 @@ func TestARefusedReportIsRetriedThenFailedOnTheRecord(t *testing.T) {
 	assert.Equal(t, int32(2), rep.Attempts, "retried once, then failed (maxAttempts 2)")
 	assert.Contains(t, rep.Message, "HTTP 503")
 	assert.Empty(t, r.gl.Statuses())
+	// The leader's own counters: each failed attempt, and the failure.
+	assert.Equal(t, 2.0, serverCounter(t, server, "runnerguard_report_failures_total", map[string]string{"destination": "gitlab", "status": "5xx"}))
+	assert.Equal(t, 1.0, serverCounter(t, server, "runnerguard_reports_total", map[string]string{"destination": "gitlab", "phase": notify.PhaseFailed}))
+}
+
+// serverCounter is a counter of the binary's /metrics, summed over the
+// series that carry labels.
+func serverCounter(t *testing.T, s *apitest.Server, name string, labels map[string]string) float64 {
+	t.Helper()
+	resp, err := s.GetMetrics(s.MetricsToken)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	sum := 0.0
+metrics:
+	for _, m := range families[name].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+				continue metrics
+			}
+		}
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
 }
 
 func TestAnOverrideDeleteANodeLossAndAProbeKillAreEachReportedOnceWithTheirFacts(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ func Event(d Delivery) cloudevents.Event {
 	e := cloudevents.NewEvent()
 	e.SetID(d.ID)
 	e.SetType(EventType)
-	e.SetSource("/apis/runnerguard.io/v1alpha1/namespaces/" + r.Namespace + "/runnerdeaths")
+	e.SetSource("/apis/runnerguard.io/v1alpha1/namespaces/" + url.PathEscape(r.Namespace) + "/runnerdeaths")
 	e.SetSubject(d.Name)
 	if r.FinishedAt != nil {
 		e.SetTime(r.FinishedAt.Time)

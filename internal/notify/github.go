@@ -67,10 +67,10 @@ func (s *GitHubSender) client(ctx context.Context) (*github.Client, error) {
 func CheckRunName(d Delivery) string {
 	j := d.Record.Job
 	if j != nil && j.Name != "" {
-		return cut(CheckName+": "+j.Name, 100)
+		return cut(CheckName+": "+line(j.Name), 100)
 	}
 	if j != nil && j.ID != "" {
-		return cut(CheckName+": job "+j.ID, 100)
+		return cut(CheckName+": job "+line(j.ID), 100)
 	}
 	return CheckName
 }

@@ -76,7 +76,11 @@ var (
 
 // githubTarget: the job as ARC's EphemeralRunner stated it, matched to the pod
 // by UID when the record was written; its status is written only by ARC's
-// controllers. The commit is the workflow run's head, asked of GitHub.
+// controllers. ARC names a runner's pod for its EphemeralRunner: a pod
+// of another name that claims the EphemeralRunner as its owner (anyone who
+// may create pods can write any ownerReferences at CREATE) is not its
+// runner, and its death is not the job's. The commit is the workflow
+// run's head, asked of GitHub.
 func githubTarget(r death.Record, g *config.GitHub) Target {
 	t := Target{Destination: GitHub, LastWords: g.LastWords}
 	j := r.Job
@@ -85,6 +89,8 @@ func githubTarget(r death.Record, g *config.GitHub) Target {
 		t.Skip = "the record names no job"
 	case !strings.HasPrefix(j.Source, "EphemeralRunner/"):
 		t.Skip = "the job was not read from the pod's EphemeralRunner (source " + j.Source + ")"
+	case j.Source != "EphemeralRunner/"+r.Pod:
+		t.Skip = "the pod is not named for the EphemeralRunner it claims as its owner, as ARC names its runner's pod (" + j.Source + ")"
 	case !repository.MatchString(j.Project):
 		t.Skip = "the job's repository is not owner/name"
 	case !number.MatchString(j.Run):

@@ -54,6 +54,8 @@ func TestPlan(t *testing.T) {
 		{"nothing is told where no namespace or preset opted in", arc(death.CgroupOOM, erJob), off, nil},
 		{"an ARC job read from pod marks is not told to GitHub", arc(death.ProbeKill, &v1alpha1.Job{ID: "1", Run: "2", Project: "acme/app", Source: fleet.JobFromPodMarks}), cfg(),
 			[]Target{{Destination: GitHub, Skip: "the job was not read from the pod's EphemeralRunner (source pod)"}, sink}},
+		{"a pod an editor created owned by another runner's EphemeralRunner is not told to GitHub", arc(death.CgroupOOM, &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/other"}), cfg(),
+			[]Target{{Destination: GitHub, Skip: "the pod is not named for the EphemeralRunner it claims as its owner, as ARC names its runner's pod (EphemeralRunner/other)"}, sink}},
 		{"an ARC death without a job is skipped for GitHub and still goes to the sink", arc(death.NodeLost, nil), cfg(),
 			[]Target{{Destination: GitHub, Skip: "the record names no job"}, sink}},
 		{"an ARC job without a workflow run is skipped", arc(death.NodeLost, &v1alpha1.Job{ID: "1", Project: "acme/app", Source: "EphemeralRunner/r"}), cfg(),

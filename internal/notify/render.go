@@ -6,7 +6,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/report"
 )
 
@@ -47,20 +50,27 @@ func Title(r death.Record) string {
 	case c == death.ErrorExit && r.ExitCode != nil:
 		t = "Runner exited with code " + strconv.Itoa(int(*r.ExitCode))
 	case !ok:
-		t = "Runner died: " + r.Class
+		t = "Runner died: " + line(r.Class)
 	}
 	if c == death.CgroupOOM || c == death.ProcessOOM {
-		if v := r.Vitals; v != nil && v.Peak != nil && v.Limit != nil {
+		if v := r.Vitals; v != nil && v.Peak != nil && v.Limit != nil && *v.Peak >= 0 && *v.Limit > 0 {
 			t += fmt.Sprintf(": %s of its %s", gib(*v.Peak), gib(*v.Limit))
 		}
 	}
 	if c == death.DeletedRunning && r.DeletedBy != "" {
-		t += " by " + r.DeletedBy
+		t += " by " + line(r.DeletedBy)
 		if r.DeleteRule != "" {
-			t += " (rule " + r.DeleteRule + ")"
+			t += " (rule " + line(r.DeleteRule) + ")"
 		}
 	}
 	return cut(t, maxTitle)
+}
+
+// line is text someone else wrote, made one line of printable characters:
+// a title or a name is shown on one line, and a control sequence in it
+// would reach the developer's screen.
+func line(s string) string {
+	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(printable.Text(s))
 }
 
 // gib prints a byte count as people read memory: 7.9 GiB, 512 MiB.
@@ -77,12 +87,22 @@ func gib(n int64) string {
 	return strings.TrimSuffix(s, ".0") + " " + unit
 }
 
-// Command is what shows the whole record.
+// Command is what shows the whole record. It is shown as code, so only
+// what cannot end the code or run long goes in: the job's id when it is a
+// number (as GitHub's and GitLab's are), the namespace and the pod when
+// they are the names the API server allows.
 func Command(r death.Record) string {
-	if j := r.Job; j != nil && j.ID != "" && r.Namespace != "" {
-		return fmt.Sprintf("kubectl runnerguard deaths -n %s --job %s", r.Namespace, j.ID)
+	ns := ""
+	if len(validation.IsDNS1123Label(r.Namespace)) == 0 {
+		ns = " -n " + r.Namespace
 	}
-	return fmt.Sprintf("kubectl runnerguard why -n %s %s", r.Namespace, r.Pod)
+	switch {
+	case r.Job != nil && number.MatchString(r.Job.ID) && ns != "":
+		return "kubectl runnerguard deaths" + ns + " --job " + r.Job.ID
+	case ns != "" && len(validation.IsDNS1123Subdomain(r.Pod)) == 0:
+		return "kubectl runnerguard why" + ns + " " + r.Pod
+	}
+	return "kubectl runnerguard deaths" + ns
 }
 
 // Summary is the check run's summary: the record's facts as the CLI prints
@@ -94,16 +114,24 @@ func Summary(r death.Record, lastWords bool) string {
 	if lastWords {
 		facts += report.LastWords(r)
 	}
-	fence := strings.Repeat("`", max(3, longestRun(facts, '`')+1))
 	head := "runnerguard recorded how this job's runner died in the cluster: " + report.Meaning[death.Class(r.Class)] + ".\n\n"
-	tail := "\n" + fence + "\n\nThe whole record: `" + Command(r) + "`\n"
-	open := fence + "text\n"
-	room := MaxSummary - utf8.RuneCountInString(head+open+tail)
-	if utf8.RuneCountInString(facts) > room {
-		const more = "\n(cut: the record holds more)\n"
-		facts = cut(facts, room-utf8.RuneCountInString(more)) + more
+	const more = "\n(cut: the record holds more)\n"
+	keep := utf8.RuneCountInString(facts)
+	// A cut shortens the fence too (the longest run of backticks it must
+	// outrun): each pass cuts by what is over, until it fits.
+	for {
+		f := facts
+		if utf8.RuneCountInString(f) > keep {
+			f = cut(f, keep) + more
+		}
+		fence := strings.Repeat("`", max(3, longestRun(f, '`')+1))
+		s := head + fence + "text\n" + f + "\n" + fence + "\n\nThe whole record: `" + Command(r) + "`\n"
+		over := utf8.RuneCountInString(s) - MaxSummary
+		if over <= 0 || keep == 0 {
+			return s
+		}
+		keep = max(0, keep-over)
 	}
-	return head + open + facts + tail
 }
 
 // Description is the commit status's description: the title, within

@@ -1,15 +1,19 @@
 package notify
 
 import (
+	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/printable"
 )
 
 func TestTitle(t *testing.T) {
@@ -54,29 +58,102 @@ func TestAMessageOfBackticksCannotCloseTheFence(t *testing.T) {
 	assert.True(t, strings.HasPrefix(strings.SplitN(got, "\n\n", 2)[1], "`````text\n"), got)
 }
 
+// limits is a record whose every field a rendering reads holds unit
+// repeated to about n bytes (long names, control characters, unicode,
+// invalid bytes, backticks), with the numbers given. The bound on n is
+// some times the longest a field can be (a termination message), kept low
+// enough that each input renders quickly under the fuzzer.
+func limits(reason, unit string, n int, peak, limit int64, exit int32, class string) death.Record {
+	n = min(max(n, 0), 20000)
+	unit, reason = unit[:min(len(unit), 64)], reason[:min(len(reason), 1024)]
+	long := strings.Repeat(unit, max(1, n/max(1, len(unit))))
+	r := arc(death.Class(class), &v1alpha1.Job{ID: long, Run: long, Project: long, Workflow: long, Name: long, URL: long, Source: "EphemeralRunner/" + long, CreatedBy: long})
+	r.Namespace, r.Pod, r.Container, r.Node, r.Reason, r.PodMessage, r.ClassBasis, r.Message = long, long, long, long, reason, long, long, long
+	r.ExitCode, r.Signal = &exit, exit
+	r.DeletedBy, r.DeleteRule, r.DeleteReason = long, long, long
+	r.Disruption = &v1alpha1.Disruption{Reason: long, Message: long}
+	r.NodeState = &v1alpha1.NodeState{Conditions: []string{long, long}, Taints: []string{long}}
+	r.Vitals = &v1alpha1.Vitals{Cgroup: long, Scope: long, Memory: v1alpha1.Memory{Peak: &peak, Limit: &limit}}
+	return r
+}
+
+// readable: one line (when asked) of what printable keeps, valid UTF-8.
+func readable(t *testing.T, what, s string, oneLine bool) {
+	t.Helper()
+	assert.True(t, utf8.ValidString(s), what+" is valid UTF-8")
+	assert.Equal(t, printable.Text(s), s, what+" holds no control character")
+	if oneLine {
+		assert.NotContains(t, s, "\n", what+" is one line")
+	}
+}
+
+var classes = []string{string(death.CgroupOOM), string(death.DeletedRunning), string(death.ErrorExit), string(death.NodeLost), string(death.ProbeKill), "future-class"}
+
 // FuzzRendering fills every field a rendering reads to its limit and
-// beyond: the summary stays within GitHub's limit with the command whole,
-// the description within GitLab's, and the fence is never closed early.
+// beyond: the check run's summary stays within GitHub's limit with the
+// command whole and the fence closed once, its title and name and the
+// commit status's description within theirs, and each holds only
+// characters to read.
 func FuzzRendering(f *testing.F) {
-	f.Add("OOMKilled", "```", 4096, 512, int64(1<<33), true)
-	f.Add("Error", "é", 70000, 100000, int64(-1), false)
-	f.Fuzz(func(t *testing.T, reason, unit string, n, jobLen int, peak int64, lastWords bool) {
-		n, jobLen = min(max(n, 0), 100000), min(max(jobLen, 0), 100000)
-		long := strings.Repeat(unit, max(1, n/max(1, len(unit))))
-		field := strings.Repeat(unit, max(1, jobLen/max(1, len(unit))))
-		r := arc(death.CgroupOOM, &v1alpha1.Job{ID: field, Run: field, Project: field, Workflow: field, Name: field, URL: field, Source: "EphemeralRunner/" + field})
-		r.Namespace, r.Pod, r.Reason, r.PodMessage, r.ClassBasis, r.Message = "ci", field, reason, long, long, long
-		r.DeletedBy, r.DeleteRule, r.DeleteReason = field, field, long
-		r.Disruption = &v1alpha1.Disruption{Reason: field, Message: long}
-		r.NodeState = &v1alpha1.NodeState{Conditions: []string{long, long}, Taints: []string{field}}
-		r.Vitals = &v1alpha1.Vitals{Cgroup: "v2", Memory: v1alpha1.Memory{Peak: &peak, Limit: &peak}}
+	f.Add("OOMKilled", "```", 4096, int64(1<<33), int64(8<<30), int32(137), uint8(0), true)
+	f.Add("Error", "é", 70000, int64(-1), int64(0), int32(-1), uint8(1), false)
+	f.Add("\x1b]0;pwned\a", "\x1b[31m\u202e`\n", 300, int64(math.MaxInt64), int64(math.MinInt64), int32(math.MinInt32), uint8(5), true)
+	f.Add("", "\xff\xfe", 20000, int64(1), int64(1), int32(math.MaxInt32), uint8(2), false)
+	f.Fuzz(func(t *testing.T, reason, unit string, n int, peak, limit int64, exit int32, class uint8, lastWords bool) {
+		r := limits(reason, unit, n, peak, limit, exit, classes[int(class)%len(classes)])
 		s := Summary(r, lastWords)
 		assert.LessOrEqual(t, utf8.RuneCountInString(s), MaxSummary)
-		assert.True(t, strings.HasSuffix(s, "The whole record: `"+Command(r)+"`\n") || utf8.RuneCountInString(Command(r)) > MaxSummary/2, "the command is kept whole")
+		readable(t, "the summary", s, false)
+		assert.True(t, strings.HasSuffix(s, "The whole record: `"+Command(r)+"`\n"), "the command is kept whole")
+		assert.NotContains(t, Command(r), "`", "no backtick ends the command's code")
+		readable(t, "the command", Command(r), true)
 		body := strings.SplitN(s, "\n\n", 2)[1]
 		fence := body[:strings.Index(body, "text\n")]
 		assert.Equal(t, 1, strings.Count(body, "\n"+fence+"\n"), "one closing fence")
-		assert.LessOrEqual(t, utf8.RuneCountInString(Description(r)), MaxDescription)
-		assert.NotEmpty(t, Title(r))
+		title := Title(r)
+		assert.NotEmpty(t, title)
+		assert.LessOrEqual(t, utf8.RuneCountInString(title), maxTitle)
+		readable(t, "the title", title, true)
+		assert.NotContains(t, title, ": -", "no negative memory")
+		assert.NotContains(t, title, "its -", "no negative limit")
+		d := Description(r)
+		assert.LessOrEqual(t, utf8.RuneCountInString(d), MaxDescription, "GitLab's limit")
+		readable(t, "the description", d, true)
+		name := CheckRunName(Delivery{Record: r})
+		assert.LessOrEqual(t, utf8.RuneCountInString(name), 100)
+		readable(t, "the check run's name", name, true)
+	})
+}
+
+// FuzzEvent: the CloudEvent of any record is a valid structured event
+// whose data is JSON, carries the record's title, and carries its last
+// words only where the sink asked for them.
+func FuzzEvent(f *testing.F) {
+	f.Add("OOMKilled", "\x00\x1b\u2028", 5000, int64(1<<33), int64(8<<30), int32(137), uint8(0), false)
+	f.Add("Error", "日本語\xff", 20000, int64(-5), int64(0), int32(-1), uint8(1), true)
+	f.Fuzz(func(t *testing.T, reason, unit string, n int, peak, limit int64, exit int32, class uint8, lastWords bool) {
+		r := limits(reason, unit, n, peak, limit, exit, classes[int(class)%len(classes)])
+		e := Event(Delivery{Record: r, ID: "uid-1", Name: "rd-1", Target: Target{LastWords: lastWords}})
+		require.NoError(t, e.Validate())
+		raw, err := json.Marshal(e)
+		require.NoError(t, err)
+		var got struct {
+			SpecVersion string `json:"specversion"`
+			ID          string `json:"id"`
+			Type        string `json:"type"`
+			Data        struct {
+				Record  map[string]any `json:"record"`
+				Title   string         `json:"title"`
+				Command string         `json:"command"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &got), "the body is JSON")
+		assert.Equal(t, "1.0", got.SpecVersion)
+		assert.Equal(t, "uid-1", got.ID)
+		assert.Equal(t, EventType, got.Type)
+		assert.Equal(t, Title(r), got.Data.Title)
+		assert.Equal(t, Command(r), got.Data.Command)
+		_, said := got.Data.Record["message"]
+		assert.Equal(t, lastWords && r.Message != "", said, "the last words only where asked for")
 	})
 }

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -34,13 +35,19 @@ type Reporter struct {
 	Now     func() time.Time
 }
 
+// workers is how many records are told at once: a service that answers
+// slowly (or holds a request until the attempt's timeout) delays only the
+// records it holds, not every other death's report. One record is never
+// taken by two workers.
+const workers = 4
+
 // SetupWithManager registers the reporter's controller: its own queue,
 // retried with backoff, leader-only.
 func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 	told := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return Told(death.Class(o.GetLabels()[death.ClassLabel])) && o.GetCreationTimestamp().Add(r.Config.MaxAge.Duration).After(r.Now())
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("reporter").
+	return ctrl.NewControllerManagedBy(mgr).Named("reporter").WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		WatchesMetadata(&v1alpha1.RunnerDeath{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(told)).
 		Complete(r)
 }

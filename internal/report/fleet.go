@@ -134,12 +134,16 @@ func dash(s string) string {
 	return s
 }
 
-// reported is a record's reports in one cell: each destination and its
-// phase.
+// reported is a record's reports in one cell: each destination, its
+// phase and, once told, where.
 func reported(reps []v1alpha1.Report) string {
 	var parts []string
 	for _, r := range reps {
-		parts = append(parts, r.Destination+" "+r.Phase)
+		part := r.Destination + " " + r.Phase
+		if r.Where != "" {
+			part += " " + r.Where
+		}
+		parts = append(parts, part)
 	}
 	return dash(strings.Join(parts, ","))
 }

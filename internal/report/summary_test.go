@@ -158,7 +158,7 @@ func TestWhyAndDeathsSayWhetherAndWhereADeathWasReported(t *testing.T) {
 	got := Summary(r)
 	assert.Contains(t, got, "  reported to github: Sent, https://github.com/acme/app/runs/1\n")
 	assert.Contains(t, got, "  reported to sink/alerts: Retrying (2 attempts): HTTP 503: down\n")
-	assert.Contains(t, RecordsTable([]death.Record{r}, true, 1), "github Sent,sink/alerts Retrying")
+	assert.Contains(t, RecordsTable([]death.Record{r}, true, 1), "github Sent https://github.com/acme/app/runs/1,sink/alerts Retrying")
 	assert.NotContains(t, Facts(r), "reported to", "what is sent never says what was sent")
 }
 

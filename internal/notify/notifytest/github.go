@@ -158,9 +158,11 @@ func (g *GitHub) create(w http.ResponseWriter, r *http.Request, repo string) {
 	default:
 		cr.Repository = repo
 		g.checkRuns = append(g.checkRuns, cr)
+		n := len(g.checkRuns)
+		g.hold(r)
 		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": len(g.checkRuns), "name": cr.Name, "external_id": cr.ExternalID,
-			"html_url": fmt.Sprintf("%s/%s/runs/%d", g.Server.URL, repo, len(g.checkRuns))})
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "name": cr.Name, "external_id": cr.ExternalID,
+			"html_url": fmt.Sprintf("%s/%s/runs/%d", g.Server.URL, repo, n)})
 	}
 }
 

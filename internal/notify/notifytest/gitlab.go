@@ -118,8 +118,10 @@ func (g *GitLab) set(w http.ResponseWriter, r *http.Request, project, sha string
 	default:
 		s.Project, s.SHA = project, sha
 		g.statuses = append(g.statuses, s)
+		n := len(g.statuses)
+		g.hold(r)
 		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": len(g.statuses), "sha": sha, "name": s.Name, "status": s.State, "target_url": s.TargetURL, "description": s.Description})
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "sha": sha, "name": s.Name, "status": s.State, "target_url": s.TargetURL, "description": s.Description})
 	}
 }
 

@@ -15,6 +15,40 @@ type service struct {
 	mu    sync.Mutex
 	errs  []string
 	calls int
+	held  *held
+}
+
+// held is a report to hold once it is kept.
+type held struct {
+	match            func(*http.Request) bool
+	arrived, release chan struct{}
+	once             sync.Once
+}
+
+// Hold holds the first request match accepts once the report it carries
+// is kept (it arrived), before the answer, until release: a client that
+// stops meanwhile never hears that it arrived. arrived is closed when it
+// did.
+func (s *service) Hold(match func(*http.Request) bool) (arrived <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := &held{match: match, arrived: make(chan struct{}), release: make(chan struct{})}
+	s.held = h
+	return h.arrived, func() { h.once.Do(func() { close(h.release) }) }
+}
+
+// hold waits for the release when r is the request to hold. The caller
+// holds mu, which is let go meanwhile so that other requests are answered.
+func (s *service) hold(r *http.Request) {
+	h := s.held
+	if h == nil || !h.match(r) {
+		return
+	}
+	s.held = nil
+	close(h.arrived)
+	s.mu.Unlock()
+	<-h.release
+	s.mu.Lock()
 }
 
 // Errors are the requests that broke the published shape.
