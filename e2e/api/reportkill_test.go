@@ -140,6 +140,7 @@ func TestEachDeathIsReportedOnceWithItsFactsAcrossALeaderKill(t *testing.T) {
 		k.end(t, arc[k.name], "runner", podtest.Runner(ns, arc[k.name].Name))
 		k.end(t, gl[k.name], "build", podtest.GitLab(ns, gl[k.name].Name))
 	}
+	require.False(t, leading(t, server), "the other deaths came while none led: the next leader records them")
 
 	for i, k := range ks {
 		t.Run(k.name, func(t *testing.T) {
