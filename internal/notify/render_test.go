@@ -23,6 +23,10 @@ func TestTitle(t *testing.T) {
 	deleted.DeletedBy, deleted.DeleteRule = "alice", "override"
 	exit := arc(death.ErrorExit, erJob)
 	exit.ExitCode = ptr.To(int32(3))
+	escaped := arc(death.DeletedRunning, erJob)
+	escaped.DeletedBy, escaped.DeleteRule = "mallory\n\x1b[2J", "over\u202eride"
+	negative := arc(death.CgroupOOM, erJob)
+	negative.Vitals = &v1alpha1.Vitals{Memory: v1alpha1.Memory{Peak: ptr.To(int64(-1)), Limit: ptr.To(int64(8 << 30))}}
 	for _, c := range []struct {
 		name string
 		r    death.Record
@@ -35,8 +39,29 @@ func TestTitle(t *testing.T) {
 		{"a probe kill says so", arc(death.ProbeKill, erJob), "Runner killed for failing its liveness probe"},
 		{"a node loss says so", arc(death.NodeLost, erJob), "Runner's node was lost"},
 		{"a class this release does not know is named", arc("future-class", erJob), "Runner died: future-class"},
+		{"a name with control characters stays one line, escaped", escaped, `Runner's pod deleted while its job ran by mallory\n\x1b[2J (rule over\u202eride)`},
+		{"a memory that cannot be is not told", negative, "Runner OOM-killed"},
 	} {
 		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, Title(c.r)) })
+	}
+}
+
+func TestCommand(t *testing.T) {
+	withJob := func(id, pod string) death.Record {
+		r := arc(death.CgroupOOM, &v1alpha1.Job{ID: id})
+		r.Pod = pod
+		return r
+	}
+	for _, c := range []struct {
+		name string
+		r    death.Record
+		want string
+	}{
+		{"a job's numeric id finds its records", withJob("7311", "r"), "kubectl runnerguard deaths -n ci --job 7311"},
+		{"a job id that is not a number gives the pod's record", withJob("7311`[x](https://evil)`", "r"), "kubectl runnerguard why -n ci r"},
+		{"a pod name the API server would not allow gives the namespace's records", withJob("", "r`\nx"), "kubectl runnerguard deaths -n ci"},
+	} {
+		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, Command(c.r)) })
 	}
 }
 
