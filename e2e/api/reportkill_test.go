@@ -114,6 +114,9 @@ func TestEachDeathIsReportedOnceWithItsFactsAcrossALeaderKill(t *testing.T) {
 		gl[k.name] = gitlabRunner(t, ns, "runner-kill-project-42-concurrent-"+k.name, id, k.build)
 	}
 
+	// A runner whose job went well and which then exited, as ARC's do.
+	ended := arcJobRunner(t, ns, "arc-ended", "31885502899", nil)
+
 	// The first deaths: their reports arrive, and the leader dies before
 	// it hears so.
 	ghArrived, ghRelease := r.gh.Hold(isPost("/check-runs"))
@@ -140,6 +143,8 @@ func TestEachDeathIsReportedOnceWithItsFactsAcrossALeaderKill(t *testing.T) {
 		k.end(t, arc[k.name], "runner", podtest.Runner(ns, arc[k.name].Name))
 		k.end(t, gl[k.name], "build", podtest.GitLab(ns, gl[k.name].Name))
 	}
+	writeStatus(t, ended, podtest.Runner(ns, ended.Name).Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj().Status)
+	require.False(t, leading(t, server), "the other deaths came while none led: the next leader records them")
 
 	for i, k := range ks {
 		t.Run(k.name, func(t *testing.T) {
@@ -189,7 +194,9 @@ func TestEachDeathIsReportedOnceWithItsFactsAcrossALeaderKill(t *testing.T) {
 				TargetURL: lab.Where, Description: k.title, PipelineID: 9}, sts[0])
 		})
 	}
-	assert.Len(t, r.gh.CheckRuns(), len(ks))
+	assert.Contains(t, []string{string(death.CleanExit), string(death.JobEnded)}, oneDeath(t, ended).Class, "a normal end")
+	assert.Empty(t, deathsOf(t, ended)[0].Reports, "a runner's clean end is told nowhere")
+	assert.Len(t, r.gh.CheckRuns(), len(ks), "and no check run for it")
 	assert.Len(t, r.gl.Statuses(), len(ks))
 	ids := map[any]int{}
 	for _, e := range r.sink.Events() {

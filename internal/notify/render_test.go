@@ -23,6 +23,10 @@ func TestTitle(t *testing.T) {
 	deleted.DeletedBy, deleted.DeleteRule = "alice", "override"
 	exit := arc(death.ErrorExit, erJob)
 	exit.ExitCode = ptr.To(int32(3))
+	escaped := arc(death.DeletedRunning, erJob)
+	escaped.DeletedBy, escaped.DeleteRule = "mallory\n\x1b[2J", "over\u202eride"
+	negative := arc(death.CgroupOOM, erJob)
+	negative.Vitals = &v1alpha1.Vitals{Memory: v1alpha1.Memory{Peak: ptr.To(int64(-1)), Limit: ptr.To(int64(8 << 30))}}
 	for _, c := range []struct {
 		name string
 		r    death.Record
@@ -35,8 +39,29 @@ func TestTitle(t *testing.T) {
 		{"a probe kill says so", arc(death.ProbeKill, erJob), "Runner killed for failing its liveness probe"},
 		{"a node loss says so", arc(death.NodeLost, erJob), "Runner's node was lost"},
 		{"a class this release does not know is named", arc("future-class", erJob), "Runner died: future-class"},
+		{"a name with control characters stays one line, escaped", escaped, `Runner's pod deleted while its job ran by mallory\n\x1b[2J (rule over\u202eride)`},
+		{"a memory that cannot be is not told", negative, "Runner OOM-killed"},
 	} {
 		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, Title(c.r)) })
+	}
+}
+
+func TestCommand(t *testing.T) {
+	withJob := func(id, pod string) death.Record {
+		r := arc(death.CgroupOOM, &v1alpha1.Job{ID: id})
+		r.Pod = pod
+		return r
+	}
+	for _, c := range []struct {
+		name string
+		r    death.Record
+		want string
+	}{
+		{"a job's numeric id finds its records", withJob("7311", "r"), "kubectl runnerguard deaths -n ci --job 7311"},
+		{"a job id that is not a number gives the pod's record", withJob("7311`[x](https://evil)`", "r"), "kubectl runnerguard why -n ci r"},
+		{"a pod name the API server would not allow gives the namespace's records", withJob("", "r`\nx"), "kubectl runnerguard deaths -n ci"},
+	} {
+		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, Command(c.r)) })
 	}
 }
 
@@ -64,7 +89,7 @@ func TestAMessageOfBackticksCannotCloseTheFence(t *testing.T) {
 // some times the longest a field can be (a termination message), kept low
 // enough that each input renders quickly under the fuzzer.
 func limits(reason, unit string, n int, peak, limit int64, exit int32, class string) death.Record {
-	n = min(max(n, 0), 20000)
+	n = min(max(n, 0), 8192)
 	unit, reason = unit[:min(len(unit), 64)], reason[:min(len(reason), 1024)]
 	long := strings.Repeat(unit, max(1, n/max(1, len(unit))))
 	r := arc(death.Class(class), &v1alpha1.Job{ID: long, Run: long, Project: long, Workflow: long, Name: long, URL: long, Source: "EphemeralRunner/" + long, CreatedBy: long})
@@ -98,7 +123,7 @@ func FuzzRendering(f *testing.F) {
 	f.Add("OOMKilled", "```", 4096, int64(1<<33), int64(8<<30), int32(137), uint8(0), true)
 	f.Add("Error", "é", 70000, int64(-1), int64(0), int32(-1), uint8(1), false)
 	f.Add("\x1b]0;pwned\a", "\x1b[31m\u202e`\n", 300, int64(math.MaxInt64), int64(math.MinInt64), int32(math.MinInt32), uint8(5), true)
-	f.Add("", "\xff\xfe", 20000, int64(1), int64(1), int32(math.MaxInt32), uint8(2), false)
+	f.Add("", "\xff\xfe", 8192, int64(1), int64(1), int32(math.MaxInt32), uint8(2), false)
 	f.Fuzz(func(t *testing.T, reason, unit string, n int, peak, limit int64, exit int32, class uint8, lastWords bool) {
 		r := limits(reason, unit, n, peak, limit, exit, classes[int(class)%len(classes)])
 		s := Summary(r, lastWords)
@@ -130,7 +155,7 @@ func FuzzRendering(f *testing.F) {
 // words only where the sink asked for them.
 func FuzzEvent(f *testing.F) {
 	f.Add("OOMKilled", "\x00\x1b\u2028", 5000, int64(1<<33), int64(8<<30), int32(137), uint8(0), false)
-	f.Add("Error", "日本語\xff", 20000, int64(-5), int64(0), int32(-1), uint8(1), true)
+	f.Add("Error", "日本語\xff", 8192, int64(-5), int64(0), int32(-1), uint8(1), true)
 	f.Fuzz(func(t *testing.T, reason, unit string, n int, peak, limit int64, exit int32, class uint8, lastWords bool) {
 		r := limits(reason, unit, n, peak, limit, exit, classes[int(class)%len(classes)])
 		e := Event(Delivery{Record: r, ID: "uid-1", Name: "rd-1", Target: Target{LastWords: lastWords}})
