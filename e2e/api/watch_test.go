@@ -181,7 +181,7 @@ func TestForgedEventsAndReviewsChangeNothingWhyPrints(t *testing.T) {
 	resp := askGuard(t, deleteReview(t, fake, "mallory"))
 	assert.True(t, resp.Allowed, "the forged review's own pod would be allowed")
 	// The guard's work after the answer is done once it says so.
-	logged(t, "no Event or note: the pod does not exist with the review's UID, or its deletion had begun", "uid", string(fake.UID))
+	logged(t, "no metric, Event or note: the pod does not exist with the review's UID, or its deletion had begun", "uid", string(fake.UID))
 	assert.Empty(t, deletionNotes(t, ns), "but nothing is noted for a pod that does not exist with that UID")
 	assert.Equal(t, before, runWhy(t, "target", "-n", ns), "why prints what it did before")
 	assert.NotContains(t, runWhy(t, "target", "-n", ns, "-o", "json"), "clean-exit")

@@ -23,9 +23,12 @@ import (
 // disruptionLead is how long after its DisruptionTarget condition was set
 // the pod's deletion may begin and still be the disruption's: the control
 // plane sets the condition and deletes the pod in one step (the
-// scheduler's preemption, pod GC, the taint manager, the eviction API);
-// a pod removed at once is dated by when the watcher saw it go.
-const disruptionLead = time.Minute
+// scheduler's preemption, pod GC, the taint manager, the eviction API).
+// A pod removed at once is dated by when the watcher saw it go, which may
+// lag behind a loaded API server: the lead leaves room for that, and a
+// condition left from a refused disruption is older by the time an
+// operator drains.
+const disruptionLead = 2 * time.Minute
 
 // disruptionSkew allows for the clocks of the condition's writer and of
 // the API server that dated the deletion.
