@@ -41,7 +41,7 @@ func TestPolicy(t *testing.T) {
 			name: "each preset's controllers reach its own fields and everyone's ownerReferences",
 			values: `presets:
   arc-scale-set: {controllerPrincipals: ["system:serviceaccount:arc-systems:arc-gha-rs-controller"]}
-  arc-workflow: {controllerPrincipals: ["system:serviceaccount:ci:arc-runner-kube-mode"]}
+  arc-workflow: {controllerPrincipals: ["system:serviceaccount:arc-systems:arc-workflow-controller"]}
   arc-legacy: {controllerPrincipals: ["system:serviceaccount:arc:legacy", "system:serviceaccount:arc-systems:arc-gha-rs-controller"]}
   generic: {controllerPrincipals: ["system:serviceaccount:kube-system:replicaset-controller"]}
 policy: {garbageCollectors: ["system:kube-controller-manager", "system:serviceaccount:kube-system:generic-garbage-collector"]}`,

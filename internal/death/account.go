@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/vitals/record"
 )
@@ -196,4 +197,30 @@ func timePtr(t time.Time) *metav1.Time {
 		return nil
 	}
 	return &metav1.Time{Time: t}
+}
+
+// Refusals are what the guard refused to let be done to the runner, as its
+// pod carries them (refusal.Annotation, which only runnerguard writes). A
+// value that does not parse (never the guard's) is told as lost, not
+// dropped silently.
+func Refusals(pod *corev1.Pod) *v1alpha1.Refusals {
+	l, err := refusal.FromPod(pod.Annotations)
+	if err != nil {
+		return &v1alpha1.Refusals{Dropped: 1}
+	}
+	return l
+}
+
+// vitalsLeft is how long r still waits for the vitals' final reading: while
+// the sidecar runs after the runner ended, up to VitalsWait past the end.
+func vitalsLeft(o Observation, r Record) time.Duration {
+	if r.Vitals != nil || r.FinishedAt == nil || !o.GoneAt.IsZero() {
+		return 0
+	}
+	for _, cs := range o.Pod.Status.InitContainerStatuses {
+		if cs.Name == runnerpod.VitalsContainer && cs.State.Running != nil {
+			return r.FinishedAt.Add(VitalsWait).Sub(o.Now)
+		}
+	}
+	return 0
 }

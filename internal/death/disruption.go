@@ -23,9 +23,12 @@ import (
 // disruptionLead is how long after its DisruptionTarget condition was set
 // the pod's deletion may begin and still be the disruption's: the control
 // plane sets the condition and deletes the pod in one step (the
-// scheduler's preemption, pod GC, the taint manager, the eviction API);
-// a pod removed at once is dated by when the watcher saw it go.
-const disruptionLead = time.Minute
+// scheduler's preemption, pod GC, the taint manager, the eviction API).
+// A pod removed at once is dated by when the watcher saw it go, which may
+// lag behind a loaded API server: the lead leaves room for that, and a
+// condition left from a refused disruption is older by the time an
+// operator drains.
+const disruptionLead = 2 * time.Minute
 
 // disruptionSkew allows for the clocks of the condition's writer and of
 // the API server that dated the deletion.
@@ -131,23 +134,24 @@ func disruptionBasis(pod *corev1.Pod, e ending, refused *v1alpha1.Refusals) stri
 		return ""
 	}
 	s := fmt.Sprintf("the pod carried DisruptionTarget %s (set at %s), which did not end the runner: %s", c.Reason, c.LastTransitionTime.UTC().Format(time.RFC3339), why)
-	if r := refusedNear(refused, c.LastTransitionTime.Time); r != "" {
+	if r := refusedNear(refused, c.LastTransitionTime.Time, deletingDisruptions[c.Reason]); r != "" {
 		s += "; refused: " + r
 	}
 	return s
 }
 
-// refusedNear lists the refusals on record whose attempts reach into the
-// disruption's window, from disruptionSkew before set to disruptionLead
-// after it.
-func refusedNear(refused *v1alpha1.Refusals, set time.Time) string {
+// refusedNear lists the refusals on record of the disruption's own
+// attempts, made since the condition was set (disruptionSkew before set):
+// all of its author's (the scheduler tries its preemption again and
+// again), and anyone's within disruptionLead after set.
+func refusedNear(refused *v1alpha1.Refusals, set time.Time, author string) string {
 	if refused == nil {
 		return ""
 	}
 	var out []string
 	from, to := set.Add(-disruptionSkew), set.Add(disruptionLead)
 	for _, r := range refused.Entries {
-		if r.Last.Time.Before(from) || r.First.Time.After(to) {
+		if r.Last.Time.Before(from) || r.By != author && r.First.Time.After(to) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s by %s at %s", r.Verb, r.By, r.First.UTC().Format(time.RFC3339)))

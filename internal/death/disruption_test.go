@@ -42,8 +42,10 @@ func TestADisruptionCountsOnlyWhenItsDeletionEndedTheRunner(t *testing.T) {
 		goneAt time.Time
 		note   *v1alpha1.DeletionNote
 		want   Class
-		// basis: what the record's basis says of the condition ("": nothing).
-		basis []string
+		// basis: what the record's basis says of the condition (none:
+		// nothing); notBasis: what it does not say.
+		basis    []string
+		notBasis string
 	}{
 		// The scheduler's delete of a busy runner passes in warn mode (rule
 		// busy), or once its protection ran out.
@@ -60,6 +62,16 @@ func TestADisruptionCountsOnlyWhenItsDeletionEndedTheRunner(t *testing.T) {
 			basis: []string{"the pod carried DisruptionTarget PreemptionByScheduler (set at 2026-11-01T11:50:00Z), which did not end the runner",
 				"its deletion began at 2026-11-01T12:09:30Z, 19m30s from the condition",
 				"refused: delete by system:kube-scheduler at 2026-11-01T11:50:01Z"}},
+		{name: "the scheduler's preemption, tried again and refused long after its condition was set, is said refused",
+			pod: refusedBy(t, disrupted(podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-30*time.Second), 30), reasonPreemption, set),
+				kubeScheduler, "delete", end.Add(-time.Minute)),
+			note: note(operator, "override", end.Add(-30*time.Second)), want: SigTerm,
+			basis: []string{"refused: delete by system:kube-scheduler at 2026-11-01T12:09:00Z"}},
+		{name: "another principal's refusal long after the condition was set is not the disruption's",
+			pod: refusedBy(t, disrupted(podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-30*time.Second), 30), reasonPreemption, set),
+				"reaper", "delete", end.Add(-time.Minute)),
+			note: note(operator, "override", end.Add(-30*time.Second)), want: SigTerm,
+			basis: []string{"19m30s from the condition"}, notBasis: "refused"},
 		{name: "a preemption's condition set just before another principal's delete does not make it one",
 			pod:  disrupted(podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-30*time.Second), 30), reasonPreemption, end.Add(-35*time.Second)),
 			note: note(operator, "override", end.Add(-30*time.Second)), want: SigTerm,
@@ -103,6 +115,9 @@ func TestADisruptionCountsOnlyWhenItsDeletionEndedTheRunner(t *testing.T) {
 			}
 			for _, b := range tc.basis {
 				assert.Contains(t, r.ClassBasis, b)
+			}
+			if tc.notBasis != "" {
+				assert.NotContains(t, r.ClassBasis, tc.notBasis)
 			}
 		})
 	}

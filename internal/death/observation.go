@@ -11,7 +11,6 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
-	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -217,20 +216,6 @@ func endedBy(pod *corev1.Pod, r Record) (time.Time, bool) {
 	return pod.CreationTimestamp.Time, true
 }
 
-// vitalsLeft is how long r still waits for the vitals' final reading: while
-// the sidecar runs after the runner ended, up to VitalsWait past the end.
-func vitalsLeft(o Observation, r Record) time.Duration {
-	if r.Vitals != nil || r.FinishedAt == nil || !o.GoneAt.IsZero() {
-		return 0
-	}
-	for _, cs := range o.Pod.Status.InitContainerStatuses {
-		if cs.Name == runnerpod.VitalsContainer && cs.State.Running != nil {
-			return r.FinishedAt.Add(VitalsWait).Sub(o.Now)
-		}
-	}
-	return 0
-}
-
 // Deaths lists every runner termination the pod's status shows: each runner
 // container's current terminated state and, after a restart in place, its
 // last one. The same status read twice gives the same records (and keys),
@@ -309,16 +294,4 @@ func newIn(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, e endi
 	}
 	r.OOMConfirmed = oomConfirmed(Class(r.Class), r.Vitals)
 	return r
-}
-
-// Refusals are what the guard refused to let be done to the runner, as its
-// pod carries them (refusal.Annotation, which only runnerguard writes). A
-// value that does not parse (never the guard's) is told as lost, not
-// dropped silently.
-func Refusals(pod *corev1.Pod) *v1alpha1.Refusals {
-	l, err := refusal.FromPod(pod.Annotations)
-	if err != nil {
-		return &v1alpha1.Refusals{Dropped: 1}
-	}
-	return l
 }

@@ -37,7 +37,9 @@ const NoteMaxAge = time.Hour
 // namespace's older OOM kills and evictions out of the count.
 //
 // The count spares the records of deaths that pods still show in their
-// status (shown names them, asked only of namespaces over the count): the
+// status (shown names them, asked only of namespaces over the count), and
+// never removes an abnormal record while a normal one is kept, even one
+// spared so (overCount): the
 // watcher reads deaths from pod status, and a leader that has not seen such
 // a record written (a new one, or one that forgot) would write it again, a
 // second record of one death. A pod shows its runner's current and last
@@ -75,17 +77,38 @@ func Expired(items []metav1.PartialObjectMetadata, policy config.Records, now ti
 			return cmp.Or(cmp.Compare(abnormalRank(a), abnormalRank(b)),
 				a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 		})
-		for _, it := range items {
-			if over == 0 {
-				break
-			}
-			if !spare[it.Name] {
-				out = append(out, it)
-				over--
-			}
-		}
+		out = append(out, overCount(items, over, spare)...)
 	}
 	return out, nil
+}
+
+// overCount picks, of a namespace's records sorted normal first and oldest
+// first, the over records the count removes: those of deaths no pod shows
+// (spare), normal ones first, and an abnormal one only once no normal
+// record is left, spared or not. A job that leaves its short-lived pods in
+// place spares their normal records; were the count to fall past them, it
+// would remove the abnormal records of pods that are gone, the ones that
+// cannot be written again. The namespace stays over the count instead,
+// until those pods go and their records with them.
+func overCount(items []metav1.PartialObjectMetadata, over int, spare map[string]bool) []metav1.PartialObjectMetadata {
+	var out []metav1.PartialObjectMetadata
+	normalKept := false
+	for _, it := range items {
+		if over == 0 {
+			break
+		}
+		normal := abnormalRank(it) == 0
+		switch {
+		case spare[it.Name]:
+			normalKept = normalKept || normal
+		case !normal && normalKept:
+			return out
+		default:
+			out = append(out, it)
+			over--
+		}
+	}
+	return out
 }
 
 // abnormalRank orders a namespace's records for the count: normal ones (0)
