@@ -377,18 +377,43 @@ func TestGitLabLifeWithoutTheInjector(t *testing.T) {
 	assert.Equal(t, string(death.CgroupOOM), oneDeath(t, oom).Class)
 }
 
-func TestAJobPodWithNoKnowableOwnerIsEndedByItsOwnerNotLeaked(t *testing.T) {
-	// The suite names no owner principals for ARC's workflow pods: one
-	// created while the injector was down has no knowable owner. The
-	// runner's end-of-job delete goes through (GitLab Runner and ARC's
-	// hooks do not retry a refused delete) with a Warning saying what
-	// would protect it.
-	const hookRunner = "system:serviceaccount:arc-runners:arc-runner-kube-mode"
+// The suite names no owner principals for ARC's workflow pods: one created
+// while the injector was down (or made to miss it) has no recorded owner.
+// Its runner, with its own pod's token, still ends it at the job's end
+// (ARC's hooks do not retry a refused delete), with a Warning naming it; a
+// reaper with edit, as itself, as the runner's ServiceAccount or with its
+// own pod's token, is refused.
+func TestAJobPodWithNoRecordedOwnerIsEndedByItsRunnerAndNoReaper(t *testing.T) {
+	const kubeMode = "arc-runner-kube-mode"
 	pod := lateNamespace(t, podtest.ARCWorkflow("", "arc-busy").RunningSince("job", time.Now().Add(-time.Minute)).Obj())[0]
-	require.NoError(t, deletePod(as(t, hookRunner), pod, client.GracePeriodSeconds(0)))
-	eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "JobOwnerUnknown", "presets[arc-workflow].ownerPrincipals"), "a Warning says what would protect it")
+	ns := pod.Namespace
+	require.NotContains(t, pod.Annotations, runnerpod.CreatedBy)
+	runnerSA := serviceAccountIn(t, ns, kubeMode)
+	may(t, ns, serviceAccount(runnerSA), "edit")
+	reaperSA := serviceAccountIn(t, ns, "orphan-reaper")
+	may(t, ns, serviceAccount(reaperSA), "edit")
+	reaperID := token(t, cs, ns, "orphan-reaper", nil)
+	reaperPod := runnerPod(t, ns, "orphan-reaper-0", "orphan-reaper")
+	runner := token(t, cs, ns, kubeMode, runnerPod(t, ns, "arc-busy", kubeMode))
+
+	for name, id := range map[string]identity{
+		"a reaper with edit":                           reaperID,
+		"a reaper wearing the runner's ServiceAccount": reaperID.wearing(runnerSA),
+		"a reaper with its own pod's token":            token(t, cs, ns, "orphan-reaper", reaperPod),
+	} {
+		err := deletePod(id.client(t), pod)
+		require.Error(t, err, name)
+		assert.True(t, apierrors.IsForbidden(err), "%s: %v", name, err)
+		assert.Contains(t, err.Error(), `only a token bound to the runner pod it names ("arc-busy"`, name)
+		err = connectAs(t, id.cfg, pod, "exec", "job")
+		assert.True(t, apierrors.IsForbidden(err), "%s's exec: %v", name, err)
+	}
+	assert.True(t, alive(t, pod))
+
+	require.NoError(t, deletePod(runner.client(t), pod, client.GracePeriodSeconds(0)))
+	eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "JobOwnerUnknown", `bound to the runner pod "arc-busy" the workflow pod names`), "a Warning names who ended it")
 	rec := oneDeath(t, pod)
-	assert.Equal(t, hookRunner, rec.DeletedBy)
+	assert.Equal(t, runnerSA, rec.DeletedBy)
 	assert.Equal(t, "owner-unknown", rec.DeleteRule)
 }
 

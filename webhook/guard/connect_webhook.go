@@ -91,7 +91,7 @@ func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admis
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("runnerguard: cannot read pod %s/%s to judge the %s: %w", req.Namespace, name, op, err))
 	}
 	f := Facts{Pod: pod, Operation: op, Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now(), Mode: h.mode(ctx, pod.Namespace),
-		LookupJob: h.lookupJob(ctx, pod), RequesterPodRunsJob: h.runsJob(ctx, pod.Namespace, boundPod(req))}
+		LookupJob: h.lookupJob(ctx, pod), RequesterPodRunsJob: h.runsJob(ctx, req.UserInfo.Username, boundPod(req))}
 	d := DecideConnect(f, opts.Container, h.Config)
 	log := logf.FromContext(ctx).WithValues("operation", op, "rule", d.Rule, "requester", f.Requester, "pod", pod.Namespace+"/"+pod.Name, "container", opts.Container)
 	switch {

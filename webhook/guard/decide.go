@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -115,6 +116,9 @@ type Decision struct {
 	// recorded creator or an owner principal) was not taken as it; "" when
 	// the requester was not named or was taken.
 	OwnerNotTaken string
+	// OwnerUnshown says why the requester was not shown to be the owner of
+	// a pod whose creator was not recorded (ownerShown); "" otherwise.
+	OwnerUnshown string
 	// Named is the job the fleet's record named when the guard read it
 	// (an ARC runner's EphemeralRunner), whatever the rule: the deletion
 	// note keeps it for the record, written after ARC deleted the
@@ -158,8 +162,12 @@ func Decide(f Facts, cfg config.Config) Decision {
 		case owner:
 			return allow(runnerpod.RuleJobOwner, "the requester owns the job and is ending it")
 		case ownerUnknown(pod, runner.Preset):
-			return allow(runnerpod.RuleOwnerUnknown, fmt.Sprintf("the job's owner is unknown: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals, so its job is not protected",
-				runnerpod.CreatedBy, runner.Preset.Name))
+			shown, how := ownerShown(pod, f, runner.Preset)
+			if shown {
+				return allow(runnerpod.RuleOwnerUnknown, fmt.Sprintf("the job's owner was not recorded: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals; %s",
+					runnerpod.CreatedBy, runner.Preset.Name, how))
+			}
+			d.OwnerUnshown = how
 		}
 	}
 	return decideProtected(f, cfg, d)
@@ -199,10 +207,7 @@ func decideProtected(f Facts, cfg config.Config, d Decision) Decision {
 	if d.Job == nil {
 		d.Job = fleet.JobFromPod(pod, runner.Preset.Job)
 	}
-	d.Rule, d.Message = runnerpod.RuleBusy, busyMessage(f, d)
-	if d.OwnerNotTaken != "" {
-		d.Message += "; " + d.OwnerNotTaken
-	}
+	d.Rule, d.Message = runnerpod.RuleBusy, busyMessage(f, d)+whyNotOwner(d)
 	if f.Mode == config.ModeWarn {
 		// Warn mode: the refusal is said, not done.
 		d.Allowed, d.Warned = true, true
@@ -214,4 +219,13 @@ func decideProtected(f Facts, cfg config.Config, d Decision) Decision {
 func allowed(d Decision, r runnerpod.Rule, msg string) Decision {
 	d.Allowed, d.Rule, d.Message = true, r, msg
 	return d
+}
+
+// whyNotOwner is "; " and why the requester was not taken as the job's
+// owner, or "".
+func whyNotOwner(d Decision) string {
+	if why := cmp.Or(d.OwnerNotTaken, d.OwnerUnshown); why != "" {
+		return "; " + why
+	}
+	return ""
 }

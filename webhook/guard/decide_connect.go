@@ -35,10 +35,7 @@ const (
 func DecideConnect(f Facts, container string, cfg config.Config) Decision {
 	d := Decide(f, cfg)
 	if d.Rule == runnerpod.RuleBusy {
-		d.Message = connectBusyMessage(f, container, d)
-		if d.OwnerNotTaken != "" {
-			d.Message += "; " + d.OwnerNotTaken
-		}
+		d.Message = connectBusyMessage(f, container, d) + whyNotOwner(d)
 		if d.Warned {
 			d.Message = "runnerguard (warn mode) would refuse this: " + strings.TrimPrefix(d.Message, "runnerguard: ")
 		}

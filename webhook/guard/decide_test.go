@@ -122,11 +122,41 @@ func TestDecide(t *testing.T) {
 			pod: podtest.GitLab("ci", "g").Running("build").Obj(), requester: "system:serviceaccount:gitlab:manager", rule: runnerpod.RuleJobOwner, allowed: true},
 		{name: "one preset's owner principal owns no job of another preset",
 			pod: podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:gitlab:manager", rule: runnerpod.RuleBusy},
-		{name: "a GitLab build pod that missed the injector, with no owner principals, may be ended by its manager: its owner is unknown",
-			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: "system:serviceaccount:gitlab:runner", rule: runnerpod.RuleOwnerUnknown, allowed: true,
-			msg: []string{"owner is unknown", "no runnerguard.io/created-by", "preset gitlab has no ownerPrincipals"}},
-		{name: "a workflow pod that missed the injector, with no owner principals, is not protected either",
-			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: &noOwners, requester: "system:serviceaccount:ci:runner", rule: runnerpod.RuleOwnerUnknown, allowed: true},
+		{name: "a GitLab build pod that missed the injector, with no owner principals, may be ended by its manager with its own pod's token",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: "system:serviceaccount:gitlab:runner", boundPod: "gitlab-runner-7d9f", rule: runnerpod.RuleOwnerUnknown, allowed: true,
+			msg: []string{"owner was not recorded", "no runnerguard.io/created-by", "preset gitlab has no ownerPrincipals", "bound to pod gitlab/gitlab-runner-7d9f, which runs no job"}},
+		{name: "a reaper with edit may not end a busy GitLab build pod that missed the injector, saying why",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: reaper, rule: runnerpod.RuleBusy,
+			msg: []string{"only a token bound to a pod that runs no job (the manager's) shows its job's owner", "token is bound to no pod"}},
+		{name: "a person may not either",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: "dana@example.com", rule: runnerpod.RuleBusy},
+		{name: "a reaper impersonating the manager's ServiceAccount carries no pod claim and is refused",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: "system:serviceaccount:ci:gitlab-runner", rule: runnerpod.RuleBusy},
+		{name: "a job's own token may not end another job's build pod that missed the injector",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: "system:serviceaccount:ci:default", boundPod: "other-build", jobPods: []string{"other-build"},
+			rule: runnerpod.RuleBusy, msg: []string{"token is bound to pod ci/other-build"}},
+		{name: "any workload acting with its own pod's token passes for the manager of a GitLab pod that missed the injector, and is named",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: "system:serviceaccount:ci-infra:orphan-reaper", boundPod: "orphan-reaper-0", rule: runnerpod.RuleOwnerUnknown, allowed: true,
+			msg: []string{"system:serviceaccount:ci-infra:orphan-reaper's token is bound to pod ci-infra/orphan-reaper-0", "name it in presets[gitlab].ownerPrincipals to take no other"}},
+		{name: "GitLab's manager outside the cluster shows no pod: refused on a pod that missed the injector, saying what shows the owner",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: "system:serviceaccount:ci:gitlab-runner", credential: "JTI=manager", rule: runnerpod.RuleBusy,
+			msg: []string{"only a token bound to a pod that runs no job (the manager's) shows its job's owner"}},
+		{name: "a workflow pod that missed the injector may be ended by the runner it names, with its pod's token",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: &noOwners, requester: "system:serviceaccount:ci:runner", boundPod: "r", rule: runnerpod.RuleOwnerUnknown, allowed: true,
+			msg: []string{`bound to the runner pod "r" the workflow pod names`}},
+		{name: "another runner's token may not end a workflow pod that missed the injector",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: &noOwners, requester: "system:serviceaccount:ci:runner", boundPod: "r2", rule: runnerpod.RuleBusy,
+			msg: []string{`only a token bound to the runner pod it names ("r"`, "bound to pod ci/r2"}},
+		{name: "a token bound to a pod of that name in another namespace is not the runner's",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: &noOwners, requester: "system:serviceaccount:elsewhere:runner", boundPod: "r", rule: runnerpod.RuleBusy},
+		{name: "a reaper may not end a workflow pod that missed the injector",
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: &noOwners, requester: reaper, rule: runnerpod.RuleBusy},
+		{name: "the exempt principals still end a pod whose owner was not recorded",
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: &noOwners, requester: config.NamespaceController, rule: runnerpod.RuleExempt, allowed: true},
+		{name: "the override on the pod lets a reaper end a pod whose owner was not recorded",
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.AllowDelete, "stuck job").Obj(), cfg: &noOwners, requester: reaper, rule: runnerpod.RuleOverride, allowed: true},
+		{name: "a GitLab pod that missed the injector is free once its build container ended",
+			pod: podtest.GitLab("ci", "g").Terminated("build", 0, "Completed").Running("helper").Obj(), cfg: &noOwners, requester: reaper, rule: runnerpod.RuleRunnerTerminated, allowed: true},
 		{name: "with owner principals configured, a pod that missed the injector is theirs alone",
 			pod: podtest.GitLab("ci", "g").Running("build").Obj(), requester: reaper, rule: runnerpod.RuleBusy},
 		{name: "a recorded creator is the owner even without owner principals",
@@ -289,6 +319,9 @@ func TestDecide(t *testing.T) {
 			}
 			if tc.requester == reaper || (tc.allowed && !tc.warned) {
 				assert.Empty(t, d.OwnerNotTaken, "said only of a requester named as the owner and refused")
+			}
+			if tc.rule == runnerpod.RuleOwnerUnknown {
+				assert.Empty(t, d.OwnerUnshown, "said only of a requester not shown to be the owner")
 			}
 		})
 	}

@@ -36,15 +36,21 @@ type Readers struct {
 	Now  func() time.Time
 }
 
-// runsJob reports whether the pod named in ns is a runner pod, when
-// Decide asks. A labelled runner pod is in the runner pods' cache; a pod
+// runsJob reports whether the pod named, to which requester's token is
+// bound, is a runner pod, when Decide asks. A bound token's pod is in its
+// ServiceAccount's namespace; a requester that is no ServiceAccount is
+// taken to run a job. A labelled runner pod is in the runner pods' cache; a pod
 // the cache does not hold (a fleet manager's) runs no job, and reading it
 // from the API server would cost every GitLab job's end a request. Without
 // that cache (no pod watcher) the pod is read and matched. Unreadable, or
 // gone (the API server authenticated the token only if its pod existed),
 // is taken to run a job: the requester is then no owner.
-func (h Readers) runsJob(ctx context.Context, ns, name string) func() bool {
+func (h Readers) runsJob(ctx context.Context, requester, name string) func() bool {
 	return func() bool {
+		ns, _, err := serviceaccount.SplitUsername(requester)
+		if err != nil {
+			return true
+		}
 		key := types.NamespacedName{Namespace: ns, Name: name}
 		if h.Pods != nil {
 			err := h.Pods.Get(ctx, key, runnerpod.Meta())

@@ -517,18 +517,37 @@ func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvise
 	assert.NotContains(t, got[0], runnerpod.AllowDelete)
 }
 
-func TestAnUnknownOwnersDeleteIsAllowedWithAWarningEventAndNoted(t *testing.T) {
+// A build pod that missed the injector: its manager, with its own pod's
+// token, ends it with a Warning Event naming it; a reaper with edit is
+// refused as for any busy runner.
+func TestAnUnrecordedOwnersDeleteIsAllowedToTheManagersTokenOnly(t *testing.T) {
+	const manager = "system:serviceaccount:gitlab:runner"
 	pod := podtest.GitLab("ci", "g").Running("build").Obj()
-	h, rec := newTestHandler(pod)
-	resp := serve(t, h, deleteReq(t, pod, "system:serviceaccount:gitlab:runner", false, nil))
-	require.True(t, resp.Allowed)
-	got := drain(rec)
-	require.Len(t, got, 1)
-	assert.Contains(t, got[0], "Warning JobOwnerUnknown delete by system:serviceaccount:gitlab:runner allowed: the job's owner is unknown")
-	assert.Contains(t, got[0], "set presets[gitlab].ownerPrincipals")
-	n := deletionNote(t, h, pod)
-	require.NotNil(t, n)
-	assert.Equal(t, "owner-unknown", n.Rule)
+	managerPod := podtest.Plain("gitlab", "gitlab-runner-0").Running("runner").Obj()
+	t.Run("the manager's own pod's token", func(t *testing.T) {
+		h, rec := newTestHandler(pod, managerPod)
+		req := deleteReq(t, pod, manager, false, nil)
+		req.UserInfo.Extra = map[string]authenticationv1.ExtraValue{serviceaccount.PodNameKey: {managerPod.Name}}
+		resp := serve(t, h, req)
+		require.True(t, resp.Allowed, resp.Result.Message)
+		got := drain(rec)
+		require.Len(t, got, 1)
+		assert.Contains(t, got[0], "Warning JobOwnerUnknown delete by "+manager+" allowed: the job's owner was not recorded")
+		assert.Contains(t, got[0], "bound to pod gitlab/gitlab-runner-0, which runs no job")
+		assert.Contains(t, got[0], "name it in presets[gitlab].ownerPrincipals")
+		n := deletionNote(t, h, pod)
+		require.NotNil(t, n)
+		assert.Equal(t, "owner-unknown", n.Rule)
+	})
+	t.Run("a reaper", func(t *testing.T) {
+		h, rec := newTestHandler(pod, managerPod)
+		resp := serve(t, h, deleteReq(t, pod, reaper, false, nil))
+		require.False(t, resp.Allowed)
+		assert.Contains(t, resp.Result.Message, "only a token bound to a pod that runs no job (the manager's) shows its job's owner")
+		got := drain(rec)
+		require.Len(t, got, 1)
+		assert.Contains(t, got[0], "Warning DeleteRefused refused delete by "+reaper)
+	})
 }
 
 func TestTheRunnersBoundPodDecidesItsWorkflowPodsOwnership(t *testing.T) {

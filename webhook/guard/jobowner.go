@@ -83,10 +83,50 @@ func sameCredential(pod *corev1.Pod, credential string) bool {
 }
 
 // ownerUnknown: the pod's creator was not recorded (it was created while
-// the injector was down, or before runnerguard was installed) and the
-// preset names no owner principals. The policy keeps created-by as it was
-// at CREATE, so no one can remove it from a pod to make its owner unknown.
+// the injector was down, or before runnerguard was installed, or the
+// injector was made to miss it) and the preset names no owner principals.
+// The policy keeps created-by as it was at CREATE, so no one can remove it
+// from a pod to make its owner unknown.
 func ownerUnknown(pod *corev1.Pod, p runnerpod.Preset) bool {
 	_, recorded := pod.Annotations[runnerpod.CreatedBy]
 	return !recorded && len(p.OwnerPrincipals) == 0
+}
+
+// ownerShown is rule owner-unknown: with no creator recorded and no owner
+// principals, the requester is the job's owner only when its token shows
+// what isOwner asks of a recorded creator, without the name:
+//   - arc-workflow: a token of a ServiceAccount of the pod's namespace,
+//     bound to the runner pod the workflow pod names (label runner-pod).
+//   - gitlab: a ServiceAccount's token bound to a pod that runs no job
+//     (the manager's own pod, wherever it runs).
+//
+// A person, an impersonated ServiceAccount (no pod claim), a token bound to
+// no pod and a job's own token are refused as they would be anywhere else:
+// a pod the injector missed is no pod anyone may end. The fleet's own flow
+// goes on (ARC's runner and an in-cluster manager act with their own pods'
+// tokens); a GitLab manager outside the cluster is named in ownerPrincipals.
+// A workload other than the manager acting with its own pod's token passes
+// for it: it is taken, and the Warning Event names it. The second result
+// says how the requester was shown to be the owner, or why not.
+func ownerShown(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
+	saNamespace, _, err := serviceaccount.SplitUsername(f.Requester)
+	claim := err == nil && f.RequesterPod != ""
+	runner := pod.Labels[runnerpod.ARCWorkflowPodLabel]
+	switch {
+	case claim && p.Name == runnerpod.ARCWorkflow && saNamespace == pod.Namespace && runner != "" && f.RequesterPod == runner:
+		return true, fmt.Sprintf("%s's token is bound to the runner pod %q the workflow pod names", f.Requester, runner)
+	case claim && p.Name != runnerpod.ARCWorkflow && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob():
+		return true, fmt.Sprintf("%s's token is bound to pod %s/%s, which runs no job: taken as the manager; name it in presets[%s].ownerPrincipals to take no other",
+			f.Requester, saNamespace, f.RequesterPod, p.Name)
+	}
+	shows := "a token bound to a pod that runs no job (the manager's)"
+	if p.Name == runnerpod.ARCWorkflow {
+		shows = fmt.Sprintf("a token bound to the runner pod it names (%q, label %s)", runner, runnerpod.ARCWorkflowPodLabel)
+	}
+	bound := "is bound to no pod (a person, an impersonated ServiceAccount or a long-lived token)"
+	if claim {
+		bound = fmt.Sprintf("is bound to pod %s/%s", saNamespace, f.RequesterPod)
+	}
+	return false, fmt.Sprintf("the pod has no %s and preset %s no ownerPrincipals, so only %s shows its job's owner, and %s's token %s",
+		runnerpod.CreatedBy, p.Name, shows, f.Requester, bound)
 }

@@ -230,6 +230,6 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 	f.Mode = h.mode(ctx, pod.Namespace)
 	f.LookupJob = h.lookupJob(ctx, pod)
 	f.LookupNode = h.lookupNode(ctx, pod.Spec.NodeName)
-	f.RequesterPodRunsJob = h.runsJob(ctx, pod.Namespace, f.RequesterPod)
+	f.RequesterPodRunsJob = h.runsJob(ctx, f.Requester, f.RequesterPod)
 	return f, rv, nil
 }

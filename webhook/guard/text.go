@@ -240,7 +240,7 @@ func eventOf(f Facts, d Decision, startedBy string) (eventText, bool) {
 	case d.Rule == runnerpod.RuleProtectionExpired:
 		return eventText{corev1.EventTypeWarning, "ProtectionExpired", fmt.Sprintf("%s by %s allowed: %s", f.Operation, f.Requester, d.Message)}, true
 	case d.Rule == runnerpod.RuleOwnerUnknown:
-		return eventText{corev1.EventTypeWarning, "JobOwnerUnknown", fmt.Sprintf("%s by %s allowed: %s; set presets[%s].ownerPrincipals to the fleet's manager to protect such pods", f.Operation, f.Requester, d.Message, d.Runner.Preset.Name)}, true
+		return eventText{corev1.EventTypeWarning, "JobOwnerUnknown", fmt.Sprintf("%s by %s allowed: %s", f.Operation, f.Requester, d.Message)}, true
 	}
 	return eventText{}, false
 }
