@@ -2,7 +2,9 @@ package cgroup
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -50,11 +52,21 @@ func (p *Pod) watchV1(ctx context.Context, g Group, ch chan<- struct{}) {
 // register registers the notification on new container cgroups, logs the
 // first failure, and keeps the mode the lines name.
 func (p *Pod) register(n *notifier) {
-	if err := n.refresh(); err != nil && p.onceSync("notify: "+err.Error()) {
+	if err := n.refresh(); err != nil && p.onceSync("notify: "+errKey(err)) {
 		p.opts.Log.Warn("cannot register the kernel's OOM notification; polling instead, which can miss an OOM kill when the runtime removes the victim's cgroup first",
 			"err", err, "every", p.opts.Poll, "needs", "a writable cgroup mount and root or CAP_DAC_OVERRIDE")
 	}
 	p.setMode(n.mode())
+}
+
+// errKey is err without the path it names: each container's registration
+// fails alike, and one warning says it.
+func errKey(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + " " + filepath.Base(pe.Path) + ": " + pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // watchCreated signals when a directory is made in dir (a new container
