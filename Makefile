@@ -6,6 +6,12 @@ CACHE := $(CURDIR)/.cache
 KUBE_VERSION := v1.37.2
 KUBE_BIN := $(CACHE)/kube/$(KUBE_VERSION)/bin
 export PATH := $(CACHE)/bin:$(PATH)
+# Every go command of the targets builds as the released binaries are built
+# (static, -trimpath: hack/buildinfo.sh), so a package the tests, the
+# image, the plugin and the tools share compiles once into the build cache,
+# not once per configuration.
+export CGO_ENABLED := 0
+export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell go env GOFLAGS))
 
 .PHONY: test chart-docs chart-docs-check unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node fleets demo helm-bin
 # hack/test.sh runs the targets below in order (it is their one list), each

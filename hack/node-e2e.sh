@@ -6,6 +6,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# The install publishes a release to the cluster's registry; the suite uses
+# its image and chart, not the kubectl plugin's archives, so only this
+# machine's archive is built (a cold cross-compile per platform: make
+# krew-test KREW_PLATFORMS=all and the release workflow build them all).
+export PLUGIN_PLATFORMS=${PLUGIN_PLATFORMS:-$(go env GOOS)_$(go env GOARCH)}
 if [ "${KEEP_CLUSTER:-}" != 1 ]; then
   trap 'go run ./e2e/cluster down; echo "component logs kept in .cache/cluster/logs" >&2' EXIT
 fi
