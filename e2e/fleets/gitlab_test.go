@@ -15,7 +15,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/fleets/gitlabapi"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // reaper is the fleet's own cleanup worker, the usual killer of busy
@@ -73,16 +73,18 @@ func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
 			m := startManager(t, l)
+			var ran atomic.Int64
 			t.Run("jobs", func(t *testing.T) {
 				for _, c := range gitlabCases {
 					t.Run(c.name, func(t *testing.T) {
 						t.Parallel()
+						ran.Add(1)
 						runGitLabCase(t, m, c)
 					})
 				}
 			})
-			if t.Failed() {
-				return
+			if t.Failed() || ran.Load() != int64(len(gitlabCases)) {
+				return // the count below is of every case's record
 			}
 			// Two deaths (the timeout and the OOM) and three job ends.
 			out := runnerguardDeaths(t, m.buildNS)
@@ -149,7 +151,7 @@ func assertTimes(t *testing.T, pod podRef, r death.Record) {
 func endedByManager(t *testing.T, m *manager, r death.Record) {
 	t.Helper()
 	assert.Equal(t, m.username, r.DeletedBy)
-	assert.Equal(t, deletion.RuleJobOwner, r.DeleteRule)
+	assert.Equal(t, string(runnerpod.RuleJobOwner), r.DeleteRule)
 	if assert.NotNil(t, r.DeletedAt) {
 		assert.False(t, r.FinishedAt.Before(r.DeletedAt), "the container ended %v before the delete %v", r.FinishedAt, r.DeletedAt)
 	}
