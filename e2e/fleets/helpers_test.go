@@ -127,6 +127,22 @@ func runnerguardDeaths(t *testing.T, ns string) string {
 	return string(out)
 }
 
+// runnerguardWhy is `kubectl runnerguard why POD -n ns`'s output.
+func runnerguardWhy(t *testing.T, ns, pod string) string {
+	t.Helper()
+	out, err := exec.Command(runnerguardCLI, "why", pod, "-n", ns, "--kubeconfig", kubeconfigPath).CombinedOutput()
+	require.NoError(t, err, "runnerguard why: %s", out)
+	return string(out)
+}
+
+// runnerguardRefusals is `kubectl runnerguard refusals POD -n ns`'s output.
+func runnerguardRefusals(t *testing.T, ns, pod string) string {
+	t.Helper()
+	out, err := exec.Command(runnerguardCLI, "refusals", pod, "-n", ns, "--kubeconfig", kubeconfigPath).CombinedOutput()
+	require.NoError(t, err, "runnerguard refusals: %s", out)
+	return string(out)
+}
+
 // artifact is a file kept in e2e/.artifacts/fleets after the run.
 func artifact(t *testing.T, name string) string {
 	t.Helper()
