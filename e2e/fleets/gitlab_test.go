@@ -239,7 +239,12 @@ func reaperRefused(t *testing.T, m *manager, _ int64, pod string) {
 	require.Error(t, err, "the reaper's delete of a running job's pod")
 	assert.True(t, isForbidden(err), "refused: %v", err)
 	waitEvent(t, m.buildNS, pod, "DeleteRefused", reaper)
-	require.Eventually(t, func() bool {
-		return strings.Contains(runnerguardRefusals(t, m.buildNS, pod), reaper)
+	named := assert.Eventually(t, func() bool {
+		out, err := runnerguardRefusals(m.buildNS, pod)
+		return err == nil && strings.Contains(out, reaper)
 	}, time.Minute, 500*time.Millisecond, "kubectl runnerguard refusals to name the reaper while the job runs")
+	if !named {
+		out, err := runnerguardRefusals(m.buildNS, pod)
+		t.Logf("kubectl runnerguard refusals %s -n %s (err %v):\n%s", pod, m.buildNS, err, out)
+	}
 }
