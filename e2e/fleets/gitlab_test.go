@@ -12,10 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/e2e/fleets/gitlabapi"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // reaper is the fleet's own cleanup worker, the usual killer of busy
@@ -33,10 +34,14 @@ type gitlabCase struct {
 	timeout time.Duration
 	// during acts on the running job (its pod's name given).
 	during func(t *testing.T, m *manager, id int64, pod string)
-	// state is the job's last state as the runner reports it ("" when
-	// the runner need not report one, as after a cancel).
-	state string
-	class death.Class
+	// reaped: during is the reaper's refused delete, which the record
+	// keeps.
+	reaped bool
+	// state and reason are the job's last state and failure reason as the
+	// runner reports them: the proof that the runner saw what the case
+	// did (a cancel, its timeout, the OOM).
+	state, reason string
+	class         death.Class
 	// check asserts what else the class implies.
 	check func(t *testing.T, m *manager, r death.Record)
 }
@@ -48,22 +53,24 @@ var gitlabCases = []gitlabCase{{
 }, {
 	name:   "a reaper's delete of the running job is refused and the job succeeds",
 	script: []string{"echo " + jobStarted, "sleep 20", "echo fleet-job-done"},
-	during: reaperRefused,
-	state:  "success", class: death.JobEnded, check: endedByManager,
+	during: reaperRefused, reaped: true,
+	state: "success", class: death.JobEnded, check: endedByManager,
 }, {
 	name:   "a cancelled job ends by its manager's delete",
 	script: []string{"echo " + jobStarted, "sleep 600"},
 	during: func(t *testing.T, m *manager, id int64, _ string) { m.coord.Cancel(id) },
-	class:  death.JobEnded, check: endedByManager,
+	// GitLab Runner's own reason, job_canceled, never goes to GitLab
+	// (its common/network.go): it reports what GitLab supports.
+	state: "failed", reason: "unknown_failure", class: death.JobEnded, check: endedByManager,
 }, {
 	name:    "a job past the service's timeout is job-timeout",
 	script:  []string{"echo " + jobStarted, "sleep 600"},
 	timeout: 30 * time.Second,
-	state:   "failed", class: death.JobTimeout, check: endedByManager,
+	state:   "failed", reason: "job_execution_timeout", class: death.JobTimeout, check: endedByManager,
 }, {
 	name:   "a process killed at the build container's memory limit is process-oom",
 	script: []string{"echo " + jobStarted, "dd if=/dev/zero of=/dev/null bs=200M count=1"},
-	state:  "failed", class: death.ProcessOOM, check: processOOM,
+	state:  "failed", reason: "script_failure", class: death.ProcessOOM, check: processOOM,
 }}
 
 // nextJobID numbers the coordinator's jobs across layouts.
@@ -73,16 +80,18 @@ func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
 			m := startManager(t, l)
+			var ran atomic.Int64
 			t.Run("jobs", func(t *testing.T) {
 				for _, c := range gitlabCases {
 					t.Run(c.name, func(t *testing.T) {
 						t.Parallel()
+						ran.Add(1)
 						runGitLabCase(t, m, c)
 					})
 				}
 			})
-			if t.Failed() {
-				return
+			if t.Failed() || ran.Load() != int64(len(gitlabCases)) {
+				return // the count below is of every case's record
 			}
 			// Two deaths (the timeout and the OOM) and three job ends.
 			out := runnerguardDeaths(t, m.buildNS)
@@ -105,10 +114,9 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 		c.during(t, m, id, pod.name)
 	}
 	gone(t, pod)
-	if c.state != "" {
-		res := m.coord.Result(id)
-		assert.Equal(t, c.state, res.State, "the runner's last report of job %d: %+v", id, res)
-	}
+	res := m.coord.Result(id)
+	assert.Equal(t, c.state, res.State, "the runner's last report of job %d: %+v", id, res)
+	assert.Equal(t, c.reason, res.FailureReason, "the runner's failure reason of job %d", id)
 	recs := deathRecords(t, pod)
 	require.Len(t, recs, 1, "one record of job %d's build pod", id)
 	r := recs[0]
@@ -117,6 +125,8 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 	assert.Equal(t, string(c.class), r.Class, "class of job %d: %s", id, r.ClassBasis)
 	assertJob(t, id, r)
 	assertTimes(t, pod, r)
+	assertWhyTimes(t, runnerguardWhy(t, m.buildNS, pod.name), r)
+	assertRefusals(t, r, c.reaped)
 	if c.check != nil {
 		c.check(t, m, r)
 	}
@@ -145,13 +155,59 @@ func assertTimes(t *testing.T, pod podRef, r death.Record) {
 	}
 }
 
-// endedByManager: the manager's delete ended the job.
+// assertRefusals checks the refusals the record kept: the reaper's one
+// delete when reaped, else none (the manager's own creates, execs,
+// attaches and deletes are never refused).
+func assertRefusals(t *testing.T, r death.Record, reaped bool) {
+	t.Helper()
+	if !reaped {
+		assert.Nil(t, r.Refusals, "the fleet's own work refused")
+		return
+	}
+	if assert.NotNil(t, r.Refusals, "the reaper's refusal on the record") && assert.Len(t, r.Refusals.Entries, 1, "%+v", r.Refusals) {
+		e := r.Refusals.Entries[0]
+		assert.Equal(t, reaper, e.By)
+		assert.Equal(t, "delete", e.Verb)
+		assert.Equal(t, int32(1), e.Count)
+	}
+}
+
+// assertWhyTimes checks that `why` ends the job at its owner's delete,
+// apart from the container's last kill a grace period later.
+func assertWhyTimes(t *testing.T, why string, r death.Record) {
+	t.Helper()
+	if r.DeletedAt == nil || r.JobStartedAt == nil {
+		return // asserted apart
+	}
+	ts := func(m *metav1.Time) string { return m.UTC().Format(time.RFC3339) }
+	if death.Class(r.Class) == death.JobEnded {
+		assert.Contains(t, why, "the job ran "+ts(r.JobStartedAt)+" to "+ts(r.DeletedAt)+" ", "the job's end is the delete")
+		return
+	}
+	if assert.True(t, r.DeletedAt.Before(r.FinishedAt), "the container outlived the delete") {
+		assert.Contains(t, why, "its pod's deletion began at "+ts(r.DeletedAt)+", ", "the job's end apart from the last kill")
+	}
+}
+
+// endedByManager: the manager's delete ended the job. A job's end says
+// its outcome is unknown to the cluster (a cancel, a success and a failure
+// are the same delete), and `why` marks the last words the build container
+// wrote after the delete began.
 func endedByManager(t *testing.T, m *manager, r death.Record) {
 	t.Helper()
 	assert.Equal(t, m.username, r.DeletedBy)
-	assert.Equal(t, deletion.RuleJobOwner, r.DeleteRule)
+	assert.Equal(t, string(runnerpod.RuleJobOwner), r.DeleteRule)
 	if assert.NotNil(t, r.DeletedAt) {
 		assert.False(t, r.FinishedAt.Before(r.DeletedAt), "the container ended %v before the delete %v", r.FinishedAt, r.DeletedAt)
+	}
+	if death.Class(r.Class) != death.JobEnded {
+		return
+	}
+	assert.Equal(t, death.OutcomeUnknown, r.ClassBasis)
+	why := runnerguardWhy(t, m.buildNS, r.Pod)
+	assert.Contains(t, why, "the job's outcome is unknown to the cluster")
+	if r.Message != "" && r.DeletedAt != nil && r.FinishedAt.After(r.DeletedAt.Time) {
+		assert.Contains(t, why, "lines near the end may come after the job's end")
 	}
 }
 
@@ -185,4 +241,12 @@ func reaperRefused(t *testing.T, m *manager, _ int64, pod string) {
 	require.Error(t, err, "the reaper's delete of a running job's pod")
 	assert.True(t, isForbidden(err), "refused: %v", err)
 	waitEvent(t, m.buildNS, pod, "DeleteRefused", reaper)
+	named := assert.Eventually(t, func() bool {
+		out, err := runnerguardRefusals(m.buildNS, pod)
+		return err == nil && strings.Contains(out, reaper)
+	}, time.Minute, 500*time.Millisecond, "kubectl runnerguard refusals to name the reaper while the job runs")
+	if !named {
+		out, err := runnerguardRefusals(m.buildNS, pod)
+		t.Logf("kubectl runnerguard refusals %s -n %s (err %v):\n%s", pod, m.buildNS, err, out)
+	}
 }

@@ -4,7 +4,9 @@ package fleets
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,4 +125,48 @@ func runnerguardDeaths(t *testing.T, ns string) string {
 	out, err := exec.Command(runnerguardCLI, "deaths", "-n", ns, "--kubeconfig", kubeconfigPath).CombinedOutput()
 	require.NoError(t, err, "runnerguard deaths: %s", out)
 	return string(out)
+}
+
+// runnerguardWhy is `kubectl runnerguard why POD -n ns`'s output.
+func runnerguardWhy(t *testing.T, ns, pod string) string {
+	t.Helper()
+	out, err := exec.Command(runnerguardCLI, "why", pod, "-n", ns, "--kubeconfig", kubeconfigPath).CombinedOutput()
+	require.NoError(t, err, "runnerguard why: %s", out)
+	return string(out)
+}
+
+// runnerguardRefusals is `kubectl runnerguard refusals POD -n ns`'s output.
+func runnerguardRefusals(ns, pod string) (string, error) {
+	out, err := exec.Command(runnerguardCLI, "refusals", pod, "-n", ns, "--kubeconfig", kubeconfigPath).CombinedOutput()
+	return string(out), err
+}
+
+// artifact is a file kept in e2e/.artifacts/fleets after the run.
+func artifact(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(repoRoot, "e2e", ".artifacts", "fleets")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return filepath.Join(dir, name)
+}
+
+// keepDiagnostics keeps what explains a failed layout: the refusals on
+// record in ns and the guard's logs.
+func keepDiagnostics(t *testing.T, ns, layout string) {
+	out, err := exec.Command(runnerguardCLI, "refusals", "-n", ns, "--kubeconfig", kubeconfigPath).CombinedOutput()
+	t.Logf("kubectl runnerguard refusals -n %s (err %v):\n%s", ns, err, out)
+	pods, err := cs.CoreV1().Pods(releaseNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing the guard's pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		b, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
+		if err != nil {
+			t.Logf("logs of %s: %v", p.Name, err)
+			continue
+		}
+		f := artifact(t, "guard-"+layout+"-"+p.Name+".log")
+		_ = os.WriteFile(f, b, 0o644)
+		t.Logf("the guard's log %s kept in %s", p.Name, f)
+	}
 }

@@ -89,7 +89,7 @@ func startManager(t *testing.T, l layout) *manager {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "config.toml")
 	require.NoError(t, os.WriteFile(conf, []byte(runnerConfig(l.name, "http://"+lis.Addr().String()+"/", tok.Status.Token, m.buildNS)), 0o600))
-	m.log = filepath.Join(dir, "manager.log")
+	m.log = artifact(t, "manager-"+l.name+".log")
 	out, err := os.Create(m.log)
 	require.NoError(t, err)
 	cmd := exec.Command(gitlabRunner, "run", "--config", conf, "--working-directory", dir)
@@ -103,7 +103,8 @@ func startManager(t *testing.T, l layout) *manager {
 		_ = out.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(m.log)
-			t.Logf("manager log (%s):\n%s", l.name, tail(string(b), 60))
+			t.Logf("manager log (%s, whole in %s):\n%s", l.name, m.log, tail(string(b), 60))
+			keepDiagnostics(t, m.buildNS, l.name)
 		}
 	})
 	return m
@@ -115,6 +116,7 @@ func startManager(t *testing.T, l layout) *manager {
 func runnerConfig(name, url, token, ns string) string {
 	return fmt.Sprintf(`concurrent = 8
 check_interval = 1
+log_level = "debug"
 shutdown_timeout = 5
 
 [[runners]]

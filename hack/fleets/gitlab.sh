@@ -4,8 +4,9 @@
 # the build pods' helper image, for the real-fleet suite:
 #   .cache/fleets/gitlab/gitlab-runner   the manager, run on the host
 #   .cache/images/gitlab-helper.tar       runnerguard.local/e2e/gitlab-helper:1:
-#                                         busybox and the same binary as
-#                                         gitlab-runner-helper
+#                                         busybox, bash, the same binary as
+#                                         gitlab-runner-helper, and
+#                                         gitlab-runner-build
 # Each is rebuilt only when its inputs change (a checksum next to it).
 # Usage: hack/fleets/gitlab.sh   (after hack/node-images.sh)
 set -euo pipefail
@@ -46,7 +47,15 @@ done
 # official helper image has: Debian's static bash.
 install -m 0755 /bin/bash-static "$r/bin/bash"
 install -m 0755 "$bin/gitlab-runner" "$r/usr/bin/gitlab-runner-helper"
+# The executor runs every script it starts in the helper container (the
+# prepare, cache and artifact stages) as gitlab-runner-build, which the
+# official helper image has: a bash with the umask cleared, so the build
+# container's user can write what the helper writes.
+printf '#!/bin/bash\numask 0000\nexec /bin/bash "$@"\n' > "$r/usr/bin/gitlab-runner-build"
+chmod 0755 "$r/usr/bin/gitlab-runner-build"
 ln -s gitlab-runner-helper "$r/usr/bin/gitlab-runner"
+# The stage scripts start with #!/usr/bin/env sh.
+ln -s /bin/busybox "$r/usr/bin/env"
 ref=runnerguard.local/e2e/gitlab-helper:1 local_ref="127.0.0.1:$port/e2e/gitlab-helper:1"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$r" -cf "$work/helper.tar" .
 "$crane" append --oci-empty-base --platform linux/amd64 -f "$work/helper.tar" -t "$local_ref" > /dev/null 2>> "$work/crane.log"

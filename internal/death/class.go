@@ -27,7 +27,8 @@ const (
 	// JobEnded: the job's owner (GitLab's runner manager, ARC's runner for
 	// its workflow pod) deleted the pod to end the job, and that delete is
 	// what stopped the container (a shell waiting on stdin, tail -f): the
-	// job's normal end, not a death. OOM evidence still wins over it.
+	// job's end, not a death, its outcome unknown to the cluster
+	// (OutcomeUnknown). OOM evidence still wins over it.
 	JobEnded Class = "job-ended"
 	// IdleRemoved: the fleet removed a runner that had no job (an ARC
 	// runner whose EphemeralRunner never named one, removed on scale-down;

@@ -127,7 +127,7 @@ func TestDecide(t *testing.T) {
 		{name: "GitLab: the owner's delete ending its job is the job's normal end",
 			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30).SidecarTerminated(runnerpod.VitalsContainer, v2Final),
 			note: note("system:serviceaccount:glr:gitlab-runner", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Second), clean: true,
-			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "system:serviceaccount:glr:gitlab-runner"}},
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "system:serviceaccount:glr:gitlab-runner", basis: OutcomeUnknown}},
 		{name: "GitLab: seen only after the kubelet's final delete moved the deletionTimestamp, the owner's note still makes it the job's end",
 			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(time.Second), 0).SidecarTerminated(runnerpod.VitalsContainer, v2Final),
 			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Minute), clean: true,
@@ -207,7 +207,8 @@ func TestDecide(t *testing.T) {
 		{name: "GitLab: the manager's delete a second before the pod's deadline is the job's timeout, not its normal end",
 			pod:  podtest.GitLab("ci", "r").ActiveDeadline(599, podtest.Start).Terminated("build", 137, "Error").Deleted(end.Add(-time.Second), 0),
 			note: note("glr", "job-owner", end.Add(-time.Second)), now: end.Add(time.Second), clean: true,
-			want: want{classes: []Class{JobTimeout}, deleted: true, deletedBy: "glr"}},
+			want: want{classes: []Class{JobTimeout}, deleted: true, deletedBy: "glr",
+				basis: "the job's owner deleted the pod at 2026-11-01T12:09:59Z, 0s before its deadline (activeDeadlineSeconds 599 from its start): the job's timeout, which the owner enforces by the delete"}},
 		{name: "GitLab: the manager's delete well before the pod's deadline is the job's normal end",
 			pod:  podtest.GitLab("ci", "r").ActiveDeadline(3600, podtest.Start).Terminated("build", 137, "Error").Deleted(end.Add(-time.Second), 0),
 			note: note("glr", "job-owner", end.Add(-time.Second)), now: end.Add(time.Second), clean: true,
@@ -253,7 +254,7 @@ func TestDecide(t *testing.T) {
 				n.Job = &v1alpha1.Job{ID: "9001", Source: "EphemeralRunner/r"}
 				return n
 			}(), now: end.Add(time.Second), clean: true, job: &v1alpha1.Job{ID: "9002", Source: "EphemeralRunner/r"},
-			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", job: "9002"}},
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", job: "9002", basis: OutcomeUnknown}},
 		{name: "a death on record already is not planned again, and nothing is read for it",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(time.Second), recorded: true,
 			node: node(corev1.Taint{Key: TaintKarpenterDisrupted})},

@@ -13,10 +13,27 @@ import (
 )
 
 // EndedByOwner reclasses a death that the job's owner caused by deleting
-// the pod (the guard's rule job-owner) as the job's normal end, unless the
-// record holds evidence of an OOM kill (reason OOMKilled, or the vitals
-// counted one), which then classifies it.
-func EndedByOwner(r *Record) { endedAs(r, JobEnded) }
+// the pod (the guard's rule job-owner) as the job's end, unless the record
+// holds evidence of an OOM kill (reason OOMKilled, or the vitals counted
+// one), which then classifies it. A job's end says the job's outcome is
+// unknown to the cluster (OutcomeUnknown).
+func EndedByOwner(r *Record) {
+	endedAs(r, JobEnded)
+	if Class(r.Class) == JobEnded {
+		r.ClassBasis = OutcomeUnknown
+	}
+}
+
+// OutcomeUnknown is the class basis of every job's end: the owner ends a
+// job that succeeded, failed or was cancelled alike. On a cancel, GitLab
+// Runner's Kubernetes executor means to stop the script by an exec into
+// the build container, but makes it with the job's cancelled context, so
+// it never reaches the API server (and its command would be the same as
+// every other exec of the job's: the script goes in on stdin); it then
+// deletes the pod as after any job. The build container's main process is
+// a shell waiting on stdin each time, so its exit is the delete's kill.
+// The CI service holds the outcome.
+const OutcomeUnknown = "the job's owner deleted the pod while its container still ran, as it does after a success, a failure and a cancel alike: the job's outcome is unknown to the cluster (the CI service has it)"
 
 // RemovedIdle reclasses a death that the fleet caused by deleting the pod
 // of a runner with no job (the guard's rule idle) as an idle removal,

@@ -54,7 +54,7 @@ func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 		fmt.Fprintf(&b, "no runner deaths or job ends %s\n", when)
 		return b.String()
 	}
-	// A job end is the job's normal end, and an idle runner's removal no
+	// A job end is its owner's end of it, and an idle runner's removal no
 	// job's end at all: neither is a death, each counted apart.
 	ends, idle := f.ByClass[string(death.JobEnded)], f.ByClass[string(death.IdleRemoved)]
 	counts := plural(f.Total-ends-idle, "runner death") + " and " + plural(ends, "job end")

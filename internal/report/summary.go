@@ -27,7 +27,7 @@ var Meaning = map[death.Class]string{
 	death.NodeEviction:    "the kubelet evicted the pod under node pressure",
 	death.NodeLost:        "the node or its kubelet vanished",
 	death.DeletedRunning:  "the pod was removed at once while its runner was still running",
-	death.JobEnded:        "the job's owner deleted the pod to end the job: its normal end, not a death",
+	death.JobEnded:        "the job's owner deleted the pod to end the job: not a death",
 	death.ProcessOOM:      "the kernel OOM-killed a process of the job (a step, a child), and the container lived on after it: a memory limit hit by one process, not the container's kill",
 	death.IdleRemoved:     "the fleet removed a runner that had no job (an ARC scale-down): neither a death nor a job's end",
 	death.JobTimeout:      "the pod's activeDeadlineSeconds ran out: the job hit its time limit",
@@ -172,9 +172,6 @@ func ran(b *strings.Builder, r death.Record) {
 		}
 	case r.StartedAt != nil:
 		fmt.Fprintf(b, "  running since %s\n", ts(r.StartedAt.Time))
-	}
-	if death.Class(r.Class) == death.JobEnded && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleJobOwner {
-		b.WriteString("  the job's outcome (success, failure or cancel) is unknown to the cluster: its owner deletes the pod the same way for each; the CI service has it\n")
 	}
 	switch {
 	case r.ExitCode == nil || r.DeletedAt == nil:

@@ -135,20 +135,22 @@ func TestWhyTellsAnARCRunnersLifeFromItsJob(t *testing.T) {
 }
 
 // A GitLab job's end by its manager is the same delete for a success, a
-// failure and a cancel: `why` says the cluster does not know which, and
-// marks the last words the build container wrote after the delete began.
+// failure and a cancel: `why` says the cluster does not know which (the
+// record's class basis, death.OutcomeUnknown), and marks the last words the build container wrote after the delete began.
 func TestWhySaysAJobsOutcomeIsUnknownToTheClusterAndMarksLateLastWords(t *testing.T) {
 	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "b", UID: "u", Preset: "gitlab", Container: "build",
 		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "Error", Class: string(death.JobEnded), StartedAt: at(0), FinishedAt: at(62 * time.Second),
-		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "glr", DeleteRule: string(runnerpod.RuleJobOwner), Message: "step 3\nstep 4"}}
+		Deleted: true, DeletedAt: at(32 * time.Second), DeletedBy: "glr", DeleteRule: string(runnerpod.RuleJobOwner), Message: "step 3\nstep 4",
+		ClassBasis: death.OutcomeUnknown}}
 	got := Summary(r)
-	assert.Contains(t, got, "  the job's outcome (success, failure or cancel) is unknown to the cluster")
+	assert.Contains(t, got, "  why this class: the job's owner deleted the pod while its container still ran, as it does after a success, a failure and a cancel alike: the job's outcome is unknown to the cluster")
+	assert.NotContains(t, got, "normal end")
 	assert.Contains(t, got, "  (the container ran on 30s after its pod's deletion began: lines near the end may come after the job's end)\n")
 
-	r.Class = string(death.ProcessOOM)
+	r.Class, r.ClassBasis = string(death.ProcessOOM), ""
 	assert.Contains(t, Summary(r), "the kernel OOM-killed a process of the job")
 	assert.Contains(t, Summary(r), "  its pod's deletion began at 2026-11-01T11:12:32Z, 30s before that: the job ended then")
-	assert.NotContains(t, Summary(r), "outcome (success", "said of a job's normal end only")
+	assert.NotContains(t, Summary(r), "outcome is unknown", "said of a job's end only")
 }
 
 func TestWhyAndDeathsSayWhetherAndWhereADeathWasReported(t *testing.T) {
