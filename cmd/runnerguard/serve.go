@@ -184,10 +184,11 @@ func newManager(o serveOptions) (manager.Manager, error) {
 		// only, their names and UIDs (the watcher keeps its own).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCacheOptions(),
 			&policyv1.PodDisruptionBudget{}: recorder.BudgetCacheOptions()}},
-		// controller-runtime's server watches the cert dir (certwatcher),
-		// so a renewed serving certificate is picked up without a restart.
+		// The server watches the cert dir (controller-runtime's
+		// certwatcher), so a renewed serving certificate is picked up
+		// without a restart.
 		WebhookServer: boundedServer{
-			Server:  webhook.NewServer(webhook.Options{Port: o.port, CertDir: o.certDir, TLSOpts: []func(*tls.Config){http1Only}}),
+			Server:  newLimitedServer(webhook.Options{Port: o.port, CertDir: o.certDir, TLSOpts: []func(*tls.Config){http1Only}}),
 			budgets: newReviewBudgets(o.reviewBudget),
 		},
 	})
@@ -198,7 +199,7 @@ func newManager(o serveOptions) (manager.Manager, error) {
 }
 
 func registerMetrics() error {
-	for _, register := range []func(prometheus.Registerer) error{guard.RegisterMetrics, recorder.RegisterMetrics, notify.RegisterMetrics, registerBuildInfo} {
+	for _, register := range []func(prometheus.Registerer) error{guard.RegisterMetrics, recorder.RegisterMetrics, notify.RegisterMetrics, registerBuildInfo, registerConnMetrics} {
 		if err := register(metrics.Registry); err != nil {
 			return err
 		}
