@@ -7,17 +7,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Connection limits. Anyone on the pod network can open connections to the
+// Connection limits, the defaults of --max-connections-per-source and
+// --max-connections. Anyone on the pod network can open connections to the
 // webhook port and hold them: a connection that never finishes its TLS
 // handshake or never sends a header costs the server a goroutine and
 // buffers until the server's deadlines close it. These bound how many one
 // address, and everyone together, may hold open at once. The API server
 // keeps a pool of keep-alive connections from its one address, so the
 // per-source limit is far above what it opens under load (measured in
-// docs/performance/cost.md).
+// docs/performance).
 const (
-	maxConnsPerSource = 128
-	maxConns          = 1024
+	defaultMaxConnsPerSource = 128
+	defaultMaxConns          = 1024
 )
 
 // connsRefused counts the connections closed at once because their source,

@@ -125,3 +125,26 @@ func TestAListenerClosesConnectionsOverTheirSourcesLimitAtOnce(t *testing.T) {
 	defer a.mu.Unlock()
 	assert.Equal(t, []string{"source", "total", "source"}, a.refused[:refused])
 }
+
+func TestServeRefusesConnectionLimitsThatCannotHold(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		perSource, all  int
+		wantErrContains string
+	}{
+		{name: "the defaults hold", perSource: defaultMaxConnsPerSource, all: defaultMaxConns},
+		{name: "one connection a source is the least", perSource: 1, all: 1},
+		{name: "no connection a source is refused", perSource: 0, all: 10, wantErrContains: "--max-connections-per-source (0) must be at least 1"},
+		{name: "a source allowed more than everyone is refused", perSource: 11, all: 10, wantErrContains: "at most --max-connections (10)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := serveOptions{reviewBudget: maxReviewBytes, maxConnsPerSource: tc.perSource, maxConns: tc.all}
+			_, err := o.config()
+			if tc.wantErrContains == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.wantErrContains)
+		})
+	}
+}

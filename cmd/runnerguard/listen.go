@@ -49,11 +49,11 @@ type limitedServer struct {
 	started atomic.Bool
 }
 
-func newLimitedServer(o webhook.Options) *limitedServer {
+func newLimitedServer(o webhook.Options, limits *connLimits) *limitedServer {
 	if o.WebhookMux == nil {
 		o.WebhookMux = http.NewServeMux()
 	}
-	return &limitedServer{DefaultServer: webhook.NewServer(o).(*webhook.DefaultServer), limits: newConnLimits(maxConnsPerSource, maxConns)}
+	return &limitedServer{DefaultServer: webhook.NewServer(o).(*webhook.DefaultServer), limits: limits}
 }
 
 // Start serves until ctx ends, then lets reviews in flight finish.
