@@ -86,18 +86,25 @@ func openIdle(ctx context.Context, host string, cfg *tls.Config, opened chan<- s
 // countAPIServerConns samples, until the function it returns is called,
 // the established connections to the webhook's port from 127.0.0.1, where
 // the API server's come from, and the function returns the most seen.
+// The test's own clients attack from podNetworkAddr, so they are not
+// counted.
 func countAPIServerConns(t *testing.T) (stop func() int) {
 	t.Helper()
 	u, err := url.Parse(server.URL("/"))
 	require.NoError(t, err)
 	port, err := strconv.Atoi(u.Port())
 	require.NoError(t, err)
-	local := fmt.Sprintf("0100007F:%04X", port)
+	// A server listening on every address sees IPv4 peers as IPv4-mapped
+	// IPv6 ones, in tcp6.
+	v4, v6 := "0100007F", "0000000000000000FFFF00000100007F"
+	count := func() int {
+		return establishedFrom("/proc/net/tcp", v4, port) + establishedFrom("/proc/net/tcp6", v6, port)
+	}
 	done, peak := make(chan struct{}), make(chan int)
 	go func() {
 		most := 0
 		for {
-			most = max(most, establishedFromLoopback(local))
+			most = max(most, count())
 			select {
 			case <-done:
 				peak <- most
@@ -109,19 +116,21 @@ func countAPIServerConns(t *testing.T) (stop func() int) {
 	return func() int { close(done); return <-peak }
 }
 
-// establishedFromLoopback counts /proc/net/tcp's established connections
-// whose local end is local and whose peer is 127.0.0.1.
-func establishedFromLoopback(local string) int {
-	f, err := os.Open("/proc/net/tcp")
+// establishedFrom counts the established connections in table (a
+// /proc/net file) whose local end is ip (in its hex form there) at port
+// and whose peer is ip too.
+func establishedFrom(table, ip string, port int) int {
+	f, err := os.Open(table)
 	if err != nil {
 		return 0
 	}
 	defer f.Close()
+	local := fmt.Sprintf("%s:%04X", ip, port)
 	n := 0
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
-		if len(fields) > 3 && fields[1] == local && strings.HasPrefix(fields[2], "0100007F:") && fields[3] == "01" {
+		if len(fields) > 3 && fields[1] == local && strings.HasPrefix(fields[2], ip+":") && fields[3] == "01" {
 			n++
 		}
 	}
