@@ -1,9 +1,13 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -145,6 +149,33 @@ func TestServeRefusesConnectionLimitsThatCannotHold(t *testing.T) {
 				return
 			}
 			assert.ErrorContains(t, err, tc.wantErrContains)
+		})
+	}
+}
+
+// A connection that sends nothing, before or after its TLS handshake, is
+// closed by the server; with Go's defaults it would be held for ever.
+func TestTheServerClosesConnectionsThatSendNothing(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config = newHTTPServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes it cuts short
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) net.Conn
+	}{
+		{name: "a connection that never starts its handshake", open: func(t *testing.T) net.Conn { return dialFrom(t, "127.0.0.1", addr) }},
+		{name: "a connection that finishes its handshake and sends no header", open: func(t *testing.T) net.Conn {
+			c := tls.Client(dialFrom(t, "127.0.0.1", addr), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's own server
+			require.NoError(t, c.Handshake())
+			return c
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.True(t, closedByServer(tc.open(t)))
 		})
 	}
 }
