@@ -30,6 +30,9 @@ import (
 // closes it, the API server's reviews of the guard, of connect and of the
 // injector are answered as ever, and the connections over the limit are
 // closed at once and counted.
+//
+// The file runs after hardening_test.go: the server's peak memory there is
+// the process's high-water mark, which these connections would raise.
 func TestConnectionsThatSendNothingHoldNoReview(t *testing.T) {
 	ns := newNamespace(t, nil)
 	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
