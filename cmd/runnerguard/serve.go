@@ -46,7 +46,7 @@ import (
 type serveOptions struct {
 	configPath, kubeconfig, certDir, metricsAddr, metricsCertDir string
 	probeAddr, pprofAddr, leNamespace, nsSelector, webhookConfig string
-	port                                                         int
+	port, maxConnsPerSource, maxConns                            int
 	metricsSecure, watchPods, leaderElect                        bool
 	reviewBudget                                                 int64
 	stuckAfter, labelEvery                                       time.Duration
@@ -78,6 +78,8 @@ func (o *serveOptions) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients with a token allowed to get /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory holding the metrics server's tls.crt and tls.key; default: --cert-dir")
 	fs.Int64Var(&o.reviewBudget, "review-budget-bytes", 4<<20, "bytes of review bodies each webhook path handles at once (each review charged at least 64 KiB; those over 1 MiB share one budget of one 4 MiB review for the whole server); more wait until the API server's webhook timeout, then get 503")
+	fs.IntVar(&o.maxConnsPerSource, "max-connections-per-source", defaultMaxConnsPerSource, "open connections to the webhook port one source address may hold; more are closed at once (the API server sends its reviews from one address per replica: keep this above its concurrent reviews)")
+	fs.IntVar(&o.maxConns, "max-connections", defaultMaxConns, "open connections to the webhook port from all sources together; more are closed at once")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "healthz and readyz endpoint address")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling a replica's memory and CPU (0 disables; bind it to localhost and port-forward)")
 	fs.BoolVar(&o.watchPods, "watch", true, "run the pod watcher that records runner deaths (leader-elected with --leader-elect)")
@@ -146,6 +148,9 @@ func (o serveOptions) config() (config.Config, error) {
 	if o.reviewBudget < maxReviewBytes {
 		return cfg, fmt.Errorf("--review-budget-bytes: %d is below the largest review, %d bytes", o.reviewBudget, maxReviewBytes)
 	}
+	if o.maxConnsPerSource < 1 || o.maxConns < o.maxConnsPerSource {
+		return cfg, fmt.Errorf("--max-connections-per-source (%d) must be at least 1 and at most --max-connections (%d)", o.maxConnsPerSource, o.maxConns)
+	}
 	return cfg, nil
 }
 
@@ -184,10 +189,12 @@ func newManager(o serveOptions) (manager.Manager, error) {
 		// only, their names and UIDs (the watcher keeps its own).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCacheOptions(),
 			&policyv1.PodDisruptionBudget{}: recorder.BudgetCacheOptions()}},
-		// controller-runtime's server watches the cert dir (certwatcher),
-		// so a renewed serving certificate is picked up without a restart.
+		// The server watches the cert dir (controller-runtime's
+		// certwatcher), so a renewed serving certificate is picked up
+		// without a restart.
 		WebhookServer: boundedServer{
-			Server:  webhook.NewServer(webhook.Options{Port: o.port, CertDir: o.certDir, TLSOpts: []func(*tls.Config){http1Only}}),
+			Server: newLimitedServer(webhook.Options{Port: o.port, CertDir: o.certDir, TLSOpts: []func(*tls.Config){http1Only}},
+				newConnLimits(o.maxConnsPerSource, o.maxConns)),
 			budgets: newReviewBudgets(o.reviewBudget),
 		},
 	})
@@ -198,7 +205,7 @@ func newManager(o serveOptions) (manager.Manager, error) {
 }
 
 func registerMetrics() error {
-	for _, register := range []func(prometheus.Registerer) error{guard.RegisterMetrics, recorder.RegisterMetrics, notify.RegisterMetrics, registerBuildInfo} {
+	for _, register := range []func(prometheus.Registerer) error{guard.RegisterMetrics, recorder.RegisterMetrics, notify.RegisterMetrics, registerBuildInfo, registerConnMetrics} {
 		if err := register(metrics.Registry); err != nil {
 			return err
 		}

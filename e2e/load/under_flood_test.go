@@ -76,6 +76,7 @@ func TestTheInjectorUnderAFloodOfTheGuardsPath(t *testing.T) {
 	for i := range min(maxWarmup, n) {
 		create(fmt.Sprintf("warm-%d", i))
 	}
+	stopCounting := countAPIServerConns(t)
 	quiet, quietMissed := series("quiet")
 
 	stalledFor := map[string]int{}
@@ -87,6 +88,10 @@ func TestTheInjectorUnderAFloodOfTheGuardsPath(t *testing.T) {
 	}
 	stalled, stalledMissed := series("stalled")
 	closeStalled(t)
+
+	stopIdle := holdIdle(t)
+	idle, idleMissed := series("idle")
+	stopIdle()
 
 	body := floodReview(t)
 	client := tlsClient(t)
@@ -110,17 +115,23 @@ func TestTheInjectorUnderAFloodOfTheGuardsPath(t *testing.T) {
 	elapsed := time.Since(start)
 	stop.Store(true)
 	wg.Wait()
+	peakConns := stopCounting()
 
 	report.AddLatency(op, "quiet", quiet, nil, "")
 	report.AddLatency(op, fmt.Sprintf("%d connections to each webhook path declaring %d-byte reviews and sending nothing", stalledPerPath, stalledBytes), stalled, nil, "quiet")
+	report.AddLatency(op, fmt.Sprintf("%d connections to the webhook port sending nothing, half after the TLS handshake, reopened as the server closes them", idleConns), idle, nil, "quiet")
 	report.AddLatency(op, fmt.Sprintf("%d clients posting %d-byte reviews to the guard's path", floodClients, floodBytes), flooded, nil, "quiet")
 	report.Notes = append(report.Notes,
 		fmt.Sprintf("%s under the flood: p50 %s, p99 %s, max %s against the webhook timeout of %s; %d of %d pods let in uninstrumented (%d of %d quiet)",
 			op, ms(percentile(flooded, 0.5)), ms(percentile(flooded, 0.99)), ms(percentile(flooded, 1)), timeout, floodMissed, n, quietMissed, n),
 		fmt.Sprintf("%s while connections stalled: p50 %s, p99 %s, max %s; %d of %d pods let in uninstrumented",
 			op, ms(percentile(stalled, 0.5)), ms(percentile(stalled, 0.99)), ms(percentile(stalled, 1)), stalledMissed, n),
+		fmt.Sprintf("%s while connections sent nothing: p50 %s, p99 %s, max %s; %d of %d pods let in uninstrumented",
+			op, ms(percentile(idle, 0.5)), ms(percentile(idle, 0.99)), ms(percentile(idle, 1)), idleMissed, n),
+		fmt.Sprintf("the most connections the API server held open to the webhook at once, through every series: %d", peakConns),
 		fmt.Sprintf("the flood's reviews, from its start to its end (the injector timed for %s of it): %s", elapsed.Round(time.Millisecond), codes))
 	assert.Zero(t, stalledMissed, "no runner pod gets in uninstrumented while connections stall")
+	assert.Zero(t, idleMissed, "no runner pod gets in uninstrumented while connections send nothing")
 	removeAll(t, nsGuard)
 }
 
