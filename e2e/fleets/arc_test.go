@@ -83,7 +83,7 @@ func arcIdle(t *testing.T, f *arcFleet) {
 }
 
 func arcJob(t *testing.T, f *arcFleet) {
-	f.svc.Queue(actionsapi.Job{RequestID: 102, ID: "job-102", Name: "build", Script: "echo building; sleep 8"})
+	f.svc.Queue(actionsapi.Job{RequestID: 102, ID: "job-102", Name: "build", Script: "echo building; sleep 20"})
 	name := f.jobRunner(t, 102)
 	pod := f.runnerPod(t, name)
 	// ARC's CRD came after runnerguard: its leader reads the runner's
@@ -102,7 +102,7 @@ func arcRace(t *testing.T, f *arcFleet) {
 	// The runner lingers after its job (as GitHub's runner does, uploading
 	// its logs), so ARC's finalizer deletes a running pod once the
 	// service lets the runner go.
-	f.svc.Queue(actionsapi.Job{RequestID: 103, ID: "job-103", Name: "test", Script: "sleep 10", Linger: time.Minute})
+	f.svc.Queue(actionsapi.Job{RequestID: 103, ID: "job-103", Name: "test", Script: "sleep 20", Linger: time.Minute})
 	name := f.jobRunner(t, 103)
 	pod := f.runnerPod(t, name)
 	f.marked(t, pod, true)

@@ -272,6 +272,11 @@ func startARC(t *testing.T) *arcFleet {
 	f := &arcFleet{ns: newNamespace(t, true), svc: startStandIn(t), logs: map[string]string{}}
 	f.controller = "system:serviceaccount:" + arcSystem + ":" + arcControllerSA
 	grantARC(t, f.ns)
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.logPods(t)
+		}
+	})
 	setID := f.svc.CreateScaleSet(arcSetName)
 	f.createRunnerSet(t, setID)
 	f.startController(t, dir)
@@ -307,4 +312,18 @@ func (f *arcFleet) jobRunner(t *testing.T, id int64) string {
 	require.Eventually(t, func() bool { name = f.svc.RunnerOf(id); return name != "" },
 		4*time.Minute, 250*time.Millisecond, "a runner to take job %d", id)
 	return name
+}
+
+// logPods logs the runner pods left and their runners' output, for a
+// failed run.
+func (f *arcFleet) logPods(t *testing.T) {
+	list := &corev1.PodList{}
+	if err := admin.List(context.Background(), list, client.InNamespace(f.ns)); err != nil {
+		t.Logf("listing pods: %v", err)
+		return
+	}
+	for _, p := range list.Items {
+		b, _ := cs.CoreV1().Pods(f.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "runner"}).DoRaw(context.Background())
+		t.Logf("pod %s: %s, annotations %v\nrunner output:\n%s", p.Name, p.Status.Phase, p.Annotations, tail(string(b), 20))
+	}
 }
