@@ -189,3 +189,25 @@ func TestTheServiceRefusesCallsWithoutItsTokens(t *testing.T) {
 		})
 	}
 }
+
+func TestARunnerLostFailsItsJobAndThenMayBeRemoved(t *testing.T) {
+	s, c := newClient(t)
+	c.register()
+	s.CreateScaleSet("fleet")
+	s.Queue(Job{RequestID: 5, ID: "job-5", Script: "dd"})
+	_, _ = c.do("POST", "/service/_apis/runtime/runnerscalesets/1/acquirejobs", "Bearer "+queueToken, []int64{5})
+	_, body := c.do("POST", "/service/_apis/runtime/runnerscalesets/1/generatejitconfig", c.admin, wireJitSetting{Name: "oom"})
+	var jit wireJitConfig
+	require.NoError(t, json.Unmarshal(body, &jit))
+	assert.Error(t, s.RunnerLost("oom"), "a runner with no job is not lost")
+	_, _ = c.do("GET", "/runner/job?jit="+jit.EncodedJITConfig, "", nil)
+	assert.Equal(t, "oom", s.RunnerOf(5))
+	remove := "/service/_apis/distributedtask/pools/0/agents/" + itoa(jit.Runner.ID)
+	code, _ := c.do("DELETE", remove, c.admin, nil)
+	assert.Equal(t, http.StatusBadRequest, code, "refused while the job runs")
+	require.NoError(t, s.RunnerLost("oom"))
+	state, result := s.Result(5)
+	assert.Equal(t, "completed/failed", state+"/"+result)
+	code, _ = c.do("DELETE", remove, c.admin, nil)
+	assert.Equal(t, http.StatusNoContent, code, "GitHub lets a lost runner go once it failed the job")
+}
