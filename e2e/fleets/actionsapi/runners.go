@@ -14,12 +14,13 @@ import (
 // for a job until it gets one, runs it as a child, reports the exit code,
 // lingers as long as the service answers, and exits 0, as GitHub's
 // ephemeral runner exits after its one job whatever the job's result. A
-// SIGTERM ends it with 143.
+// SIGTERM ends it with 143. Its wget has no -T: the node image's busybox
+// wget (1.35) crashes with one.
 const RunnerScript = `trap 'exit 143' TERM
 jit="$ACTIONS_RUNNER_INPUT_JITCONFIG"
 echo "runner started"
 while :; do
-  wget -q -T 60 -O /tmp/job "$ACTIONS_STANDIN/runner/job?jit=$jit" & wait $!
+  wget -q -O /tmp/job "$ACTIONS_STANDIN/runner/job?jit=$jit" & wait $!
   [ -s /tmp/job ] && break
   sleep 1 & wait $!
 done
