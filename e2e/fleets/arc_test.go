@@ -35,11 +35,12 @@ func TestARCScaleSet(t *testing.T) {
 	t.Run("runnerguard read ARC's runners with no restart", func(t *testing.T) {
 		assert.Equal(t, before, runnerguardPods(t), "the same runnerguard pods, never restarted")
 	})
-	if ok {
-		t.Run("deaths counts deaths, job ends and idle removals apart", func(t *testing.T) {
-			assert.Contains(t, runnerguardDeaths(t, f.ns), "1 runner death, 2 job ends and 1 idle removal on record")
-		})
-	}
+	t.Run("deaths counts deaths, job ends and idle removals apart", func(t *testing.T) {
+		if !ok {
+			t.Log("a case failed: its record may be missing from the counts")
+		}
+		assert.Contains(t, runnerguardDeaths(t, f.ns), "1 runner death, 2 job ends and 1 idle removal on record")
+	})
 }
 
 // runnerguardPods names runnerguard's pods with their restart counts.
