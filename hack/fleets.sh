@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real-fleet suite (make fleets): builds GitLab Runner and its helper
-# image (hack/fleets/gitlab.sh), brings the one-node cluster up, installs
+# image (hack/fleets/gitlab.sh) and ARC from its source (hack/fleets/arc.sh;
+# FLEETS=arc or FLEETS=gitlab builds one), brings the one-node cluster up, installs
 # runnerguard as the node suite does, loads the helper image into the node,
 # runs go test -tags fleets ./e2e/fleets/ and tears the cluster down, pass
 # or fail (KEEP_CLUSTER=1 leaves it running for a look around).
@@ -8,11 +9,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-hack/fleets/gitlab.sh
+fleets=${FLEETS:-gitlab arc}
+for f in $fleets; do
+  "hack/fleets/$f.sh"
+done
 if [ "${KEEP_CLUSTER:-}" != 1 ]; then
   trap 'go run ./e2e/cluster down; echo "component logs kept in .cache/cluster/logs" >&2' EXIT
 fi
 go run ./e2e/cluster up
 go run ./e2e/cluster install
-ctr --address .cache/cluster/run/containerd.sock -n k8s.io images import --all-platforms .cache/images/gitlab-helper.tar
+if [[ " $fleets " == *" gitlab "* ]]; then
+  ctr --address .cache/cluster/run/containerd.sock -n k8s.io images import --all-platforms .cache/images/gitlab-helper.tar
+fi
 go test -tags fleets -count=1 -timeout 40m "${@:--v}" ./e2e/fleets/

@@ -432,3 +432,28 @@ func TestAPodsProtectionEndsAtItsOwnDeadline(t *testing.T) {
 	require.NoError(t, deletePod(as(t, reaper), old), "past its deadline the job cannot run on")
 	eventually(t, hasEvent(t, old, corev1.EventTypeWarning, "ProtectionExpired", "activeDeadlineSeconds 601"), "a Warning Event says the protection expired")
 }
+
+// ARC 0.14 on a clean exit: its controller deletes the EphemeralRunner at
+// once and is done with it before the runner's end is reported; ARC's
+// delete of the ended pod is never reviewed. The record still names the
+// job, as the guard's note of the EphemeralRunner's deletion kept it.
+func TestARCScaleSetCleanExitRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r := newARCRunner(t, ns, "arc-clean-gone")
+	r.assignJob(t)
+	r.deleteEphemeralRunner(t, arcController)
+	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	r.removeFinalizer(t, arcFinalizer)
+	eventually(t, func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(r.er), r.er.DeepCopy()))
+	}, "ARC's EphemeralRunner is gone")
+	setStatus(t, r.pod, podtest.ARCScaleSet(ns, "arc-clean-gone").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj().Status)
+	require.NoError(t, deletePod(as(t, arcController), r.pod))
+
+	rec := oneDeath(t, r.pod)
+	assert.Equal(t, string(death.CleanExit), rec.Class)
+	assert.Empty(t, rec.DeletedBy, "an ended runner's cleanup is never reviewed")
+	require.NotNil(t, rec.Job, "the job named though its EphemeralRunner is gone")
+	assert.Equal(t, "job-7", rec.Job.ID)
+	assert.Equal(t, "7", rec.Job.RequestID)
+}

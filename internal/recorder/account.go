@@ -23,7 +23,8 @@ import (
 // job is the job the runner ran: for ARC scale sets, from the status of
 // the EphemeralRunner that owns the pod (fleet.ReadEphemeralRunner, as the
 // guard reads it: a later EphemeralRunner of the same name is another
-// runner); else, or when that names none, from the pod's labels and
+// runner), or, that EphemeralRunner gone, from the guard's note of its
+// deletion; else, or when these name none, from the pod's labels and
 // annotations the preset names.
 func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
 	if runner.Preset.Name == runnerpod.ARCScaleSet {
@@ -31,6 +32,10 @@ func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Run
 		switch {
 		case errors.Is(err, fleet.ErrNotOwner):
 			logf.FromContext(ctx).Info("the record names no job from the EphemeralRunner", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+		case apierrors.IsNotFound(err):
+			if j := w.ownerNoteJob(ctx, pod); j != nil {
+				return j
+			}
 		case err != nil:
 			logf.FromContext(ctx).V(1).Info("cannot read the EphemeralRunner; the record names no job from it", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
 		case er.Job != nil:
@@ -38,6 +43,24 @@ func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Run
 		}
 	}
 	return fleet.JobFromPod(pod, runner.Preset.Job)
+}
+
+// ownerNoteJob is the job the guard's note of the pod's EphemeralRunner's
+// deletion kept (named after the EphemeralRunner's UID): ARC deletes the
+// EphemeralRunner of a runner that ended, and it is gone by the record.
+func (w *Watcher) ownerNoteJob(ctx context.Context, pod *corev1.Pod) *v1alpha1.Job {
+	ref := runnerpod.EphemeralRunnerRef(pod)
+	if ref.UID == "" {
+		return nil
+	}
+	n := &v1alpha1.RunnerDeletion{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: string(ref.UID)}, n); err != nil {
+		return nil
+	}
+	if n.Deletion.Kind != runnerpod.EphemeralRunnerKind || n.Deletion.UID != string(ref.UID) {
+		return nil
+	}
+	return n.Deletion.Job
 }
 
 // nodeMemoTTL is how long a node's state read serves other deaths on the

@@ -54,12 +54,19 @@ func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 		fmt.Fprintf(&b, "no runner deaths or job ends %s\n", when)
 		return b.String()
 	}
-	// A job end is its owner's end of it, and an idle runner's removal no
-	// job's end at all: neither is a death, each counted apart.
-	ends, idle := f.ByClass[string(death.JobEnded)], f.ByClass[string(death.IdleRemoved)]
-	counts := plural(f.Total-ends-idle, "runner death") + " and " + plural(ends, "job end")
+	// A death is an abnormal class. An idle runner's removal is no job's
+	// end; every other normal class is one (the owner's delete, or the
+	// runner's own clean exit, as an ephemeral runner ends after its job).
+	deaths, idle := 0, f.ByClass[string(death.IdleRemoved)]
+	for c, n := range f.ByClass {
+		if death.Class(c).Abnormal() {
+			deaths += n
+		}
+	}
+	ends := f.Total - deaths - idle
+	counts := plural(deaths, "runner death") + " and " + plural(ends, "job end")
 	if idle > 0 {
-		counts = plural(f.Total-ends-idle, "runner death") + ", " + plural(ends, "job end") + " and " + plural(idle, "idle removal")
+		counts = plural(deaths, "runner death") + ", " + plural(ends, "job end") + " and " + plural(idle, "idle removal")
 	}
 	fmt.Fprintf(&b, "%s %s\n\n", counts, when)
 	classes := slices.SortedFunc(maps.Keys(f.ByClass), func(a, b string) int {

@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -92,6 +93,7 @@ func (h EphemeralRunnerHandler) ephemeralRunnerDeleted(ctx context.Context, req 
 		Deletion: v1alpha1.DeletionNote{
 			Kind: runnerpod.EphemeralRunnerKind, Pod: er.Name, UID: string(er.UID),
 			Requester: req.UserInfo.Username, Operation: string(Delete), Time: metav1.NewTime(h.Now()),
+			Job: jobOf(req.OldObject.Raw),
 		},
 	}
 	// The note follows the answer, as the pod guard's effects do: the
@@ -122,4 +124,15 @@ func (h EphemeralRunnerHandler) ephemeralRunnerDeleting(ctx context.Context, er 
 		return live.UID == er.UID && live.DeletionTimestamp != nil, nil
 	})
 	return err == nil
+}
+
+// jobOf is the job the deleted EphemeralRunner's status names, kept on
+// the note: ARC deletes the EphemeralRunner of a runner that ended, then
+// the pod, and the record written after names the job from the note.
+func jobOf(raw []byte) *v1alpha1.Job {
+	er := &unstructured.Unstructured{}
+	if er.UnmarshalJSON(raw) != nil {
+		return nil
+	}
+	return fleet.JobFromEphemeralRunner(er)
 }

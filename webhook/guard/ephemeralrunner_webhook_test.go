@@ -21,3 +21,28 @@ func TestTheEphemeralRunnerRoomNotesOnlyEphemeralRunnerDeletes(t *testing.T) {
 	assert.Nil(t, deletionNote(t, h, pod))
 	assert.False(t, serve(t, h, deleteReq(t, pod, reaper, false, nil)).Allowed, "the pod guard refuses it")
 }
+
+func TestTheNoteOfAnEphemeralRunnersDeletionKeepsTheJobItsStatusNames(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		raw    string
+		wantID string
+	}{
+		{"a busy runner's EphemeralRunner names its job", `{"apiVersion":"actions.github.com/v1alpha1","kind":"EphemeralRunner","metadata":{"name":"r","uid":"u"},"status":{"jobRequestId":7,"jobId":"job-7","jobRepositoryName":"org/repo"}}`, "job-7"},
+		{"an idle runner's EphemeralRunner names none", `{"apiVersion":"actions.github.com/v1alpha1","kind":"EphemeralRunner","metadata":{"name":"r","uid":"u"},"status":{"runnerId":3}}`, ""},
+		{"an object that is not JSON names none", `{"status":`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := jobOf([]byte(tc.raw))
+			if tc.wantID == "" {
+				assert.Nil(t, j)
+				return
+			}
+			if assert.NotNil(t, j) {
+				assert.Equal(t, tc.wantID, j.ID)
+				assert.Equal(t, "7", j.RequestID)
+				assert.Equal(t, "org/repo", j.Project)
+			}
+		})
+	}
+}

@@ -454,7 +454,8 @@ func TestAnEphemeralRunnersDeletionIsNotedOnceItShows(t *testing.T) {
 			}
 			require.NoError(t, err)
 			n.Deletion.Time = metav1.Time{}
-			assert.Equal(t, v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: reaper, Operation: "delete"}, n.Deletion)
+			assert.Equal(t, v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: reaper, Operation: "delete",
+				Job: &v1alpha1.Job{RequestID: "7", Source: "EphemeralRunner/r"}}, n.Deletion, "noted with the job its status names")
 			assert.Empty(t, drain(rec))
 		})
 	}
