@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerguard/runnerguard/e2e/fleets/actionsapi"
+	"github.com/runnerguard/runnerguard/e2e/internal/nodecluster"
 )
 
 // ARC's namespace and ServiceAccounts, as ARC's charts name them.
@@ -54,7 +55,7 @@ type arcFleet struct {
 // arcBuilt is ARC's build (hack/fleets/arc.sh).
 func arcBuilt(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(envOr("FLEETS_ARC", filepath.Join("..", "..", ".cache", "fleets", "arc")))
+	dir, err := filepath.Abs(nodecluster.EnvOr("FLEETS_ARC", filepath.Join("..", "..", ".cache", "fleets", "arc")))
 	require.NoError(t, err)
 	for _, f := range []string{"arc-controller", "ghalistener", "crds"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
