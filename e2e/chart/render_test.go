@@ -94,6 +94,8 @@ func TestDefaultDeploymentIsHighlyAvailable(t *testing.T) {
 				"--metrics-bind-address=:8443",
 				"--metrics-secure=true",
 				"--health-probe-bind-address=:8081",
+				"--max-connections-per-source=128",
+				"--max-connections=1024",
 				"--zap-log-level=info",
 				"--leader-elect",
 				"--namespace-selector=runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (kube-system,kube-public,kube-node-lease,runnerguard,cert-manager)",
