@@ -37,17 +37,7 @@ const (
 // each time): its CPU stays within its limit, its memory within its
 // request, and it counts every kill.
 func TestCostUnderV1StallAndOOMStormV1(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make memory cgroups")
-	}
-	if _, err := os.Stat(memHier + "/memory.limit_in_bytes"); err != nil {
-		t.Skip("no cgroup v1 memory hierarchy at " + memHier)
-	}
-	bin := filepath.Join(t.TempDir(), "vitals")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := builtOnV1(t)
 
 	name := "runnerguard-cost-" + randomHex(4)
 	stuckID, stormID := randomHex(32), randomHex(32)

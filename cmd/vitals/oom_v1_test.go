@@ -41,17 +41,7 @@ type arrival struct {
 // kernel OOM-kill dd in the container, and checks the evidence on stdout,
 // in the shared folder and in the termination message.
 func TestOOMKillV1(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make memory cgroups")
-	}
-	if _, err := os.Stat(memHier + "/memory.limit_in_bytes"); err != nil {
-		t.Skip("no cgroup v1 memory hierarchy at " + memHier)
-	}
-	bin := filepath.Join(t.TempDir(), "vitals")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := builtOnV1(t)
 
 	name := "runnerguard-test-" + randomHex(4)
 	ctrID := randomHex(32)
@@ -242,6 +232,24 @@ func removeCgroup(t *testing.T, dirs ...string) {
 			t.Errorf("remove test cgroup: %v", err)
 		}
 	}
+}
+
+// builtOnV1 skips unless this is root on a cgroup v1 memory hierarchy, and
+// builds the sidecar as the image does.
+func builtOnV1(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make memory cgroups")
+	}
+	if _, err := os.Stat(memHier + "/memory.limit_in_bytes"); err != nil {
+		t.Skip("no cgroup v1 memory hierarchy at " + memHier)
+	}
+	bin := filepath.Join(t.TempDir(), "vitals")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
 }
 
 func randomHex(n int) string {

@@ -4,11 +4,8 @@ package api
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -25,18 +22,7 @@ import (
 // decisionsCounted sums the guard's decisions metric on the server.
 func decisionsCounted(t *testing.T) float64 {
 	t.Helper()
-	resp, err := server.GetMetrics(server.MetricsToken)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	sum := 0.0
-	for _, m := range families["runnerguard_guard_decisions_total"].GetMetric() {
-		sum += m.GetCounter().GetValue()
-	}
-	return sum
+	return serverCounter(t, server, "runnerguard_guard_decisions_total", nil)
 }
 
 // logged waits until the server has logged msg with key set to value.

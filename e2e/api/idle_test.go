@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,19 +98,5 @@ func holdOpen(ctx context.Context, t *testing.T, handshake bool) {
 // source held its limit.
 func connsRefused(t *testing.T) float64 {
 	t.Helper()
-	resp, err := server.GetMetrics(server.MetricsToken)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	for _, m := range families["runnerguard_webhook_connections_refused_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "reason" && l.GetValue() == "source" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return serverCounter(t, server, "runnerguard_webhook_connections_refused_total", map[string]string{"reason": "source"})
 }
