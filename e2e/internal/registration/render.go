@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -301,10 +300,24 @@ func sameConfig(cfg config.Config, name string, docs documents) error {
 	return nil
 }
 
-// root is the repository's root, from this file's place in it.
+// root is the repository's root: the nearest folder above the working
+// directory (a test's package) whose go.mod is runnerguard's. Not this
+// file's compiled path, which -trimpath makes a module path.
 func root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(mod, []byte("module github.com/runnerguard/runnerguard\n")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "."
+		}
+		dir = parent
+	}
 }
 
 // Helm is the Helm binary Render runs: $HELM, else the repository's
