@@ -112,13 +112,16 @@ func TestDryRunsGetTheSameAnswerAndNoEvents(t *testing.T) {
 	assert.True(t, apierrors.IsForbidden(err), "got %v", err)
 	err = evict(as(t, reaper), pod, true)
 	assert.True(t, apierrors.IsTooManyRequests(err), "a server-side dry-run drain gets 429 too; got %v", err)
-	// Events are written after the answer: the dry runs' work has reached
-	// the point of writing one once it has counted them. A real refusal
-	// after that is the marker: its Event is the pod's only one, and
-	// would be the second of a series had a dry run written the first.
-	eventually(t, func() bool {
-		return decisions(t, "delete", "deny") > deletes && decisions(t, "eviction", "deny") > evictions
-	}, "the dry runs are counted")
+	// Events are written after the answer, with the decision's log line: the
+	// dry runs' work has reached the point of writing one once both are
+	// logged. A real refusal after that is the marker: its Event is the
+	// pod's only one, and would be the second of a series had a dry run
+	// written the first.
+	for _, op := range []string{"delete", "eviction"} {
+		eventually(t, func() bool { return dryRunLogged(t, op, ns, "busy") }, "the dry run's "+op+" is logged")
+	}
+	assert.Equal(t, deletes, decisions(t, "delete", "deny"), "a dry run is not counted")
+	assert.Equal(t, evictions, decisions(t, "eviction", "deny"), "a dry run is not counted")
 	require.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), pod)))
 	eventually(t, func() bool { return len(eventsWith(t, pod, "DeleteRefused")) > 0 }, "the real refusal's Event")
 	evs := podEvents(t, pod)
@@ -297,4 +300,20 @@ func TestDeletesOfRunnersThatAreNotRunningNeverReachTheGuard(t *testing.T) {
 		pod = create(t, nil, pod)
 		assert.Equal(t, 0.0, calls(t, func() { require.NoError(t, deletePod(as(t, reaper), pod)) }), pod.Name)
 	}
+}
+
+// dryRunLogged reports whether either replica has logged a dry run's
+// decision of operation op (delete, eviction) on the pod ns/name.
+func dryRunLogged(t *testing.T, op, ns, name string) bool {
+	t.Helper()
+	for _, s := range []*apitest.Server{server, replica} {
+		lines, err := s.LogLines("decided")
+		require.NoError(t, err)
+		for _, l := range lines {
+			if l["dryRun"] == true && l["operation"] == op && l["namespace"] == ns && l["name"] == name {
+				return true
+			}
+		}
+	}
+	return false
 }

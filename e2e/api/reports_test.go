@@ -4,6 +4,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,8 +86,13 @@ func (r *reporting) restart(t *testing.T) {
 func reportOf(t *testing.T, pod *corev1.Pod, destination string) v1alpha1.Report {
 	t.Helper()
 	var got v1alpha1.Report
-	require.Eventually(t, func() bool {
+	var seen string
+	ok := assert.Eventually(t, func() bool {
 		recs := deathsOf(t, pod)
+		seen = fmt.Sprintf("%d records", len(recs))
+		if len(recs) == 1 {
+			seen = fmt.Sprintf("class %s (%s), deleted by %s, reports %+v", recs[0].Class, recs[0].ClassBasis, recs[0].DeletedBy, recs[0].Reports)
+		}
 		if len(recs) != 1 {
 			return false
 		}
@@ -98,6 +104,9 @@ func reportOf(t *testing.T, pod *corev1.Pod, destination string) v1alpha1.Report
 		}
 		return false
 	}, time.Minute, 200*time.Millisecond, "the report of "+pod.Name+" to "+destination)
+	if !ok {
+		t.Fatalf("the report of %s to %s: the record: %s", pod.Name, destination, seen)
+	}
 	return got
 }
 
