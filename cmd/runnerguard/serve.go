@@ -149,6 +149,9 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 		return err
 	}
 	gap := recorder.NewGap(podsClient, recorder.GapKeep(leaseDuration, renewDeadline, retryPeriod), gapPods, time.Now)
+	if err := mgr.AddReadyzCheck("gap", gap.Watched); err != nil {
+		return err
+	}
 	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
 		Namespaces: sel, StuckAfter: o.stuckAfter, Now: time.Now}
 	if err := w.SetupWithManager(mgr); err != nil {

@@ -3,8 +3,10 @@ package recorder
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +45,11 @@ type Gap struct {
 	keep time.Duration
 	max  int
 	now  func() time.Time
+
+	// watched is set once the first watch of removals is established:
+	// until then the replica holds nothing of a removal, so it is not ready
+	// (Watched), and a rollout does not stop the old replica for it yet.
+	watched atomic.Bool
 
 	mu      sync.Mutex
 	compact func(any) (any, error)
@@ -145,6 +152,7 @@ func (g *Gap) watch(ctx context.Context, selector string, lw toolscache.WatcherW
 		return err
 	}
 	defer w.Stop()
+	g.watched.Store(true)
 	for e := range w.ResultChan() {
 		switch e.Type {
 		case watch.Deleted:
@@ -160,6 +168,16 @@ func (g *Gap) watch(ctx context.Context, selector string, lw toolscache.WatcherW
 		err = errors.New("the watch ended")
 	}
 	return err
+}
+
+// Watched is a readiness check: an error until the replica has begun to
+// watch runner pod removals, so that it holds the removals a rollout's or
+// a crash's gap in leadership would otherwise lose.
+func (g *Gap) Watched(*http.Request) error {
+	if !g.watched.Load() {
+		return errors.New("not yet watching runner pod removals")
+	}
+	return nil
 }
 
 // removed holds pod's final state, or hands it on once the replica leads.
