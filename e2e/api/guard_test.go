@@ -118,7 +118,7 @@ func TestDryRunsGetTheSameAnswerAndNoEvents(t *testing.T) {
 	// pod's only one, and would be the second of a series had a dry run
 	// written the first.
 	for _, op := range []string{"delete", "eviction"} {
-		eventually(t, func() bool { return dryRunLogged(t, op, ns, "busy") }, "the dry run's "+op+" is logged")
+		loggedAnywhere(t, "decided", map[string]any{"dryRun": true, "operation": op, "namespace": ns, "name": "busy"})
 	}
 	assert.Equal(t, deletes, decisions(t, "delete", "deny"), "a dry run is not counted")
 	assert.Equal(t, evictions, decisions(t, "eviction", "deny"), "a dry run is not counted")
@@ -300,20 +300,4 @@ func TestDeletesOfRunnersThatAreNotRunningNeverReachTheGuard(t *testing.T) {
 		pod = create(t, nil, pod)
 		assert.Equal(t, 0.0, calls(t, func() { require.NoError(t, deletePod(as(t, reaper), pod)) }), pod.Name)
 	}
-}
-
-// dryRunLogged reports whether either replica has logged a dry run's
-// decision of operation op (delete, eviction) on the pod ns/name.
-func dryRunLogged(t *testing.T, op, ns, name string) bool {
-	t.Helper()
-	for _, s := range []*apitest.Server{server, replica} {
-		lines, err := s.LogLines("decided")
-		require.NoError(t, err)
-		for _, l := range lines {
-			if l["dryRun"] == true && l["operation"] == op && l["namespace"] == ns && l["name"] == name {
-				return true
-			}
-		}
-	}
-	return false
 }
