@@ -32,7 +32,16 @@ type Options struct {
 	Stall stall.Thresholds
 	// Probe, when set, is told whether a stall is under way.
 	Probe *Probe
+	// OOMGap is the least time between two OOM lines; zero: DefaultOOMGap.
+	OOMGap time.Duration
 }
+
+// DefaultOOMGap bounds an OOM storm's cost: a container OOM-killed over
+// and over wakes the watch at the kernel's pace, and each line reads every
+// cgroup of the pod. The first kill after a quiet gap is written at once;
+// kills within the gap are written together at its end. The counters are
+// cumulative, so no kill goes uncounted, only its line is shared.
+const DefaultOOMGap = 250 * time.Millisecond
 
 // Run streams readings of r to w as JSON lines until ctx ends, then takes a
 // final reading, writes it to the termination message and returns. Errors
@@ -48,6 +57,9 @@ func Run(ctx context.Context, r cgroup.Reader, w io.Writer, o Options) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.OOMGap <= 0 {
+		o.OOMGap = DefaultOOMGap
+	}
 	if o.Stall == (stall.Thresholds{}) {
 		o.Stall = stall.Default
 	}
@@ -59,6 +71,13 @@ func Run(ctx context.Context, r cgroup.Reader, w io.Writer, o Options) error {
 	wake := r.Watch(watchCtx)
 	t := o.Clock.NewTicker(o.Interval)
 	defer t.Stop()
+	var lastOOM time.Time
+	var held <-chan time.Time // the end of a gap with a wake-up waiting
+	oom := func() {
+		if s.emit(record.TriggerOOM, true).Trigger == record.TriggerOOM {
+			lastOOM = o.Clock.Now()
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,7 +85,16 @@ func Run(ctx context.Context, r cgroup.Reader, w io.Writer, o Options) error {
 		case <-t.C():
 			s.emit(record.TriggerInterval, false)
 		case <-wake:
-			s.emit(record.TriggerOOM, true)
+			switch since := o.Clock.Since(lastOOM); {
+			case held != nil:
+			case since < o.OOMGap:
+				held = o.Clock.After(o.OOMGap - since)
+			default:
+				oom()
+			}
+		case <-held:
+			held = nil
+			oom()
 		}
 	}
 }

@@ -162,6 +162,43 @@ func TestRunStreams(t *testing.T) {
 	assert.Equal(t, record.TriggerFinal, h.out.next(t).Trigger)
 }
 
+// TestAnOOMStormIsWrittenAtMostOnceAGap: the first kill is on record at
+// once; kills while the gap lasts share one line at its end, which counts
+// them all; the first kill after a quiet gap is written at once again.
+func TestAnOOMStormIsWrittenAtMostOnceAGap(t *testing.T) {
+	h := start(t, Options{})
+	assert.Equal(t, record.TriggerStart, h.out.next(t).Trigger)
+	require.Eventually(t, h.clock.HasWaiters, 5*time.Second, time.Millisecond) // the ticker
+
+	h.r.set(50<<20, 1)
+	h.r.wake <- struct{}{}
+	first := h.out.next(t)
+	assert.Equal(t, record.TriggerOOM, first.Trigger)
+	assert.Equal(t, uint64(1), first.Pod.Events.OOMKill)
+
+	h.clock.Step(DefaultOOMGap / 5)
+	for kills := uint64(2); kills <= 5; kills++ {
+		h.r.set(50<<20, kills)
+		h.r.wake <- struct{}{}
+	}
+	require.Eventually(t, func() bool { return h.clock.Waiters() == 2 }, 5*time.Second, time.Millisecond, "the gap's end is awaited")
+	h.out.none(t)
+
+	h.clock.Step(DefaultOOMGap - DefaultOOMGap/5)
+	shared := h.out.next(t)
+	assert.Equal(t, record.TriggerOOM, shared.Trigger)
+	assert.Equal(t, uint64(5), shared.Pod.Events.OOMKill, "the shared line counts every kill of the gap")
+	assert.Equal(t, t0.Add(DefaultOOMGap), shared.Time)
+
+	h.clock.Step(DefaultOOMGap)
+	h.r.set(50<<20, 6)
+	h.r.wake <- struct{}{}
+	again := h.out.next(t)
+	assert.Equal(t, uint64(6), again.Pod.Events.OOMKill, "after a quiet gap a kill is written at once")
+	assert.Equal(t, t0.Add(2*DefaultOOMGap), again.Time)
+	require.NoError(t, h.stop(t))
+}
+
 func TestTheFinalReadingKeepsEachContainerOverThePodsLife(t *testing.T) {
 	const runner, sidecar = "aaaa000000000000000000000000000000000000000000000000000000000001", "bbbb000000000000000000000000000000000000000000000000000000000002"
 	u := func(n uint64) *uint64 { return &n }
