@@ -140,8 +140,10 @@ func (n *notifier) handle(s notice) bool {
 	before := n.ledger.kills(s.name)
 	now, there := r.read()
 	r.tally.signalled(s.n, there)
+	step := chaseStep
 	for start := time.Now(); !chased(before, now, there, time.Since(start)); now, there = r.read() {
-		time.Sleep(chaseStep)
+		time.Sleep(step)
+		step *= 2
 	}
 	changed := n.ledger.noteOOM(s.name, r.tally.ooms())
 	if there && now.Kill > before {

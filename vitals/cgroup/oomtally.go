@@ -52,7 +52,10 @@ func (t tally) ooms() uint64 {
 // (the victim was already exiting, memory came free) stops the chase here.
 const chaseFor = 500 * time.Millisecond
 
-// chaseStep is the pause between two reads of the chase.
+// chaseStep is the first pause of the chase; each next one doubles. The
+// kill usually shows within the first steps; an OOM that ends without one
+// (common in a storm, where the cgroup enters OOM again while its victim
+// dies) then costs a handful of reads, not one a step for chaseFor.
 const chaseStep = time.Millisecond
 
 // chased says whether the reads after an OOM signal can stop: the kill
