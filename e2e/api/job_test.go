@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -283,6 +284,7 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 			}
 			requireRefusedByPolicy(t, err, tc.change.refusal)
 			assert.True(t, alive(t, pod))
+			requireAuditedRefusal(t, tc.by, pod, tc.change.refusal)
 		})
 	}
 
@@ -292,6 +294,31 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 		w.Spec.Tolerations = []corev1.Toleration{{Key: "ci", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(60))}}
 		create(t, ciJob.client(t), w.Obj())
 	})
+}
+
+// requireAuditedRefusal waits for the API server's audit log to hold p's
+// refused write of pod: what no webhook sees is kept there, with its
+// requester and the policy's message.
+func requireAuditedRefusal(t *testing.T, p principal, pod *corev1.Pod, refusal string) {
+	t.Helper()
+	requester := func(e auditv1.Event) string {
+		if e.ImpersonatedUser != nil {
+			return e.ImpersonatedUser.Username
+		}
+		return e.User.Username
+	}
+	var got []auditv1.Event
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = apitest.Audited(auditLog, func(e auditv1.Event) bool {
+			return e.ObjectRef != nil && e.ObjectRef.Namespace == pod.Namespace && e.ObjectRef.Name == pod.Name &&
+				requester(e) == p.user && e.Annotations[apitest.PolicyDenied] != ""
+		})
+		require.NoError(t, err)
+		return len(got) > 0
+	}, 30*time.Second, 100*time.Millisecond, "the refusal of %s is in the audit log", p.user)
+	assert.Contains(t, got[0].Annotations[apitest.PolicyDenied], refusal)
+	assert.Equal(t, int32(403), got[0].ResponseStatus.Code)
 }
 
 // connect opens pods/<subresource> of pod as p, for container (none when

@@ -28,6 +28,8 @@ var (
 	adminCfg *rest.Config
 	admin    client.Client
 	cs       *kubernetes.Clientset
+	// auditLog is the API server's audit log of pod writes.
+	auditLog string
 	server   *apitest.Server
 	replica  *apitest.Server
 	// adminKubeconfig is a kubeconfig file for the admin, for the CLI.
@@ -51,12 +53,12 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	cluster, err := apitest.StartCluster(apitest.EphemeralRunnerCRD(), apitest.CertificateCRD())
+	cluster, err := apitest.StartAuditedCluster(apitest.EphemeralRunnerCRD(), apitest.CertificateCRD())
 	if err != nil {
 		return 1, err
 	}
 	defer func() { _ = cluster.Stop() }()
-	adminCfg, admin, cs = cluster.Config, cluster.Client, cluster.Clientset
+	adminCfg, admin, cs, auditLog = cluster.Config, cluster.Client, cluster.Clientset, cluster.AuditLog
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 

@@ -21,18 +21,31 @@ import (
 // Cluster is a running kube-apiserver and etcd with an admin identity.
 type Cluster struct {
 	Env *envtest.Environment
+	// AuditLog is the API server's audit log of pod writes (JSON lines),
+	// where StartCluster set one up.
+	AuditLog string
 	// Config is the admin's (system:masters) connection.
 	Config    *rest.Config
 	Client    client.Client
 	Clientset *kubernetes.Clientset
 }
 
-// StartCluster starts kube-apiserver and etcd from KUBEBUILDER_ASSETS with
-// crds installed.
 // EventTTL is the suite API server's --event-ttl.
 const EventTTL = 20 * time.Second
 
+// StartCluster starts kube-apiserver and etcd from KUBEBUILDER_ASSETS with
+// crds installed.
 func StartCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	return startCluster(false, crds)
+}
+
+// StartAuditedCluster is StartCluster with the API server's audit log of
+// pod writes on (Cluster.AuditLog).
+func StartAuditedCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	return startCluster(true, crds)
+}
+
+func startCluster(audited bool, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	env, err := NewEnvironment(crds...)
 	if err != nil {
 		return nil, err
@@ -40,7 +53,50 @@ func StartCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, 
 	// Events expire within the suite, as they do after an hour in a real
 	// cluster: the death records must not depend on them.
 	env.ControlPlane.GetAPIServer().Configure().Set("event-ttl", EventTTL.String())
-	return Start(env)
+	var audit string
+	if audited {
+		if audit, err = auditPods(env); err != nil {
+			return nil, err
+		}
+	}
+	c, err := Start(env)
+	if err != nil {
+		return nil, err
+	}
+	c.AuditLog = audit
+	return c, nil
+}
+
+// podsAuditPolicy keeps the metadata of each write to a pod or its
+// subresources, as an operator's audit policy would at the least: where
+// the admission policies' refusals are kept.
+const podsAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  resources:
+  - group: ""
+    resources: [pods, pods/*]
+- level: None
+`
+
+// auditPods turns on env's audit log of pod writes; it returns its path.
+func auditPods(env *envtest.Environment) (string, error) {
+	dir, err := os.MkdirTemp("", "runnerguard-audit-")
+	if err != nil {
+		return "", err
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(podsAuditPolicy), 0o600); err != nil {
+		return "", err
+	}
+	log := filepath.Join(dir, "audit.log")
+	args := env.ControlPlane.GetAPIServer().Configure()
+	args.Set("audit-policy-file", policy)
+	args.Set("audit-log-path", log)
+	return log, nil
 }
 
 // NewEnvironment is kube-apiserver and etcd from KUBEBUILDER_ASSETS, not
@@ -97,4 +153,10 @@ func Artifacts() (string, error) {
 }
 
 // Stop ends kube-apiserver and etcd.
-func (c *Cluster) Stop() error { return c.Env.Stop() }
+func (c *Cluster) Stop() error {
+	err := c.Env.Stop()
+	if c.AuditLog != "" {
+		_ = os.RemoveAll(filepath.Dir(c.AuditLog))
+	}
+	return err
+}
