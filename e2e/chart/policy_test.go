@@ -96,7 +96,7 @@ policy: {garbageCollectors: ["system:kube-controller-manager", "system:serviceac
 				var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
 				objs.get(t, "ValidatingAdmissionPolicyBinding", name, &binding)
 				assert.Equal(t, name, binding.Spec.PolicyName)
-				assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, binding.Spec.ValidationActions)
+				assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny, admissionregistrationv1.Audit}, binding.Spec.ValidationActions)
 				assert.Equal(t, selectorWithout(tc.selector, "cert-manager"), binding.Spec.MatchResources.NamespaceSelector, "the webhooks' namespaces")
 
 				var role rbacv1.ClusterRole
@@ -118,7 +118,7 @@ policy: {garbageCollectors: ["system:kube-controller-manager", "system:serviceac
 					var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
 					objs.get(t, "ValidatingAdmissionPolicyBinding", p, &binding)
 					assert.Equal(t, p, binding.Spec.PolicyName)
-					assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, binding.Spec.ValidationActions)
+					assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny, admissionregistrationv1.Audit}, binding.Spec.ValidationActions)
 				}
 				var optIn rbacv1.ClusterRole
 				objs.get(t, "ClusterRole", name+"-opt-in", &optIn)
