@@ -138,7 +138,7 @@ func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.
 	}
 
 	assert.Equal(t, name, b.Spec.PolicyName)
-	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
+	assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny, admissionregistrationv1.Audit}, b.Spec.ValidationActions)
 	assert.Equal(t, &metav1.LabelSelector{
 		MatchLabels: map[string]string{runnerpod.EnabledNamespaceLabel: "true"},
 		MatchExpressions: []metav1.LabelSelectorRequirement{{
@@ -176,7 +176,7 @@ func TestPolicyForTheOverrideAppliesWhereverTheWebhooksCouldAct(t *testing.T) {
 	for _, sel := range []*metav1.LabelSelector{nil, {MatchLabels: map[string]string{"team": "ci"}}} {
 		objs := render(t, configtest.Enforcing(), Options{NamespaceSelector: sel})
 		assert.Equal(t, name+"-override", objs.OverrideBinding.Spec.PolicyName)
-		assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, objs.OverrideBinding.Spec.ValidationActions)
+		assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny, admissionregistrationv1.Audit}, objs.OverrideBinding.Spec.ValidationActions)
 		assert.Equal(t, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-public", "kube-node-lease", "runnerguard", "cert-manager"},
 		}}}, objs.OverrideBinding.Spec.MatchResources.NamespaceSelector, "every namespace but those no label opts in")
