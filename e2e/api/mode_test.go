@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -30,25 +28,9 @@ func decisions(t *testing.T, op, decision string) float64 {
 	t.Helper()
 	total := 0.0
 	for _, s := range []*apitest.Server{server, replica} {
-		resp, err := s.GetMetrics(s.MetricsToken)
+		n, err := s.Counter("runnerguard_guard_decisions_total", map[string]string{"operation": op, "decision": decision})
 		require.NoError(t, err)
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		f, ok := families["runnerguard_guard_decisions_total"]
-		if !ok {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["operation"] == op && labels["decision"] == decision {
-				total += m.GetCounter().GetValue()
-			}
-		}
+		total += n
 	}
 	return total
 }
