@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,7 +39,7 @@ func caughtUp(t *testing.T) {
 	name := "marker-" + rand.String(6)
 	pod := create(t, nil, markerRunner(ns, name))
 	writeStatus(t, pod, podtest.Runner(ns, name).Terminated("runner", 1, "Error").Obj().Status)
-	require.Eventually(t, func() bool { return len(deathsOf(t, pod)) == 1 }, 40*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return len(deathsOf(t, pod)) == 1 }, patience, 100*time.Millisecond,
 		"the marker runner's death is recorded")
 	var last *watcherWork
 	require.Eventually(t, func() bool {
@@ -49,7 +47,7 @@ func caughtUp(t *testing.T) {
 		idle := last != nil && now.idle() && last.idle() && now.reconciled == last.reconciled
 		last = &now
 		return idle
-	}, 40*time.Second, 100*time.Millisecond, "the watcher's queue is done with every pod queued before the marker")
+	}, patience, 100*time.Millisecond, "the watcher's queue is done with every pod queued before the marker")
 }
 
 // markerRunner is a busy runner labelled as the injector labels one: the
@@ -91,7 +89,7 @@ func markerNamespace(t *testing.T) string {
 			}
 			touch(t, pod)
 			return false
-		}, 40*time.Second, 500*time.Millisecond, "the marker namespace's first runner is recorded")
+		}, patience, 500*time.Millisecond, "the marker namespace's first runner is recorded")
 		markerNS = ns.Name
 	})
 	require.NotEmpty(t, markerNS, "the marker namespace")
@@ -119,30 +117,14 @@ func watcherQueue(t *testing.T) watcherWork {
 	t.Helper()
 	var w watcherWork
 	for _, s := range []*apitest.Server{server, replica} {
-		resp, err := s.GetMetrics(s.MetricsToken)
+		m, err := s.Scrape()
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			continue
 		}
 		require.NoError(t, err)
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		sum := func(family, label string) (float64, bool) {
-			total, found := 0.0, false
-			for _, m := range families[family].GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == label && l.GetValue() == watcherController {
-						total += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-						found = true
-					}
-				}
-			}
-			return total, found
-		}
-		depth, ok := sum("workqueue_depth", "name")
-		active, _ := sum("controller_runtime_active_workers", "controller")
-		done, _ := sum("controller_runtime_reconcile_total", "controller")
+		depth, ok := m.Sum("workqueue_depth", map[string]string{"name": watcherController})
+		active, _ := m.Sum("controller_runtime_active_workers", map[string]string{"controller": watcherController})
+		done, _ := m.Sum("controller_runtime_reconcile_total", map[string]string{"controller": watcherController})
 		w.seen = w.seen || ok
 		w.queued, w.running, w.reconciled = w.queued+depth, w.running+active, w.reconciled+done
 	}

@@ -141,7 +141,7 @@ func TestCheckProvesBothWebhooksAnswerAndSaysWhatIsWrongInOneLine(t *testing.T) 
 	var waitOut, waitErr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &waitOut, &waitErr
 	require.NoError(t, cmd.Start())
-	require.Eventually(t, func() bool { return strings.Contains(waitErr.String(), "not yet:") }, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(waitErr.String(), "not yet:") }, patience, 100*time.Millisecond)
 	require.NoError(t, c.server.Start(context.Background()))
 	require.NoError(t, cmd.Wait(), "stdout:\n%s\nstderr:\n%s", waitOut.String(), waitErr.String())
 	assert.Contains(t, waitErr.String(), "not yet: the guard did not answer a dry-run eviction in "+c.ns)

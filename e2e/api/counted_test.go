@@ -3,12 +3,9 @@
 package api
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,20 +26,11 @@ func countedNow(t *testing.T) tally {
 	t.Helper()
 	out := tally{}
 	for _, s := range []*apitest.Server{server, replica} {
-		resp, err := s.GetMetrics(s.MetricsToken)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
+		m, err := s.Scrape()
 		require.NoError(t, err)
 		for _, name := range []string{"runnerguard_guard_decisions_total", "runnerguard_guard_owner_not_taken_total"} {
-			for _, m := range families[name].GetMetric() {
-				labels := map[string]string{}
-				for _, l := range m.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				out[name+","+labels["operation"]+","+labels["decision"]] += m.GetCounter().GetValue()
+			for _, series := range m.Series(name) {
+				out[name+","+series.Labels["operation"]+","+series.Labels["decision"]] += series.Value
 			}
 		}
 	}
@@ -137,7 +125,7 @@ func TestAReviewNotSentOrNotCarriedOutCountsNothing(t *testing.T) {
 	assert.Eventually(t, func() bool {
 		got = countedNow(t)
 		return got[deniedDeletes] >= want[deniedDeletes] && got[deniedEvictions] >= want[deniedEvictions] && got[notTakenDeletes] >= want[notTakenDeletes]
-	}, 15*time.Second, 100*time.Millisecond, "the real refusals are counted")
+	}, patience, 100*time.Millisecond, "the real refusals are counted")
 	for key, n := range want {
 		assert.Equal(t, n, got[key], key)
 	}

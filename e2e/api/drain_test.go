@@ -315,15 +315,19 @@ func TestANodesDrainDeadlineLetsABusyRunnerGoOnlyOnceItHasPassed(t *testing.T) {
 	ns := newNamespace(t, nil)
 	n := drainNode(t, "e2e-drain-node-deadline")
 	busy := create(t, nil, podtest.Runner(ns, "busy").Node(n.Name).RunningSince("runner", time.Now().Add(-time.Minute)).Obj())
-	// RFC3339 keeps whole seconds: the deadline is a few seconds ahead.
-	at := time.Now().Add(4 * time.Second).Truncate(time.Second)
-	require.NoError(t, setDeadline(as(t, "alice@example.com"), n.Name, at, "alice@example.com"))
-
+	alice := as(t, "alice@example.com")
+	// An hour ahead: the eviction is surely tried before it, however slow
+	// the machine.
+	require.NoError(t, setDeadline(alice, n.Name, time.Now().Add(time.Hour), "alice@example.com"))
 	err := evict(as(t, reaper), busy, false)
 	require.Error(t, err, "before the deadline the busy runner is protected")
 	assert.True(t, apierrors.IsTooManyRequests(err), "429, got %v", err)
-	// The platform's drain retries until the guard lets it through: not
-	// before the deadline.
+
+	// Brought forward to a moment ahead (RFC3339 keeps whole seconds), the
+	// platform's drain retries until the guard lets it through: not before
+	// the deadline.
+	at := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	require.NoError(t, setDeadline(alice, n.Name, at, "alice@example.com"))
 	eventually(t, func() bool {
 		err := evict(as(t, reaper), busy, false)
 		require.True(t, err == nil || apierrors.IsTooManyRequests(err), "refused for now or let through; got %v", err)

@@ -4,12 +4,11 @@ package api
 
 import (
 	"context"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -23,18 +22,9 @@ import (
 // say (controller-runtime's leader_election_master_status).
 func leading(t *testing.T, s *apitest.Server) bool {
 	t.Helper()
-	resp, err := s.GetMetrics(s.MetricsToken)
+	m, err := s.Scrape()
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	for _, m := range families["leader_election_master_status"].GetMetric() {
-		if m.GetGauge().GetValue() == 1 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(m.Series("leader_election_master_status"), func(s apitest.Sample) bool { return s.Value == 1 })
 }
 
 // leaderAndFollower waits until one replica leads, and names both.
@@ -50,7 +40,7 @@ func leaderAndFollower(t *testing.T) (leader, follower *apitest.Server) {
 			return false
 		}
 		return true
-	}, 40*time.Second, 200*time.Millisecond, "a replica leads")
+	}, patience, 200*time.Millisecond, "a replica leads")
 	return leader, follower
 }
 
@@ -93,7 +83,7 @@ func TestRunnerPodsRemovedWhileNoReplicaLeadsAreRecordedOnceByTheNextLeader(t *t
 	}
 	require.False(t, leading(t, follower), "the pods went before the follower led: the gap is what this test is about")
 
-	require.Eventually(t, func() bool { return leading(t, follower) }, 40*time.Second, 200*time.Millisecond, "the follower takes over")
+	require.Eventually(t, func() bool { return leading(t, follower) }, patience, 200*time.Millisecond, "the follower takes over")
 	gotEnded, gotRunning := oneDeath(t, ended), oneDeath(t, running)
 	assert.Equal(t, string(death.ErrorExit), gotEnded.Class, "its runner's end, as its final state showed it")
 	assert.True(t, gotRunning.Deleted, "removed while its runner ran")

@@ -367,7 +367,7 @@ func connectCalls(t *testing.T, want float64, f func()) float64 {
 		after, err = server.WebhookCalls(registration.ConnectPath)
 		require.NoError(t, err)
 		return after-before >= want
-	}, 30*time.Second, 20*time.Millisecond, "the guard counts the reviews it answered")
+	}, patience, 20*time.Millisecond, "the guard counts the reviews it answered")
 	return after - before
 }
 

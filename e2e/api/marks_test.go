@@ -54,7 +54,7 @@ func marksOf(t *testing.T, pod *corev1.Pod) map[string]string {
 // marksBecome waits until the pod's marks are want.
 func marksBecome(t *testing.T, pod *corev1.Pod, want map[string]string, what string) {
 	t.Helper()
-	require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, marksOf(t, pod)) }, 15*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, marksOf(t, pod)) }, patience, 100*time.Millisecond,
 		"%s: the marks are %v", what, marksOf(t, pod))
 }
 
@@ -199,7 +199,7 @@ func marksSettled(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 		j := judgementOf(t, got)
 		_, relabel := recorder.BudgetLabelPlan(got, suiteCfg.Marks.Budgets && j.Budget)
 		return recorder.MarkPlan(got, j, suiteCfg.Marks) == nil && !relabel
-	}, 15*time.Second, 50*time.Millisecond, "the leader settles the pod's marks")
+	}, patience, 50*time.Millisecond, "the leader settles the pod's marks")
 	return got
 }
 

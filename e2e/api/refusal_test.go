@@ -68,7 +68,7 @@ func TestRefusalsAreKeptOnTheRunnerAndItsRecord(t *testing.T) {
 	want := map[string]int32{reaperSA.user + " delete": 2, olga.user + " eviction": 1, olga.user + " exec": 1}
 	var last map[string]int32
 	assert.Eventually(t, func() bool { last = counts(storedRefusals(t, pod)); return assert.ObjectsAreEqual(want, last) },
-		15*time.Second, 100*time.Millisecond, "both requesters' refusals kept on the pod")
+		patience, 100*time.Millisecond, "both requesters' refusals kept on the pod")
 	require.Equal(t, want, last)
 	// A later refusal, kept: what the dry runs could still have left would
 	// have come before it.
@@ -76,7 +76,7 @@ func TestRefusalsAreKeptOnTheRunnerAndItsRecord(t *testing.T) {
 	require.Error(t, connect(t, marker, pod, "exec", "runner"))
 	want[marker.user+" exec"] = 1
 	assert.Eventually(t, func() bool { last = counts(storedRefusals(t, pod)); return assert.ObjectsAreEqual(want, last) },
-		15*time.Second, 100*time.Millisecond, "the marker's refusal kept on the pod")
+		patience, 100*time.Millisecond, "the marker's refusal kept on the pod")
 	kept := storedRefusals(t, pod)
 	assert.Equal(t, want, counts(kept), "and no more: a dry run adds nothing")
 	for _, e := range kept.Entries {

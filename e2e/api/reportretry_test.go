@@ -77,23 +77,10 @@ func (c *clockedReporter) reconcile(t *testing.T, pod *corev1.Pod) (ctrl.Result,
 // counter is the value of a counter of reg.
 func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	m, err := apitest.Gathered(reg)
 	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	n, _ := m.Sum(name, labels)
+	return n
 }
 
 func TestRefusalsAreRetriedWithBackoffAsTheServiceAsksThenCountedOnTheRecord(t *testing.T) {

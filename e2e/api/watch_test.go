@@ -125,7 +125,7 @@ func TestTheWatcherKeepsRecordingAfterTheLeaderGoes(t *testing.T) {
 	restartReplicas(t)
 	second := create(t, nil, busyRunner(ns, "after"))
 	setStatus(t, second, podtest.Runner(ns, "after").Terminated("runner", 2, "Error").Obj().Status)
-	require.Eventually(t, func() bool { return len(deathsOf(t, second)) == 1 }, 40*time.Second, 200*time.Millisecond, "the new leader records")
+	require.Eventually(t, func() bool { return len(deathsOf(t, second)) == 1 }, patience, 200*time.Millisecond, "the new leader records")
 	caughtUp(t)
 	assert.Len(t, deathsOf(t, first), 1, "a change of leader does not record a death twice")
 }
@@ -154,7 +154,7 @@ func TestRecordsOutliveTheirEventsAndAreNotWrittenAgain(t *testing.T) {
 	// is on record, this one has been looked at again.
 	next := create(t, nil, busyRunner(ns, "next"))
 	setStatus(t, next, podtest.Runner(ns, "next").Terminated("runner", 4, "Error").Obj().Status)
-	require.Eventually(t, func() bool { return len(deathsOf(t, next)) == 1 }, 40*time.Second, 200*time.Millisecond, "the new leader records")
+	require.Eventually(t, func() bool { return len(deathsOf(t, next)) == 1 }, patience, 200*time.Millisecond, "the new leader records")
 	caughtUp(t)
 	recs := deathsOf(t, pod)
 	require.Len(t, recs, 1, "not recorded twice")
@@ -298,7 +298,7 @@ func TestWhyTellsHowAGonePodsRunnerDied(t *testing.T) {
 	pod := create(t, nil, w.Obj())
 	oneDeath(t, pod)
 	forceRemove(pod)
-	require.Eventually(t, func() bool { return !alive(t, pod) }, 10*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return !alive(t, pod) }, patience, 100*time.Millisecond)
 
 	out := runWhy(t, "oom-gone", "-n", ns)
 	t.Logf("runnerguard why oom-gone:\n%s", out)

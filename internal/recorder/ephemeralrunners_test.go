@@ -44,11 +44,11 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 	e.check(ctx, logr.Discard())
 	require.True(t, e.Watching(), "the CRD came: watched without a restart")
 	assert.Equal(t, 1.0, testutil.ToFloat64(ephemeralRunnersWatched))
-	require.Eventually(t, func() bool { return e.Get(key) != nil }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.Get(key) != nil }, time.Minute, 10*time.Millisecond)
 	select {
 	case ev := <-e.events:
 		assert.Equal(t, "r", ev.Object.GetName(), "the marker hears of each EphemeralRunner")
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no event for the marker")
 	}
 
@@ -61,7 +61,7 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 	served.Store(true)
 	e.check(ctx, logr.Discard())
 	require.True(t, e.Watching(), "and came back")
-	require.Eventually(t, func() bool { return e.Get(key) != nil }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.Get(key) != nil }, time.Minute, 10*time.Millisecond)
 	e.stopInformer()
 }
 

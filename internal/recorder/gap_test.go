@@ -1,8 +1,11 @@
 package recorder
 
 import (
+	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,9 +13,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // gapAt is a gap whose clock the test moves, holding runner pods (a
@@ -149,4 +159,54 @@ func BenchmarkGapMemory(b *testing.B) {
 	}
 	b.ReportMetric(float64(total)/float64(b.N)/(1<<20), "MiB/2000removals")
 	b.ReportMetric(float64(total)/float64(b.N)/max, "B/removal")
+}
+
+// A replica is ready once its gap watches runner pod removals, not before:
+// while the list its watch begins from fails it holds nothing of a
+// removal, and once the watch runs a removal is held. The fake clientset
+// lists without a resource version, which a watch cannot resume from; the
+// list here answers with one, as the API server does.
+func TestAReplicaIsReadyOnlyOnceItsGapWatchesRemovals(t *testing.T) {
+	pod := podtest.Runner("ci", "removed").Label(runnerpod.RunnerLabel, "true").Terminated("runner", 1, "Error").Obj()
+	pod.ResourceVersion = "2"
+	cs := k8sfake.NewClientset(pod)
+	listed, listing := make(chan struct{}, 1), make(chan struct{})
+	cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		select {
+		case listed <- struct{}{}:
+		default:
+		}
+		select {
+		case <-listing:
+			return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "2"}}, nil
+		default:
+			return true, nil, apierrors.NewServiceUnavailable("the API server is starting")
+		}
+	})
+	watching := make(chan struct{})
+	var once sync.Once
+	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(watching) })
+		return false, nil, nil // the fake's own watch serves it
+	})
+	g := NewGap(cs.CoreV1(), time.Minute, 10, time.Now)
+	g.configure(compactor{}, []string{"runner"})
+	require.Error(t, g.Watched(nil), "not ready before it starts")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-listed
+	assert.Error(t, g.Watched(nil), "not ready while the list its watch would begin from fails")
+
+	close(listing)
+	require.Eventually(t, func() bool { return g.Watched(nil) == nil }, time.Minute, 10*time.Millisecond, "ready once the list answers and the watch begins")
+	<-watching
+	require.NoError(t, cs.CoreV1().Pods("ci").Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return slices.Equal([]types.UID{pod.UID}, heldUIDs(g))
+	}, time.Minute, 10*time.Millisecond, "the removal the watch saw is held")
 }

@@ -741,7 +741,7 @@ func TestTheWholeAnswerIsSentBeforeTheWorkAfterItStarts(t *testing.T) {
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			select {
 			case <-read:
-			case <-time.After(10 * time.Second):
+			case <-time.After(time.Minute):
 				return errors.New("the confirming read started before the answer was read")
 			}
 			return c.Get(ctx, key, obj, opts...)

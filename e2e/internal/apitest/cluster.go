@@ -99,6 +99,10 @@ func auditPods(env *envtest.Environment) (string, error) {
 	return log, nil
 }
 
+// controlPlaneStartTimeout is how long etcd and kube-apiserver each may
+// take to become ready: how long a failure to start takes to show.
+const controlPlaneStartTimeout = 3 * time.Minute
+
 // NewEnvironment is kube-apiserver and etcd from KUBEBUILDER_ASSETS, not
 // started, with runnerguard's CRDs as the chart ships them and crds, for a
 // suite to configure further.
@@ -117,6 +121,13 @@ func NewEnvironment(crds ...*apiextensionsv1.CustomResourceDefinition) (*envtest
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDs: crds,
 		CRDDirectoryPaths: []string{filepath.Join(root, "charts", "runnerguard", "templates", "crds")}, ErrorIfCRDPathMissing: true}
+	// envtest's own default start timeout is an idle machine's: kube-apiserver
+	// on a loaded one (a CI runner, every suite of make test at once) takes
+	// several times that to become ready. KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
+	// still wins.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = controlPlaneStartTimeout
+	}
 	// 1.37 refuses a loopback advertise address in its endpoint reconciler;
 	// envtest passes one, so turn the reconciler off.
 	env.ControlPlane.GetAPIServer().Configure().Set("endpoint-reconciler-type", "none")

@@ -4,12 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"os"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
@@ -29,33 +24,13 @@ func (s *Server) WebhookCalls(path string) (float64, error) {
 // guard's path counts with the paths of its modes (guard.ModePath), which
 // the chart's registrations call.
 func (s *Server) WebhookStats(path string) (calls, seconds float64, err error) {
-	resp, err := s.GetMetrics(s.MetricsToken)
+	m, err := s.Scrape()
 	if err != nil {
 		return 0, 0, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, m := range families["controller_runtime_webhook_requests_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "webhook" && onPath(l.GetValue(), path) {
-				calls += m.GetCounter().GetValue()
-			}
-		}
-	}
-	for _, m := range families["controller_runtime_webhook_latency_seconds"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "webhook" && onPath(l.GetValue(), path) {
-				seconds += m.GetHistogram().GetSampleSum()
-			}
-		}
-	}
+	served := func(labels map[string]string) bool { return onPath(labels["webhook"], path) }
+	calls, _ = m.SumWhere("controller_runtime_webhook_requests_total", served)
+	seconds, _ = m.SumWhere("controller_runtime_webhook_latency_seconds", served)
 	return calls, seconds, nil
 }
 
