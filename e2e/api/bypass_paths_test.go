@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,6 +29,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -263,4 +265,66 @@ func TestAKubeletEndsNoBusyRunnerThroughTheAPIServer(t *testing.T) {
 	})
 	assert.True(t, alive(t, busy))
 	assert.True(t, alive(t, scaleSet))
+}
+
+// metadataFull is what the policy says when a runner pod's metadata would
+// leave no room for runnerguard's records.
+const metadataFull = "a runner pod's labels, annotations and finalizers may not grow past"
+
+// metadataBytes counts a pod's labels, annotations and finalizers as the
+// policy does.
+func metadataBytes(pod *corev1.Pod) int {
+	n := 0
+	for _, m := range []map[string]string{pod.Labels, pod.Annotations} {
+		for k, v := range m {
+			n += len(k) + len(v)
+		}
+	}
+	for _, f := range pod.Finalizers {
+		n += len(f)
+	}
+	return n
+}
+
+// A reaper with edit may write any label or annotation the guard does not
+// trust. Filled to the API server's annotation limit, a busy runner's pod
+// would take no refusal, so the reaper's own would never be kept: the
+// policy keeps room for runnerguard's records, counted in bytes.
+func TestAReaperCannotCrowdItsRefusalOffThePod(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, nil)
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	c := reaperSA.client(t)
+	busy := create(t, nil, busyRunner(ns, "busy"))
+	const padKey = "example.com/pad"
+	room := func() int {
+		cur := &corev1.Pod{}
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(busy), cur))
+		n := refusal.MaxPodMetadataBytes - metadataBytes(cur) - len(padKey)
+		require.Positive(t, n, "the pod's metadata is under the bound")
+		return n
+	}
+
+	t.Run("past the room kept for runnerguard's records, a pod's metadata may not grow", func(t *testing.T) {
+		requireRefusedByPolicy(t, patchMeta(c, busy, annotations(padKey, strings.Repeat("x", room()+1))), metadataFull)
+		// Two bytes a character: counted in bytes, as the API server does.
+		requireRefusedByPolicy(t, patchMeta(c, busy, annotations(padKey, strings.Repeat("é", room()/2+1))), metadataFull)
+	})
+	t.Run("filled up to it, the reaper's refusal is still kept on the pod", func(t *testing.T) {
+		require.NoError(t, patchMeta(c, busy, annotations(padKey, strings.Repeat("x", room()))))
+		err := connect(t, reaperSA, busy, "exec", "runner")
+		require.Error(t, err)
+		assert.True(t, apierrors.IsForbidden(err), "403, not %v", err)
+		eventually(t, func() bool {
+			got := &corev1.Pod{}
+			require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(busy), got))
+			l, err := refusal.Parse(got.Annotations[refusal.Annotation])
+			return err == nil && slices.ContainsFunc(l.Entries, func(e v1alpha1.Refusal) bool { return e.By == reaper && e.Verb == "exec" })
+		}, "the reaper's exec is kept on the pod")
+		requireRefusedByPolicy(t, patchMeta(c, busy, labels("example.com/more", "x")), metadataFull)
+	})
+	t.Run("shrinking is always allowed", func(t *testing.T) {
+		require.NoError(t, patchMeta(c, busy, annotations(padKey, nil)))
+	})
+	assert.True(t, alive(t, busy))
 }
