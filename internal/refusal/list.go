@@ -35,6 +35,15 @@ const (
 	MaxVersion = 64
 )
 
+// MaxPodMetadataBytes is how far anyone but runnerguard may grow a runner
+// pod's labels, annotations and finalizers (keys and values, in bytes):
+// the API server refuses a pod whose annotations pass 256 KiB, so a
+// reaper that filled them to the brim would keep every refusal, and so its
+// own, off the pod. The rest is room for runnerguard's own annotations, the
+// largest refusals value among them. The chart's policy holds the same
+// number (a drift test compares them).
+const MaxPodMetadataBytes = 224 << 10
+
 // version is the stored shape's version: a reader refuses any other.
 const version = 1
 

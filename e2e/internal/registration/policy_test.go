@@ -1,9 +1,13 @@
 package registration
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,8 +15,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/webhook/guard"
 )
@@ -227,4 +233,32 @@ func TestPolicyForNodesGuardsTheDrainDeadlineTheGuardReads(t *testing.T) {
 	assert.Equal(t, []string{"nodes", "nodes/status"}, rules[0].Resources)
 	assert.Equal(t, name+"-nodes", objs.NodeBinding.Spec.PolicyName)
 	assert.Nil(t, objs.NodeBinding.Spec.MatchResources, "every node")
+}
+
+// The room the policy keeps on a runner pod for runnerguard's own
+// annotations holds the largest refusals value the writer makes (every
+// entry full, each string of characters JSON escapes to six bytes) and
+// the marks beside it, under the API server's annotation limit.
+func TestPolicyKeepsRoomForTheLargestRefusals(t *testing.T) {
+	objs := render(t, config.Default(), Options{})
+	bound := fmt.Sprintf("variables.metadataBytes <= %d ", refusal.MaxPodMetadataBytes)
+	assert.True(t, slices.ContainsFunc(objs.Policy.Spec.Validations, func(v admissionregistrationv1.Validation) bool {
+		return strings.Contains(v.Expression, bound) && strings.Contains(v.Message, strconv.Itoa(refusal.MaxPodMetadataBytes))
+	}), "the policy bounds a runner pod's metadata at refusal.MaxPodMetadataBytes")
+
+	escaped := func(n int) string { return strings.Repeat("<", n) }
+	var worst v1alpha1.Refusals
+	at := time.Date(2026, 11, 28, 0, 0, 0, 123456000, time.UTC)
+	for i := range refusal.MaxEntries + 1 {
+		worst = refusal.Add(worst, refusal.One{By: strconv.Itoa(i) + escaped(refusal.MaxBy), Verb: escaped(refusal.MaxVerb), Rule: escaped(refusal.MaxRule), At: at, Version: escaped(refusal.MaxVersion)})
+	}
+	worst.Dropped = math.MaxInt32
+	value, err := refusal.Format(worst)
+	require.NoError(t, err)
+	require.Len(t, worst.Entries, refusal.MaxEntries)
+	// The marks, the job's start and their list: a few hundred bytes.
+	const marks = 4 << 10
+	const apiServerLimit = 256 << 10
+	assert.LessOrEqual(t, refusal.MaxPodMetadataBytes+len(refusal.Annotation)+len(value)+marks, apiServerLimit,
+		"the largest refusals value (%d bytes) fits beside a pod filled to the bound", len(value))
 }
