@@ -37,11 +37,14 @@ type gitlabCase struct {
 	// reaped: during is the reaper's refused delete, which the record
 	// keeps.
 	reaped bool
-	// state and reason are the job's last state and failure reason as the
-	// runner reports them: the proof that the runner saw what the case
-	// did (a cancel, its timeout, the OOM).
-	state, reason string
-	class         death.Class
+	// state and reasons are the job's last state and failure reason as
+	// the runner reports them: the proof that the runner saw what the case
+	// did (a cancel, its timeout, the OOM). Where the runner's own race
+	// decides the reason, reasons lists each it may report; none: no
+	// reason.
+	state   string
+	reasons []string
+	class   death.Class
 	// check asserts what else the class implies.
 	check func(t *testing.T, m *manager, r death.Record)
 }
@@ -61,16 +64,33 @@ var gitlabCases = []gitlabCase{{
 	during: func(t *testing.T, m *manager, id int64, _ string) { m.coord.Cancel(id) },
 	// GitLab Runner's own reason, job_canceled, never goes to GitLab
 	// (its common/network.go): it reports what GitLab supports.
-	state: "failed", reason: "unknown_failure", class: death.JobEnded, check: endedByManager,
+	state: "failed", reasons: []string{"unknown_failure"}, class: death.JobEnded, check: endedByManager,
 }, {
 	name:    "a job past the service's timeout is job-timeout",
 	script:  []string{"echo " + jobStarted, "sleep 600"},
 	timeout: 30 * time.Second,
-	state:   "failed", reason: "job_execution_timeout", class: death.JobTimeout, check: endedByManager,
+	state:   "failed", reasons: []string{"job_execution_timeout"}, class: death.JobTimeout, check: endedByManager,
 }, {
 	name:   "a process killed at the build container's memory limit is process-oom",
 	script: []string{"echo " + jobStarted, "dd if=/dev/zero of=/dev/null bs=200M count=1"},
-	state:  "failed", reason: "script_failure", class: death.ProcessOOM, check: processOOM,
+	state:  "failed", reasons: []string{"script_failure"}, class: death.ProcessOOM, check: processOOM,
+}, {
+	// The writers fill the memory-backed volume past the build
+	// container's limit. Those pages are charged to the container but
+	// belong to no process, so no kill frees them: the kernel kills again
+	// at each page a writer still charges, the process with the most
+	// resident memory first. A writer with a 4k buffer holds the least, so
+	// the shells go first, the container's main shell (the one the
+	// manager attaches to) among them, and the container ends at the kill.
+	name: "a job that fills the build container's memory is cgroup-oom",
+	script: []string{"echo " + jobStarted, "sleep 2",
+		"dd if=/dev/zero of=" + ramdisk + "/a bs=4k count=25600 &",
+		"dd if=/dev/zero of=" + ramdisk + "/b bs=4k count=25600 &",
+		"wait", "echo fleet-job-done"},
+	// script_failure when the stage's exit status reaches the runner (a
+	// wrapper shell outlived the step's) before its poll of the pod sees
+	// the build container ended, runner_system_failure after.
+	state: "failed", reasons: []string{"script_failure", "runner_system_failure"}, class: death.CgroupOOM, check: cgroupOOM,
 }}
 
 // nextJobID numbers the coordinator's jobs across layouts.
@@ -93,9 +113,9 @@ func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
 			if t.Failed() || ran.Load() != int64(len(gitlabCases)) {
 				return // the count below is of every case's record
 			}
-			// Two deaths (the timeout and the OOM) and three job ends.
+			// Three deaths (the timeout and the two OOMs) and three job ends.
 			out := runnerguardDeaths(t, m.buildNS)
-			assert.Equal(t, "2 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
+			assert.Equal(t, "3 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
 		})
 	}
 }
@@ -116,7 +136,11 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 	gone(t, pod)
 	res := m.coord.Result(id)
 	assert.Equal(t, c.state, res.State, "the runner's last report of job %d: %+v", id, res)
-	assert.Equal(t, c.reason, res.FailureReason, "the runner's failure reason of job %d", id)
+	reasons := c.reasons
+	if len(reasons) == 0 {
+		reasons = []string{""}
+	}
+	assert.Contains(t, reasons, res.FailureReason, "the runner's failure reason of job %d", id)
 	recs := deathRecords(t, pod)
 	require.Len(t, recs, 1, "one record of job %d's build pod", id)
 	r := recs[0]
@@ -220,6 +244,33 @@ func processOOM(t *testing.T, m *manager, r death.Record) {
 	if r.Vitals != nil && r.Vitals.OOMKillAt != nil && r.DeletedAt != nil {
 		assert.False(t, r.DeletedAt.Before(r.Vitals.OOMKillAt), "deleted %v before the OOM kill %v", r.DeletedAt, r.Vitals.OOMKillAt)
 	}
+}
+
+// cgroupOOM: the kernel killed the build container's every process at its
+// limit, its main shell among them: the container ended at the kill, with
+// the runtime's reason OOMKilled, before the manager deleted the pod.
+func cgroupOOM(t *testing.T, m *manager, r death.Record) {
+	t.Helper()
+	assertOOMVitals(t, r)
+	assert.Equal(t, "OOMKilled", r.Reason, "the runtime's reason")
+	if assert.NotNil(t, r.ExitCode) {
+		assert.Equal(t, int32(137), *r.ExitCode, "the main shell's SIGKILL")
+	}
+	assert.False(t, r.Deleted, "the container ended before its pod's deletion")
+	if r.DeletedAt != nil {
+		assert.True(t, r.FinishedAt.Before(r.DeletedAt), "the container ended %v, after the delete %v", r.FinishedAt, r.DeletedAt)
+	}
+	if v := r.Vitals; v != nil && v.OOMKillAt != nil {
+		// The main shell dies within moments of the first kill: a
+		// container that outlives it by seconds was not killed whole.
+		assert.Less(t, r.FinishedAt.Sub(v.OOMKillAt.Time), 5*time.Second, "the container ended %v, the first OOM kill %v", r.FinishedAt, v.OOMKillAt)
+	}
+	if v := r.Vitals; v != nil && v.Limit != nil {
+		// No stale figure: the kernel's high-water mark, or none.
+		peakRead := v.Peak != nil && *v.Peak >= *v.Limit/10*9
+		assert.True(t, peakRead || v.PeakUnknown, "the peak is read at the limit or said unknown: %+v", v.Memory)
+	}
+	assert.Contains(t, runnerguardWhy(t, m.buildNS, r.Pod), "the container hit its memory limit and the kernel OOM-killed it")
 }
 
 func assertOOMVitals(t *testing.T, r death.Record) {
