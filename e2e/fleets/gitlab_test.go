@@ -252,6 +252,10 @@ func processOOM(t *testing.T, m *manager, r death.Record) {
 func cgroupOOM(t *testing.T, m *manager, r death.Record) {
 	t.Helper()
 	assertOOMVitals(t, r)
+	if v := r.Vitals; v != nil {
+		t.Logf("vitals: %d OOM kills (watch %s), first at %v; peak %s (unknown %v), limit %s; the container ended %v",
+			v.OOMKill, v.OOMWatch, v.OOMKillAt, orNone(v.Peak), v.PeakUnknown, orNone(v.Limit), r.FinishedAt)
+	}
 	assert.Equal(t, "OOMKilled", r.Reason, "the runtime's reason")
 	if assert.NotNil(t, r.ExitCode) {
 		assert.Equal(t, int32(137), *r.ExitCode, "the main shell's SIGKILL")
@@ -291,4 +295,11 @@ func reaperRefused(t *testing.T, m *manager, _ int64, pod string) {
 		out, err := runnerguardRefusals(m.buildNS, pod)
 		t.Logf("kubectl runnerguard refusals %s -n %s (err %v):\n%s", pod, m.buildNS, err, out)
 	}
+}
+
+func orNone(n *int64) string {
+	if n == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*n, 10)
 }
