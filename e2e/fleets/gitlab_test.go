@@ -82,6 +82,8 @@ var gitlabCases = []gitlabCase{{
 	// resident memory first. A writer with a 4k buffer holds the least, so
 	// the shells go first, the container's main shell (the one the
 	// manager attaches to) among them, and the container ends at the kill.
+	// The sleep lets the first line reach the trace before the kills end
+	// the job.
 	name: "a job that fills the build container's memory is cgroup-oom",
 	script: []string{"echo " + jobStarted, "sleep 2",
 		"dd if=/dev/zero of=" + ramdisk + "/a bs=4k count=25600 &",
