@@ -37,11 +37,14 @@ type gitlabCase struct {
 	// reaped: during is the reaper's refused delete, which the record
 	// keeps.
 	reaped bool
-	// state and reason are the job's last state and failure reason as the
-	// runner reports them: the proof that the runner saw what the case
-	// did (a cancel, its timeout, the OOM).
-	state, reason string
-	class         death.Class
+	// state and reasons are the job's last state and failure reason as
+	// the runner reports them: the proof that the runner saw what the case
+	// did (a cancel, its timeout, the OOM). Where the runner's own race
+	// decides the reason, reasons lists each it may report; none: no
+	// reason.
+	state   string
+	reasons []string
+	class   death.Class
 	// check asserts what else the class implies.
 	check func(t *testing.T, m *manager, r death.Record)
 }
@@ -61,16 +64,35 @@ var gitlabCases = []gitlabCase{{
 	during: func(t *testing.T, m *manager, id int64, _ string) { m.coord.Cancel(id) },
 	// GitLab Runner's own reason, job_canceled, never goes to GitLab
 	// (its common/network.go): it reports what GitLab supports.
-	state: "failed", reason: "unknown_failure", class: death.JobEnded, check: endedByManager,
+	state: "failed", reasons: []string{"unknown_failure"}, class: death.JobEnded, check: endedByManager,
 }, {
 	name:    "a job past the service's timeout is job-timeout",
 	script:  []string{"echo " + jobStarted, "sleep 600"},
 	timeout: 30 * time.Second,
-	state:   "failed", reason: "job_execution_timeout", class: death.JobTimeout, check: endedByManager,
+	state:   "failed", reasons: []string{"job_execution_timeout"}, class: death.JobTimeout, check: endedByManager,
 }, {
 	name:   "a process killed at the build container's memory limit is process-oom",
 	script: []string{"echo " + jobStarted, "dd if=/dev/zero of=/dev/null bs=200M count=1"},
-	state:  "failed", reason: "script_failure", class: death.ProcessOOM, check: processOOM,
+	state:  "failed", reasons: []string{"script_failure"}, class: death.ProcessOOM, check: processOOM,
+}, {
+	// The writers fill the memory-backed volume past the build
+	// container's limit. Those pages are charged to the container but
+	// belong to no process, so no kill frees them: the kernel kills again
+	// at each page a writer still charges, the process with the most
+	// resident memory first. A writer with a 4k buffer holds the least, so
+	// the shells go first, the container's main shell (the one the
+	// manager attaches to) among them, and the container ends at the kill.
+	// The sleep lets the first line reach the trace before the kills end
+	// the job.
+	name: "a job that fills the build container's memory is cgroup-oom",
+	script: []string{"echo " + jobStarted, "sleep 2",
+		"dd if=/dev/zero of=" + ramdisk + "/a bs=4k count=25600 &",
+		"dd if=/dev/zero of=" + ramdisk + "/b bs=4k count=25600 &",
+		"wait", "echo fleet-job-done"},
+	// script_failure when the stage's exit status reaches the runner (a
+	// wrapper shell outlived the step's) before its poll of the pod sees
+	// the build container ended, runner_system_failure after.
+	state: "failed", reasons: []string{"script_failure", "runner_system_failure"}, class: death.CgroupOOM, check: cgroupOOM,
 }}
 
 // nextJobID numbers the coordinator's jobs across layouts.
@@ -93,9 +115,9 @@ func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
 			if t.Failed() || ran.Load() != int64(len(gitlabCases)) {
 				return // the count below is of every case's record
 			}
-			// Two deaths (the timeout and the OOM) and three job ends.
+			// Three deaths (the timeout and the two OOMs) and three job ends.
 			out := runnerguardDeaths(t, m.buildNS)
-			assert.Equal(t, "2 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
+			assert.Equal(t, "3 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
 		})
 	}
 }
@@ -116,7 +138,11 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 	gone(t, pod)
 	res := m.coord.Result(id)
 	assert.Equal(t, c.state, res.State, "the runner's last report of job %d: %+v", id, res)
-	assert.Equal(t, c.reason, res.FailureReason, "the runner's failure reason of job %d", id)
+	reasons := c.reasons
+	if len(reasons) == 0 {
+		reasons = []string{""}
+	}
+	assert.Contains(t, reasons, res.FailureReason, "the runner's failure reason of job %d", id)
 	recs := deathRecords(t, pod)
 	require.Len(t, recs, 1, "one record of job %d's build pod", id)
 	r := recs[0]
@@ -222,6 +248,28 @@ func processOOM(t *testing.T, m *manager, r death.Record) {
 	}
 }
 
+// cgroupOOM: the kernel killed the build container's every process at its
+// limit, its main shell among them: the container ended at the kill, with
+// the runtime's reason OOMKilled (the manager deleted the pod after).
+func cgroupOOM(t *testing.T, m *manager, r death.Record) {
+	t.Helper()
+	assertOOMVitals(t, r)
+	if v := r.Vitals; v != nil {
+		t.Logf("vitals: %d OOM kills (watch %s), first at %v; peak %s (unknown %v), limit %s; the container ended %v",
+			v.OOMKill, v.OOMWatch, v.OOMKillAt, orNone(v.Peak), v.PeakUnknown, orNone(v.Limit), r.FinishedAt)
+	}
+	assert.Equal(t, "OOMKilled", r.Reason, "the runtime's reason")
+	if assert.NotNil(t, r.ExitCode) {
+		assert.Equal(t, int32(137), *r.ExitCode, "the main shell's SIGKILL")
+	}
+	if v := r.Vitals; v != nil && v.Limit != nil {
+		// No stale figure: the kernel's high-water mark, or none.
+		peakRead := v.Peak != nil && *v.Peak >= *v.Limit/10*9
+		assert.True(t, peakRead || v.PeakUnknown, "the peak is read at the limit or said unknown: %+v", v.Memory)
+	}
+	assert.Contains(t, runnerguardWhy(t, m.buildNS, r.Pod), "the container hit its memory limit and the kernel OOM-killed it")
+}
+
 func assertOOMVitals(t *testing.T, r death.Record) {
 	t.Helper()
 	if assert.NotNil(t, r.Vitals, "the vitals' last reading") {
@@ -249,4 +297,11 @@ func reaperRefused(t *testing.T, m *manager, _ int64, pod string) {
 		out, err := runnerguardRefusals(m.buildNS, pod)
 		t.Logf("kubectl runnerguard refusals %s -n %s (err %v):\n%s", pod, m.buildNS, err, out)
 	}
+}
+
+func orNone(n *int64) string {
+	if n == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*n, 10)
 }

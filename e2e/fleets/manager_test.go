@@ -43,6 +43,9 @@ type layout struct {
 	// as a manager running in a pod holds; else one long-lived token bound
 	// to no pod, as a manager outside the cluster holds.
 	podBound bool
+	// warn: the build namespace is in warn mode (its runnerguard.io/mode
+	// label), the install in enforce.
+	warn bool
 }
 
 var layouts = []layout{
@@ -64,7 +67,11 @@ type manager struct {
 func startManager(t *testing.T, l layout) *manager {
 	t.Helper()
 	ctx := context.Background()
-	m := &manager{buildNS: newNamespace(t, true), coord: gitlabapi.New()}
+	build := map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
+	if l.warn {
+		build[runnerpod.ModeLabel] = "warn"
+	}
+	m := &manager{buildNS: labelledNamespace(t, build), coord: gitlabapi.New()}
 	saNS := m.buildNS
 	if l.ownNamespace {
 		saNS = newNamespace(t, false)
@@ -110,6 +117,11 @@ func startManager(t *testing.T, l layout) *manager {
 	return m
 }
 
+// ramdisk is where the build container mounts a memory-backed emptyDir, as
+// a runner's admin configures one to build in RAM: a job that fills it
+// fills its container's memory.
+const ramdisk = "/ramdisk"
+
 // runnerConfig is the manager's config.toml: the Kubernetes executor,
 // building in ns, with the build container's memory limited so a job can
 // hit it.
@@ -138,17 +150,28 @@ shutdown_timeout = 5
     helper_memory_limit = "128Mi"
     poll_interval = 1
     poll_timeout = 120
-`, name, url, name, adminCfg.Host, token, caFile, ns, buildImage, helperImage)
+    [[runners.kubernetes.volumes.empty_dir]]
+      name = "ramdisk"
+      mount_path = %q
+      medium = "Memory"
+      size_limit = "256Mi"
+`, name, url, name, adminCfg.Host, token, caFile, ns, buildImage, helperImage, ramdisk)
 }
 
 // newNamespace makes a namespace, opted in to runnerguard when optIn,
 // deleted after the test.
 func newNamespace(t *testing.T, optIn bool) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleet-" + strings.ToLower(rand.String(6))}}
 	if optIn {
-		ns.Labels = map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
+		return labelledNamespace(t, map[string]string{runnerpod.EnabledNamespaceLabel: "true"})
 	}
+	return labelledNamespace(t, nil)
+}
+
+// labelledNamespace makes a namespace with labels, deleted after the test.
+func labelledNamespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleet-" + strings.ToLower(rand.String(6)), Labels: labels}}
 	require.NoError(t, admin.Create(context.Background(), ns))
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), ns) })
 	return ns.Name
