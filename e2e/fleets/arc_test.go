@@ -5,6 +5,7 @@ package fleets
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,8 +253,8 @@ func asClient(t *testing.T, user string) client.Client {
 
 // oncall is an operator who ends a busy runner on purpose, as
 // docs/concepts/guard.md says a deliberate drain is done: granted the
-// override (the chart's ClusterRole runnerguard-override) and edit in the
-// runners' namespace, and nothing else.
+// override (the chart's ClusterRole runnerguard-override) and the pods'
+// get, patch and delete in the runners' namespace, and nothing else.
 const oncall = "oncall@fleet.example"
 
 // arcOverride: the on-call's delete of a busy runner is refused until they
@@ -289,13 +290,17 @@ func arcOverride(t *testing.T, f *arcFleet) {
 		"the details link is the job's page")
 }
 
-// grantOverride binds user, in ns, to edit and to the chart's override.
+// grantOverride lets user, in ns, read, patch and delete pods (a Role of
+// its own) and override (the chart's ClusterRole).
 func grantOverride(t *testing.T, ns, user string) {
 	t.Helper()
-	for _, role := range []string{"edit", nodecluster.ReleaseName + "-override"} {
-		require.NoError(t, admin.Create(context.Background(), &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oncall-" + role},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+	ctx := context.Background()
+	require.NoError(t, admin.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oncall-pods"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "patch", "delete"}}}}))
+	for kind, role := range map[string]string{"Role": "oncall-pods", "ClusterRole": nodecluster.ReleaseName + "-override"} {
+		require.NoError(t, admin.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oncall-" + strings.TrimPrefix(role, "oncall-")},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 		}))
 	}
