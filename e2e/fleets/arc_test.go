@@ -58,7 +58,10 @@ func TestARCScaleSet(t *testing.T) {
 		if !ok {
 			t.Log("a case failed: its record may be missing from the counts")
 		}
-		assert.Contains(t, runnerguardDeaths(t, f.ns), "2 runner deaths, 2 job ends and 1 idle removal on record")
+		// Idle removals: at least the idle case's. Under load the listener
+		// may scale an extra runner up and down between cases (a run on
+		// 2026-11-28 had two).
+		assert.Regexp(t, `^2 runner deaths, 2 job ends and [1-9][0-9]* idle removals? on record\n`, runnerguardDeaths(t, f.ns))
 	})
 }
 
