@@ -16,6 +16,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/fleets/gitlabapi"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -113,8 +114,9 @@ func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
 				}
 			})
 			if t.Failed() || ran.Load() != int64(len(gitlabCases)) {
-				return // the count below is of every case's record
+				return // the counts below are of every case's record
 			}
+			t.Run("reports", func(t *testing.T) { assertGitLabReportsOfLayout(t, m) })
 			// Three deaths (the timeout and the two OOMs) and three job ends.
 			out := runnerguardDeaths(t, m.buildNS)
 			assert.Equal(t, "3 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
@@ -129,6 +131,8 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 		timeout = 10 * time.Minute
 	}
 	m.coord.Add(gitlabapi.Job{ID: id, Name: "fleet-" + strconv.FormatInt(id, 10), Image: buildImage, Script: c.script, Timeout: timeout})
+	// GitLab knows the job, on a commit of its own.
+	gitlabAPI.AddJob(notifytest.Job{Project: gitlabProject, ID: strconv.FormatInt(id, 10), SHA: headSHA(id), Ref: "main", Pipeline: id})
 	pod := buildPod(t, m, id)
 	require.Eventually(t, func() bool { return strings.Contains(m.coord.Result(id).Trace, jobStarted+"\n") },
 		2*time.Minute, 250*time.Millisecond, "job %d to start (trace so far: %q)", id, m.coord.Result(id).Trace)
@@ -156,6 +160,8 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 	if c.check != nil {
 		c.check(t, m, r)
 	}
+	m.record(ranJob{id: id, pod: pod, class: death.Class(r.Class)})
+	assertGitLabReport(t, m, id, pod, death.Class(r.Class))
 }
 
 // assertJob checks that the record names job id as the runner marked it.

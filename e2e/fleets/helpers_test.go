@@ -62,14 +62,16 @@ func buildPod(t *testing.T, m *manager, id int64) podRef {
 	return ref
 }
 
-// gone waits until the build pod is deleted (the job over, as its manager
-// ends it).
+// gone waits until the pod is deleted (the job over, as its manager ends
+// it). A pod of the same name with another UID is not it: ARC gives a
+// runner that is not done a new pod of the same name.
 func gone(t *testing.T, pod podRef) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		err := admin.Get(context.Background(), client.ObjectKey{Namespace: pod.namespace, Name: pod.name}, &corev1.Pod{})
-		return apierrors.IsNotFound(err)
-	}, 4*time.Minute, 500*time.Millisecond, "build pod %s/%s to go", pod.namespace, pod.name)
+		p := &corev1.Pod{}
+		err := admin.Get(context.Background(), client.ObjectKey{Namespace: pod.namespace, Name: pod.name}, p)
+		return apierrors.IsNotFound(err) || (err == nil && p.UID != pod.uid)
+	}, 4*time.Minute, 500*time.Millisecond, "pod %s/%s to go", pod.namespace, pod.name)
 }
 
 // deathRecords waits for and reads the RunnerDeath records of pod.

@@ -65,6 +65,12 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	adminCfg, admin, cs, kubeconfigPath = c.Config, c.Admin, c.Clientset, c.Kubeconfig
+	nameLayouts()
+	stop, err := startReports(root)
+	if err != nil {
+		return 0, fmt.Errorf("turning reports on: %w", err)
+	}
+	defer stop()
 	dir, err := os.MkdirTemp("", "fleets-")
 	if err != nil {
 		return 0, err

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/e2e/fleets/gitlabapi"
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -46,6 +48,10 @@ type layout struct {
 	// warn: the build namespace is in warn mode (its runnerguard.io/mode
 	// label), the install in enforce.
 	warn bool
+	// buildNS and managerNS are named before the run (nameLayouts), so
+	// that the chart's reports.gitlab.managers can name every manager, as
+	// an operator names theirs.
+	buildNS, managerNS string
 }
 
 var layouts = []layout{
@@ -54,12 +60,60 @@ var layouts = []layout{
 	{name: "outside-long-lived-token"},
 }
 
+// nameLayouts names each layout's namespaces.
+func nameLayouts() {
+	for i := range layouts {
+		l := &layouts[i]
+		l.buildNS = randomNamespace()
+		l.managerNS = l.buildNS
+		if l.ownNamespace {
+			l.managerNS = randomNamespace()
+		}
+	}
+}
+
+// managerUsernames are the layouts' managers, as the API server names them.
+func managerUsernames() []string {
+	var out []string
+	for _, l := range layouts {
+		out = append(out, "system:serviceaccount:"+l.managerNS+":"+managerSA)
+	}
+	return out
+}
+
 // manager is one running GitLab Runner manager and its coordinator.
 type manager struct {
 	buildNS  string
 	username string // the manager's ServiceAccount, as the API server names it
 	coord    *gitlabapi.Coordinator
 	log      string // the manager's own log file
+	// trusted: the reporter tells its jobs' deaths (a manager in the build
+	// namespace is refused: anyone granted edit there can act as it).
+	trusted bool
+
+	mu  sync.Mutex
+	ran []ranJob
+}
+
+// ranJob is a job that ran and what was recorded of it.
+type ranJob struct {
+	id    int64
+	pod   podRef
+	class death.Class
+}
+
+// record keeps a job that ran, for the layout's count of reports.
+func (m *manager) record(j ranJob) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ran = append(m.ran, j)
+}
+
+// jobs are the jobs that ran.
+func (m *manager) jobs() []ranJob {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]ranJob(nil), m.ran...)
 }
 
 // startManager makes l's namespaces, ServiceAccount, RBAC and token, and
@@ -67,14 +121,15 @@ type manager struct {
 func startManager(t *testing.T, l layout) *manager {
 	t.Helper()
 	ctx := context.Background()
+	m := &manager{buildNS: l.buildNS, coord: gitlabapi.New(), trusted: l.managerNS != l.buildNS}
 	build := map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
 	if l.warn {
 		build[runnerpod.ModeLabel] = "warn"
 	}
-	m := &manager{buildNS: labelledNamespace(t, build), coord: gitlabapi.New()}
-	saNS := m.buildNS
+	labelledNamespace(t, l.buildNS, build)
+	saNS := l.managerNS
 	if l.ownNamespace {
-		saNS = newNamespace(t, false)
+		makeNamespace(t, saNS, false)
 	}
 	m.username = "system:serviceaccount:" + saNS + ":" + managerSA
 	require.NoError(t, admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: saNS, Name: managerSA}}))
@@ -162,19 +217,31 @@ shutdown_timeout = 5
 // deleted after the test.
 func newNamespace(t *testing.T, optIn bool) string {
 	t.Helper()
-	if optIn {
-		return labelledNamespace(t, map[string]string{runnerpod.EnabledNamespaceLabel: "true"})
-	}
-	return labelledNamespace(t, nil)
+	name := randomNamespace()
+	makeNamespace(t, name, optIn)
+	return name
 }
 
-// labelledNamespace makes a namespace with labels, deleted after the test.
-func labelledNamespace(t *testing.T, labels map[string]string) string {
+func randomNamespace() string { return "fleet-" + strings.ToLower(rand.String(6)) }
+
+// makeNamespace makes namespace name, opted in to runnerguard when optIn,
+// deleted after the test.
+func makeNamespace(t *testing.T, name string, optIn bool) {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleet-" + strings.ToLower(rand.String(6)), Labels: labels}}
+	var labels map[string]string
+	if optIn {
+		labels = map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
+	}
+	labelledNamespace(t, name, labels)
+}
+
+// labelledNamespace makes namespace name with labels, deleted after the
+// test.
+func labelledNamespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	require.NoError(t, admin.Create(context.Background(), ns))
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), ns) })
-	return ns.Name
 }
 
 // grantManager gives the manager's ServiceAccount (in saNS) the Kubernetes

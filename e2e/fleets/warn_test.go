@@ -48,7 +48,10 @@ var warnCases = []gitlabCase{{
 // neither refused nor warned of, and a reaper's delete of a busy pod goes
 // through with a warning and is on the record as warn mode's.
 func TestGitLabRunnerWarnMode(t *testing.T) {
-	m := startManager(t, warnLayout)
+	l := warnLayout
+	l.buildNS = randomNamespace()
+	l.managerNS = l.buildNS // outside the cluster: its ServiceAccount lives with the builds
+	m := startManager(t, l)
 	var ran atomic.Int64
 	t.Run("jobs", func(t *testing.T) {
 		for _, c := range warnCases {

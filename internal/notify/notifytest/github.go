@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -48,12 +49,18 @@ type GitHub struct {
 	checkRuns []CheckRun
 }
 
-// NewGitHub starts the fake with a fresh App key.
+// NewGitHub starts the fake with a fresh App key, on loopback.
 func NewGitHub(appID, installationID int64, runs map[string]string) *GitHub {
+	return NewGitHubOn(nil, appID, installationID, runs)
+}
+
+// NewGitHubOn starts the fake on l (nil: loopback), e.g. an address the
+// cluster's pods reach.
+func NewGitHubOn(l net.Listener, appID, installationID int64, runs map[string]string) *GitHub {
 	k, _ := rsa.GenerateKey(rand.Reader, 2048)
 	g := &GitHub{AppID: appID, InstallationID: installationID, Runs: runs, pub: &k.PublicKey, token: "ghs_fake" + strconv.FormatInt(installationID, 10),
 		Key: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})}
-	g.Server = httptest.NewServer(http.HandlerFunc(g.serve))
+	g.Server = serveOn(l, http.HandlerFunc(g.serve))
 	return g
 }
 

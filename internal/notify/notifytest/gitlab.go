@@ -2,6 +2,7 @@ package notifytest
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -37,11 +38,23 @@ type GitLab struct {
 	statuses []Status
 }
 
-// NewGitLab starts the fake.
-func NewGitLab(token string, jobs ...Job) *GitLab {
+// NewGitLab starts the fake, on loopback.
+func NewGitLab(token string, jobs ...Job) *GitLab { return NewGitLabOn(nil, token, jobs...) }
+
+// NewGitLabOn starts the fake on l (nil: loopback), e.g. an address the
+// cluster's pods reach.
+func NewGitLabOn(l net.Listener, token string, jobs ...Job) *GitLab {
 	g := &GitLab{Token: token, Jobs: jobs}
-	g.Server = httptest.NewServer(http.HandlerFunc(g.serve))
+	g.Server = serveOn(l, http.HandlerFunc(g.serve))
 	return g
+}
+
+// AddJob makes a job known while the fake serves (a real fleet's jobs are
+// numbered as they come).
+func (g *GitLab) AddJob(j Job) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.Jobs = append(g.Jobs, j)
 }
 
 // Statuses are the statuses set.

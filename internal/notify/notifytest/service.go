@@ -2,9 +2,22 @@ package notifytest
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 )
+
+// serveOn starts h on l, or on loopback when l is nil.
+func serveOn(l net.Listener, h http.Handler) *httptest.Server {
+	s := httptest.NewUnstartedServer(h)
+	if l != nil {
+		_ = s.Listener.Close()
+		s.Listener = l
+	}
+	s.Start()
+	return s
+}
 
 // service is what each fake service keeps alike: the requests it answered,
 // those that broke the published shape, and the failures a test asks of it.
