@@ -79,20 +79,9 @@ func TestTheOldestPinnedServerIsTheChartsMinimum(t *testing.T) {
 // refuses, or a policy it marks with warnings.
 func TestTheChartsCELHoldsOnEveryPinnedServer(t *testing.T) {
 	h := helm4(t)
-	// Every optional expression rendered: every preset, exempt principals
-	// (the default), trusted controllers.
-	values := `presets:
-  enabled: [arc-scale-set, arc-workflow, arc-legacy, gitlab, generic]
-  gitlab: {ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}
-  arc-scale-set: {controllerPrincipals: [system:serviceaccount:arc-systems:arc-gha-rs-controller]}
-  arc-legacy: {controllerPrincipals: [system:serviceaccount:actions-runner-system:actions-runner-controller]}
-policy: {podGarbageCollectors: [system:serviceaccount:kube-system:pod-garbage-collector]}`
 	for _, v := range pinnedKubeVersions(t) {
 		t.Run(v.String(), func(t *testing.T) {
-			out, err := h.run("template", release, chartDir, "--namespace", namespace,
-				"--kube-version", "v"+v.String(), "--values", writeValues(t, values))
-			require.NoError(t, err, "helm template --kube-version %s", v)
-			objs := parse(t, out)
+			objs := renderFor(t, h, v, everyExpression)
 			// A server compiles a new expression in its previous minor's
 			// environment.
 			env := environment.MustBaseEnvSet(utilversion.MajorMinor(v.Major(), v.Minor()-1))
@@ -127,6 +116,155 @@ policy: {podGarbageCollectors: [system:serviceaccount:kube-system:pod-garbage-co
 			assert.NotZero(t, policies, "the chart renders its policies")
 		})
 	}
+}
+
+// everyExpression are values that render every optional expression and
+// rule: every preset, exempt principals (the default), trusted controllers.
+const everyExpression = `presets:
+  enabled: [arc-scale-set, arc-workflow, arc-legacy, gitlab, generic]
+  gitlab: {ownerPrincipals: [system:serviceaccount:ci:gitlab-runner]}
+  arc-scale-set: {controllerPrincipals: [system:serviceaccount:arc-systems:arc-gha-rs-controller]}
+  arc-legacy: {controllerPrincipals: [system:serviceaccount:actions-runner-system:actions-runner-controller]}
+policy: {podGarbageCollectors: [system:serviceaccount:kube-system:pod-garbage-collector]}`
+
+// renderFor renders the chart with values as Helm would for a server of
+// version v.
+func renderFor(t *testing.T, h helm, v *utilversion.Version, values string) objects {
+	t.Helper()
+	out, err := h.run("template", release, chartDir, "--namespace", namespace,
+		"--kube-version", "v"+v.String(), "--values", writeValues(t, values))
+	require.NoError(t, err, "helm template --kube-version %s", v)
+	return parse(t, out)
+}
+
+// newerResources are the built-in resources the chart's rules name that
+// an older supported server does not serve, and the minor that serves them
+// first. A rule naming one matches nothing there, which is what the chart
+// means.
+var newerResources = map[string]struct {
+	since *utilversion.Version
+	why   string
+}{
+	"pods/resize": {utilversion.MajorMinor(1, 33), "before it a resize is an update of the pod, which the policy matches too"},
+}
+
+// Every built-in resource and subresource the chart's webhooks and
+// policies name is served by every pinned server, but those newerResources
+// lists, which are served exactly from their minor on: a rule for a
+// subresource a server lacks is no error there, only a rule that never
+// matches, so a new one must be meant.
+func TestEveryResourceTheChartAdmitsIsServedByEveryPinnedServer(t *testing.T) {
+	h := helm4(t)
+	for _, v := range pinnedKubeVersions(t) {
+		t.Run(v.String(), func(t *testing.T) {
+			objs := renderFor(t, h, v, everyExpression)
+			dir := filepath.Join(moduleDir(t, "k8s.io/kubernetes@v"+v.String()), "api", "openapi-spec", "v3")
+			named := 0
+			for _, r := range admissionRules(t, objs) {
+				require.NotNil(t, r.Scope, "every rule names its scope")
+				for _, gv := range groupVersions(r) {
+					paths, builtIn := servedPaths(t, dir, gv)
+					if !builtIn {
+						continue // a custom resource's group
+					}
+					for _, res := range r.Resources {
+						named++
+						served := paths[pathOf(gv, *r.Scope, res)]
+						if newer, ok := newerResources[res]; ok {
+							assert.Equal(t, v.AtLeast(newer.since), served, "%s served from %s on (%s), on %s", res, newer.since, newer.why, v)
+							continue
+						}
+						assert.True(t, served, "%s/%s is not served by %s", gv, res, v)
+					}
+				}
+			}
+			assert.NotZero(t, named, "the chart's rules name built-in resources")
+		})
+	}
+}
+
+// admissionRules are the rules of every webhook and policy in objs.
+func admissionRules(t *testing.T, objs objects) []admissionregistrationv1.Rule {
+	t.Helper()
+	var rules []admissionregistrationv1.Rule
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ValidatingWebhookConfiguration":
+			var c admissionregistrationv1.ValidatingWebhookConfiguration
+			objs.get(t, u.GetKind(), u.GetName(), &c)
+			for _, w := range c.Webhooks {
+				for _, r := range w.Rules {
+					rules = append(rules, r.Rule)
+				}
+			}
+		case "MutatingWebhookConfiguration":
+			var c admissionregistrationv1.MutatingWebhookConfiguration
+			objs.get(t, u.GetKind(), u.GetName(), &c)
+			for _, w := range c.Webhooks {
+				for _, r := range w.Rules {
+					rules = append(rules, r.Rule)
+				}
+			}
+		case "ValidatingAdmissionPolicy":
+			var p admissionregistrationv1.ValidatingAdmissionPolicy
+			objs.get(t, u.GetKind(), u.GetName(), &p)
+			for _, r := range p.Spec.MatchConstraints.ResourceRules {
+				rules = append(rules, r.RuleWithOperations.Rule)
+			}
+		}
+	}
+	return rules
+}
+
+// groupVersions are the group versions r names.
+func groupVersions(r admissionregistrationv1.Rule) []schema.GroupVersion {
+	var gvs []schema.GroupVersion
+	for _, g := range r.APIGroups {
+		for _, v := range r.APIVersions {
+			gvs = append(gvs, schema.GroupVersion{Group: g, Version: v})
+		}
+	}
+	return gvs
+}
+
+// servedPaths are the paths of gv's OpenAPI document in dir, and whether
+// the release serves gv at all.
+func servedPaths(t *testing.T, dir string, gv schema.GroupVersion) (map[string]bool, bool) {
+	t.Helper()
+	file := "api__" + gv.Version + "_openapi.json"
+	if gv.Group != "" {
+		file = "apis__" + gv.Group + "__" + gv.Version + "_openapi.json"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false
+	}
+	require.NoError(t, err)
+	var doc struct{ Paths map[string]json.RawMessage }
+	require.NoError(t, json.Unmarshal(b, &doc))
+	paths := map[string]bool{}
+	for p := range doc.Paths {
+		paths[p] = true
+	}
+	return paths, true
+}
+
+// pathOf is the path a server serves one object of resource (resource or
+// resource/subresource) of gv at.
+func pathOf(gv schema.GroupVersion, scope admissionregistrationv1.ScopeType, resource string) string {
+	p := "/api/" + gv.Version
+	if gv.Group != "" {
+		p = "/apis/" + gv.Group + "/" + gv.Version
+	}
+	if scope == admissionregistrationv1.NamespacedScope {
+		p += "/namespaces/{namespace}"
+	}
+	res, sub, _ := strings.Cut(resource, "/")
+	p += "/" + res + "/{name}"
+	if sub != "" {
+		p += "/" + sub
+	}
+	return p
 }
 
 func must[T any](v T, err error) T {
