@@ -103,17 +103,7 @@ func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
 			m := startManager(t, l)
-			var ran atomic.Int64
-			t.Run("jobs", func(t *testing.T) {
-				for _, c := range gitlabCases {
-					t.Run(c.name, func(t *testing.T) {
-						t.Parallel()
-						ran.Add(1)
-						runGitLabCase(t, m, c)
-					})
-				}
-			})
-			if t.Failed() || ran.Load() != int64(len(gitlabCases)) {
+			if !runGitLabCases(t, m, gitlabCases) {
 				return // the counts below are of every case's record
 			}
 			t.Run("reports", func(t *testing.T) { assertGitLabReportsOfLayout(t, m) })
@@ -122,6 +112,24 @@ func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
 			assert.Equal(t, "3 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
 		})
 	}
+}
+
+// runGitLabCases runs cases side by side as m's jobs; it reports whether
+// every case ran and passed, so that a count of their records means
+// something.
+func runGitLabCases(t *testing.T, m *manager, cases []gitlabCase) bool {
+	t.Helper()
+	var ran atomic.Int64
+	t.Run("jobs", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				ran.Add(1)
+				runGitLabCase(t, m, c)
+			})
+		}
+	})
+	return !t.Failed() && ran.Load() == int64(len(cases))
 }
 
 func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
@@ -160,7 +168,7 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 	if c.check != nil {
 		c.check(t, m, r)
 	}
-	m.record(ranJob{id: id, pod: pod, class: death.Class(r.Class)})
+	m.ran.add(ranJob{id: id, pod: pod, class: death.Class(r.Class)})
 	assertGitLabReport(t, m, id, pod, death.Class(r.Class))
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,25 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 )
+
+// syncList is a list that parallel tests append to.
+type syncList[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+func (l *syncList[T]) add(v T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.items = append(l.items, v)
+}
+
+// all is a copy of the list so far.
+func (l *syncList[T]) all() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]T(nil), l.items...)
+}
 
 // jobIDAnnotation is where GitLab Runner names the job on its build pod.
 const jobIDAnnotation = "job.runner.gitlab.com/id"

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -91,8 +90,8 @@ type manager struct {
 	// namespace is refused: anyone granted edit there can act as it).
 	trusted bool
 
-	mu  sync.Mutex
-	ran []ranJob
+	// ran are the jobs that ran, for the layout's count of reports.
+	ran syncList[ranJob]
 }
 
 // ranJob is a job that ran and what was recorded of it.
@@ -100,20 +99,6 @@ type ranJob struct {
 	id    int64
 	pod   podRef
 	class death.Class
-}
-
-// record keeps a job that ran, for the layout's count of reports.
-func (m *manager) record(j ranJob) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ran = append(m.ran, j)
-}
-
-// jobs are the jobs that ran.
-func (m *manager) jobs() []ranJob {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]ranJob(nil), m.ran...)
 }
 
 // startManager makes l's namespaces, ServiceAccount, RBAC and token, and

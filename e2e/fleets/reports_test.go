@@ -335,7 +335,7 @@ var gitlabTitles = map[death.Class]string{
 // else, every request the fake received in GitLab's shapes.
 func assertGitLabReportsOfLayout(t *testing.T, m *manager) {
 	t.Helper()
-	for _, j := range m.jobs() {
+	for _, j := range m.ran.all() {
 		want := 0
 		if notify.Told(j.class) && m.trusted {
 			want = 1

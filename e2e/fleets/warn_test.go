@@ -8,8 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,18 +50,9 @@ func TestGitLabRunnerWarnMode(t *testing.T) {
 	l.buildNS = randomNamespace()
 	l.managerNS = l.buildNS // outside the cluster: its ServiceAccount lives with the builds
 	m := startManager(t, l)
-	var ran atomic.Int64
-	t.Run("jobs", func(t *testing.T) {
-		for _, c := range warnCases {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				ran.Add(1)
-				runGitLabCase(t, m, c)
-			})
-		}
-	})
+	allRan := runGitLabCases(t, m, warnCases)
 	t.Run("nothing of the manager's is refused or warned of", func(t *testing.T) { managerUnwarned(t, m) })
-	if t.Failed() || ran.Load() != int64(len(warnCases)) {
+	if !allRan || t.Failed() {
 		return // the count below is of every case's record
 	}
 	out := runnerguardDeaths(t, m.buildNS)
@@ -128,19 +117,6 @@ func warnedAs(t *testing.T, user string) (*kubernetes.Clientset, *warningLog) {
 }
 
 // warningLog keeps the admission warnings a client got.
-type warningLog struct {
-	mu   sync.Mutex
-	text []string
-}
+type warningLog struct{ syncList[string] }
 
-func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.text = append(w.text, text)
-}
-
-func (w *warningLog) all() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.text...)
-}
+func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) { w.add(text) }
