@@ -187,23 +187,24 @@ func TestEveryResourceTheChartAdmitsIsServedByEveryPinnedServer(t *testing.T) {
 func admissionRules(t *testing.T, objs objects) []admissionregistrationv1.Rule {
 	t.Helper()
 	var rules []admissionregistrationv1.Rule
+	webhook := func(rs []admissionregistrationv1.RuleWithOperations) {
+		for _, r := range rs {
+			rules = append(rules, r.Rule)
+		}
+	}
 	for _, u := range objs {
 		switch u.GetKind() {
 		case "ValidatingWebhookConfiguration":
 			var c admissionregistrationv1.ValidatingWebhookConfiguration
 			objs.get(t, u.GetKind(), u.GetName(), &c)
 			for _, w := range c.Webhooks {
-				for _, r := range w.Rules {
-					rules = append(rules, r.Rule)
-				}
+				webhook(w.Rules)
 			}
 		case "MutatingWebhookConfiguration":
 			var c admissionregistrationv1.MutatingWebhookConfiguration
 			objs.get(t, u.GetKind(), u.GetName(), &c)
 			for _, w := range c.Webhooks {
-				for _, r := range w.Rules {
-					rules = append(rules, r.Rule)
-				}
+				webhook(w.Rules)
 			}
 		case "ValidatingAdmissionPolicy":
 			var p admissionregistrationv1.ValidatingAdmissionPolicy
