@@ -77,8 +77,9 @@ compat: helm-bin
 	  grep -E -- '--- SKIP|: needs ' $$log || true; grep -E '^ok' $$log; \
 	done
 
-# Helm 4, Helm 3 (as helm3) and crane, built from the Go module proxy into
-# .cache/bin once.
+# Helm 4, Helm 3 (as helm3), crane and actionlint, built from the Go module
+# proxy into .cache/bin once (hack/tools/go.mod pins every tool the harness
+# builds, in one module, so the libraries they share compile once).
 tools:
 	hack/tools.sh
 
@@ -282,7 +283,7 @@ scale-smoke: kube-bin helm-bin
 
 # The autoscalers' marks against the real Karpenter: Karpenter's
 # kwok provider (hack/karpenter.sh builds it from the Go module proxy, in
-# its own module hack/karpenter) launches and consolidates Nodes that kwok
+# hack/tools with the other tools) launches and consolidates Nodes that kwok
 # plays, the real kube-scheduler places ARC scale-set runner pods on them,
 # runnerguard runs as the real binary. Three setups side by side, a NodePool
 # each: no marks, the static marks the injector used to add, runnerguard's

@@ -3,14 +3,15 @@
 # own controllers, its cloud provider creating kwok-played Nodes) from the
 # Go module proxy into .cache/tools/karpenter-<version>, once, with its CRDs
 # beside it, and links .cache/bin/karpenter-kwok. The version is the one
-# hack/karpenter/go.mod pins (its own module: runnerguard's go.mod stays
-# free of Karpenter's dependencies). A warm run builds nothing.
+# hack/tools/go.mod pins (the module all the harness's tools build from, so
+# they share what they have in common; runnerguard's go.mod stays free of
+# Karpenter's dependencies). A warm run builds nothing.
 # Usage: hack/karpenter.sh   (prints the directory holding the binary and crds/)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-moddir="$root/hack/karpenter"
+moddir="$root/hack/tools"
 version=$(grep -oE '^(require )?[[:space:]]*sigs.k8s.io/karpenter v[^ ]+' "$moddir/go.mod" | awk '{ print $NF }' | head -1)
-[ -n "$version" ] || { echo "hack/karpenter.sh: hack/karpenter/go.mod pins no sigs.k8s.io/karpenter" >&2; exit 2; }
+[ -n "$version" ] || { echo "hack/karpenter.sh: hack/tools/go.mod pins no sigs.k8s.io/karpenter" >&2; exit 2; }
 dir="$root/.cache/tools/karpenter-$version"
 if [ ! -x "$dir/karpenter-kwok" ] || [ ! -d "$dir/crds" ]; then
   echo ">> building Karpenter's kwok provider $version from the Go module proxy" >&2

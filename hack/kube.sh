@@ -2,14 +2,15 @@
 # Builds the pinned Kubernetes binaries and etcd from the Go module proxy into
 # .cache/kube/<version>/bin, once: a warm run finds them and builds nothing.
 # Usage: [KUBE_VERSION=v1.N.P] hack/kube.sh [binary ...]   (default: all of them)
-# The default version is the one the suites run on; make compat asks for older
-# minors, each pinned by its own module: hack/kube-1.N pins v1.N.P and its
-# staging modules, hack/kube the default.
+# The default version is the one the suites run on, pinned in hack/tools (the
+# module every tool of the harness builds from, so they share the packages
+# they have in common); make compat asks for older minors, each pinned by
+# its own module: hack/kube-1.N pins v1.N.P and its staging modules.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=${KUBE_VERSION:-v1.37.2}
 minor=$(echo "$version" | cut -d. -f2)
-moddir="$root/hack/kube"
+moddir="$root/hack/tools"
 [ "$version" = v1.37.2 ] || moddir="$root/hack/kube-1.$minor"
 if ! grep -qE "^[[:space:]]*k8s.io/kubernetes $version\$" "$moddir/go.mod" 2>/dev/null; then
   echo "hack/kube.sh: no module pins k8s.io/kubernetes $version (looked in ${moddir#"$root"/})" >&2

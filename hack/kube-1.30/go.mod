@@ -1,5 +1,5 @@
 // Module kube-1.30 builds the Kubernetes 1.30 control plane and its etcd from the
-// Go module proxy for make compat (see hack/kube.sh and hack/kube/go.mod).
+// Go module proxy for make compat (see hack/kube.sh and hack/tools/go.mod).
 module github.com/runnerguard/runnerguard/hack/kube-1.30
 
 go 1.22.0
