@@ -71,7 +71,8 @@ func isEphemeralRunnerDelete(req admission.Request) bool {
 }
 
 // ownerNoteWait bounds how long the guard waits, after it answered, for the
-// deletion it reviewed to show on the EphemeralRunner before it notes it.
+// deletion it reviewed to show on the EphemeralRunner before it notes it,
+// and, reviewing the pod's delete, for that note.
 const ownerNoteWait = 5 * time.Second
 
 // ephemeralRunnerDeleted allows the deletion and, unless it is a dry run or

@@ -502,6 +502,42 @@ func TestARCsRemovalOfAnIdleRunnerIsNotedIdle(t *testing.T) {
 	assert.Nil(t, n.Job)
 }
 
+// lateNote is a reader to which the note named late shows only from its
+// misses+1st read on: the EphemeralRunner's note, written after its own
+// review's answer, landing after ARC's finalizer already deleted the pod
+// (seen on the real fleet under load).
+type lateNote struct {
+	client.Reader
+	late   string
+	misses atomic.Int32
+}
+
+func (r *lateNote) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.RunnerDeletion); ok && key.Name == r.late && r.misses.Add(-1) >= 0 {
+		return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("runnerdeletions").GroupResource(), key.Name)
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func TestTheIdleRemovalsNoteWaitsForTheEphemeralRunnersNoteToNameWhoStartedIt(t *testing.T) {
+	const arc = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
+	pod := podtest.ARCScaleSet("ci", "r").Running("runner").Obj()
+	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
+		Deletion: v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: arc, Operation: "delete"}}
+	er := deletingEphemeralRunner(map[string]any{"phase": "Running"}, "ephemeralrunner.actions.github.com/finalizer")
+	h, _ := newTestHandler(pod, er, erNote)
+	late := &lateNote{Reader: h.Reader, late: "er-r"}
+	late.misses.Store(2)
+	h.Reader = late
+	resp := serve(t, h, deleteReq(t, pod, arc, false, nil))
+	require.True(t, resp.Allowed, resp.Result.Message)
+	n := deletionNote(t, h, pod)
+	require.NotNil(t, n)
+	assert.Equal(t, "idle", n.Rule)
+	assert.Equal(t, arc, n.StartedBy, "the EphemeralRunner's note, read once it landed")
+	assert.Less(t, late.misses.Load(), int32(0), "read past its misses")
+}
+
 func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvisesNoOverride(t *testing.T) {
 	pod := podtest.ARCScaleSet("ci", "r").Running("runner").Obj()
 	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
