@@ -28,12 +28,13 @@ import (
 )
 
 // pinnedKubeVersions are the Kubernetes releases the suites' API servers are
-// built from, oldest first: hack/kube's (the default, every suite's) and
+// built from, oldest first: hack/tools' (the default, every suite's) and
 // each hack/kube-1.N's (make compat's).
 func pinnedKubeVersions(t *testing.T) []*utilversion.Version {
 	t.Helper()
-	mods, err := filepath.Glob("../../hack/kube*/go.mod")
+	mods, err := filepath.Glob("../../hack/kube-1.*/go.mod")
 	require.NoError(t, err)
+	mods = append(mods, "../../hack/tools/go.mod")
 	pin := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v\S+)$`)
 	var versions []*utilversion.Version
 	for _, m := range mods {
