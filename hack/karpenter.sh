@@ -13,6 +13,10 @@ moddir="$root/hack/tools"
 version=$(grep -oE '^(require )?[[:space:]]*sigs.k8s.io/karpenter v[^ ]+' "$moddir/go.mod" | awk '{ print $NF }' | head -1)
 [ -n "$version" ] || { echo "hack/karpenter.sh: hack/tools/go.mod pins no sigs.k8s.io/karpenter" >&2; exit 2; }
 dir="$root/.cache/tools/karpenter-$version"
+mkdir -p "$root/.cache/tools"
+# One build at a time: the second caller finds it built.
+exec 9> "$dir.lock"
+flock 9
 if [ ! -x "$dir/karpenter-kwok" ] || [ ! -d "$dir/crds" ]; then
   echo ">> building Karpenter's kwok provider $version from the Go module proxy" >&2
   start=$SECONDS

@@ -30,14 +30,22 @@ declare -A pkgs=(
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet)
 
-missing=()
 for b in "${want[@]}"; do
   [ -n "${pkgs[$b]:-}" ] || { echo "hack/kube.sh: unknown binary $b" >&2; exit 2; }
   [ -x "$out/$b" ] || grep -q "\"${pkgs[$b]}\"" "$moddir"/tools.go ||
     { echo "hack/kube.sh: ${moddir#"$root"/} does not pin $b" >&2; exit 2; }
-  [ -x "$out/$b" ] || missing+=("$b")
 done
-[ ${#missing[@]} -gt 0 ] || exit 0
+missing() {
+  missing=()
+  for b in "${want[@]}"; do [ -x "$out/$b" ] || missing+=("$b"); done
+  [ ${#missing[@]} -gt 0 ]
+}
+missing || exit 0
+# One build at a time per version: make test's two lanes can ask for the
+# same binary, and the second finds it built.
+exec 9> "$out/.lock"
+flock 9
+missing || exit 0
 
 # Without these the server reports v0.0.0-master, which breaks kubectl version
 # and version-gated behaviour.

@@ -12,16 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 say() { echo ">> $*" >&2; }
 [ "$(id -u)" = 0 ] || { echo "hack/node-deps.sh: run as root (apt, containerd, kubelet)" >&2; exit 1; }
 
-packages=(containerd runc containernetworking-plugins busybox-static iproute2)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing Debian packages: ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$root/hack/debian.sh" containerd runc containernetworking-plugins busybox-static iproute2
 
 kube=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet)
 for b in "${kube[@]}"; do

@@ -10,10 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/.cache/images"
 mkdir -p "$out"
-if [ ! -x /bin/busybox ] || ! /bin/busybox --list | grep -qx sh; then
-  echo ">> installing busybox-static" >&2
-  apt-get install -y -qq busybox-static >/dev/null
-fi
+"$root/hack/debian.sh" busybox-static
 
 pause_sum=$(cat "$root/e2e/images/pause/main.go" "$root/go.mod" | sha256sum | cut -c1-16)
 runner_sum=$(cat "$root/e2e/images/runner/runner.sh" /bin/busybox | sha256sum | cut -c1-16)

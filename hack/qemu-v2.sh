@@ -10,13 +10,7 @@ cd "$(dirname "$0")/.."
 CACHE=${CACHE:-$PWD/.cache}/qemu
 mkdir -p "$CACHE"
 
-need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-[ -x /bin/busybox ] && /bin/busybox --list | grep -qx cpio || need+=(busybox-static)
-if [ ${#need[@]} -gt 0 ]; then
-	apt-get update -qq >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
-fi
+hack/debian.sh qemu-system-x86 busybox-static
 
 # The newest signed cloud kernel the apt lists know.
 kernel_pkg() {
@@ -24,7 +18,7 @@ kernel_pkg() {
 }
 pkg=${VITALS_KERNEL_PKG:-$(kernel_pkg)}
 if [ -z "$pkg" ]; then
-	apt-get update -qq >&2
+	hack/debian.sh --update
 	pkg=$(kernel_pkg)
 fi
 kdir=$CACHE/$pkg

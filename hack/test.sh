@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# `make test`: every stage in order, each timed (wall and CPU seconds), with
-# a table of the stage times at the end (and at the first failure, which
-# stops the run).
+# `make test`: every stage, each timed (wall and CPU seconds), with a table
+# of the stage times at the end (and at the first failure, which stops the
+# run).
 #
-# The builds that only the later stages need (the node's control plane and
-# kubelet, containerd, cert-manager's controllers, the node's images, kwok,
-# Karpenter's provider, promtool, crane and the image's arm64 packages) run
-# in the background beside the first suites, whose waits on the API server
-# leave a core idle: on a cold machine they are most of the run. Their log
-# is .cache/test-builds.log; their times are in the table. A stage that
-# needs them waits for them first, so no build runs twice.
+# After the first stages (the checks in seconds, and the API server, etcd,
+# kubectl and Helm the suites need), the stages run in two lanes side by
+# side, since most suites wait on API servers and leave a core idle:
+# - this process runs the API-server suites, the chart's and the sidecar's;
+# - the lane beside (`hack/test.sh --lane`, a session of its own, so that a
+#   failed run ends it whole) builds what only its stages need (the node's
+#   control plane and kubelet, containerd, cert-manager's controllers, the
+#   node's images, kwok, Karpenter's provider, promtool), then runs the
+#   stages that need them: the fleet simulation, Karpenter's, the alerts'
+#   and the node suite.
+# The lane's output is .cache/test-lane.log, printed when it fails; its
+# times are rows of the table. A failure in either lane stops the run.
 # The CPU column is the user and system time of the stage's processes once
-# they have ended; the background builds' is in their own rows (and again in
-# the wait's).
-# Usage: hack/test.sh   (make test runs it; TEST_SERIAL=1 builds in line)
+# they have ended.
+# Usage: hack/test.sh   (make test runs it; TEST_SERIAL=1 runs the lane's
+# stages after this one's, in this process)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mkdir -p .cache
 times_file=$(mktemp)
 trap 'rm -f "$times_file"' EXIT
-builds_times=.cache/test-builds.times
+lane_times=.cache/test-lane.times
+lane_log=.cache/test-lane.log
 
 # cpu_mark sets cpu to the CPU seconds this shell's ended children have
 # used so far. `times` runs in this shell (a redirect, no subshell): a
@@ -31,7 +37,18 @@ cpu_mark() {
   cpu=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$times_file")
 }
 
+# In the lane, a row goes to $lane_times (name|wall|cpu); here, to the
+# table's arrays.
+in_lane=
 names=() secs=() cpus=()
+row() {
+  if [ -n "$in_lane" ]; then
+    echo "$1|$2|$3" >> "$lane_times"
+  else
+    names+=("$1") secs+=("$2") cpus+=("$3")
+  fi
+}
+
 start=$SECONDS
 table() {
   echo
@@ -40,14 +57,14 @@ table() {
   for i in "${!names[@]}"; do printf '   %-26s %5ds %6ds\n' "${names[$i]}" "${secs[$i]}" "${cpus[$i]}"; done
   cpu_mark
   printf '   %-26s %5ds %6ds\n' "total" "$((SECONDS - start))" "$cpu"
-  if [ -s "$builds_times" ]; then
-    echo ">> the builds beside the suites (wall and CPU seconds)"
-    awk '{ printf "   %-26s %5ds %6ds\n", $1, $2, $3 }' "$builds_times"
+  if [ -s "$lane_times" ]; then
+    echo ">> the lane beside (wall and CPU seconds; its CPU is in the total once it ended)"
+    awk -F'|' '{ printf "   %-26s %5ds %6ds\n", $1, $2, $3 }' "$lane_times"
   fi
 }
 
-# stage NAME COMMAND...: runs it, timed; a failure prints the table and ends
-# the run.
+# stage NAME COMMAND...: runs it, timed. A failure ends the lane it is in;
+# here it prints the table and ends the run.
 stage() {
   local name=$1 t=$SECONDS c
   shift
@@ -55,86 +72,91 @@ stage() {
   cpu_mark
   c=$cpu
   if ! "$@"; then
-    local passed=${#names[@]}
     cpu_mark
-    names+=("$name (FAILED)") secs+=($((SECONDS - t))) cpus+=($((cpu - c)))
-    table
-    echo "stages: $passed passed, 1 failed"
-    exit 1
+    row "$name (FAILED)" $((SECONDS - t)) $((cpu - c))
+    [ -z "$in_lane" ] || exit 1
+    fail "$name"
   fi
   cpu_mark
-  names+=("$name") secs+=($((SECONDS - t))) cpus+=($((cpu - c)))
-}
-
-# step NAME COMMAND...: one of the background builds, its wall and CPU
-# seconds appended to $builds_times.
-step() {
-  local name=$1 t=$SECONDS c
-  shift
-  echo ">> build $name" >&2
-  cpu_mark
-  c=$cpu
-  "$@"
-  cpu_mark
-  echo "$name $((SECONDS - t)) $((cpu - c))" >> "$builds_times"
+  row "$name" $((SECONDS - t)) $((cpu - c))
+  [ -n "$in_lane" ] || lane_check
 }
 
 m() { make --no-print-directory "$@"; }
 
-# The later stages' builds, in the order the stages need them; run as
-# `hack/test.sh --builds` in a session of its own, so that a failed run ends
-# them whole. The arm64 step compiles the image's packages for arm64 (into
-# the build cache; the image stage links them).
-builds() {
-  step kcm,scheduler,kubelet hack/kube.sh kube-controller-manager kube-scheduler kubelet
-  step kwok hack/tools.sh kwok
-  step karpenter-kwok hack/karpenter.sh
-  step promtool hack/tools.sh promtool
-  step crane hack/tools.sh crane
-  step image-arm64 env CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath ./cmd/runnerguard ./cmd/vitals
-  step node-deps hack/node-deps.sh
+# The lane beside: the builds only its stages need, in the order they need
+# them, then those stages. The arm64 build compiles the image's packages
+# for arm64 into the build cache (the image stage, here, links them).
+lane() {
+  stage "build kcm,scheduler,kubelet" hack/kube.sh kube-controller-manager kube-scheduler kubelet
+  stage "build kwok" hack/tools.sh kwok
+  stage "build karpenter-kwok" hack/karpenter.sh
+  stage "build promtool" hack/tools.sh promtool
+  stage "build image-arm64" env CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath ./cmd/runnerguard ./cmd/vitals
+  stage "build node-deps" hack/node-deps.sh
+  stage scale-smoke m scale-smoke
+  stage karpenter-smoke m karpenter-smoke
+  stage alerts-test m alerts-test
+  stage e2e-node m e2e-node
 }
-if [ "${1:-}" = --builds ]; then
-  rm -f "$builds_times"
-  builds
+if [ "${1:-}" = --lane ]; then
+  in_lane=1
+  lane
   exit
 fi
-builds_pid=
-waited=
-wait_builds() {
-  [ -n "$builds_pid" ] && [ -z "$waited" ] || return 0
-  waited=1
-  wait "$builds_pid" || { echo "the builds beside the suites failed: .cache/test-builds.log" >&2; tail -30 .cache/test-builds.log >&2; return 1; }
+
+lane_pid=
+lane_done=
+# lane_check ends the run if the lane beside has failed; quiet while it
+# runs or once it passed.
+lane_check() {
+  [ -n "$lane_pid" ] && [ -z "$lane_done" ] || return 0
+  kill -0 "$lane_pid" 2>/dev/null && return 0
+  lane_wait || fail "the lane beside"
+}
+lane_wait() {
+  [ -n "$lane_pid" ] && [ -z "$lane_done" ] || return 0
+  lane_done=1
+  wait "$lane_pid" && return 0
+  echo ">> the lane beside failed; the end of $lane_log:"
+  tail -n 400 "$lane_log"
+  return 1
+}
+fail() {
+  local passed=${#names[@]}
+  table
+  echo "stages: $passed passed here, 1 failed ($1)"
+  exit 1
 }
 
 stage chart-docs-check m chart-docs-check
 stage lint m lint
 stage drift m drift
 stage workflow-lint m workflow-lint
-# kube-apiserver, etcd, kubectl and Helm first: the suites below and the
-# node's build both need them, and two builds of one binary must not race.
-stage kube-bin m kube-bin helm-bin
-rm -f "$builds_times"
-if [ "${TEST_SERIAL:-}" = 1 ]; then
-  stage builds builds
-else
-  setsid "$0" --builds > .cache/test-builds.log 2>&1 < /dev/null &
-  builds_pid=$!
-  trap 'rm -f "$times_file"; [ -n "$waited" ] || [ -z "$builds_pid" ] || kill -- -"$builds_pid" 2>/dev/null || true' EXIT
+# kube-apiserver, etcd, kubectl, Helm and crane first: both lanes need them,
+# and what the lanes share is better compiled once than twice at a time.
+prelude_bins() { m kube-bin helm-bin && hack/tools.sh crane; }
+stage kube-bin prelude_bins
+rm -f "$lane_times"
+if [ "${TEST_SERIAL:-}" != 1 ]; then
+  setsid "$0" --lane > "$lane_log" 2>&1 < /dev/null &
+  lane_pid=$!
+  trap 'rm -f "$times_file"; [ -n "$lane_done" ] || [ -z "$lane_pid" ] || kill -- -"$lane_pid" 2>/dev/null || true' EXIT
 fi
 stage krew-test m krew-test
 stage unit m unit
 stage e2e-api m e2e-api
 stage bench-smoke m bench-smoke
-stage "builds beside (wait)" wait_builds
-stage scale-smoke m scale-smoke
-stage karpenter-smoke m karpenter-smoke
 stage chart-test m chart-test
-stage alerts-test m alerts-test
 stage image m image
 stage vitals-arm64 m vitals-arm64
 stage vitals-v1 m vitals-v1
 stage vitals-v2 m vitals-v2
-stage e2e-node m e2e-node
+if [ "${TEST_SERIAL:-}" = 1 ]; then
+  lane
+else
+  stage "lane beside (wait)" lane_wait
+  grep -E '^(ok|PASS|--- SKIP)' "$lane_log" | sed 's/^/   lane: /' || true
+fi
 table
 echo "stages: ${#names[@]} passed, 0 failed"

@@ -31,7 +31,11 @@ version() {
 # <package>@<version>` from the tool's own go.mod instead.
 install() {
   local name=$1 version=$2 pkg=$3 binary=$4 ldflags=$5 tags=${6:-}
-  local dir="$tools/$name-$version"
+  local dir="$tools/$name-$version" lock
+  # One build of a tool at a time: make test's two lanes can both ask for
+  # it, and the second finds it built.
+  exec {lock}> "$dir.lock"
+  flock "$lock"
   if [ ! -x "$dir/$binary" ]; then
     echo ">> building $name $version from the Go module proxy (cold: helm takes ~3.5 min on 2 cores, less once another tool built what they share)" >&2
     local start=$SECONDS
@@ -49,6 +53,7 @@ install() {
   fi
   # Relative, so a .cache shared by a symlink links to its own tools.
   ln -sfn "../tools/$name-$version/$binary" "$bin/$name"
+  exec {lock}>&-
 }
 
 # Helm's own Makefiles set these; without them `helm version` prints only

@@ -24,10 +24,7 @@ if [ ! -x "$bin/gitlab-runner" ] || [ "$(cat "$bin/gitlab-runner.sum" 2>/dev/nul
   echo "$sum" > "$bin/gitlab-runner.sum"
 fi
 
-if [ ! -x /bin/bash-static ]; then
-  echo ">> installing bash-static" >&2
-  apt-get install -y -qq bash-static >/dev/null
-fi
+"$root/hack/debian.sh" bash-static
 helper_sum=$(cat "$bin/gitlab-runner" /bin/busybox /bin/bash-static "$0" | sha256sum | cut -c1-16)
 if [ -f "$out/gitlab-helper.tar" ] && [ "$(cat "$out/gitlab-helper.sum" 2>/dev/null)" = "$helper_sum" ]; then
   exit 0
