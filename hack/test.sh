@@ -6,13 +6,14 @@
 # After the first stages (the checks in seconds, and the API server, etcd,
 # kubectl and Helm the suites need), the stages run in two lanes side by
 # side, since most suites wait on API servers and leave a core idle:
-# - this process runs the API-server suites, the chart's and the sidecar's;
+# - this process runs the API-server suites, the chart's, the image's, the
+#   sidecar's and Karpenter's;
 # - the lane beside (`hack/test.sh --lane`, a session of its own, so that a
-#   failed run ends it whole) builds what only its stages need (the node's
-#   control plane and kubelet, containerd, cert-manager's controllers, the
-#   node's images, kwok, Karpenter's provider, promtool), then runs the
-#   stages that need them: the fleet simulation, Karpenter's, the alerts'
-#   and the node suite.
+#   failed run ends it whole) builds the node's control plane, kubelet,
+#   cert-manager's controllers and images and runs the node suite, the
+#   longest, then the fleet simulation and the alerts.
+# What both lanes need (kwok) is built by whichever asks first, under a
+# lock, so never twice.
 # The lane's output is .cache/test-lane.log, printed when it fails; its
 # times are rows of the table. A failure in either lane stops the run.
 # The CPU column is the user and system time of the stage's processes once
@@ -84,20 +85,16 @@ stage() {
 
 m() { make --no-print-directory "$@"; }
 
-# The lane beside: the builds only its stages need, in the order they need
-# them, then those stages. The arm64 build compiles the image's packages
-# for arm64 into the build cache (the image stage, here, links them).
+# The lane beside: the node suite first, the longest, after the builds it
+# needs, then the fleet simulation and the alerts (each builds its tool).
 lane() {
   stage "build kcm,scheduler,kubelet" hack/kube.sh kube-controller-manager kube-scheduler kubelet
-  stage "build kwok" hack/tools.sh kwok
-  stage "build karpenter-kwok" hack/karpenter.sh
-  stage "build promtool" hack/tools.sh promtool
-  stage "build image-arm64" env CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath ./cmd/runnerguard ./cmd/vitals
   stage "build node-deps" hack/node-deps.sh
-  stage scale-smoke m scale-smoke
-  stage karpenter-smoke m karpenter-smoke
-  stage alerts-test m alerts-test
   stage e2e-node m e2e-node
+  stage "build kwok" hack/tools.sh kwok
+  stage scale-smoke m scale-smoke
+  stage "build promtool" hack/tools.sh promtool
+  stage alerts-test m alerts-test
 }
 if [ "${1:-}" = --lane ]; then
   in_lane=1
@@ -152,6 +149,8 @@ stage image m image
 stage vitals-arm64 m vitals-arm64
 stage vitals-v1 m vitals-v1
 stage vitals-v2 m vitals-v2
+stage "build karpenter-kwok" hack/karpenter.sh
+stage karpenter-smoke m karpenter-smoke
 if [ "${TEST_SERIAL:-}" = 1 ]; then
   lane
 else
