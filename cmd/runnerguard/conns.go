@@ -85,8 +85,10 @@ func (l limitListener) Accept() (net.Conn, error) {
 		}
 		source := sourceOf(c.RemoteAddr())
 		if reason := l.limits.admit(source); reason != "" {
-			_ = c.Close()
+			// Counted before the close, so whoever sees the close can
+			// read the count.
 			l.refused(reason)
+			_ = c.Close()
 			continue
 		}
 		return &limitedConn{Conn: c, release: sync.OnceFunc(func() { l.limits.done(source) })}, nil
