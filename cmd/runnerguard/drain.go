@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -65,22 +66,7 @@ nothing changed (a permission missing, or kubectl's rules refuse a pod);
 		},
 	}
 	k := newKube(cmd)
-	f := cmd.Flags()
-	f.StringVarP(&o.selector, "selector", "l", "", "drain the nodes with these labels (a node pool)")
-	f.StringVar(&o.podSelector, "pod-selector", "", "only pods with these labels, as kubectl drain's")
-	f.StringVar(&o.deadline, "deadline", "", "end the jobs still running then: a duration (2h) or an RFC3339 time; none by default")
-	f.StringVar(&o.reason, "reason", "", "why jobs are ended at the deadline: the override's reason, on each death's record (required with --deadline)")
-	f.BoolVar(&o.dryRun, "dry-run", false, "print what would happen and change nothing")
-	f.BoolVar(&o.force, "force", false, "as kubectl drain: also evict the node's pods that no controller manages (runner pods need no --force)")
-	f.BoolVar(&o.ignoreDaemonSets, "ignore-daemonsets", false, "as kubectl drain: leave DaemonSet-managed pods")
-	f.BoolVar(&o.deleteEmptyDirData, "delete-emptydir-data", false, "as kubectl drain: evict pods with emptyDir data (runner pods need no flag)")
-	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long, leaving the nodes cordoned (0: never)")
-	f.IntVar(&o.gracePeriod, "grace-period", -1, "as kubectl drain: seconds each pod is given to terminate (-1: the pod's own)")
-	f.StringVar(&o.configPath, "config", "", "runnerguard config file, when the chart's ConfigMap cannot be read")
-	f.StringVar(&o.releaseNS, "runnerguard-namespace", "runnerguard", "the namespace runnerguard is installed in, for its ConfigMap")
-	f.StringVar(&o.rel, "release", "runnerguard", "runnerguard's release name (its ConfigMap's name)")
-	f.DurationVar(&o.interval, "interval", 2*time.Second, "how often the nodes are looked at again")
-	_ = f.MarkHidden("interval")
+	o.bind(cmd.Flags())
 	cmd.ValidArgsFunction = cobra.NoFileCompletions
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if o.deadline != "" && o.reason == "" {
@@ -103,6 +89,25 @@ nothing changed (a permission missing, or kubectl's rules refuse a pod);
 		}
 	}
 	return cmd
+}
+
+// bind defines drain's flags on f.
+func (o *drainOptions) bind(f *pflag.FlagSet) {
+	f.StringVarP(&o.selector, "selector", "l", "", "drain the nodes with these labels (a node pool)")
+	f.StringVar(&o.podSelector, "pod-selector", "", "only pods with these labels, as kubectl drain's")
+	f.StringVar(&o.deadline, "deadline", "", "end the jobs still running then: a duration (2h) or an RFC3339 time; none by default")
+	f.StringVar(&o.reason, "reason", "", "why jobs are ended at the deadline: the override's reason, on each death's record (required with --deadline)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print what would happen and change nothing")
+	f.BoolVar(&o.force, "force", false, "as kubectl drain: also evict the node's pods that no controller manages (runner pods need no --force)")
+	f.BoolVar(&o.ignoreDaemonSets, "ignore-daemonsets", false, "as kubectl drain: leave DaemonSet-managed pods")
+	f.BoolVar(&o.deleteEmptyDirData, "delete-emptydir-data", false, "as kubectl drain: evict pods with emptyDir data (runner pods need no flag)")
+	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long, leaving the nodes cordoned (0: never)")
+	f.IntVar(&o.gracePeriod, "grace-period", -1, "as kubectl drain: seconds each pod is given to terminate (-1: the pod's own)")
+	f.StringVar(&o.configPath, "config", "", "runnerguard config file, when the chart's ConfigMap cannot be read")
+	f.StringVar(&o.releaseNS, "runnerguard-namespace", "runnerguard", "the namespace runnerguard is installed in, for its ConfigMap")
+	f.StringVar(&o.rel, "release", "runnerguard", "runnerguard's release name (its ConfigMap's name)")
+	f.DurationVar(&o.interval, "interval", 2*time.Second, "how often the nodes are looked at again")
+	_ = f.MarkHidden("interval")
 }
 
 func outcomeText(o drain.Outcome) string {
@@ -163,13 +168,8 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 		r.names = append(r.names, n.Name)
 	}
 	if o.deadline != "" {
-		user, err := whoAmI(ctx, cs)
-		if err != nil {
+		if err := r.setDeadline(ctx); err != nil {
 			return drain.Outcome{}, err
-		}
-		r.deadline, _ = drain.ParseDeadline(o.deadline, time.Now())
-		if r.reason, err = drain.Reason(o.reason, user, r.names); err != nil {
-			return drain.Outcome{}, usageErrorf("%v", err)
 		}
 	}
 	r.helper = &kdrain.Helper{Ctx: ctx, Client: withoutRunners{cs, rgCfg.Presets}, Force: o.force, GracePeriodSeconds: o.gracePeriod,
@@ -189,4 +189,18 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 		r.helper.Ctx = ctx
 	}
 	return r.drain(ctx, others)
+}
+
+// setDeadline reads when the jobs still running are ended, and the reason
+// each one's override gives, which names who runs the drain.
+func (r *drainRun) setDeadline(ctx context.Context) error {
+	user, err := whoAmI(ctx, r.cs)
+	if err != nil {
+		return err
+	}
+	r.deadline, _ = drain.ParseDeadline(r.o.deadline, time.Now())
+	if r.reason, err = drain.Reason(r.o.reason, user, r.names); err != nil {
+		return usageErrorf("%v", err)
+	}
+	return nil
 }

@@ -1,0 +1,110 @@
+package recorder
+
+// One pod's deaths, from the reads that make its observation to the
+// records written and their Events.
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// record writes the records of pod's deaths that are due, and says when to
+// look again for those still waiting; runner is nil for a pod the watcher
+// does not record (outside the opted-in namespaces, or not a runner).
+// goneAt is when the pod was seen removed, zero while it exists.
+func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time) (time.Duration, *runnerpod.Runner, error) {
+	if ok, err := w.optedIn(ctx, pod.Namespace); err != nil || !ok {
+		return 0, nil, err
+	}
+	runner, ok := runnerpod.Match(pod, w.Config.Presets)
+	if !ok {
+		return 0, nil, nil
+	}
+	now, keep := w.Now(), w.Config.Records
+	o := death.Observation{Pod: pod, Runner: runner, GoneAt: goneAt, Now: now,
+		KeepSince: now.Add(-keep.MaxAge.Duration), KeepClean: keep.CleanMaxAge.Duration > 0, CleanSince: now.Add(-keep.CleanMaxAge.Duration),
+		// Read only for a death about to be written, never on a resync of
+		// one on record.
+		Job:      func() *v1alpha1.Job { return w.job(ctx, pod, runner) },
+		Node:     func() *v1alpha1.NodeState { return w.nodeState(ctx, pod.Spec.NodeName) },
+		Recorded: w.seen.Has}
+	if pod.DeletionTimestamp != nil || !goneAt.IsZero() {
+		var err error
+		if o.Note, err = w.note(ctx, pod); err != nil {
+			return 0, nil, err
+		}
+	}
+	plan := death.Decide(o)
+	for _, r := range plan.Records {
+		if err := w.write(ctx, pod, r); err != nil {
+			return 0, nil, err
+		}
+	}
+	return plan.Retry, &runner, nil
+}
+
+// note reads the guard's note of the pod's deletion, named after its UID.
+func (w *Watcher) note(ctx context.Context, pod *corev1.Pod) (*v1alpha1.DeletionNote, error) {
+	n := &v1alpha1.RunnerDeletion{}
+	err := w.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: string(pod.UID)}, n)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &n.Deletion, nil
+}
+
+// write creates r's RunnerDeath unless the death is already on record (by
+// this process or any other: the name is the death's), then notifies it.
+func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) error {
+	key := r.Key()
+	if w.seen.Has(key) {
+		return nil
+	}
+	err := w.Client.Create(ctx, r.Object())
+	if apierrors.IsAlreadyExists(err) {
+		w.seen.Add(key)
+		return nil
+	}
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace is being deleted and takes its records with it: no
+		// retry can store this one, and no Event can be written there
+		// either. The death is still counted, and the log keeps the record.
+		w.seen.Add(key)
+		countDeath(r)
+		logf.FromContext(ctx).WithName("death").Info("runner death not stored: its namespace is being deleted", "record", r)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.seen.Add(key)
+	countDeath(r)
+	w.Recorder.Eventf(pod, nil, r.EventType(), r.EventReason(), "Died", "%s", r.Note())
+	// One key holding the whole record: its JSON is the record's schema,
+	// and its fields cannot collide with the request's own log keys.
+	logf.FromContext(ctx).WithName("death").Info("runner death recorded", "record", r)
+	return nil
+}
+
+func (w *Watcher) optedIn(ctx context.Context, name string) (bool, error) {
+	// Metadata only: the same namespace informer the injector reads.
+	nsLabels, err := namespace.Labels(ctx, w.Client, nil, name)
+	if err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return w.Namespaces.Matches(labels.Set(nsLabels)), nil
+}
