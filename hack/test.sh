@@ -3,17 +3,21 @@
 # of the stage times at the end (and at the first failure, which stops the
 # run).
 #
-# After the first stages (the checks in seconds, and the API server, etcd,
-# kubectl and Helm the suites need), the stages run in two lanes side by
+# After the first two stages (the chart's README and lint, whose go vet
+# compiles runnerguard's libraries), the stages run in two lanes side by
 # side, since most suites wait on API servers and leave a core idle:
-# - this process runs the API-server suites, the chart's, the image's, the
-#   sidecar's and Karpenter's;
+# - this process checks the chart against the code (drift, Helm 4 and 3)
+#   and the release workflow, waits for the lane's kube-apiserver, then
+#   runs the API-server suites, the chart's, the image's, the sidecar's and
+#   Karpenter's;
 # - the lane beside (`hack/test.sh --lane`, a session of its own, so that a
-#   failed run ends it whole) builds the node's control plane, kubelet,
-#   cert-manager's controllers and images and runs the node suite, the
-#   longest, then the fleet simulation and the alerts.
+#   failed run ends it whole) builds kube-apiserver, etcd, kubectl and
+#   crane, then the node's control plane, kubelet, cert-manager's
+#   controllers and images, runs the node suite, the longest, then the
+#   fleet simulation and the alerts.
 # What both lanes need (kwok) is built by whichever asks first, under a
-# lock, so never twice.
+# lock, so never twice. The modules of every stage are fetched beside the
+# first stages (.cache/test-prefetch.log).
 # The lane's output is .cache/test-lane.log, printed when it fails; its
 # times are rows of the table. A failure in either lane stops the run.
 # The CPU column is the user and system time of the stage's processes once
@@ -55,12 +59,12 @@ table() {
   echo
   echo ">> make test: stage times (wall and CPU seconds)"
   local i
-  for i in "${!names[@]}"; do printf '   %-26s %5ds %6ds\n' "${names[$i]}" "${secs[$i]}" "${cpus[$i]}"; done
+  for i in "${!names[@]}"; do printf '   %-28s %5ds %6ds\n' "${names[$i]}" "${secs[$i]}" "${cpus[$i]}"; done
   cpu_mark
-  printf '   %-26s %5ds %6ds\n' "total" "$((SECONDS - start))" "$cpu"
+  printf '   %-28s %5ds %6ds\n' "total" "$((SECONDS - start))" "$cpu"
   if [ -s "$lane_times" ]; then
     echo ">> the lane beside (wall and CPU seconds; its CPU is in the total once it ended)"
-    awk -F'|' '{ printf "   %-26s %5ds %6ds\n", $1, $2, $3 }' "$lane_times"
+    awk -F'|' '{ printf "   %-28s %5ds %6ds\n", $1, $2, $3 }' "$lane_times"
   fi
 }
 
@@ -85,9 +89,17 @@ stage() {
 
 m() { make --no-print-directory "$@"; }
 
-# The lane beside: the node suite first, the longest, after the builds it
-# needs, then the fleet simulation and the alerts (each builds its tool).
-lane() {
+# The lane beside starts with kube-apiserver, etcd, kubectl and crane, which
+# both lanes need, and marks them built ($kube_ready) for this one; then
+# the node suite, the longest, after the builds it needs; then the fleet
+# simulation and the alerts (each builds its tool).
+kube_ready=.cache/test-lane.kube-bin
+lane_kube() {
+  stage kube-bin kube_bin
+  touch "$kube_ready"
+}
+kube_bin() { hack/kube.sh etcd kube-apiserver kubectl && hack/tools.sh crane; }
+lane_rest() {
   stage "build kcm,scheduler,kubelet" hack/kube.sh kube-controller-manager kube-scheduler kubelet
   stage "build node-deps" hack/node-deps.sh
   stage e2e-node m e2e-node
@@ -98,26 +110,41 @@ lane() {
 }
 if [ "${1:-}" = --lane ]; then
   in_lane=1
-  lane
+  lane_kube
+  lane_rest
   exit
 fi
 
 lane_pid=
 lane_done=
+lane_status=0
 # lane_check ends the run if the lane beside has failed; quiet while it
 # runs or once it passed.
 lane_check() {
-  [ -n "$lane_pid" ] && [ -z "$lane_done" ] || return 0
-  kill -0 "$lane_pid" 2>/dev/null && return 0
+  [ -n "$lane_pid" ] || return 0
+  [ -n "$lane_done" ] || ! kill -0 "$lane_pid" 2>/dev/null || return 0
   lane_wait || fail "the lane beside"
 }
+# lane_wait waits for the lane to end and returns its status (again, if
+# it ended before), printing the end of its log when it failed.
 lane_wait() {
-  [ -n "$lane_pid" ] && [ -z "$lane_done" ] || return 0
-  lane_done=1
-  wait "$lane_pid" && return 0
-  echo ">> the lane beside failed; the end of $lane_log:"
-  tail -n 400 "$lane_log"
-  return 1
+  [ -n "$lane_pid" ] || return 0
+  if [ -z "$lane_done" ]; then
+    lane_done=1
+    wait "$lane_pid" || lane_status=$?
+    if [ "$lane_status" != 0 ]; then
+      echo ">> the lane beside failed; the end of $lane_log:"
+      tail -n 400 "$lane_log"
+    fi
+  fi
+  return "$lane_status"
+}
+# kube_wait waits for the lane's kube-bin, or its failure.
+kube_wait() {
+  until [ -e "$kube_ready" ]; do
+    kill -0 "$lane_pid" 2>/dev/null || { lane_wait && [ -e "$kube_ready" ]; return; }
+    sleep 1
+  done
 }
 fail() {
   local passed=${#names[@]}
@@ -126,19 +153,38 @@ fail() {
   exit 1
 }
 
+# The modules every stage will need, fetched beside the first stages: a
+# build fetches what it lacks one module at a time as it finds them; this
+# fetches them all at once, in parallel, while the compiles run.
+prefetch() {
+  local d
+  for d in . hack/tools e2e/certmanager e2e/alerts; do (cd "$d" && go mod download) || true; done
+}
+prefetch > .cache/test-prefetch.log 2>&1 &
+prefetch_pid=$!
+rm -f "$lane_times" "$kube_ready"
+cleanup() {
+  rm -f "$times_file"
+  kill "$prefetch_pid" 2>/dev/null || true
+  [ -n "$lane_done" ] || [ -z "$lane_pid" ] || kill -- -"$lane_pid" 2>/dev/null || true
+}
+trap cleanup EXIT
+
 stage chart-docs-check m chart-docs-check
 stage lint m lint
-stage drift m drift
-stage workflow-lint m workflow-lint
-# kube-apiserver, etcd, kubectl, Helm and crane first: both lanes need them,
-# and what the lanes share is better compiled once than twice at a time.
-prelude_bins() { m kube-bin helm-bin && hack/tools.sh crane; }
-stage kube-bin prelude_bins
-rm -f "$lane_times"
+# The lane starts once lint has compiled runnerguard's libraries, which are
+# most of what the Helm builds of drift and the lane's kube-apiserver share,
+# so that those two run side by side without compiling anything twice.
 if [ "${TEST_SERIAL:-}" != 1 ]; then
   setsid "$0" --lane > "$lane_log" 2>&1 < /dev/null &
   lane_pid=$!
-  trap 'rm -f "$times_file"; [ -n "$lane_done" ] || [ -z "$lane_pid" ] || kill -- -"$lane_pid" 2>/dev/null || true' EXIT
+fi
+stage drift m drift
+stage workflow-lint m workflow-lint
+if [ "${TEST_SERIAL:-}" = 1 ]; then
+  lane_kube
+else
+  stage "kube-bin (wait)" kube_wait
 fi
 stage krew-test m krew-test
 stage unit m unit
@@ -152,7 +198,7 @@ stage vitals-v2 m vitals-v2
 stage "build karpenter-kwok" hack/karpenter.sh
 stage karpenter-smoke m karpenter-smoke
 if [ "${TEST_SERIAL:-}" = 1 ]; then
-  lane
+  lane_rest
 else
   stage "lane beside (wait)" lane_wait
   grep -E '^(ok|PASS|--- SKIP)' "$lane_log" | sed 's/^/   lane: /' || true
