@@ -8,13 +8,13 @@
 # side, since most suites wait on API servers and leave a core idle:
 # - this process checks the chart against the code (drift, Helm 4 and 3)
 #   and the release workflow, waits for the lane's kube-apiserver, then
-#   runs the API-server suites, the chart's, the image's, the sidecar's and
-#   Karpenter's;
+#   runs the API-server suites, the chart's, the alerts', the image's, the
+#   sidecar's and Karpenter's;
 # - the lane beside (`hack/test.sh --lane`, a session of its own, so that a
 #   failed run ends it whole) builds kube-apiserver, etcd, kubectl and
 #   crane, then the node's control plane, kubelet, cert-manager's
 #   controllers and images, runs the node suite, the longest, then the
-#   fleet simulation and the alerts.
+#   fleet simulation.
 # What both lanes need (kwok) is built by whichever asks first, under a
 # lock, so never twice. The modules of every stage are fetched beside the
 # first stages (.cache/test-prefetch.log).
@@ -92,7 +92,7 @@ m() { make --no-print-directory "$@"; }
 # The lane beside starts with kube-apiserver, etcd, kubectl and crane, which
 # both lanes need, and marks them built ($kube_ready) for this one; then
 # the node suite, the longest, after the builds it needs; then the fleet
-# simulation and the alerts (each builds its tool).
+# simulation.
 kube_ready=.cache/test-lane.kube-bin
 lane_kube() {
   stage kube-bin kube_bin
@@ -105,8 +105,6 @@ lane_rest() {
   stage e2e-node m e2e-node
   stage "build kwok" hack/tools.sh kwok
   stage scale-smoke m scale-smoke
-  stage "build promtool" hack/tools.sh promtool
-  stage alerts-test m alerts-test
 }
 if [ "${1:-}" = --lane ]; then
   in_lane=1
@@ -195,6 +193,8 @@ stage image m image
 stage vitals-arm64 m vitals-arm64
 stage vitals-v1 m vitals-v1
 stage vitals-v2 m vitals-v2
+stage "build promtool" hack/tools.sh promtool
+stage alerts-test m alerts-test
 stage "build karpenter-kwok" hack/karpenter.sh
 stage karpenter-smoke m karpenter-smoke
 if [ "${TEST_SERIAL:-}" = 1 ]; then
