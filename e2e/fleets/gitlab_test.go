@@ -212,20 +212,23 @@ func assertRefusals(t *testing.T, r death.Record, reaped bool) {
 	}
 }
 
-// assertWhyTimes checks that `why` ends the job at its owner's delete,
-// apart from the container's last kill a grace period later.
+// assertWhyTimes checks that `why` ends the job where it ended: at its
+// owner's delete when a deletion came before the container's end (apart
+// from the container's last kill a grace period later), else with the
+// container (an OOM kill of the container).
 func assertWhyTimes(t *testing.T, why string, r death.Record) {
 	t.Helper()
-	if r.DeletedAt == nil || r.JobStartedAt == nil {
+	if r.JobStartedAt == nil || r.FinishedAt == nil {
 		return // asserted apart
 	}
 	ts := func(m *metav1.Time) string { return m.UTC().Format(time.RFC3339) }
-	if death.Class(r.Class) == death.JobEnded {
+	switch {
+	case death.Class(r.Class) == death.JobEnded && r.DeletedAt != nil:
 		assert.Contains(t, why, "the job ran "+ts(r.JobStartedAt)+" to "+ts(r.DeletedAt)+" ", "the job's end is the delete")
-		return
-	}
-	if assert.True(t, r.DeletedAt.Before(r.FinishedAt), "the container outlived the delete") {
+	case r.DeletedAt != nil && r.DeletedAt.Before(r.FinishedAt):
 		assert.Contains(t, why, "its pod's deletion began at "+ts(r.DeletedAt)+", ", "the job's end apart from the last kill")
+	default:
+		assert.Contains(t, why, "the job ran "+ts(r.JobStartedAt)+" to "+ts(r.FinishedAt)+" ", "no deletion came first: the job ended with the container")
 	}
 }
 
@@ -257,8 +260,11 @@ func processOOM(t *testing.T, m *manager, r death.Record) {
 	t.Helper()
 	assertOOMVitals(t, r)
 	assert.Equal(t, m.username, r.DeletedBy)
-	if r.Vitals != nil && r.Vitals.OOMKillAt != nil && r.DeletedAt != nil {
-		assert.False(t, r.DeletedAt.Before(r.Vitals.OOMKillAt), "deleted %v before the OOM kill %v", r.DeletedAt, r.Vitals.OOMKillAt)
+	if assert.NotNil(t, r.DeletedAt, "the manager's delete ended the container") {
+		assert.True(t, r.DeletedAt.Before(r.FinishedAt), "the container outlived the delete")
+		if r.Vitals != nil && r.Vitals.OOMKillAt != nil {
+			assert.False(t, r.DeletedAt.Before(r.Vitals.OOMKillAt), "deleted %v before the OOM kill %v", r.DeletedAt, r.Vitals.OOMKillAt)
+		}
 	}
 }
 
@@ -281,7 +287,19 @@ func cgroupOOM(t *testing.T, m *manager, r death.Record) {
 		peakRead := v.Peak != nil && *v.Peak >= *v.Limit/10*9
 		assert.True(t, peakRead || v.PeakUnknown, "the peak is read at the limit or said unknown: %+v", v.Memory)
 	}
-	assert.Contains(t, runnerguardWhy(t, m.buildNS, r.Pod), "the container hit its memory limit and the kernel OOM-killed it")
+	// The kill ended the container and the job: no deletion ended it. The
+	// manager's delete after the failed job is on the record when the
+	// guard reviewed it, which it does only while the API server's status
+	// still shows the container running (the kubelet's report of its end
+	// may come before or after that delete).
+	assert.False(t, r.Deleted, "no deletion ended the container")
+	assert.Nil(t, r.DeletedAt, "no deletion ended the container")
+	assert.Contains(t, []string{m.username, ""}, r.DeletedBy, "the manager's delete after the kill, when reviewed")
+	assert.Contains(t, r.ClassBasis, "the kill ended the container", "what the class rests on")
+	why := runnerguardWhy(t, m.buildNS, r.Pod)
+	assert.Contains(t, why, "the container hit its memory limit and the kernel OOM-killed it")
+	assert.Contains(t, why, "and ended with the container, at the OOM kill\n")
+	assert.NotContains(t, why, "ended by its pod's deletion")
 }
 
 func assertOOMVitals(t *testing.T, r death.Record) {

@@ -59,10 +59,10 @@ var layouts = []layout{
 	{name: "outside-long-lived-token"},
 }
 
-// nameLayouts names each layout's namespaces.
+// nameLayouts names each layout's namespaces, the warn layout's among
+// them.
 func nameLayouts() {
-	for i := range layouts {
-		l := &layouts[i]
+	for _, l := range allLayouts() {
 		l.buildNS = randomNamespace()
 		l.managerNS = l.buildNS
 		if l.ownNamespace {
@@ -71,10 +71,22 @@ func nameLayouts() {
 	}
 }
 
-// managerUsernames are the layouts' managers, as the API server names them.
+// allLayouts are the enforce layouts and the warn layout.
+func allLayouts() []*layout {
+	out := []*layout{&warnLayout}
+	for i := range layouts {
+		out = append(out, &layouts[i])
+	}
+	return out
+}
+
+// managerUsernames are every layout's managers, as the API server names
+// them: an operator names each of theirs, the warn layout's too, so that
+// what the reporter decides of a layout's jobs is its trust rule's, never
+// a name left out.
 func managerUsernames() []string {
 	var out []string
-	for _, l := range layouts {
+	for _, l := range allLayouts() {
 		out = append(out, "system:serviceaccount:"+l.managerNS+":"+managerSA)
 	}
 	return out

@@ -46,10 +46,10 @@ var warnCases = []gitlabCase{{
 // neither refused nor warned of, and a reaper's delete of a busy pod goes
 // through with a warning and is on the record as warn mode's.
 func TestGitLabRunnerWarnMode(t *testing.T) {
-	l := warnLayout
-	l.buildNS = randomNamespace()
-	l.managerNS = l.buildNS // outside the cluster: its ServiceAccount lives with the builds
-	m := startManager(t, l)
+	// Outside the cluster, its ServiceAccount lives with the builds
+	// (nameLayouts named them, before the chart's reports named the
+	// manager).
+	m := startManager(t, warnLayout)
 	allRan := runGitLabCases(t, m, warnCases)
 	t.Run("nothing of the manager's is refused or warned of", func(t *testing.T) { managerUnwarned(t, m) })
 	if !allRan || t.Failed() {

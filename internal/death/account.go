@@ -212,14 +212,23 @@ func Refusals(pod *corev1.Pod) *v1alpha1.Refusals {
 }
 
 // vitalsLeft is how long r still waits for the vitals' final reading: while
-// the sidecar runs after the runner ended, up to VitalsWait past the end.
+// the sidecar runs after the runner ended, up to VitalsWait past the end or,
+// once the pod's deletion is under way, past that deletion's deadline. The
+// kubelet stops the sidecar only after every other container of the pod
+// ended: a runner killed on its own (an OOM kill) leaves it running beside
+// the pod's other containers (GitLab's helper) until its owner's delete
+// ends them, a grace period after that delete.
 func vitalsLeft(o Observation, r Record) time.Duration {
 	if r.Vitals != nil || r.FinishedAt == nil || !o.GoneAt.IsZero() {
 		return 0
 	}
 	for _, cs := range o.Pod.Status.InitContainerStatuses {
 		if cs.Name == runnerpod.VitalsContainer && cs.State.Running != nil {
-			return r.FinishedAt.Add(VitalsWait).Sub(o.Now)
+			until := r.FinishedAt.Time
+			if dl := o.Pod.DeletionTimestamp; dl != nil && dl.After(until) {
+				until = dl.Time
+			}
+			return until.Add(VitalsWait).Sub(o.Now)
 		}
 	}
 	return 0

@@ -152,7 +152,7 @@ func (d *decision) finish(r Record) (_ Record, wait time.Duration, due bool) {
 	if d.note != nil { // a valid note implies a deletion was seen
 		d.deletedBy(&r)
 	}
-	ProcessOOMSurvived(&r)
+	OOMKilled(&r)
 	if !Class(r.Class).Abnormal() && (!d.KeepClean || dated && end.Before(d.CleanSince)) {
 		return r, 0, false
 	}

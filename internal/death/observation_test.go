@@ -22,7 +22,14 @@ var end = podtest.Start.Add(10 * time.Minute)
 const (
 	v2Final   = `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":0,"oom_kill":0}`
 	v2OOMKill = `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":1,"oom_kill":1}`
+	// v2KillAtEnd: the vitals saw the kill as the runner ended, and left
+	// their reading half a minute later.
+	v2KillAtEnd = `{"v":1,"ts":"2026-11-01T12:10:33Z","cg":"v2","oom":2,"oom_kill":2,"oom_kill_at":"2026-11-01T12:10:00Z"}`
 )
+
+// killEndedIt is the basis of a container killed at its limit as the
+// vitals saw the kill.
+const killEndedIt = "the runtime reported OOMKilled, and the container ended 0s after the first OOM kill the vitals saw (at 2026-11-01T12:10:00Z), too soon to have outlived it: the kill ended the container, and the job with it"
 
 func note(requester, rule string, at time.Time) *v1alpha1.DeletionNote {
 	return &v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: requester, Rule: rule, Operation: "delete", Time: metav1.NewTime(at)}
@@ -37,6 +44,7 @@ func TestDecide(t *testing.T) {
 		job       string
 		basis     string
 		retry     time.Duration
+		vitals    bool // the sidecar's final reading on the record
 	}
 	cases := []struct {
 		name   string
@@ -156,7 +164,8 @@ func TestDecide(t *testing.T) {
 		{name: "GitLab: the owner's delete after a step was OOM-killed keeps the OOM evidence",
 			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Deleted(end.Add(-30*time.Second), 30).SidecarTerminated(runnerpod.VitalsContainer, v2OOMKill),
 			note: note("glr", "job-owner", end.Add(-30*time.Second)), now: end.Add(time.Second),
-			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "glr"}},
+			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "glr", vitals: true,
+				basis: "the vitals counted 1 OOM kill(s), which outweigh the exit code; the vitals dated no kill, so a kill of one process that the container outlived cannot be told from the container's own"}},
 		{name: "ARC workflow pod removed at once by the runner: the job's normal end",
 			pod: podtest.ARCWorkflow("ci", "r").Running("job"), goneAt: end, now: end, clean: true,
 			note: &v1alpha1.DeletionNote{UID: "uid-r-workflow", Requester: "arc-runner", Rule: "job-owner", Time: metav1.NewTime(end)},
@@ -203,7 +212,8 @@ func TestDecide(t *testing.T) {
 		{name: "ARC: an OOM before the job was over stays an OOM",
 			pod:  podtest.ARCScaleSet("ci", "r").Terminated("runner", 137, "OOMKilled").Deleted(end.Add(-5*time.Second), 30),
 			note: note("arc", "job-over", end.Add(-5*time.Second)), now: end.Add(time.Second),
-			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "arc"}},
+			want: want{classes: []Class{CgroupOOM}, deleted: true, deletedBy: "arc",
+				basis: "the runtime reported OOMKilled; the vitals dated no kill, so a kill of one process that the container outlived cannot be told from the container's own"}},
 		{name: "GitLab: the manager's delete a second before the pod's deadline is the job's timeout, not its normal end",
 			pod:  podtest.GitLab("ci", "r").ActiveDeadline(599, podtest.Start).Terminated("build", 137, "Error").Deleted(end.Add(-time.Second), 0),
 			note: note("glr", "job-owner", end.Add(-time.Second)), now: end.Add(time.Second), clean: true,
@@ -222,6 +232,16 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").Terminated("runner", 137, "OOMKilled").
 				SidecarTerminated(runnerpod.VitalsContainer, `{"v":1,"ts":"2026-11-01T12:10:00Z","cg":"v2","oom":1,"oom_kill":1,"oom_kill_at":"2026-11-01T12:09:59Z"}`),
 			now: end.Add(time.Second), want: want{classes: []Class{CgroupOOM}}},
+		{name: "GitLab: a build container OOM-killed on its own keeps its sidecar running beside the helper until the manager's delete ends them: the vitals are waited for until that deletion's grace ends",
+			pod: podtest.GitLab("ci", "r").Terminated("build", 137, "OOMKilled").Deleted(end.Add(3*time.Second), 30).SidecarRunning(runnerpod.VitalsContainer),
+			now: end.Add(VitalsWait), want: want{retry: 33 * time.Second}},
+		{name: "GitLab: the sidecar's reading, left at the end of that deletion's grace, is on the record, and the delete after the kill is not blamed for it",
+			pod: podtest.GitLab("ci", "r").Terminated("build", 137, "OOMKilled").Deleted(end.Add(3*time.Second), 30).SidecarTerminated(runnerpod.VitalsContainer, v2KillAtEnd),
+			now: end.Add(34 * time.Second), want: want{classes: []Class{CgroupOOM}, vitals: true, basis: killEndedIt}},
+		{name: "GitLab: the manager's delete in the second its build container was OOM-killed did not end it: the record keeps who asked, the kill ended the job",
+			pod:  podtest.GitLab("ci", "r").Terminated("build", 137, "OOMKilled").Deleted(end, 30).SidecarTerminated(runnerpod.VitalsContainer, v2KillAtEnd),
+			note: note("glr", "job-owner", end), now: end.Add(31 * time.Second),
+			want: want{classes: []Class{CgroupOOM}, deletedBy: "glr", vitals: true, basis: killEndedIt}},
 		{name: "activeDeadlineSeconds ran out: a job timeout",
 			pod: podtest.GitLab("ci", "r").Terminated("build", 137, "Error").Reason("DeadlineExceeded"), now: end.Add(time.Second),
 			want: want{classes: []Class{JobTimeout}}},
@@ -294,6 +314,10 @@ func TestDecide(t *testing.T) {
 					assert.Nil(t, r.NodeState, "no node's state")
 				}
 				assert.Equal(t, tc.want.deleted, r.Deleted, "deleted")
+				assert.Equal(t, tc.want.deleted, r.DeletedAt != nil, "deletedAt: %v", r.DeletedAt)
+				if tc.want.vitals {
+					assert.NotNil(t, r.Vitals, "the vitals' final reading")
+				}
 				assert.Equal(t, tc.want.deletedBy, r.DeletedBy, "deletedBy")
 				assert.Equal(t, tc.want.startedBy, r.StartedBy, "startedBy")
 				if tc.want.job != "" {

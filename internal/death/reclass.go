@@ -3,6 +3,7 @@ package death
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,18 +60,48 @@ func endedAs(r *Record, c Class) {
 // sidecar dates the kill to its sample, a second apart.
 const oomSurvived = 5 * time.Second
 
-// ProcessOOMSurvived reclasses an OOM record whose container outlived the
-// first OOM kill the vitals saw (by oomSurvived) as a process's OOM.
-func ProcessOOMSurvived(r *Record) {
-	v := r.Vitals
-	if Class(r.Class) != CgroupOOM || v == nil || v.OOMKillAt == nil || r.FinishedAt == nil {
+// OOMKilled settles an OOM record: one whose container outlived the first
+// OOM kill the vitals saw (by oomSurvived) is a process's OOM; one that did
+// not is the container's kill at its limit, which ended the runner and the
+// job with it (cgroup-oom), and says what that rests on. A deletion that
+// began no earlier than such a kill (to the second, as the kubelet dates
+// the end) did not end the runner: the record keeps who asked for it,
+// not a deletion that ended it.
+func OOMKilled(r *Record) {
+	if Class(r.Class) != CgroupOOM {
 		return
 	}
-	if lived := r.FinishedAt.Sub(v.OOMKillAt.Time); lived >= oomSurvived {
-		r.Class = string(ProcessOOM)
-		r.ClassBasis = fmt.Sprintf("the vitals saw the first OOM kill at %s, and the container ran on %s after it: the kernel killed a process, not the container",
-			v.OOMKillAt.UTC().Format(time.RFC3339), lived.Truncate(time.Second))
+	v := r.Vitals
+	dated := v != nil && v.OOMKillAt != nil && r.FinishedAt != nil
+	if dated {
+		if lived := r.FinishedAt.Sub(v.OOMKillAt.Time); lived >= oomSurvived {
+			r.Class = string(ProcessOOM)
+			r.ClassBasis = fmt.Sprintf("the vitals saw the first OOM kill at %s, and the container ran on %s after it: the kernel killed a process, not the container",
+				v.OOMKillAt.UTC().Format(time.RFC3339), lived.Truncate(time.Second))
+			return
+		}
 	}
+	r.ClassBasis = strings.TrimPrefix(r.ClassBasis+"; "+cgroupOOMBasis(r, dated), "; ")
+	if r.Deleted && r.DeletedAt != nil && r.FinishedAt != nil && !r.DeletedAt.Before(r.FinishedAt) {
+		r.Deleted, r.DeletedAt = false, nil
+	}
+}
+
+// cgroupOOMBasis says what a cgroup-oom class rests on: the runtime's
+// reason or the vitals' count, and whether the vitals dated the kill
+// (dated) close enough to the container's end to tell the container's
+// kill from a process's.
+func cgroupOOMBasis(r *Record, dated bool) string {
+	evidence := "the runtime reported OOMKilled"
+	if r.Reason != reasonOOMKilled && r.Vitals != nil {
+		evidence = fmt.Sprintf("the vitals counted %d OOM kill(s), which outweigh the exit code", r.Vitals.OOMKill)
+	}
+	if !dated {
+		return evidence + "; the vitals dated no kill, so a kill of one process that the container outlived cannot be told from the container's own"
+	}
+	v := r.Vitals
+	return fmt.Sprintf("%s, and the container ended %s after the first OOM kill the vitals saw (at %s), too soon to have outlived it: the kill ended the container, and the job with it",
+		evidence, max(r.FinishedAt.Sub(v.OOMKillAt.Time), 0).Truncate(time.Second), v.OOMKillAt.UTC().Format(time.RFC3339))
 }
 
 // TimedOut reclasses a job's end by its owner as job-timeout when the

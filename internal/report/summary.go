@@ -163,11 +163,20 @@ func ran(b *strings.Builder, r death.Record) {
 		fmt.Fprintf(b, "  the job ran %s to %s (%s), when its owner deleted the pod to end it\n", ts(from.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(from.Time)))
 	case r.StartedAt != nil && r.FinishedAt != nil:
 		fmt.Fprintf(b, "  ran %s to %s (%s)\n", ts(r.StartedAt.Time), ts(r.FinishedAt.Time), duration.HumanDuration(r.FinishedAt.Sub(r.StartedAt.Time)))
-		if r.DeletedAt != nil && r.DeletedAt.Before(r.FinishedAt) {
+		switch {
+		case r.DeletedAt != nil && r.DeletedAt.Before(r.FinishedAt):
 			// The end is the container's last kill; the deletion, a grace
 			// period earlier, is when the job was ended.
 			fmt.Fprintf(b, "  its pod's deletion began at %s, %s before that: the job ended then, the container's end is the delete's last kill\n",
 				ts(r.DeletedAt.Time), duration.HumanDuration(r.FinishedAt.Sub(r.DeletedAt.Time)))
+		case r.JobStartedAt != nil && !r.JobStartedAt.After(r.FinishedAt.Time):
+			// No deletion came before the container's end: the job ended
+			// with the container.
+			how := "and ended with the container"
+			if death.Class(r.Class) == death.CgroupOOM {
+				how += ", at the OOM kill"
+			}
+			fmt.Fprintf(b, "  the job ran %s to %s (%s), %s\n", ts(r.JobStartedAt.Time), ts(r.FinishedAt.Time), duration.HumanDuration(r.FinishedAt.Sub(r.JobStartedAt.Time)), how)
 		}
 	case r.StartedAt != nil:
 		fmt.Fprintf(b, "  running since %s\n", ts(r.StartedAt.Time))

@@ -153,6 +153,22 @@ func TestWhySaysAJobsOutcomeIsUnknownToTheClusterAndMarksLateLastWords(t *testin
 	assert.NotContains(t, Summary(r), "outcome is unknown", "said of a job's end only")
 }
 
+// A build container the kernel killed at its limit ended the job with it:
+// the manager's delete came at the kill or after, and `why` ends the job
+// at the container's end, not at a deletion.
+func TestWhyEndsAJobAtTheOOMKillThatEndedItsContainer(t *testing.T) {
+	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "b", UID: "u", Preset: "gitlab", Container: "build",
+		ExitCode: ptr.To(int32(137)), Signal: 9, Reason: "OOMKilled", Class: string(death.CgroupOOM),
+		JobStartedAt: at(-3 * time.Second), StartedAt: at(0), FinishedAt: at(7 * time.Second),
+		DeletedBy: "glr", DeleteRule: string(runnerpod.RuleJobOwner)}}
+	got := Summary(r)
+	assert.Contains(t, got, "  ran 2026-11-01T11:12:00Z to 2026-11-01T11:12:07Z (7s)\n")
+	assert.Contains(t, got, "  the job ran 2026-11-01T11:11:57Z to 2026-11-01T11:12:07Z (10s), and ended with the container, at the OOM kill\n")
+	assert.Contains(t, got, "  pod deleted afterwards by glr\n")
+	assert.NotContains(t, got, "deletion began", "no deletion ended it")
+	assert.NotContains(t, got, "ended by its pod's deletion")
+}
+
 func TestWhyAndDeathsSayWhetherAndWhereADeathWasReported(t *testing.T) {
 	r := death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: "r", Class: string(death.CgroupOOM)},
 		Reports: []v1alpha1.Report{{Destination: "github", Phase: "Sent", Attempts: 1, Where: "https://github.com/acme/app/runs/1"},
