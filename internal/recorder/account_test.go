@@ -2,15 +2,18 @@ package recorder
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
@@ -68,6 +71,39 @@ func TestAnARCRunnerWhoseEphemeralRunnerIsGoneIsStillRecorded(t *testing.T) {
 	rs := records(t, w)
 	require.Len(t, rs, 1)
 	assert.Nil(t, rs[0].Job)
+}
+
+// lateNotes is a client to which the notes show only from its misses+1st
+// read on: the guard's note of an EphemeralRunner's deletion, written after
+// its answer, landing after ARC's finalizer removed the finished runner's
+// pod (seen on the real fleet under load).
+type lateNotes struct {
+	client.Client
+	misses atomic.Int32
+}
+
+func (c *lateNotes) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.RunnerDeletion); ok && c.misses.Add(-1) >= 0 {
+		return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("runnerdeletions").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+func TestAnARCRunnersRecordWaitsForTheNoteOfItsEphemeralRunnersDeletionToNameItsJob(t *testing.T) {
+	pod := podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Obj()
+	w := newWatcher(t, pod)
+	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
+		Deletion: v1alpha1.DeletionNote{Kind: runnerpod.EphemeralRunnerKind, Pod: "r", UID: "er-r", Requester: "arc", Operation: "delete",
+			Job: &v1alpha1.Job{RequestID: "1001", Source: "EphemeralRunner/r"}}}
+	require.NoError(t, w.Client.Create(context.Background(), erNote))
+	late := &lateNotes{Client: w.Client}
+	late.misses.Store(2)
+	w.Client = late
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	assert.Equal(t, &v1alpha1.Job{RequestID: "1001", Source: "EphemeralRunner/r"}, rs[0].Job, "the job the note kept, read once it landed")
+	assert.Less(t, late.misses.Load(), int32(0), "read past its misses")
 }
 
 func TestAGitLabBuildPodsRecordNamesItsJobAndProject(t *testing.T) {

@@ -196,13 +196,13 @@ func (j *judged) namesStarter() bool {
 // or notes it. That note is written after its own review's answer, once the
 // EphemeralRunner shows its deletion, and ARC's finalizer can delete the
 // pod first: the read waits for it, after this review's answer too, up to
-// ownerNoteWait.
+// deletion.OwnerNoteWait.
 func (h *Handler) ownerDeleter(ctx context.Context, pod *corev1.Pod) string {
 	ref := runnerpod.EphemeralRunnerRef(pod)
 	key := client.ObjectKey{Namespace: pod.Namespace, Name: string(ref.UID)}
 	var requester string
 	var last error
-	_ = wait.PollUntilContextTimeout(ctx, deletion.RetryEvery, ownerNoteWait, true, func(ctx context.Context) (bool, error) {
+	_ = wait.PollUntilContextTimeout(ctx, deletion.RetryEvery, deletion.OwnerNoteWait, true, func(ctx context.Context) (bool, error) {
 		n := &v1alpha1.RunnerDeletion{}
 		if last = h.Reader.Get(ctx, key, n); last != nil {
 			return false, nil

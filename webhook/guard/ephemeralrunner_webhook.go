@@ -70,11 +70,6 @@ func isEphemeralRunnerDelete(req admission.Request) bool {
 		req.Resource.Group == runnerpod.ARCScaleSetGroup && req.Resource.Resource == runnerpod.EphemeralRunnerResource
 }
 
-// ownerNoteWait bounds how long the guard waits, after it answered, for the
-// deletion it reviewed to show on the EphemeralRunner before it notes it,
-// and, reviewing the pod's delete, for that note.
-const ownerNoteWait = 5 * time.Second
-
 // ephemeralRunnerDeleted allows the deletion and, unless it is a dry run or
 // a repeat, notes its requester once the EphemeralRunner shows it is being
 // deleted: a review the API server did not send names an EphemeralRunner
@@ -111,7 +106,7 @@ func (h EphemeralRunnerHandler) ephemeralRunnerDeleted(ctx context.Context, req 
 // guard answered. An EphemeralRunner without finalizers is gone at once,
 // and then there is no pod of it for ARC to delete later.
 func (h EphemeralRunnerHandler) ephemeralRunnerDeleting(ctx context.Context, er *metav1.PartialObjectMetadata) bool {
-	ctx, cancel := context.WithTimeout(ctx, ownerNoteWait)
+	ctx, cancel := context.WithTimeout(ctx, deletion.OwnerNoteWait)
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
 		live := &metav1.PartialObjectMetadata{}
