@@ -25,9 +25,10 @@ import (
 // job is the job the runner ran: for ARC scale sets, from the status of
 // the EphemeralRunner that owns the pod (fleet.ReadEphemeralRunner, as the
 // guard reads it: a later EphemeralRunner of the same name is another
-// runner), or, that EphemeralRunner gone, from the guard's note of its
-// deletion; else, or when these name none, from the pod's labels and
-// annotations the preset names.
+// runner), or, that EphemeralRunner gone, from what the leader's watch last
+// saw it name (LastJobs), else from the guard's note of its deletion; else,
+// or when these name none, from the pod's labels and annotations the preset
+// names.
 func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
 	if runner.Preset.Name == runnerpod.ARCScaleSet {
 		er, err := fleet.ReadEphemeralRunner(ctx, w.Reader, pod)
@@ -35,6 +36,10 @@ func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Run
 		case errors.Is(err, fleet.ErrNotOwner):
 			logf.FromContext(ctx).Info("the record names no job from the EphemeralRunner", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
 		case apierrors.IsNotFound(err):
+			// The leader's own watch first: no wait, no review's word.
+			if j := w.Jobs.Job(runnerpod.EphemeralRunnerRef(pod).UID); j != nil {
+				return j
+			}
 			if j := w.ownerNoteJob(ctx, pod); j != nil {
 				return j
 			}

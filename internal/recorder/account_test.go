@@ -157,3 +157,42 @@ func TestAnARCRecordNamesTheJobTheGuardsNoteKeptOnceTheEphemeralRunnerIsGone(t *
 	assert.Equal(t, "7311", rs[0].Job.ID)
 	assert.Equal(t, "acme/app", rs[0].Job.Project)
 }
+
+func TestAnARCRunnersRecordNamesTheJobTheLeadersWatchSawOnItsEphemeralRunnerOnceThatIsGone(t *testing.T) {
+	pod := podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Obj()
+	w := newWatcher(t, pod)
+	w.Jobs = NewLastJobs(LastJobsKept)
+	w.Jobs.keep(ephemeralRunner("r", "er-r"))
+	// No note of the EphemeralRunner's deletion: the record does not wait
+	// for one, and no review's word is needed.
+	late := &lateNotes{Client: w.Client}
+	late.misses.Store(1 << 20)
+	w.Client = late
+	reconcileOnce(t, w, pod)
+	rs := records(t, w)
+	require.Len(t, rs, 1)
+	require.NotNil(t, rs[0].Job)
+	assert.Equal(t, "7311", rs[0].Job.ID)
+	assert.Equal(t, "1001", rs[0].Job.RequestID)
+	assert.Equal(t, "acme/app", rs[0].Job.Project)
+	assert.Equal(t, int32(1<<20), late.misses.Load(), "no note read")
+}
+
+func TestLastJobsKeepsTheNewestJobsUpToItsBound(t *testing.T) {
+	l := NewLastJobs(2)
+	l.keep(ephemeralRunner("a", "uid-a"))
+	l.keep(ephemeralRunner("b", "uid-b"))
+	l.keep(ephemeralRunner("a", "uid-a")) // seen again: still the oldest
+	l.keep(ephemeralRunner("c", "uid-c"))
+	assert.Nil(t, l.Job("uid-a"), "the oldest went first")
+	assert.NotNil(t, l.Job("uid-b"))
+	assert.NotNil(t, l.Job("uid-c"))
+	idle := ephemeralRunner("d", "uid-d")
+	unstructured.RemoveNestedField(idle.Object, "status")
+	l.keep(idle)
+	assert.Nil(t, l.Job("uid-d"), "an idle runner names no job")
+	assert.NotNil(t, l.Job("uid-b"), "and takes no place")
+	var none *LastJobs
+	none.keep(ephemeralRunner("e", "uid-e"))
+	assert.Nil(t, none.Job("uid-e"), "nil keeps nothing")
+}

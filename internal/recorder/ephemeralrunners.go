@@ -50,6 +50,8 @@ type EphemeralRunners struct {
 	// stamper writes when a runner's job began, from starts (nil: not).
 	stamper *JobStamper
 	starts  chan jobStart
+	// jobs keeps each EphemeralRunner's job for its record (nil: not).
+	jobs *LastJobs
 	// checked is closed once the first check is done.
 	checked   chan struct{}
 	checkOnce sync.Once
@@ -67,8 +69,9 @@ type EphemeralRunners struct {
 const crdCheck = 30 * time.Second
 
 // NewEphemeralRunners builds the follower of ARC's EphemeralRunners on cfg;
-// stamper, when not nil, writes on each runner's pod when its job began.
-func NewEphemeralRunners(cfg *rest.Config, stamper *JobStamper) (*EphemeralRunners, error) {
+// stamper, when not nil, writes on each runner's pod when its job began;
+// jobs, when not nil, keeps each one's job for its runner's record.
+func NewEphemeralRunners(cfg *rest.Config, stamper *JobStamper, jobs *LastJobs) (*EphemeralRunners, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -79,7 +82,7 @@ func NewEphemeralRunners(cfg *rest.Config, stamper *JobStamper) (*EphemeralRunne
 	}
 	served := func(context.Context) (bool, error) { return EphemeralRunnersServed(disc) }
 	e := newFollower(served, ephemeralRunnerInformer(dyn), crdCheck)
-	e.stamper = stamper
+	e.stamper, e.jobs = stamper, jobs
 	return e, nil
 }
 
@@ -141,7 +144,8 @@ func compactEphemeralRunner(obj any) (any, error) {
 	c.SetResourceVersion(er.GetResourceVersion())
 	c.SetDeletionTimestamp(er.GetDeletionTimestamp())
 	c.SetFinalizers(er.GetFinalizers())
-	for _, f := range []string{"jobRequestId", "jobId"} {
+	// The job fields the record names (fleet.JobFromEphemeralRunner).
+	for _, f := range []string{"jobRequestId", "jobId", "workflowRunId", "jobRepositoryName", "jobWorkflowRef", "jobDisplayName"} {
 		if v, ok, _ := unstructured.NestedFieldNoCopy(er.Object, "status", f); ok {
 			if err := unstructured.SetNestedField(c.Object, runtime.DeepCopyJSONValue(v), "status", f); err != nil {
 				return nil, err
@@ -216,6 +220,9 @@ func (e *EphemeralRunners) startInformer(ctx context.Context) error {
 		o, ok := obj.(client.Object)
 		if !ok {
 			return
+		}
+		if er, ok := o.(*unstructured.Unstructured); ok {
+			e.jobs.keep(er)
 		}
 		select {
 		case e.events <- event.GenericEvent{Object: o}:

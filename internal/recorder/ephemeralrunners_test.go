@@ -31,6 +31,7 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 		map[schema.GroupVersionResource]string{ephemeralRunnerVersion: "EphemeralRunnerList"}, er)
 	var served atomic.Bool
 	e := newFollower(func(context.Context) (bool, error) { return served.Load(), nil }, ephemeralRunnerInformer(dyn), time.Hour)
+	e.jobs = NewLastJobs(LastJobsKept)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	key := types.NamespacedName{Namespace: "ns", Name: "r"}
@@ -50,6 +51,9 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 		assert.Equal(t, "r", ev.Object.GetName(), "the marker hears of each EphemeralRunner")
 	case <-time.After(time.Minute):
 		t.Fatal("no event for the marker")
+	}
+	if job := e.jobs.Job("er-1"); assert.NotNil(t, job, "its job kept for its record") {
+		assert.Equal(t, "7", job.RequestID)
 	}
 
 	served.Store(false)

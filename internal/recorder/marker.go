@@ -60,6 +60,10 @@ type Marker struct {
 	// again judges every cached pod again (a namespace's mode changed).
 	again chan event.TypedGenericEvent[client.Object]
 
+	// Jobs keeps the job each EphemeralRunner named, for the records
+	// (Watcher.Jobs); nil keeps none.
+	Jobs *LastJobs
+
 	// ers holds ARC's EphemeralRunners where the API server serves them.
 	ers *EphemeralRunners
 }
@@ -89,7 +93,7 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 		// A node's drain deadline frees its busy runners when it comes.
 		Watches(nodeMeta(), handler.EnqueueRequestsFromMapFunc(m.podsOnNode), builder.WithPredicates(predicate.AnnotationChangedPredicate{}))
 	var err error
-	if m.ers, err = NewEphemeralRunners(mgr.GetConfig(), &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}); err != nil {
+	if m.ers, err = NewEphemeralRunners(mgr.GetConfig(), &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}, m.Jobs); err != nil {
 		return err
 	}
 	if err := mgr.Add(m.ers); err != nil {

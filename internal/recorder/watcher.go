@@ -37,6 +37,9 @@ type Watcher struct {
 	// Client reads namespaces and the guard's deletion notes from the
 	// manager's cache, and writes RunnerDeaths.
 	Client client.Client
+	// Jobs is the job each EphemeralRunner named, as the marker's watch
+	// saw it (Marker.Jobs); nil when none is kept.
+	Jobs *LastJobs
 	// Reader reads uncached what a death record adds when it is written
 	// (the owning EphemeralRunner, the node); the manager's API reader
 	// when left nil.
