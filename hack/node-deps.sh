@@ -25,16 +25,6 @@ done
 "$root/hack/tools.sh" helm crane
 
 # cert-manager's controllers, rebuilt when the runner's sources change.
-cm="$root/.cache/certmanager"
-sum=$(cat "$root"/e2e/certmanager/*.go "$root"/e2e/certmanager/go.mod "$root"/e2e/certmanager/go.sum | sha256sum | cut -c1-16)
-if [ ! -x "$cm/certmanager" ] || [ "$(cat "$cm/certmanager.sum" 2>/dev/null)" != "$sum" ]; then
-  say "building cert-manager's controllers (e2e/certmanager); cold, about 4 minutes"
-  mkdir -p "$cm"
-  start=$SECONDS
-  CGO_ENABLED=0 go build -C "$root/e2e/certmanager" -trimpath -ldflags "-s -w" -o "$cm/certmanager.tmp" .
-  mv "$cm/certmanager.tmp" "$cm/certmanager"
-  echo "$sum" > "$cm/certmanager.sum"
-  say "built cert-manager's controllers in $((SECONDS - start))s"
-fi
+"$root/hack/certmanager.sh"
 
 "$root/hack/node-images.sh"

@@ -16,8 +16,9 @@
 #   controllers and images, runs the node suite, the longest, then the
 #   fleet simulation.
 # What both lanes need (kwok) is built by whichever asks first, under a
-# lock, so never twice. The modules of every stage are fetched beside the
-# first stages (.cache/test-prefetch.log).
+# lock, so never twice. What shares nothing with the first stages (the
+# modules, cert-manager's controllers, the image's arm64 packages) starts
+# beside them at once, at a lower priority (.cache/test-early.log).
 # The lane's output is .cache/test-lane.log, printed when it fails; its
 # times are rows of the table. A failure in either lane stops the run.
 # The CPU column is the user and system time of the stage's processes once
@@ -106,6 +107,16 @@ lane_rest() {
   stage "build kwok" hack/tools.sh kwok
   stage scale-smoke m scale-smoke
 }
+early() {
+  local d
+  for d in . hack/tools e2e/certmanager e2e/alerts; do (cd "$d" && go mod download) || true; done
+  hack/certmanager.sh || true
+  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath ./cmd/runnerguard ./cmd/vitals || true
+}
+if [ "${1:-}" = --early ]; then
+  early
+  exit
+fi
 if [ "${1:-}" = --lane ]; then
   in_lane=1
   lane_kube
@@ -151,19 +162,19 @@ fail() {
   exit 1
 }
 
-# The modules every stage will need, fetched beside the first stages: a
-# build fetches what it lacks one module at a time as it finds them; this
-# fetches them all at once, in parallel, while the compiles run.
-prefetch() {
-  local d
-  for d in . hack/tools e2e/certmanager e2e/alerts; do (cd "$d" && go mod download) || true; done
-}
-prefetch > .cache/test-prefetch.log 2>&1 &
-prefetch_pid=$!
 rm -f "$lane_times" "$kube_ready"
+# What later stages need and the first stages share nothing with, started
+# at once beside them at a lower priority, so it takes only what they leave
+# idle: every stage's modules (a build fetches what it lacks one module at a
+# time, as it finds them), cert-manager's controllers (their own module, at
+# Kubernetes versions of their own) and the image's arm64 packages (another
+# architecture). Each is built again where it is needed if this fails, and
+# under the same locks and build cache, so never twice.
+setsid nice -n 10 "$0" --early > .cache/test-early.log 2>&1 < /dev/null &
+early_pid=$!
 cleanup() {
   rm -f "$times_file"
-  kill "$prefetch_pid" 2>/dev/null || true
+  kill -- -"$early_pid" 2>/dev/null || true
   [ -n "$lane_done" ] || [ -z "$lane_pid" ] || kill -- -"$lane_pid" 2>/dev/null || true
 }
 trap cleanup EXIT
