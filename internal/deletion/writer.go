@@ -62,12 +62,6 @@ func (s *Notes) Write(ctx context.Context, n *v1alpha1.RunnerDeletion, ready fun
 // before one; the first try is at once.
 const RetryEvery = 200 * time.Millisecond
 
-// OwnerNoteWait bounds the waits on the note of an EphemeralRunner's
-// deletion, which the guard writes after its answer, once the deletion
-// shows: the guard's wait for it to show, and the readers' for the note,
-// since ARC's finalizer can delete the runner's pod first.
-const OwnerNoteWait = 5 * time.Second
-
 // create creates n. A note of that name already there is this deletion's
 // (the first admitted deletion of a pod UID is the one that ends its
 // runner).

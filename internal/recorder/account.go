@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -55,26 +54,12 @@ func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Run
 // ownerNoteJob is the job the guard's note of the pod's EphemeralRunner's
 // deletion kept (named after the EphemeralRunner's UID): ARC deletes the
 // EphemeralRunner of a runner that ended, and it is gone by the record.
-// The guard writes that note after its answer, and ARC's finalizer can
-// remove a finished runner's pod first: the read waits for the note, up to
-// deletion.OwnerNoteWait.
+// deletion.OwnerNote waits for the note, which ARC's finalizer can outrun.
 func (w *Watcher) ownerNoteJob(ctx context.Context, pod *corev1.Pod) *v1alpha1.Job {
-	ref := runnerpod.EphemeralRunnerRef(pod)
-	if ref.UID == "" {
-		return nil
+	if n, _ := deletion.OwnerNote(ctx, w.Client, pod); n != nil {
+		return n.Job
 	}
-	var job *v1alpha1.Job
-	_ = wait.PollUntilContextTimeout(ctx, deletion.RetryEvery, deletion.OwnerNoteWait, true, func(ctx context.Context) (bool, error) {
-		n := &v1alpha1.RunnerDeletion{}
-		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: string(ref.UID)}, n); err != nil {
-			return false, nil
-		}
-		if n.Deletion.Kind == runnerpod.EphemeralRunnerKind && n.Deletion.UID == string(ref.UID) {
-			job = n.Deletion.Job
-		}
-		return true, nil
-	})
-	return job
+	return nil
 }
 
 // nodeMemoTTL is how long a node's state read serves other deaths on the

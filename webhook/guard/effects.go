@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -193,31 +192,15 @@ func (j *judged) namesStarter() bool {
 // ownerDeleter is who asked for the deletion of the pod's EphemeralRunner,
 // as the guard noted it; "" when no note says. Read only when the
 // EphemeralRunner is being deleted and the guard refuses the pod's delete
-// or notes it. That note is written after its own review's answer, once the
-// EphemeralRunner shows its deletion, and ARC's finalizer can delete the
-// pod first: the read waits for it, after this review's answer too, up to
-// deletion.OwnerNoteWait.
+// or notes it, after this review's answer: deletion.OwnerNote waits for
+// the note, which ARC's finalizer can outrun.
 func (h *Handler) ownerDeleter(ctx context.Context, pod *corev1.Pod) string {
-	ref := runnerpod.EphemeralRunnerRef(pod)
-	key := client.ObjectKey{Namespace: pod.Namespace, Name: string(ref.UID)}
-	var requester string
-	var last error
-	_ = wait.PollUntilContextTimeout(ctx, deletion.RetryEvery, deletion.OwnerNoteWait, true, func(ctx context.Context) (bool, error) {
-		n := &v1alpha1.RunnerDeletion{}
-		if last = h.Reader.Get(ctx, key, n); last != nil {
-			return false, nil
-		}
-		// The note is named after the UID, which the pod's owner reference
-		// fixes; a note of another kind under that name says nothing of it.
-		if n.Deletion.Kind == runnerpod.EphemeralRunnerKind && n.Deletion.UID == string(ref.UID) {
-			requester = n.Deletion.Requester
-		}
-		return true, nil
-	})
-	if requester == "" && last != nil {
-		logf.FromContext(ctx).V(1).Info("no note of the EphemeralRunner's deletion", "ephemeralRunner", ref.Name, "error", last.Error())
+	n, err := deletion.OwnerNote(ctx, h.Reader, pod)
+	if n == nil {
+		logf.FromContext(ctx).V(1).Info("no note of the EphemeralRunner's deletion", "ephemeralRunner", runnerpod.EphemeralRunnerRef(pod).Name, "error", err)
+		return ""
 	}
-	return requester
+	return n.Requester
 }
 
 // refusalOnRecord keeps a refusal on the runner's pod (refusal.Writer),

@@ -1,0 +1,49 @@
+package deletion
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// OwnerNoteWait bounds the waits on the note of an EphemeralRunner's
+// deletion, which the guard writes after its answer, once the deletion
+// shows: the guard's wait for it to show, and the readers' for the note,
+// since ARC's finalizer can delete the runner's pod first.
+const OwnerNoteWait = 5 * time.Second
+
+// errNoOwner: the pod has no EphemeralRunner for a note to be of.
+var errNoOwner = errors.New("the pod has no EphemeralRunner")
+
+// OwnerNote is the guard's note of the deletion of the pod's EphemeralRunner,
+// read through r: the one the pod's controller reference names, whose UID
+// names the note. It waits for the note up to OwnerNoteWait. Without one,
+// it returns nil and the last read's error (nil when a note of another kind
+// held that name, which says nothing of it).
+func OwnerNote(ctx context.Context, r client.Reader, pod *corev1.Pod) (*v1alpha1.DeletionNote, error) {
+	ref := runnerpod.EphemeralRunnerRef(pod)
+	if ref.UID == "" {
+		return nil, errNoOwner
+	}
+	key := client.ObjectKey{Namespace: pod.Namespace, Name: string(ref.UID)}
+	var note *v1alpha1.DeletionNote
+	var last error
+	_ = wait.PollUntilContextTimeout(ctx, RetryEvery, OwnerNoteWait, true, func(ctx context.Context) (bool, error) {
+		n := &v1alpha1.RunnerDeletion{}
+		if last = r.Get(ctx, key, n); last != nil {
+			return false, nil
+		}
+		if n.Deletion.Kind == runnerpod.EphemeralRunnerKind && n.Deletion.UID == string(ref.UID) {
+			note = &n.Deletion
+		}
+		return true, nil
+	})
+	return note, last
+}
