@@ -99,7 +99,7 @@ lane_kube() {
   stage kube-bin kube_bin
   touch "$kube_ready"
 }
-kube_bin() { hack/kube.sh etcd kube-apiserver kubectl && hack/tools.sh crane; }
+kube_bin() { m kube-bin && hack/tools.sh crane; }
 lane_rest() {
   stage "build kcm,scheduler,kubelet" hack/kube.sh kube-controller-manager kube-scheduler kubelet
   stage "build node-deps" hack/node-deps.sh
