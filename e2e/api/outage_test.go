@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
@@ -343,8 +342,6 @@ func TestOnlyRunnerguardAndTheOverridesHoldersChangeABusyRunnersBudget(t *testin
 // own, and the test wants the answer.
 func evictOnce(t *testing.T, pod *corev1.Pod) error {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(adminCfg)
-	require.NoError(t, err)
 	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 	return cs.CoreV1().RESTClient().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
 		SubResource("eviction").Body(ev).MaxRetries(0).Do(context.Background()).Error()
