@@ -24,10 +24,10 @@ var errNoOwner = errors.New("the pod has no EphemeralRunner")
 
 // OwnerNote is the guard's note of the deletion of the pod's EphemeralRunner,
 // read through r: the one the pod's controller reference names, whose UID
-// names the note. It waits for the note up to OwnerNoteWait. Without one,
-// it returns nil and the last read's error (nil when a note of another kind
-// held that name, which says nothing of it).
-func OwnerNote(ctx context.Context, r client.Reader, pod *corev1.Pod) (*v1alpha1.DeletionNote, error) {
+// names the note. It waits for the note up to within (0: one read). Without
+// one, it returns nil and the last read's error (nil when a note of another
+// kind held that name, which says nothing of it).
+func OwnerNote(ctx context.Context, r client.Reader, pod *corev1.Pod, within time.Duration) (*v1alpha1.DeletionNote, error) {
 	ref := runnerpod.EphemeralRunnerRef(pod)
 	if ref.UID == "" {
 		return nil, errNoOwner
@@ -35,7 +35,7 @@ func OwnerNote(ctx context.Context, r client.Reader, pod *corev1.Pod) (*v1alpha1
 	key := client.ObjectKey{Namespace: pod.Namespace, Name: string(ref.UID)}
 	var note *v1alpha1.DeletionNote
 	var last error
-	_ = wait.PollUntilContextTimeout(ctx, RetryEvery, OwnerNoteWait, true, func(ctx context.Context) (bool, error) {
+	read := func(ctx context.Context) (bool, error) {
 		n := &v1alpha1.RunnerDeletion{}
 		if last = r.Get(ctx, key, n); last != nil {
 			return false, nil
@@ -44,6 +44,11 @@ func OwnerNote(ctx context.Context, r client.Reader, pod *corev1.Pod) (*v1alpha1
 			note = &n.Deletion
 		}
 		return true, nil
-	})
+	}
+	if within <= 0 {
+		_, _ = read(ctx)
+		return note, last
+	}
+	_ = wait.PollUntilContextTimeout(ctx, RetryEvery, within, true, read)
 	return note, last
 }

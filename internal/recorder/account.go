@@ -54,9 +54,16 @@ func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Run
 // ownerNoteJob is the job the guard's note of the pod's EphemeralRunner's
 // deletion kept (named after the EphemeralRunner's UID): ARC deletes the
 // EphemeralRunner of a runner that ended, and it is gone by the record.
-// deletion.OwnerNote waits for the note, which ARC's finalizer can outrun.
+// It waits for the note, which ARC's finalizer can outrun, unless the
+// leader's watch says no such EphemeralRunner was: a pod anyone could
+// create, naming an owner that never existed, costs one read, not a wait
+// that holds a record worker.
 func (w *Watcher) ownerNoteJob(ctx context.Context, pod *corev1.Pod) *v1alpha1.Job {
-	if n, _ := deletion.OwnerNote(ctx, w.Client, pod); n != nil {
+	within := deletion.OwnerNoteWait
+	if w.Jobs.Unseen(runnerpod.EphemeralRunnerRef(pod).UID, pod.CreationTimestamp.Time) {
+		within = 0
+	}
+	if n, _ := deletion.OwnerNote(ctx, w.Client, pod, within); n != nil {
 		return n.Job
 	}
 	return nil

@@ -178,21 +178,76 @@ func TestAnARCRunnersRecordNamesTheJobTheLeadersWatchSawOnItsEphemeralRunnerOnce
 	assert.Equal(t, int32(1<<20), late.misses.Load(), "no note read")
 }
 
-func TestLastJobsKeepsTheNewestJobsUpToItsBound(t *testing.T) {
+func TestLastJobsKeepsEveryLiveRunnersJobAndTheNewestDeletionsUpToItsBound(t *testing.T) {
 	l := NewLastJobs(2)
-	l.keep(ephemeralRunner("a", "uid-a"))
-	l.keep(ephemeralRunner("b", "uid-b"))
-	l.keep(ephemeralRunner("a", "uid-a")) // seen again: still the oldest
-	l.keep(ephemeralRunner("c", "uid-c"))
-	assert.Nil(t, l.Job("uid-a"), "the oldest went first")
+	for _, n := range []string{"a", "b", "c"} {
+		l.keep(ephemeralRunner(n, types.UID("uid-"+n)))
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		assert.NotNil(t, l.Job(types.UID("uid-"+n)), "live runners are all kept: %s", n)
+	}
+	l.drop(ephemeralRunner("a", "uid-a"))
+	l.drop(ephemeralRunner("b", "uid-b"))
+	l.drop(ephemeralRunner("a", "uid-a")) // seen again: still the oldest
+	l.drop(ephemeralRunner("c", "uid-c"))
+	assert.Nil(t, l.Job("uid-a"), "the oldest deletion went first")
 	assert.NotNil(t, l.Job("uid-b"))
 	assert.NotNil(t, l.Job("uid-c"))
+
 	idle := ephemeralRunner("d", "uid-d")
 	unstructured.RemoveNestedField(idle.Object, "status")
+	l.keep(ephemeralRunner("d", "uid-d"))
 	l.keep(idle)
-	assert.Nil(t, l.Job("uid-d"), "an idle runner names no job")
-	assert.NotNil(t, l.Job("uid-b"), "and takes no place")
+	assert.NotNil(t, l.Job("uid-d"), "a job once seen is not forgotten")
+	l.keep(idle.DeepCopy())
+	l.drop(idle)
+	assert.NotNil(t, l.Job("uid-d"), "nor at its runner's deletion")
+
 	var none *LastJobs
 	none.keep(ephemeralRunner("e", "uid-e"))
+	none.drop(ephemeralRunner("e", "uid-e"))
 	assert.Nil(t, none.Job("uid-e"), "nil keeps nothing")
+	assert.False(t, none.Unseen("uid-e", time.Now()), "and says nothing unseen")
+}
+
+func TestLastJobsSaysAnOwnerUnseenOnlyWhenItsWatchRanSinceBeforeThePodAndNeverHeldIt(t *testing.T) {
+	synced := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
+	after := synced.Add(2 * clockSkew)
+	cases := []struct {
+		name    string
+		watch   func(l *LastJobs)
+		uid     types.UID
+		created time.Time
+		unseen  bool
+	}{
+		{"no watch runs", func(l *LastJobs) {}, "uid-x", after, false},
+		{"the watch never held it, pod created after it synced", func(l *LastJobs) { l.watching(synced) }, "uid-x", after, true},
+		{"pod created before the watch synced", func(l *LastJobs) { l.watching(synced) }, "uid-x", synced.Add(-time.Hour), false},
+		{"pod created within the clocks' skew of the sync", func(l *LastJobs) { l.watching(synced) }, "uid-x", synced.Add(clockSkew / 2), false},
+		{"the watch holds it", func(l *LastJobs) { l.watching(synced); l.keep(ephemeralRunner("x", "uid-x")) }, "uid-x", after, false},
+		{"the watch saw it deleted", func(l *LastJobs) { l.watching(synced); l.drop(ephemeralRunner("x", "uid-x")) }, "uid-x", after, false},
+		{"the watch stopped", func(l *LastJobs) { l.watching(synced); l.stopped() }, "uid-x", after, false},
+		{"no owner named", func(l *LastJobs) { l.watching(synced) }, "", after, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := NewLastJobs(LastJobsKept)
+			c.watch(l)
+			assert.Equal(t, c.unseen, l.Unseen(c.uid, c.created))
+		})
+	}
+}
+
+func TestARecordOfAPodNamingAnEphemeralRunnerTheLeaderNeverSawReadsItsNoteOnceWithoutWaiting(t *testing.T) {
+	pod := podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Obj()
+	pod.CreationTimestamp = metav1.Now()
+	w := newWatcher(t, pod)
+	w.Jobs = NewLastJobs(LastJobsKept)
+	w.Jobs.watching(time.Now().Add(-time.Hour))
+	late := &lateNotes{Client: w.Client}
+	late.misses.Store(1 << 20)
+	w.Client = late
+	reconcileOnce(t, w, pod)
+	require.Len(t, records(t, w), 1)
+	assert.Equal(t, int32(1<<20-1), late.misses.Load(), "one read of the note, no wait for one that cannot come")
 }

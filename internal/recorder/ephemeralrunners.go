@@ -221,24 +221,44 @@ func (e *EphemeralRunners) startInformer(ctx context.Context) error {
 		if !ok {
 			return
 		}
-		if er, ok := o.(*unstructured.Unstructured); ok {
-			e.jobs.keep(er)
-		}
 		select {
 		case e.events <- event.GenericEvent{Object: o}:
 		case <-ctx.Done():
 		}
 	}
+	seen := func(obj any) {
+		if er, ok := obj.(*unstructured.Unstructured); ok {
+			e.jobs.keep(er)
+		}
+		send(obj)
+	}
+	gone := func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if er, ok := obj.(*unstructured.Unstructured); ok {
+			e.jobs.drop(er)
+		}
+		send(obj)
+	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: send, UpdateFunc: func(before, after any) { e.noteStart(before, after); send(after) }, DeleteFunc: send,
+		AddFunc: seen, UpdateFunc: func(before, after any) { e.noteStart(before, after); seen(after) }, DeleteFunc: gone,
 	}); err != nil {
 		return err
 	}
 	ictx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
+	var running sync.WaitGroup
+	running.Go(func() { inf.RunWithContext(ictx) })
+	running.Go(func() {
+		// Synced, the watch has seen every EphemeralRunner since now.
+		if toolscache.WaitForCacheSync(ictx.Done(), inf.HasSynced) {
+			e.jobs.watching(time.Now())
+		}
+	})
 	go func() {
-		defer close(stopped)
-		inf.RunWithContext(ictx)
+		running.Wait()
+		close(stopped)
 	}()
 	e.mu.Lock()
 	e.informer, e.stop, e.stopped = inf, cancel, stopped
@@ -256,6 +276,7 @@ func (e *EphemeralRunners) stopInformer() {
 		stop()
 		<-stopped
 	}
+	e.jobs.stopped()
 }
 
 // current is the running informer, nil while none runs.

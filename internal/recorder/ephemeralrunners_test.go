@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,10 +56,21 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 	if job := e.jobs.Job("er-1"); assert.NotNil(t, job, "its job kept for its record") {
 		assert.Equal(t, "7", job.RequestID)
 	}
+	later := time.Now().Add(2 * clockSkew)
+	require.Eventually(t, func() bool { return e.jobs.Unseen("er-other", later) }, time.Minute, 10*time.Millisecond,
+		"synced, the watch tells an owner it never saw")
+	assert.False(t, e.jobs.Unseen("er-1", later), "from one it holds")
+	require.NoError(t, dyn.Resource(ephemeralRunnerVersion).Namespace("ns").Delete(ctx, "r", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return e.Get(key) == nil }, time.Minute, 10*time.Millisecond)
+	assert.NotNil(t, e.jobs.Job("er-1"), "deleted, its job is still kept for its record")
+	assert.False(t, e.jobs.Unseen("er-1", later), "and it is still one the watch saw")
+	_, err := dyn.Resource(ephemeralRunnerVersion).Namespace("ns").Create(ctx, er, metav1.CreateOptions{})
+	require.NoError(t, err)
 
 	served.Store(false)
 	e.check(ctx, logr.Discard())
 	assert.False(t, e.Watching(), "the CRD went: the watch stopped")
+	assert.False(t, e.jobs.Unseen("er-other", later), "unwatched, nothing is said unseen")
 	assert.Nil(t, e.Get(key), "what it held is dropped")
 	assert.Equal(t, 0.0, testutil.ToFloat64(ephemeralRunnersWatched))
 

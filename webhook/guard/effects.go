@@ -195,7 +195,7 @@ func (j *judged) namesStarter() bool {
 // or notes it, after this review's answer: deletion.OwnerNote waits for
 // the note, which ARC's finalizer can outrun.
 func (h *Handler) ownerDeleter(ctx context.Context, pod *corev1.Pod) string {
-	n, err := deletion.OwnerNote(ctx, h.Reader, pod)
+	n, err := deletion.OwnerNote(ctx, h.Reader, pod, deletion.OwnerNoteWait)
 	if n == nil {
 		logf.FromContext(ctx).V(1).Info("no note of the EphemeralRunner's deletion", "ephemeralRunner", runnerpod.EphemeralRunnerRef(pod).Name, "error", err)
 		return ""
