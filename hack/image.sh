@@ -17,6 +17,13 @@
 # .cache/images/runnerguard/ (the index digest in runnerguard.digest, the
 # arm64 vitals binary in linux-arm64/ for the emulated test) and copied to
 # each REF given.
+#
+# IMAGE_PLATFORMS="amd64" builds only those of the two (the node suites'
+# releases: the node runs amd64, and a cross-compile of the module graph is
+# the dearest part of a cold build; the image stage of make test and the
+# release workflow build both). IMAGE_OUT puts the result elsewhere than
+# .cache/images, so a release and the image stage beside it never write
+# each other's digest.
 # Usage: hack/image.sh [REF ...]   (VERSION defaults to the chart's appVersion)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,8 +32,11 @@ crane="$root/.cache/bin/crane"
 
 # shellcheck source=hack/buildinfo.sh
 . "$root/hack/buildinfo.sh"
-out="$root/.cache/images"
-platforms=(amd64 arm64)
+out=${IMAGE_OUT:-$root/.cache/images}
+read -r -a platforms <<< "${IMAGE_PLATFORMS:-amd64 arm64}"
+for arch in "${platforms[@]}"; do
+  case "$arch" in amd64 | arm64) ;; *) echo "hack/image.sh: IMAGE_PLATFORMS names $arch; want amd64, arm64 or both" >&2; exit 1 ;; esac
+done
 
 # shellcheck source=hack/registry.sh
 . "$root/hack/registry.sh"
@@ -75,7 +85,8 @@ digest=$("$crane" digest "$local_ref")
 fail() { echo "hack/image.sh: $*" >&2; exit 1; }
 index=$("$crane" manifest "$local_ref")
 listed=$(grep -o '"architecture":"[a-z0-9]*","os":"linux"' <<< "$index" | cut -d'"' -f4 | sort | tr '\n' ' ')
-[ "$listed" = "amd64 arm64 " ] || fail "the index lists platforms '$listed', want amd64 and arm64: $index"
+want=$(printf '%s\n' "${platforms[@]}" | sort -u | tr '\n' ' ')
+[ "$listed" = "$want" ] || fail "the index lists platforms '$listed', want '$want': $index"
 declare -A machine=([amd64]=3e00 [arm64]=b700)
 for arch in "${platforms[@]}"; do
   config=$("$crane" config --platform "linux/$arch" "$local_ref")
@@ -94,8 +105,10 @@ for arch in "${platforms[@]}"; do
     [ "$got" = "${machine[$arch]}" ] || fail "linux/$arch /$b is built for ELF machine $got"
   done
 done
-mkdir -p "$out/linux-arm64"
-cp "$work/export-arm64/vitals" "$out/linux-arm64/vitals"
+if [ -f "$work/export-arm64/vitals" ]; then
+  mkdir -p "$out/linux-arm64"
+  cp "$work/export-arm64/vitals" "$out/linux-arm64/vitals"
+fi
 
 rm -rf "$out/runnerguard.tmp"
 quiet "$crane" pull --format=oci "$local_ref" "$out/runnerguard.tmp"
@@ -106,4 +119,4 @@ for ref in "$@"; do
   [ "$("$crane" digest "$ref")" = "$digest" ] || fail "$ref does not have digest $digest after the copy"
   echo "pushed $ref@$digest" >&2
 done
-echo "runnerguard $version (linux/amd64, linux/arm64; commit $commit, created $date): index $digest"
+echo "runnerguard $version ($(printf 'linux/%s, ' "${platforms[@]}" | sed 's/, $//'); commit $commit, created $date): index $digest"

@@ -19,11 +19,19 @@ func requires(t *testing.T, gomod string) map[string]string {
 	require.NoError(t, err, "go mod edit -json %s", gomod)
 	var mod struct {
 		Require []struct{ Path, Version string }
+		Replace []struct{ Old, New struct{ Path, Version string } }
 	}
 	require.NoError(t, json.Unmarshal(out, &mod))
 	versions := map[string]string{}
 	for _, r := range mod.Require {
 		versions[r.Path] = r.Version
+	}
+	// A module replaced by a version of itself (hack/tools requires
+	// Kubernetes' staging modules as v0.0.0) builds as that version.
+	for _, r := range mod.Replace {
+		if _, ok := versions[r.Old.Path]; ok && r.New.Path == r.Old.Path && r.New.Version != "" {
+			versions[r.Old.Path] = r.New.Version
+		}
 	}
 	return versions
 }
@@ -52,4 +60,38 @@ func TestTheToolsModuleRequiresRunnerguardsVersionsOfWhatTheyShare(t *testing.T)
 	// Most of runnerguard's libraries are the tools' too; far fewer would
 	// mean a go.mod was not read as one.
 	assert.Greater(t, shared, 50, "modules both go.mods require")
+}
+
+// The harness's other modules that make test builds (cert-manager's
+// controllers for the node, the alerts' tests beside promtool) follow the
+// same rule, so their Kubernetes, gRPC and golang.org/x compile once too.
+// Where the module needs a newer version than runnerguard's (its own
+// requirement, which MVS cannot lower), it is named here with why.
+func TestTheHarnessModulesRequireRunnerguardsVersionsOfWhatTheyShare(t *testing.T) {
+	want := requires(t, "tools/go.mod")
+	for path, version := range requires(t, "../go.mod") {
+		want[path] = version
+	}
+	newer := map[string]string{
+		// cert-manager 1.21 requires it; Kubernetes 1.37.2 the one before.
+		// Only the CEL libraries and the apiserver packages over them
+		// compile twice.
+		"github.com/google/cel-go": "e2e/certmanager",
+	}
+	for _, gomod := range []string{"../e2e/certmanager/go.mod", "../e2e/alerts/go.mod"} {
+		shared := 0
+		for path, version := range requires(t, gomod) {
+			w, ok := want[path]
+			if !ok {
+				continue
+			}
+			shared++
+			if m, ok := newer[path]; ok && "../"+m+"/go.mod" == gomod {
+				continue
+			}
+			assert.Equal(t, w, version,
+				"%s: %s requires %s, runnerguard's modules %s; give it theirs (go mod edit -require and go mod tidy there), or name why it cannot", path, gomod, version, w)
+		}
+		assert.Greater(t, shared, 10, "modules %s shares", gomod)
+	}
 }

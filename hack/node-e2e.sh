@@ -10,7 +10,10 @@ cd "$root"
 # its image and chart, not the kubectl plugin's archives, so only this
 # machine's archive is built (a cold cross-compile per platform: make
 # krew-test KREW_PLATFORMS=all and the release workflow build them all).
+# Likewise the image: this machine's platform only (make test's image stage
+# builds and checks both).
 export PLUGIN_PLATFORMS=${PLUGIN_PLATFORMS:-$(go env GOOS)_$(go env GOARCH)}
+export IMAGE_PLATFORMS=${IMAGE_PLATFORMS:-$(go env GOARCH)}
 if [ "${KEEP_CLUSTER:-}" != 1 ]; then
   trap 'go run ./e2e/cluster down; echo "component logs kept in .cache/cluster/logs" >&2' EXIT
 fi

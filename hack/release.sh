@@ -44,8 +44,10 @@ rm -rf "$out/plugin"
 VERSION=$version "$root/hack/plugin.sh" "$out/plugin"
 
 image="$registry/runnerguard"
-VERSION=$version "$root/hack/image.sh" "$image:$version"
-digest=$(cat "$root/.cache/images/runnerguard.digest")
+rm -rf "$out/image"
+VERSION=$version IMAGE_OUT="$out/image" "$root/hack/image.sh" "$image:$version"
+digest=$(cat "$out/image/runnerguard.digest")
+platforms=$(read -r -a p <<< "${IMAGE_PLATFORMS:-amd64 arm64}"; printf 'linux/%s, ' "${p[@]}")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -76,7 +78,7 @@ EOF
 [ -z "${GITHUB_OUTPUT:-}" ] || cat "$out/outputs" >> "$GITHUB_OUTPUT"
 cat <<EOF
 released runnerguard $version
-  image  $image:$version@$digest (linux/amd64, linux/arm64)
+  image  $image:$version@$digest (${platforms%, })
   chart  oci://$registry/charts/runnerguard:$version@$chart_digest (image pinned by digest)
   kubectl plugin  $out/plugin/ ($(cd "$out/plugin" && echo *.tar.gz), checksums)
 install:

@@ -16,9 +16,8 @@
 #   controllers and images, runs the node suite, the longest, then the
 #   fleet simulation.
 # What both lanes need (kwok) is built by whichever asks first, under a
-# lock, so never twice. What shares nothing with the first stages (the
-# modules, cert-manager's controllers, the image's arm64 packages) starts
-# beside them at once, at a lower priority (.cache/test-early.log).
+# lock, so never twice. Every stage's modules are downloaded beside the
+# first stages at once, at a lower priority (.cache/test-early.log).
 # The lane's output is .cache/test-lane.log, printed when it fails; its
 # times are rows of the table. A failure in either lane stops the run.
 # The CPU column is the user and system time of the stage's processes once
@@ -110,8 +109,6 @@ lane_rest() {
 early() {
   local d
   for d in . hack/tools e2e/certmanager e2e/alerts; do (cd "$d" && go mod download) || true; done
-  hack/certmanager.sh || true
-  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath ./cmd/runnerguard ./cmd/vitals || true
 }
 if [ "${1:-}" = --early ]; then
   early
@@ -163,13 +160,12 @@ fail() {
 }
 
 rm -f "$lane_times" "$kube_ready"
-# What later stages need and the first stages share nothing with, started
-# at once beside them at a lower priority, so it takes only what they leave
-# idle: every stage's modules (a build fetches what it lacks one module at a
-# time, as it finds them), cert-manager's controllers (their own module, at
-# Kubernetes versions of their own) and the image's arm64 packages (another
-# architecture). Each is built again where it is needed if this fails, and
-# under the same locks and build cache, so never twice.
+# Every stage's modules, downloaded at once beside the first stages at a
+# lower priority (a build fetches what it lacks one module at a time, as it
+# finds them). Nothing is compiled here: two go commands compiling the same
+# package at once each compile it (the build cache shares only what is
+# done), and on 2 cores that cost more than it overlapped (a cold run of
+# 2026-11-28, docs/development/README.md).
 setsid nice -n 10 "$0" --early > .cache/test-early.log 2>&1 < /dev/null &
 early_pid=$!
 cleanup() {
