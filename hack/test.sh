@@ -7,9 +7,10 @@
 # compiles runnerguard's libraries), the stages run in two lanes side by
 # side, since most suites wait on API servers and leave a core idle:
 # - this process checks the chart against the code (drift, Helm 4 and 3)
-#   and the release workflow, waits for the lane's kube-apiserver, then
-#   runs the API-server suites, the chart's, the alerts', the image's, the
-#   sidecar's and Karpenter's;
+#   and the release workflow, builds the image and runs the sidecar's and
+#   the alerts' suites, which need no Kubernetes binary, waits for the
+#   lane's kube-apiserver, then runs the API-server suites, the chart's
+#   and Karpenter's;
 # - the lane beside (`hack/test.sh --lane`, a session of its own, so that a
 #   failed run ends it whole) builds kube-apiserver, etcd, kubectl and
 #   crane, then the node's control plane, kubelet, cert-manager's
@@ -186,6 +187,14 @@ if [ "${TEST_SERIAL:-}" != 1 ]; then
 fi
 stage drift m drift
 stage workflow-lint m workflow-lint
+# What needs no Kubernetes binary, while the lane builds them: a cold
+# run's kube-apiserver left this lane waiting 205 s (2026-11-28).
+stage image m image
+stage vitals-arm64 m vitals-arm64
+stage vitals-v1 m vitals-v1
+stage vitals-v2 m vitals-v2
+stage "build promtool" hack/tools.sh promtool
+stage alerts-test m alerts-test
 if [ "${TEST_SERIAL:-}" = 1 ]; then
   lane_kube
 else
@@ -196,12 +205,6 @@ stage unit m unit
 stage e2e-api m e2e-api
 stage bench-smoke m bench-smoke
 stage chart-test m chart-test
-stage image m image
-stage vitals-arm64 m vitals-arm64
-stage vitals-v1 m vitals-v1
-stage vitals-v2 m vitals-v2
-stage "build promtool" hack/tools.sh promtool
-stage alerts-test m alerts-test
 stage "build karpenter-kwok" hack/karpenter.sh
 stage karpenter-smoke m karpenter-smoke
 if [ "${TEST_SERIAL:-}" = 1 ]; then
