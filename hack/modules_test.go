@@ -19,7 +19,9 @@ func requires(t *testing.T, gomod string) map[string]string {
 	require.NoError(t, err, "go mod edit -json %s", gomod)
 	var mod struct {
 		Require []struct{ Path, Version string }
-		Replace []struct{ Old, New struct{ Path, Version string } }
+		Replace []struct {
+			Old, New struct{ Path, Version string }
+		}
 	}
 	require.NoError(t, json.Unmarshal(out, &mod))
 	versions := map[string]string{}
