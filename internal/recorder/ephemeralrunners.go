@@ -164,10 +164,9 @@ func (e *EphemeralRunners) startInformer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// send takes what gone unwrapped: only a deletion comes as
+	// DeletedFinalStateUnknown.
 	send := func(obj any) {
-		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
 		o, ok := obj.(client.Object)
 		if !ok {
 			return
