@@ -102,21 +102,27 @@ lane_kube() {
 }
 kube_bin() { m kube-bin && hack/tools.sh crane; }
 # e2e-api runs beside the node's builds, in a process of its own: it
-# mostly waits on its API server, they compile (a cold run's two lanes
-# ended 7 minutes apart with it in the other, 2026-11-28). Its rows and
-# its output are the lane's; the node suite starts once it has passed.
+# mostly waits on its API server, they compile (in the other lane it left
+# that lane far the longer: docs/development/README.md, Test time). Its
+# rows and its output are the lane's; the node suite starts once it has
+# passed.
 lane_rest() {
   local api=
   if [ -n "$in_lane" ]; then
     stage e2e-api m e2e-api &
     api=$!
+    # Should a build below fail, the lane ends, and the suite beside it
+    # with it (this lane is its own process group): this run's cleanup
+    # kills the group only while the lane still runs.
+    trap 'kill -- -$$ 2>/dev/null || true' EXIT
   else
     stage e2e-api m e2e-api
   fi
   stage "build kcm,scheduler,kubelet" hack/kube.sh kube-controller-manager kube-scheduler kubelet
   stage "build node-deps" hack/node-deps.sh
-  if [ -n "$api" ] && ! wait "$api"; then
-    exit 1
+  if [ -n "$api" ]; then
+    wait "$api" || exit 1
+    trap - EXIT
   fi
   stage e2e-node m e2e-node
   stage "build kwok" hack/tools.sh kwok
@@ -202,8 +208,8 @@ if [ "${TEST_SERIAL:-}" != 1 ]; then
 fi
 stage drift m drift
 stage workflow-lint m workflow-lint
-# What needs no Kubernetes binary, while the lane builds them: a cold
-# run's kube-apiserver left this lane waiting 205 s (2026-11-28).
+# What needs no Kubernetes binary, while the lane builds them, rather
+# than waiting idle for kube-apiserver (docs/development/README.md).
 stage image m image
 stage vitals-arm64 m vitals-arm64
 stage vitals-v1 m vitals-v1
