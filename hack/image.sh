@@ -14,7 +14,8 @@
 #
 # crane edits images only in a registry, so the build happens in an
 # in-memory one on loopback. The result is kept as an OCI layout in
-# .cache/images/runnerguard/ (the index digest in runnerguard.digest, the
+# .cache/images/runnerguard/ (the index digest in runnerguard.digest, its
+# platforms in runnerguard.platforms, the
 # arm64 vitals binary in linux-arm64/ for the emulated test) and copied to
 # each REF given.
 #
@@ -114,9 +115,10 @@ rm -rf "$out/runnerguard.tmp"
 quiet "$crane" pull --format=oci "$local_ref" "$out/runnerguard.tmp"
 rm -rf "$out/runnerguard" && mv "$out/runnerguard.tmp" "$out/runnerguard"
 echo "$digest" > "$out/runnerguard.digest"
+printf 'linux/%s, ' "${platforms[@]}" | sed 's/, $//' > "$out/runnerguard.platforms"
 for ref in "$@"; do
   quiet "$crane" copy "$local_ref" "$ref"
   [ "$("$crane" digest "$ref")" = "$digest" ] || fail "$ref does not have digest $digest after the copy"
   echo "pushed $ref@$digest" >&2
 done
-echo "runnerguard $version ($(printf 'linux/%s, ' "${platforms[@]}" | sed 's/, $//'); commit $commit, created $date): index $digest"
+echo "runnerguard $version ($(cat "$out/runnerguard.platforms"); commit $commit, created $date): index $digest"

@@ -47,7 +47,7 @@ image="$registry/runnerguard"
 rm -rf "$out/image"
 VERSION=$version IMAGE_OUT="$out/image" "$root/hack/image.sh" "$image:$version"
 digest=$(cat "$out/image/runnerguard.digest")
-platforms=$(read -r -a p <<< "${IMAGE_PLATFORMS:-amd64 arm64}"; printf 'linux/%s, ' "${p[@]}")
+platforms=$(cat "$out/image/runnerguard.platforms")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -78,7 +78,7 @@ EOF
 [ -z "${GITHUB_OUTPUT:-}" ] || cat "$out/outputs" >> "$GITHUB_OUTPUT"
 cat <<EOF
 released runnerguard $version
-  image  $image:$version@$digest (${platforms%, })
+  image  $image:$version@$digest ($platforms)
   chart  oci://$registry/charts/runnerguard:$version@$chart_digest (image pinned by digest)
   kubectl plugin  $out/plugin/ ($(cd "$out/plugin" && echo *.tar.gz), checksums)
 install:
