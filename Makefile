@@ -13,7 +13,7 @@ export PATH := $(CACHE)/bin:$(PATH)
 export CGO_ENABLED := 0
 export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell go env GOFLAGS))
 
-.PHONY: test chart-docs chart-docs-check unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node fleets demo helm-bin
+.PHONY: test chart-docs chart-docs-check libraries unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node fleets demo helm-bin
 # hack/test.sh runs the targets below in order (it is their one list), each
 # timed with a table at the end, and builds what the later ones need beside
 # the first suites.
@@ -29,6 +29,11 @@ chart-docs:
 
 chart-docs-check:
 	hack/chart-docs.sh --check
+
+# runnerguard's packages and every library under them compiled into the
+# build cache, not linked: what make test's two lanes then share.
+libraries:
+	go list -export -deps ./... > /dev/null
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -114,15 +119,22 @@ manifests:
 # OCI index, reproducible (same commit, same digest), checked: the index
 # lists both platforms, each with its config, files and binaries. Kept as an
 # OCI layout in .cache/images/runnerguard/ (digest in runnerguard.digest).
+# IMAGE_PLATFORMS=amd64 builds one. make test builds no image of its own:
+# the node suite's release builds and checks this machine's platform with
+# the same script, and the release workflow both (docs/development/README.md,
+# Test time).
 image:
 	hack/image.sh
 
-# The image's arm64 vitals sidecar under qemu user-mode emulation
-# (hack/qemu-user.sh installs Debian's qemu-user-static) on the cgroup test
-# trees: what an arm64 node runs in every runner pod. About 10 s.
-vitals-arm64: image
+# The arm64 vitals sidecar, built by the test as the image builds it
+# (static, -trimpath; VITALS_BIN=path tests another), under qemu user-mode
+# emulation (hack/qemu-user.sh installs Debian's qemu-user-static) on the
+# cgroup test trees: what an arm64 node runs in every runner pod. Only the
+# sidecar is cross-compiled here: it is the one binary that reads the
+# kernel's files.
+vitals-arm64:
 	hack/qemu-user.sh
-	VITALS_BIN=$(CACHE)/images/linux-arm64/vitals go test -tags emulated -count=1 -v -run TestVitalsArm64 ./cmd/vitals/
+	go test -tags emulated -count=1 -v -run TestVitalsArm64 ./cmd/vitals/
 
 # The release workflow through actionlint (built from the Go module proxy).
 workflow-lint:

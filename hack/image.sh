@@ -15,16 +15,13 @@
 # crane edits images only in a registry, so the build happens in an
 # in-memory one on loopback. The result is kept as an OCI layout in
 # .cache/images/runnerguard/ (the index digest in runnerguard.digest, its
-# platforms in runnerguard.platforms, the
-# arm64 vitals binary in linux-arm64/ for the emulated test) and copied to
-# each REF given.
+# platforms in runnerguard.platforms) and copied to each REF given.
 #
 # IMAGE_PLATFORMS="amd64" builds only those of the two (the node suites'
 # releases: the node runs amd64, and a cross-compile of the module graph is
-# the dearest part of a cold build; the image stage of make test and the
-# release workflow build both). IMAGE_OUT puts the result elsewhere than
-# .cache/images, so a release and the image stage beside it never write
-# each other's digest.
+# the dearest part of a cold build; `make image` and the release workflow
+# build both). IMAGE_OUT puts the result elsewhere than .cache/images, so a
+# release never writes the digest of an image built beside it.
 # Usage: hack/image.sh [REF ...]   (VERSION defaults to the chart's appVersion)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -106,10 +103,6 @@ for arch in "${platforms[@]}"; do
     [ "$got" = "${machine[$arch]}" ] || fail "linux/$arch /$b is built for ELF machine $got"
   done
 done
-if [ -f "$work/export-arm64/vitals" ]; then
-  mkdir -p "$out/linux-arm64"
-  cp "$work/export-arm64/vitals" "$out/linux-arm64/vitals"
-fi
 
 rm -rf "$out/runnerguard.tmp"
 quiet "$crane" pull --format=oci "$local_ref" "$out/runnerguard.tmp"

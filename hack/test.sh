@@ -3,23 +3,24 @@
 # of the stage times at the end (and at the first failure, which stops the
 # run).
 #
-# After the first two stages (the chart's README and lint, whose go vet
-# compiles runnerguard's libraries), the stages run in two lanes side by
-# side, since most suites wait on API servers and leave a core idle:
-# - this process checks the chart against the code (drift, Helm 4 and 3)
-#   and the release workflow, builds the image and runs the sidecar's and
-#   the alerts' suites, which need no Kubernetes binary, waits for the
-#   lane's kube-apiserver, then runs the plugin's, the unit tests, the
-#   benchmarks, the chart's and Karpenter's;
+# After the first two stages (the chart's README, and runnerguard's
+# libraries compiled), the stages run in two lanes side by side, since most
+# suites wait on API servers and leave a core idle:
+# - this process runs lint, checks the chart against the code (drift, Helm
+#   4 and 3) and the release workflow, runs the sidecar's and the alerts'
+#   suites, which need no Kubernetes binary, waits for the lane's
+#   kube-apiserver, then runs the plugin's, the unit tests, the benchmarks,
+#   the chart's, Karpenter's and the fleet simulation;
 # - the lane beside (`hack/test.sh --lane`, a session of its own, so that a
 #   failed run ends it whole) builds kube-apiserver, etcd, kubectl and
 #   crane, then runs the API-server suite beside the builds of the node's
-#   control plane, kubelet, cert-manager's
-#   controllers and images, runs the node suite, the longest, then the
-#   fleet simulation.
-# What both lanes need (kwok) is built by whichever asks first, under a
-# lock, so never twice. Every stage's modules are downloaded beside the
-# first stages at once, at a lower priority (.cache/test-early.log).
+#   control plane, kubelet, cert-manager's controllers and images, then
+#   the node suite, the longest (its release builds and checks the image,
+#   this machine's platform).
+# What both lanes need (kube-controller-manager) is built by whichever asks
+# first, under a lock, so never twice. Every stage's modules are
+# downloaded beside the first stages at once, at a lower priority
+# (.cache/test-early.log).
 # The lane's output is .cache/test-lane.log, printed when it fails; its
 # times are rows of the table. A failure in either lane stops the run.
 # The CPU column is the user and system time of the stage's processes once
@@ -125,8 +126,6 @@ lane_rest() {
     trap - EXIT
   fi
   stage e2e-node m e2e-node
-  stage "build kwok" hack/tools.sh kwok
-  stage scale-smoke m scale-smoke
 }
 early() {
   local d
@@ -198,19 +197,21 @@ cleanup() {
 trap cleanup EXIT
 
 stage chart-docs-check m chart-docs-check
-stage lint m lint
-# The lane starts once lint has compiled runnerguard's libraries, which are
-# most of what the Helm builds of drift and the lane's kube-apiserver share,
-# so that those two run side by side without compiling anything twice.
+# runnerguard's packages and the libraries under them, compiled (not
+# linked) into the build cache: most of what the lane's kube-apiserver and
+# drift's Helm builds compile too. The lane starts once they are there, so
+# that nothing is compiled twice at once, and lint's go vet (the test
+# packages and vet's own pass over every package) runs beside it.
+stage libraries m libraries
 if [ "${TEST_SERIAL:-}" != 1 ]; then
   setsid "$0" --lane > "$lane_log" 2>&1 < /dev/null &
   lane_pid=$!
 fi
+stage lint m lint
 stage drift m drift
 stage workflow-lint m workflow-lint
 # What needs no Kubernetes binary, while the lane builds them, rather
 # than waiting idle for kube-apiserver (docs/development/README.md).
-stage image m image
 stage vitals-arm64 m vitals-arm64
 stage vitals-v1 m vitals-v1
 stage vitals-v2 m vitals-v2
@@ -227,6 +228,8 @@ stage bench-smoke m bench-smoke
 stage chart-test m chart-test
 stage "build karpenter-kwok" hack/karpenter.sh
 stage karpenter-smoke m karpenter-smoke
+stage "build kwok" hack/tools.sh kwok
+stage scale-smoke m scale-smoke
 if [ "${TEST_SERIAL:-}" = 1 ]; then
   lane_rest
 else
