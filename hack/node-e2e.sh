@@ -10,8 +10,9 @@ cd "$root"
 # its image and chart, not the kubectl plugin's archives, so only this
 # machine's archive is built (a cold cross-compile per platform: make
 # krew-test KREW_PLATFORMS=all and the release workflow build them all).
-# Likewise the image: this machine's platform only (make test's image stage
-# builds and checks both).
+# Likewise the image: this machine's platform only, built and checked by
+# the same script (hack/image.sh) as `make image` and the release workflow,
+# which build both.
 export PLUGIN_PLATFORMS=${PLUGIN_PLATFORMS:-$(go env GOOS)_$(go env GOARCH)}
 export IMAGE_PLATFORMS=${IMAGE_PLATFORMS:-$(go env GOARCH)}
 if [ "${KEEP_CLUSTER:-}" != 1 ]; then
