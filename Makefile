@@ -62,8 +62,11 @@ helm-bin:
 kube-bin:
 	hack/kube.sh etcd kube-apiserver kubectl
 
-# The webhooks through a real kube-apiserver and etcd built from source.
+# The webhooks through a real kube-apiserver and etcd built from source
+# (and Debian's jq, which runs the operators' audit query of
+# docs/operations/cli.md over the suite's audit log).
 e2e-api: kube-bin helm-bin
+	hack/debian.sh jq
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -tags e2e -count=1 -timeout 20m ./e2e/api/...
 
 # The same suite on the oldest minor the chart supports (1.30) and one in

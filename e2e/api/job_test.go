@@ -4,6 +4,12 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,6 +277,7 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 			return sizedAs(sized(podtest.GitLab(ns, name)), "helper").Terminated("build", 0, "Completed").Running("helper").Obj()
 		}), vpa, shrinkHelper, true},
 	}
+	var refused []auditedRefusal
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.change.needs != nil {
@@ -285,8 +292,21 @@ func TestABusyRunnerCannotBeEndedWithoutADelete(t *testing.T) {
 			requireRefusedByPolicy(t, err, tc.change.refusal)
 			assert.True(t, alive(t, pod))
 			requireAuditedRefusal(t, tc.by, pod, tc.change.refusal)
+			refused = append(refused, auditedRefusal{Pod: pod.Name, NS: pod.Namespace, As: tc.by.user})
 		})
 	}
+
+	t.Run("the operators' audit query lists each refusal and its requester", func(t *testing.T) {
+		if len(refused) == 0 {
+			t.Skip("no refusal ran (-run left them out)")
+		}
+		listed := runDocumentedAuditQuery(t)
+		for _, want := range refused {
+			assert.True(t, slices.ContainsFunc(listed, func(got auditedRefusal) bool {
+				return got.Pod == want.Pod && got.NS == want.NS && got.As == want.As && got.User != "" && got.At != ""
+			}), "the query lists %s/%s refused as %s; it listed %+v", want.NS, want.Pod, want.As, listed)
+		}
+	})
 
 	t.Run("a runner pod is still created with a deadline and tolerations of its own", func(t *testing.T) {
 		w := sized(podtest.Runner(ns, "own-deadline"))
@@ -319,6 +339,47 @@ func requireAuditedRefusal(t *testing.T, p principal, pod *corev1.Pod, refusal s
 	}, 30*time.Second, 100*time.Millisecond, "the refusal of %s is in the audit log", p.user)
 	assert.Contains(t, got[0].Annotations[apitest.PolicyDenied], refusal)
 	assert.Equal(t, int32(403), got[0].ResponseStatus.Code)
+}
+
+// auditedRefusal is a line of the operators' audit query
+// (docs/operations/cli.md, refusals).
+type auditedRefusal struct {
+	User string `json:"user"`
+	As   string `json:"as"`
+	Pod  string `json:"pod"`
+	NS   string `json:"ns"`
+	At   string `json:"at"`
+}
+
+// runDocumentedAuditQuery runs the jq line docs/operations/cli.md gives
+// operators over the suite's audit log, as written there but for the
+// log's path, and returns what it lists.
+func runDocumentedAuditQuery(t *testing.T) []auditedRefusal {
+	t.Helper()
+	root, err := apitest.RepoRoot()
+	require.NoError(t, err)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "operations", "cli.md"))
+	require.NoError(t, err)
+	const first, last = "    jq -c '", "' /var/log/kubernetes/audit.log"
+	text := string(doc)
+	start := strings.Index(text, first)
+	require.GreaterOrEqual(t, start, 0, "docs/operations/cli.md has no line starting %q", first)
+	end := strings.Index(text[start:], last)
+	require.Greater(t, end, 0, "the jq line of docs/operations/cli.md ends with %q", last)
+	program := text[start+len(first) : start+end]
+	out, err := exec.Command("jq", "-c", program, auditLog).Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		t.Fatalf("jq: %v: %s", err, exit.Stderr)
+	}
+	require.NoError(t, err, "jq (hack/debian.sh installs it)")
+	var listed []auditedRefusal
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r auditedRefusal
+		require.NoError(t, json.Unmarshal([]byte(line), &r), "jq's line %q", line)
+		listed = append(listed, r)
+	}
+	return listed
 }
 
 // connect opens pods/<subresource> of pod as p, for container (none when
