@@ -9,10 +9,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-# As the node suite: this machine's platform only, of the release's image
-# and plugin (hack/node-e2e.sh).
-export PLUGIN_PLATFORMS=${PLUGIN_PLATFORMS:-$(go env GOOS)_$(go env GOARCH)}
-export IMAGE_PLATFORMS=${IMAGE_PLATFORMS:-$(go env GOARCH)}
 fleets=${FLEETS:-gitlab arc}
 for f in $fleets; do
   "hack/fleets/$f.sh"

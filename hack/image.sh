@@ -17,10 +17,10 @@
 # .cache/images/runnerguard/ (the index digest in runnerguard.digest, its
 # platforms in runnerguard.platforms) and copied to each REF given.
 #
-# IMAGE_PLATFORMS="amd64" builds only those of the two (the node suites'
-# releases: the node runs amd64, and a cross-compile of the module graph is
-# the dearest part of a cold build; `make image` and the release workflow
-# build both). IMAGE_OUT puts the result elsewhere than .cache/images, so a
+# IMAGE_PLATFORMS="amd64" builds only those of the two (a release to this
+# machine's node cluster, for the demo and the node suites: the node runs
+# one platform, and a cross-compile of the module graph is the dearest part
+# of a cold build; `make image` and the release workflow build both). IMAGE_OUT puts the result elsewhere than .cache/images, so a
 # release never writes the digest of an image built beside it.
 # Usage: hack/image.sh [REF ...]   (VERSION defaults to the chart's appVersion)
 set -euo pipefail

@@ -6,15 +6,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-# The install publishes a release to the cluster's registry; the suite uses
-# its image and chart, not the kubectl plugin's archives, so only this
-# machine's archive is built (a cold cross-compile per platform: make
-# krew-test KREW_PLATFORMS=all and the release workflow build them all).
-# Likewise the image: this machine's platform only, built and checked by
-# the same script (hack/image.sh) as `make image` and the release workflow,
-# which build both.
-export PLUGIN_PLATFORMS=${PLUGIN_PLATFORMS:-$(go env GOOS)_$(go env GOARCH)}
-export IMAGE_PLATFORMS=${IMAGE_PLATFORMS:-$(go env GOARCH)}
+# The install publishes a release of this machine's platform to the
+# cluster's registry (e2e/cluster install.go, thisPlatformOnly): its image
+# is built and checked by the script (hack/image.sh) that builds both for
+# `make image` and the release workflow.
 if [ "${KEEP_CLUSTER:-}" != 1 ]; then
   trap 'go run ./e2e/cluster down; echo "component logs kept in .cache/cluster/logs" >&2' EXIT
 fi

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -47,6 +48,7 @@ func install(ctx context.Context, l layout, helm string, values []string) error 
 	cmd := exec.CommandContext(ctx, filepath.Join(l.repo, "hack", "install.sh"), args...)
 	cmd.Env = append(os.Environ(), "REGISTRY="+registry, "PUBLISH=1", "HELM="+helm,
 		"RELEASE="+releaseName, "NAMESPACE="+releaseNamespace)
+	cmd.Env = append(cmd.Env, thisPlatformOnly()...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("hack/install.sh: %w", err)
@@ -57,6 +59,22 @@ func install(ctx context.Context, l layout, helm string, values []string) error 
 		return err
 	}
 	return probeInjection(ctx, cs)
+}
+
+// thisPlatformOnly narrows the release to what this machine's node runs:
+// its platform's image and plugin archive, where a release builds every
+// platform's, a cold cross-compile of the module graph each (`make image`,
+// `make krew-test KREW_PLATFORMS=all` and the release workflow build them
+// all). A caller's IMAGE_PLATFORMS or PLUGIN_PLATFORMS wins.
+func thisPlatformOnly() []string {
+	var env []string
+	if os.Getenv("IMAGE_PLATFORMS") == "" {
+		env = append(env, "IMAGE_PLATFORMS="+runtime.GOARCH)
+	}
+	if os.Getenv("PLUGIN_PLATFORMS") == "" {
+		env = append(env, "PLUGIN_PLATFORMS="+runtime.GOOS+"_"+runtime.GOARCH)
+	}
+	return env
 }
 
 // probeInjection creates a runner pod with server-side dry run in an
