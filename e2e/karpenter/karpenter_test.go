@@ -114,7 +114,12 @@ func TestConsolidation(t *testing.T) {
 	// nodes are gone, or KARPENTER_WAIT passed).
 	perRole := apitest.EnvInt("KARPENTER_NODES_PER_ROLE", 1)
 	hold := apitest.EnvDuration("KARPENTER_HOLD", 0)
-	patience := apitest.EnvDuration("KARPENTER_WAIT", 4*time.Minute)
+	// Karpenter weighs consolidation again when a node or a pod's binding
+	// changes, and otherwise only every 5 minutes (its state.Cluster's
+	// ConsolidationState): a runner's mark taken off after its last pass
+	// is seen up to 5 minutes later. So the wait is longer than that, plus
+	// the 15 s it validates a command and time for a loaded machine.
+	patience := apitest.EnvDuration("KARPENTER_WAIT", 8*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute+hold+patience)
 	defer cancel()
 	dir := t.TempDir()
