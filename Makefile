@@ -13,7 +13,7 @@ export PATH := $(CACHE)/bin:$(PATH)
 export CGO_ENABLED := 0
 export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell go env GOFLAGS))
 
-.PHONY: test chart-docs chart-docs-check libraries unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node fleets demo helm-bin
+.PHONY: test chart-docs chart-docs-check libraries unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node fleets demo helm-bin jq-bin
 # hack/test.sh runs the targets below in order (it is their one list), each
 # timed with a table at the end, and builds what the later ones need beside
 # the first suites.
@@ -62,11 +62,13 @@ helm-bin:
 kube-bin:
 	hack/kube.sh etcd kube-apiserver kubectl
 
-# The webhooks through a real kube-apiserver and etcd built from source
-# (and Debian's jq, which runs the operators' audit query of
-# docs/operations/cli.md over the suite's audit log).
-e2e-api: kube-bin helm-bin
+# Debian's jq, with which the API-server suite runs the operators' audit
+# query of docs/operations/cli.md over its audit log.
+jq-bin:
 	hack/debian.sh jq
+
+# The webhooks through a real kube-apiserver and etcd built from source.
+e2e-api: kube-bin helm-bin jq-bin
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -tags e2e -count=1 -timeout 20m ./e2e/api/...
 
 # The same suite on the oldest minor the chart supports (1.30) and one in
@@ -76,7 +78,7 @@ e2e-api: kube-bin helm-bin
 # A test needing a newer server skips, naming the feature (apitest.RequireServer).
 COMPAT_VERSIONS := v1.30.14 v1.33.13
 # Each run's whole log is .cache/compat-<version>.log; the skips are printed.
-compat: helm-bin
+compat: helm-bin jq-bin
 	@set -e; for v in $(COMPAT_VERSIONS); do \
 	  KUBE_VERSION=$$v hack/kube.sh etcd kube-apiserver kubectl; \
 	  log=$(CACHE)/compat-$$v.log; echo ">> e2e/api on kube-apiserver $$v (log: $$log)"; \

@@ -20,8 +20,9 @@
 # IMAGE_PLATFORMS="amd64" builds only those of the two (a release to this
 # machine's node cluster, for the demo and the node suites: the node runs
 # one platform, and a cross-compile of the module graph is the dearest part
-# of a cold build; `make image` and the release workflow build both). IMAGE_OUT puts the result elsewhere than .cache/images, so a
-# release never writes the digest of an image built beside it.
+# of a cold build; `make image` and the release workflow build both).
+# IMAGE_OUT puts the result elsewhere than .cache/images, so a release
+# never writes the digest of an image built beside it.
 # Usage: hack/image.sh [REF ...]   (VERSION defaults to the chart's appVersion)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -19,8 +19,8 @@ import (
 
 // TestVitalsArm64 runs the arm64 sidecar, built here as hack/image.sh
 // builds the image's (static, -trimpath), or $VITALS_BIN when set (one
-// taken out of an image), under qemu user-mode emulation on the cgroup test trees: its first
-// reading must match what the trees hold, and SIGTERM must leave the final
+// taken out of an image), under qemu user-mode emulation on the cgroup
+// test trees: its first reading must match what the trees hold, and SIGTERM must leave the final
 // reading in the termination message. An arm64 node runs this binary in
 // every runner pod, so a wrong GOARCH or a build that needs cgo shows here.
 func TestVitalsArm64(t *testing.T) {
