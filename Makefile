@@ -13,7 +13,7 @@ export PATH := $(CACHE)/bin:$(PATH)
 export CGO_ENABLED := 0
 export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell go env GOFLAGS))
 
-.PHONY: test chart-docs chart-docs-check libraries unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node fleets demo helm-bin jq-bin
+.PHONY: test fleet-table chart-docs chart-docs-check libraries unit lint drift e2e-api compat kube-bin tools chart-test alerts-test manifests image vitals-arm64 workflow-lint krew-test release vitals-v1 vitals-v2 node-deps cluster-up cluster-install cluster-down e2e-node fleets demo helm-bin jq-bin
 # hack/test.sh runs the targets below in order (it is their one list), each
 # timed with a table at the end, and builds what the later ones need beside
 # the first suites.
@@ -53,6 +53,12 @@ drift:
 	HELM=$(CACHE)/bin/helm HELM3=$(CACHE)/bin/helm3 go test -count=1 \
 	  -run 'TestConfigFromValues|TestWebhookConfigurations|TestPolicy|TestManifestsAreInSyncWithTheChart|TestDeleteMatchConditionsAgreeWithDecide|TestOverrideClusterRole' \
 	  ./e2e/chart/ ./e2e/internal/registration/
+
+# The chart's fleet table (charts/runnerguard/templates/_fleets.tpl),
+# generated from the fleets' list in internal/presets; `go test
+# ./internal/presets` fails when it is stale.
+fleet-table:
+	go test -count=1 -run TestTheChartsFleetTableIsGeneratedFromTheFleets ./internal/presets -update
 
 # Helm, which e2e/internal/registration runs to render the chart's webhook
 # configurations and policy for the suites that register them.

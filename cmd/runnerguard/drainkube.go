@@ -18,7 +18,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/drain"
-	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -131,27 +131,27 @@ func (r runnersOn) list(ctx context.Context, node string) ([]drain.Runner, error
 	var out []drain.Runner
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		run, ok := runnerpod.Match(pod, r.presets)
+		run, ok := presets.Match(pod, r.presets)
 		if !ok {
 			continue
 		}
 		dr := drain.Runner{Pod: pod, Runner: run}
-		if run.Preset.Name == runnerpod.ARCScaleSet {
-			dr.Signal, dr.Job = r.ephemeralRunnerJob(ctx, pod)
+		if presets.KeepsRecord(run) {
+			dr.Signal, dr.Job = r.recordJob(ctx, pod, run)
 		} else {
-			dr.Job = fleet.JobFromPod(pod, run.Preset.Job)
+			dr.Job = runnerpod.JobFromPod(pod, run.Preset.Job)
 		}
 		out = append(out, dr)
 	}
 	return out, nil
 }
 
-// ephemeralRunnerJob reads an ARC runner's EphemeralRunner as the guard
-// does (fleet.ReadEphemeralRunner): one that cannot be read, or is not the
-// pod's owner by UID, says the runner is busy; the job is named for a busy
-// one.
-func (r runnersOn) ephemeralRunnerJob(ctx context.Context, pod *corev1.Pod) (runnerpod.JobSignal, *v1alpha1.Job) {
-	er, _ := fleet.ReadEphemeralRunner(ctx, r.c, pod)
+// recordJob reads the fleet's record of the runner (ARC's
+// EphemeralRunner) as the guard does (presets.ReadRecord): one that cannot
+// be read, or is not the pod's owner by UID, says the runner is busy; the
+// job is named for a busy one.
+func (r runnersOn) recordJob(ctx context.Context, pod *corev1.Pod, run runnerpod.Runner) (runnerpod.JobSignal, *v1alpha1.Job) {
+	er, _ := presets.ReadRecord(ctx, r.c, run, pod)
 	if er.Signal != runnerpod.JobAssigned {
 		return er.Signal, nil
 	}
@@ -193,7 +193,7 @@ func (p podsWithoutRunners) List(ctx context.Context, opts metav1.ListOptions) (
 	}
 	kept := list.Items[:0]
 	for _, pod := range list.Items {
-		if _, ok := runnerpod.Match(&pod, p.presets); !ok {
+		if _, ok := presets.Match(&pod, p.presets); !ok {
 			kept = append(kept, pod)
 		}
 	}

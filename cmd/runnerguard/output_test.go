@@ -13,6 +13,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -24,7 +25,7 @@ func records(t *testing.T) []death.Record {
 		podtest.Runner("ci", "b").Terminated("runner", 1, "Error"),
 	} {
 		pod := w.Obj()
-		runner, ok := runnerpod.Match(pod, configtest.Enforcing().Presets)
+		runner, ok := presets.Match(pod, configtest.Enforcing().Presets)
 		require.True(t, ok)
 		rs = append(rs, death.New(pod, runner, runnerpod.RunnerStatus(pod, runner.Containers)))
 	}

@@ -10,14 +10,14 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/drain"
 	"github.com/runnerguard/runnerguard/internal/podtest"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/presets"
 )
 
 func waitingFor(names ...string) []drain.Step {
 	var out []drain.Step
 	for _, n := range names {
 		pod := podtest.Runner("ci", n).Running("runner").Obj()
-		r, _ := runnerpod.Match(pod, runnerpod.DefaultPresets())
+		r, _ := presets.Match(pod, presets.Defaults())
 		out = append(out, drain.Judge(drain.Runner{Pod: pod, Runner: r}, podtest.Start.Add(time.Minute)))
 	}
 	return out

@@ -20,7 +20,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -89,15 +89,15 @@ func TestAGitLabBuildPodsRecordNamesItsJobAndProject(t *testing.T) {
 	ns := newNamespace(t, nil)
 	manager := as(t, ownerPrincipal)
 	w := podtest.GitLab(ns, "runner-abc-project-42-concurrent-0").RunningSince("build", time.Now().Add(-time.Minute)).
-		Annotate(runnerpod.GitLabJobIDAnnotation, "5521").Annotate(runnerpod.GitLabJobNameAnnotation, "test").
-		Annotate(runnerpod.GitLabJobURLAnnotation, "https://gitlab.example.com/acme/app/-/jobs/5521").
-		Label(runnerpod.GitLabProjectIDLabel, "42")
+		Annotate(gitlab.JobIDAnnotation, "5521").Annotate(gitlab.JobNameAnnotation, "test").
+		Annotate(gitlab.JobURLAnnotation, "https://gitlab.example.com/acme/app/-/jobs/5521").
+		Label(gitlab.ProjectIDLabel, "42")
 	pod := create(t, manager, w.Obj())
 	// The step is OOM-killed while the manager has not ended the job.
 	st := podtest.GitLab(ns, pod.Name).Terminated("build", 137, "OOMKilled").Obj().Status
 	setStatus(t, pod, st)
 	r := oneDeath(t, pod)
-	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: fleet.JobFromPodMarks, CreatedBy: ownerPrincipal}, r.Job)
+	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: runnerpod.JobFromPodMarks, CreatedBy: ownerPrincipal}, r.Job)
 	found := deathsOfJob(t, ns, "5521")
 	require.Len(t, found, 1)
 	assert.Equal(t, "42", found[0].Job.Project)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -253,7 +254,7 @@ func TestAKubeletEndsNoBusyRunnerThroughTheAPIServer(t *testing.T) {
 	}{
 		{"it cannot set the override through the status", busy, annotations(runnerpod.AllowDelete, "node says so"), overrideRefused},
 		{"it cannot drop the runner label through the status", busy, labels(runnerpod.RunnerLabel, nil), "only runnerguard may change the label " + runnerpod.RunnerLabel},
-		{"it cannot change a runner's preset through the status", scaleSet, labels(runnerpod.ARCScaleSetLabel, nil), scaleSetLabel},
+		{"it cannot change a runner's preset through the status", scaleSet, labels(arcscaleset.Label, nil), scaleSetLabel},
 		{"it cannot erase the refusals kept on the pod", busy, annotations("runnerguard.io/refusals", `{"v":1,"entries":[]}`), "only runnerguard may write runnerguard.io/refusals"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { requireRefusedByPolicy(t, statusMeta(tc.pod, tc.meta), tc.refused) })

@@ -17,6 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -85,7 +88,7 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 	operator := may(t, ns, person("olga@example.com"), "edit")
 	mayOverride(t, ns, operator)
 	arc := may(t, ns, serviceAccount(arcController), "edit")
-	legacy := may(t, ns, serviceAccount(runnerpod.ARCLegacyController), "edit")
+	legacy := may(t, ns, serviceAccount(arclegacy.Controller), "edit")
 	workflow := may(t, ns, serviceAccount(workflowRunner), "edit")
 	gc := may(t, ns, serviceAccount(config.GarbageCollector), "edit")
 
@@ -98,11 +101,11 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 	scaleSet := func(name string) *corev1.Pod { return running(podtest.ARCScaleSet(ns, name), "runner") }
 	workflowPod := func(name string) *corev1.Pod { return running(podtest.ARCWorkflow(ns, name), "job") }
 	runnerSetPod := func(name string) *corev1.Pod {
-		return running(podtest.Runner(ns, name).Label(runnerpod.ARCLegacyRunnerSetLabel, "rs"), "runner")
+		return running(podtest.Runner(ns, name).Label(arclegacy.RunnerSetLabel, "rs"), "runner")
 	}
 	unlabelledScaleSet := func(name string) *corev1.Pod {
 		pod := scaleSet(name)
-		delete(pod.Labels, runnerpod.ARCScaleSetLabel)
+		delete(pod.Labels, arcscaleset.Label)
 		return pod
 	}
 	idleOwner := map[string]any{"ownerReferences": []any{map[string]any{
@@ -132,31 +135,31 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		{"ARC's controller cannot date its runner's job either: runnerguard saw it", scaleSet, arc, annotations(runnerpod.JobAssignedAt, "2026-11-01T12:00:00Z"), jobStartKept},
 		{"a reaper cannot put refusals on a runner", generic, reaperSA, annotations(refusal.Annotation, `{"v":1,"entries":[]}`), refusalsKept},
 		{"nor can the runner's fleet", scaleSet, arc, annotations(refusal.Annotation, `{"v":1,"entries":[]}`), refusalsKept},
-		{"a reaper cannot mark a generic runner unregistered", generic, reaperSA, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
-		{"a namespace admin cannot mark a legacy runner unregistered", legacyRunner, nsAdmin, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
-		{"ARC's scale-set controller cannot write legacy ARC's signal", legacyRunner, arc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), idleSignal},
-		{"legacy ARC's controller marks its runner unregistered", legacyRunner, legacy, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
+		{"a reaper cannot mark a generic runner unregistered", generic, reaperSA, annotations(arclegacy.Unregistered, unregistered), idleSignal},
+		{"a namespace admin cannot mark a legacy runner unregistered", legacyRunner, nsAdmin, annotations(arclegacy.Unregistered, unregistered), idleSignal},
+		{"ARC's scale-set controller cannot write legacy ARC's signal", legacyRunner, arc, annotations(arclegacy.Unregistered, unregistered), idleSignal},
+		{"legacy ARC's controller marks its runner unregistered", legacyRunner, legacy, annotations(arclegacy.Unregistered, unregistered), ""},
 		{"a reaper cannot re-point an ARC runner to an idle EphemeralRunner", scaleSet, reaperSA, idleOwner, ownersChanged},
 		{"a CI job cannot give a generic runner an owner", generic, ciJob, idleOwner, ownersChanged},
 		{"the garbage collector removes a deleted owner", scaleSet, gc, map[string]any{"ownerReferences": nil}, ""},
 		{"ARC's controller may re-point its runner", scaleSet, arc, idleOwner, ""},
-		{"a reaper cannot label a generic runner an ARC scale-set runner", generic, reaperSA, labels(runnerpod.ARCScaleSetLabel, "True"), scaleSetLabel},
-		{"a reaper cannot strip the scale-set label", scaleSet, reaperSA, labels(runnerpod.ARCScaleSetLabel, nil), scaleSetLabel},
-		{"ARC's controller cannot make a generic runner its own by its label", generic, arc, labels(runnerpod.ARCScaleSetLabel, "True"), presetFixed},
+		{"a reaper cannot label a generic runner an ARC scale-set runner", generic, reaperSA, labels(arcscaleset.Label, "True"), scaleSetLabel},
+		{"a reaper cannot strip the scale-set label", scaleSet, reaperSA, labels(arcscaleset.Label, nil), scaleSetLabel},
+		{"ARC's controller cannot make a generic runner its own by its label", generic, arc, labels(arcscaleset.Label, "True"), presetFixed},
 		{"ARC's controller cannot re-point a generic runner at an idle EphemeralRunner", generic, arc, idleOwner, presetFixed},
 		{"ARC's controller cannot re-point a legacy runner at an idle EphemeralRunner", legacyRunner, arc, idleOwner, presetFixed},
-		{"legacy ARC's controller cannot mark a generic runner unregistered", generic, legacy, annotations(runnerpod.ARCLegacyUnregistered, unregistered), presetFixed},
-		{"legacy ARC's controller marks its RunnerSet's pod unregistered", runnerSetPod, legacy, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
-		{"legacy ARC's controller cannot make a generic runner a RunnerSet's", generic, legacy, labels(runnerpod.ARCLegacyRunnerSetLabel, "rs"), presetFixed},
+		{"legacy ARC's controller cannot mark a generic runner unregistered", generic, legacy, annotations(arclegacy.Unregistered, unregistered), presetFixed},
+		{"legacy ARC's controller marks its RunnerSet's pod unregistered", runnerSetPod, legacy, annotations(arclegacy.Unregistered, unregistered), ""},
+		{"legacy ARC's controller cannot make a generic runner a RunnerSet's", generic, legacy, labels(arclegacy.RunnerSetLabel, "rs"), presetFixed},
 		{"the garbage collector orphans a runner whose owner decided its preset", unlabelledScaleSet, gc, map[string]any{"ownerReferences": nil}, ""},
-		{"a CI job cannot turn a workflow pod into another preset's", workflowPod, ciJob, labels(runnerpod.ARCWorkflowPodLabel, nil), workflowLabel},
+		{"a CI job cannot turn a workflow pod into another preset's", workflowPod, ciJob, labels(arcworkflow.PodLabel, nil), workflowLabel},
 		// The kubernetes-mode runner's ServiceAccount lives in the runner
 		// namespace, where edit wears it: as the docs advise, it is named
 		// as no controller, and so trusted with no field.
-		{"ARC's kubernetes-mode runner cannot re-point its workflow pod at another runner", workflowPod, workflow, labels(runnerpod.ARCWorkflowPodLabel, "other-runner"), workflowLabel},
+		{"ARC's kubernetes-mode runner cannot re-point its workflow pod at another runner", workflowPod, workflow, labels(arcworkflow.PodLabel, "other-runner"), workflowLabel},
 		{"nor can it re-point an ARC runner at an idle EphemeralRunner", scaleSet, workflow, idleOwner, ownersChanged},
-		{"the garbage collector is trusted with the idle signal too", legacyRunner, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), ""},
-		{"but not to make a generic runner a legacy one", generic, gc, annotations(runnerpod.ARCLegacyUnregistered, unregistered), presetFixed},
+		{"the garbage collector is trusted with the idle signal too", legacyRunner, gc, annotations(arclegacy.Unregistered, unregistered), ""},
+		{"but not to make a generic runner a legacy one", generic, gc, annotations(arclegacy.Unregistered, unregistered), presetFixed},
 		{"a reaper may still write metadata the guard does not read", generic, reaperSA, annotations("example.com/note", "seen"), ""},
 	}
 	for i, tc := range cases {
@@ -232,7 +235,7 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 	}
 	everything := func(p *corev1.Pod) {
 		p.Annotations[runnerpod.AllowDelete] = "via status"
-		p.Labels[runnerpod.ARCScaleSetLabel] = "False"
+		p.Labels[arcscaleset.Label] = "False"
 		p.OwnerReferences = nil
 	}
 
@@ -242,14 +245,14 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 		ns := plainNamespace(t, nil)
 		kubelet := serviceAccount("system:serviceaccount:" + ns + ":status-writer")
 		grant(t, ns, kubelet, statusWriter, writesStatus)
-		plain := podtest.Plain(ns, "web").Label(runnerpod.ARCScaleSetLabel, "True").Annotate("example.com/x", "y").Obj()
+		plain := podtest.Plain(ns, "web").Label(arcscaleset.Label, "True").Annotate("example.com/x", "y").Obj()
 		plain.OwnerReferences = podtest.ARCScaleSet(ns, "arc").Obj().OwnerReferences
 		require.NotEmpty(t, plain.OwnerReferences)
 		pod := create(t, nil, running(&podtest.Wrapper{Pod: *plain}, "app"))
 		got, err := tamper(t, kubelet.client(t), pod, everything)
 		require.NoError(t, err)
 		assert.Equal(t, "via status", got.Annotations[runnerpod.AllowDelete], "annotations change through pods/status")
-		assert.Equal(t, "False", got.Labels[runnerpod.ARCScaleSetLabel], "labels change through pods/status")
+		assert.Equal(t, "False", got.Labels[arcscaleset.Label], "labels change through pods/status")
 		assert.Equal(t, pod.OwnerReferences, got.OwnerReferences, "ownerReferences do not")
 	})
 
@@ -265,7 +268,7 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 		refused string
 	}{
 		{"the override written through pods/status is refused", func(p *corev1.Pod) { p.Annotations[runnerpod.AllowDelete] = "via status" }, overrideRefused},
-		{"a preset label changed through pods/status is refused", func(p *corev1.Pod) { p.Labels[runnerpod.ARCScaleSetLabel] = "False" }, scaleSetLabel},
+		{"a preset label changed through pods/status is refused", func(p *corev1.Pod) { p.Labels[arcscaleset.Label] = "False" }, scaleSetLabel},
 		{"a creator written through pods/status is refused", func(p *corev1.Pod) { p.Annotations[runnerpod.CreatedBy] = kubelet.user }, creatorChanged},
 		{"the node's kubelet ending the pod passes", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, ""},
 	} {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/drain"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -132,7 +133,7 @@ func idleARCRunnerOn(t *testing.T, ns, name, node string) *corev1.Pod {
 // project 42.
 func busyGitLabOn(ns, name, node string) *corev1.Pod {
 	return podtest.GitLab(ns, name).Node(node).RunningSince("build", time.Now().Add(-2*time.Minute)).
-		Annotate(runnerpod.GitLabJobIDAnnotation, "5521").Label(runnerpod.GitLabProjectIDLabel, "42").Obj()
+		Annotate(gitlab.JobIDAnnotation, "5521").Label(gitlab.ProjectIDLabel, "42").Obj()
 }
 
 func TestDrainEvictsIdleRunnersAtOnceAndWaitsForTheBusyOnes(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -39,13 +40,13 @@ func TestAnOperatorWithTheOverrideDrainsABusyRunner(t *testing.T) {
 func TestLegacyARCRemovesItsRunnerAfterUnregistration(t *testing.T) {
 	ns := newNamespace(t, nil)
 	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
-	legacy := may(t, ns, serviceAccount(runnerpod.ARCLegacyController), "edit").client(t)
+	legacy := may(t, ns, serviceAccount(arclegacy.Controller), "edit").client(t)
 	pod := create(t, nil, running(podtest.ARCLegacy(ns, "legacy"), "runner"))
 
 	err := deletePod(reaperSA.client(t), pod)
 	assert.True(t, apierrors.IsForbidden(err), "a registered legacy runner is busy: %v", err)
 	assert.Contains(t, err.Error(), registration.DeleteWebhook)
-	require.NoError(t, patchMeta(legacy, pod, annotations(runnerpod.ARCLegacyUnregistered, time.Now().UTC().Format(time.RFC3339))))
+	require.NoError(t, patchMeta(legacy, pod, annotations(arclegacy.Unregistered, time.Now().UTC().Format(time.RFC3339))))
 	require.NoError(t, deletePod(legacy, pod), "the controller removes its unregistered runner")
 }
 

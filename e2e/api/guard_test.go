@@ -21,9 +21,10 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
-	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 func busyRunner(ns, name string) *corev1.Pod {
@@ -50,7 +51,7 @@ func TestDeleteOfABusyRunnerIsRefusedOnceWithAWarningEvent(t *testing.T) {
 	// policy checks before anyone may set the annotation.
 	for _, want := range []string{`runner container "runner" of pod ` + ns + `/busy (generic)`, "has been running for 3m", "removing the pod now would lose that job",
 		fmt.Sprintf(`have someone granted the verb %q on %s.%s in %s (the ClusterRole %s in a default install) first run: kubectl annotate pod -n %s busy runnerguard.io/allow-delete="<reason>"`,
-			guard.OverrideVerb, guard.OverrideResource, guard.OverrideGroup, ns, server.Options().Name+"-override", ns)} {
+			runnerpod.OverrideVerb, runnerpod.OverrideResource, runnerpod.OverrideGroup, ns, server.Options().Name+"-override", ns)} {
 		assert.Contains(t, err.Error(), want)
 	}
 	assert.Equal(t, 1.0, n, "a refused delete is reviewed once")
@@ -77,7 +78,7 @@ func TestEvictionOfABusyRunnerIsAnswered429(t *testing.T) {
 	// It says when the drain can go on: since when the runner has run and
 	// when its protection ends, as absolute times.
 	started := pod.Status.ContainerStatuses[0].State.Running.StartedAt.UTC()
-	capEnd := started.Add(runnerpod.Generic.DefaultMaxProtected()).Format(time.RFC3339)
+	capEnd := started.Add(generic.Fleet{}.Defaults().MaxProtected.Duration).Format(time.RFC3339)
 	assert.Contains(t, err.Error(), "(since "+started.Format(time.RFC3339)+")")
 	assert.Contains(t, err.Error(), "(preset cap 7d), at "+capEnd)
 	assert.True(t, alive(t, pod))
@@ -213,7 +214,7 @@ func TestLegacyARCUnregisteredRunnerIsIdle(t *testing.T) {
 	pod := podtest.ARCLegacy(ns, "legacy").RunningSince("runner", time.Now()).Obj()
 	registered := create(t, nil, pod)
 	assert.True(t, apierrors.IsForbidden(deletePod(as(t, reaper), registered)))
-	pod = podtest.ARCLegacy(ns, "legacy-idle").RunningSince("runner", time.Now()).Annotate(runnerpod.ARCLegacyUnregistered, time.Now().UTC().Format(time.RFC3339)).Obj()
+	pod = podtest.ARCLegacy(ns, "legacy-idle").RunningSince("runner", time.Now()).Annotate(arclegacy.Unregistered, time.Now().UTC().Format(time.RFC3339)).Obj()
 	require.NoError(t, deletePod(as(t, reaper), create(t, nil, pod)))
 }
 

@@ -19,6 +19,8 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -49,7 +51,7 @@ func newARCRunner(t *testing.T, ns, name string) arcRunner {
 	t.Helper()
 	ctx := context.Background()
 	er := apitest.EphemeralRunner(ns, name)
-	er.SetFinalizers([]string{runnerpod.ARCRegistrationFinalizer, arcFinalizer})
+	er.SetFinalizers([]string{arcscaleset.RegistrationFinalizer, arcFinalizer})
 	require.NoError(t, as(t, arcController).Create(ctx, er))
 	t.Cleanup(func() {
 		_ = admin.Patch(ctx, er.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
@@ -136,7 +138,7 @@ func TestARCScaleSetLifeWhereSomeoneElseDeletesABusyRunnersEphemeralRunner(t *te
 
 	// The job completes; the service accepts RemoveRunner; ARC removes the
 	// finalizer and deletes the pod while the runner lingers.
-	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
 	require.NoError(t, deletePod(as(t, arcController), r.pod), "ARC's delete once the job is over passes")
 	kubeletEnds(t, r.pod, podtest.ARCScaleSet(ns, "arc-busy").Terminated("runner", 143, "Error"))
 	r.removeFinalizer(t, arcFinalizer)
@@ -158,7 +160,7 @@ func TestARCScaleSetLifeWithAForceDeleteAfterTheJob(t *testing.T) {
 	r := newARCRunner(t, ns, "arc-grace0")
 	r.assignJob(t)
 	r.deleteEphemeralRunner(t, clusterAdmin)
-	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
 	require.NoError(t, deletePod(as(t, arcController), r.pod, client.GracePeriodSeconds(0)), "a grace-0 delete after the job passes")
 	r.removeFinalizer(t, arcFinalizer)
 
@@ -178,7 +180,7 @@ func TestARCScaleSetLifeWithACleanExit(t *testing.T) {
 	r.assignJob(t)
 	setStatus(t, r.pod, podtest.ARCScaleSet(ns, "arc-clean").Terminated("runner", 0, "Completed").Phase(corev1.PodSucceeded).Obj().Status)
 	r.deleteEphemeralRunner(t, arcController)
-	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
 	require.NoError(t, deletePod(as(t, arcController), r.pod))
 	r.removeFinalizer(t, arcFinalizer)
 
@@ -195,7 +197,7 @@ func TestARCScaleSetLifeWithAnOOM(t *testing.T) {
 	setStatus(t, r.pod, podtest.ARCScaleSet(ns, "arc-oom").Terminated("runner", 137, "OOMKilled").Phase(corev1.PodFailed).Obj().Status)
 	// A failed runner with a job: ARC deletes the EphemeralRunner, then the pod.
 	r.deleteEphemeralRunner(t, arcController)
-	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
 	require.NoError(t, deletePod(as(t, arcController), r.pod))
 	r.removeFinalizer(t, arcFinalizer)
 
@@ -208,7 +210,7 @@ func TestARCScaleSetScaleDownOfAnIdleRunner(t *testing.T) {
 	ns := newNamespace(t, nil)
 	r := newARCRunner(t, ns, "arc-idle")
 	r.deleteEphemeralRunner(t, arcController)
-	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
 	require.NoError(t, deletePod(as(t, arcController), r.pod))
 	kubeletEnds(t, r.pod, podtest.ARCScaleSet(ns, "arc-idle").Terminated("runner", 143, "Error"))
 	r.removeFinalizer(t, arcFinalizer)
@@ -237,7 +239,7 @@ func TestARCScaleSetRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *testing.T)
 		return admin.Get(context.Background(), client.ObjectKeyFromObject(r.pod), got) == nil && got.Annotations[runnerpod.JobAssignedAt] != ""
 	}, "the leader writes when it saw the job begin")
 	r.deleteEphemeralRunner(t, arcController)
-	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
 	require.NoError(t, deletePod(as(t, arcController), r.pod))
 	r.removeFinalizer(t, arcFinalizer)
 	eventually(t, func() bool {
@@ -255,7 +257,7 @@ func TestARCScaleSetRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *testing.T)
 }
 
 func TestLegacyARCLife(t *testing.T) {
-	legacy := as(t, runnerpod.ARCLegacyController)
+	legacy := as(t, arclegacy.Controller)
 	// Each runner in a namespace of its own: the suite keeps few records
 	// a namespace.
 	running := func(name string) *corev1.Pod {
@@ -272,11 +274,11 @@ func TestLegacyARCLife(t *testing.T) {
 
 	// Scale-down: unregistered first, then deleted.
 	idle := running("legacy-idle")
-	require.NoError(t, patchMeta(legacy, idle, annotations(runnerpod.ARCLegacyUnregistered, time.Now().UTC().Format(time.RFC3339))))
+	require.NoError(t, patchMeta(legacy, idle, annotations(arclegacy.Unregistered, time.Now().UTC().Format(time.RFC3339))))
 	require.NoError(t, deletePod(legacy, idle))
 	kubeletEnds(t, idle, podtest.ARCLegacy(idle.Namespace, idle.Name).Terminated("runner", 143, "Error"))
 	rec := oneDeath(t, idle)
-	assert.Equal(t, runnerpod.ARCLegacyController, rec.DeletedBy)
+	assert.Equal(t, arclegacy.Controller, rec.DeletedBy)
 	assert.Equal(t, "idle", rec.DeleteRule)
 	assert.Equal(t, string(death.IdleRemoved), rec.Class, "an unregistered runner its controller removed: no death, no job's end")
 
@@ -442,7 +444,7 @@ func TestARCScaleSetCleanExitRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *t
 	r := newARCRunner(t, ns, "arc-clean-gone")
 	r.assignJob(t)
 	r.deleteEphemeralRunner(t, arcController)
-	r.removeFinalizer(t, runnerpod.ARCRegistrationFinalizer)
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
 	r.removeFinalizer(t, arcFinalizer)
 	eventually(t, func() bool {
 		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(r.er), r.er.DeepCopy()))

@@ -19,8 +19,8 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // The suite's shared state: one API server, one runnerguard binary.
@@ -64,7 +64,7 @@ func run(m *testing.M) (int, error) {
 
 	suiteCfg = configtest.Enforcing()
 	for i := range suiteCfg.Presets {
-		if suiteCfg.Presets[i].Name == runnerpod.GitLab {
+		if suiteCfg.Presets[i].Name == gitlab.Name {
 			suiteCfg.Presets[i].OwnerPrincipals = []string{ownerPrincipal}
 		}
 	}

@@ -17,7 +17,10 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -111,9 +114,9 @@ func TestAnAuthorsOwnMarkIsLeftAlone(t *testing.T) {
 // when the cap passes, with no event of the pod's to tell the leader.
 func TestARunnerPastItsProtectionCapLosesItsMarks(t *testing.T) {
 	ns := newNamespace(t, nil)
-	limit := runnerpod.Generic.DefaultMaxProtected()
+	limit := generic.Fleet{}.Defaults().MaxProtected.Duration
 	for _, p := range suiteCfg.Presets {
-		if p.Name == runnerpod.Generic {
+		if p.Name == generic.Name {
 			limit = p.MaxProtected.Duration
 		}
 	}
@@ -147,7 +150,7 @@ func TestAScaleSetRunnersMarksFollowItsEphemeralRunner(t *testing.T) {
 	er := apitest.EphemeralRunner(ns, "arc-job")
 	// A finalizer of the test's own holds the EphemeralRunner while it is
 	// deleted, as ARC's own do.
-	er.SetFinalizers([]string{runnerpod.ARCRegistrationFinalizer, "example.com/hold"})
+	er.SetFinalizers([]string{arcscaleset.RegistrationFinalizer, "example.com/hold"})
 	require.NoError(t, admin.Create(ctx, er))
 	t.Cleanup(func() {
 		er := er.DeepCopy()
@@ -208,20 +211,20 @@ func judgementOf(t *testing.T, pod *corev1.Pod) recorder.Judgement {
 	ctx := context.Background()
 	ns := &corev1.Namespace{}
 	require.NoError(t, admin.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns))
-	runner, ok := runnerpod.Match(pod, suiteCfg.Presets)
+	runner, ok := presets.Match(pod, suiteCfg.Presets)
 	// The leader's cache holds the labelled pods only.
 	if _, seen := pod.Labels[runnerpod.RunnerLabel]; !ok || !seen {
 		return recorder.Judgement{}
 	}
 	job := runnerpod.JobNotRead
-	if ref := runnerpod.EphemeralRunnerRef(pod); runner.Preset.Name == runnerpod.ARCScaleSet && ref.Name != "" {
+	if ref := arcscaleset.OwnerRef(pod); runner.Preset.Name == arcscaleset.Name && ref.Name != "" {
 		er := &unstructured.Unstructured{}
 		er.SetAPIVersion("actions.github.com/v1alpha1")
 		er.SetKind("EphemeralRunner")
 		if admin.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, er) != nil {
 			er = nil
 		}
-		job, _ = runnerpod.EphemeralRunnerJob(er, ref.UID)
+		job, _ = arcscaleset.JobSignal(er, ref.UID)
 	}
 	return recorder.Judge(pod, runner, recorder.Facts{
 		Selected: ns.Labels[runnerpod.EnabledNamespaceLabel] == "true",

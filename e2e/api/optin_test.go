@@ -19,7 +19,6 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
-	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // optInRefused is what the namespaces' policy says.
@@ -73,7 +72,7 @@ func TestOnlyThoseGrantedOptInChangeANamespacesOptInAndMode(t *testing.T) {
 	platform := person("platform@example.com")
 	clusterGrant(t, platform, namespaceManager, manages)
 	optIn := server.Options().Name + "-opt-in"
-	clusterGrant(t, platform, optIn, authorizationv1.ResourceAttributes{Verb: guard.OptInVerb, Group: guard.OverrideGroup, Resource: guard.OverrideResource})
+	clusterGrant(t, platform, optIn, authorizationv1.ResourceAttributes{Verb: runnerpod.OptInVerb, Group: runnerpod.OverrideGroup, Resource: runnerpod.OverrideResource})
 	clusterAdmin := person("root@example.com")
 	clusterGrant(t, clusterAdmin, "cluster-admin", manages)
 

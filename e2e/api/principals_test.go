@@ -22,13 +22,14 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
-	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // The fleets' controllers the suite trusts with their fields; legacy ARC's
-// is runnerpod.ARCLegacyController, which no default trusts. ARC's
+// is arclegacy.Controller, which no default trusts. ARC's
 // kubernetes-mode runner (workflowRunner) is a ServiceAccount of the
 // runner namespace, which edit there can wear: trusted with nothing, as
 // the docs advise.
@@ -43,10 +44,10 @@ const (
 func trustControllers(cfg *config.Config) {
 	for i, p := range cfg.Presets {
 		switch p.Name {
-		case runnerpod.ARCScaleSet:
+		case arcscaleset.Name:
 			cfg.Presets[i].ControllerPrincipals = []string{arcController}
-		case runnerpod.ARCLegacy:
-			cfg.Presets[i].ControllerPrincipals = []string{runnerpod.ARCLegacyController}
+		case arclegacy.Name:
+			cfg.Presets[i].ControllerPrincipals = []string{arclegacy.Controller}
 		}
 	}
 }
@@ -279,6 +280,6 @@ func may(t *testing.T, ns string, p principal, role string) principal {
 func mayOverride(t *testing.T, ns string, p principal) {
 	t.Helper()
 	grant(t, ns, p, server.Options().Name+"-override", authorizationv1.ResourceAttributes{
-		Verb: guard.OverrideVerb, Group: guard.OverrideGroup, Resource: guard.OverrideResource,
+		Verb: runnerpod.OverrideVerb, Group: runnerpod.OverrideGroup, Resource: runnerpod.OverrideResource,
 	})
 }

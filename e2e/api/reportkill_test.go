@@ -18,6 +18,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -86,7 +87,7 @@ func arcJobRunner(t *testing.T, ns, name, id string, build func(*corev1.Pod)) *c
 func gitlabRunner(t *testing.T, ns, name, id string, build func(*corev1.Pod)) *corev1.Pod {
 	t.Helper()
 	p := podtest.GitLab(ns, name).RunningSince("build", time.Now().Add(-time.Minute)).
-		Annotate(runnerpod.GitLabJobIDAnnotation, id).Label(runnerpod.GitLabProjectIDLabel, "42").Obj()
+		Annotate(gitlab.JobIDAnnotation, id).Label(gitlab.ProjectIDLabel, "42").Obj()
 	if build != nil {
 		build(p)
 	}

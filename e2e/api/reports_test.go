@@ -21,6 +21,7 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -110,7 +111,7 @@ func reportOf(t *testing.T, pod *corev1.Pod, destination string) v1alpha1.Report
 
 func gitlabBuild(t *testing.T, c client.Client, ns, name, job, project string) *corev1.Pod {
 	w := podtest.GitLab(ns, name).RunningSince("build", time.Now().Add(-time.Minute)).
-		Annotate(runnerpod.GitLabJobIDAnnotation, job).Label(runnerpod.GitLabProjectIDLabel, project)
+		Annotate(gitlab.JobIDAnnotation, job).Label(gitlab.ProjectIDLabel, project)
 	return create(t, c, w.Obj())
 }
 
@@ -197,15 +198,15 @@ func TestAnEditorCannotSendAReportToAnotherProject(t *testing.T) {
 	// Rewriting a build pod's project after its creation is refused.
 	pod := gitlabBuild(t, as(t, ownerPrincipal), ns, "runner-ed-project-42-concurrent-0", "5521", "42")
 	err := editor.Patch(context.Background(), pod, client.RawPatch("application/merge-patch+json",
-		[]byte(`{"metadata":{"labels":{"`+runnerpod.GitLabProjectIDLabel+`":"7"}}}`)))
+		[]byte(`{"metadata":{"labels":{"`+gitlab.ProjectIDLabel+`":"7"}}}`)))
 	require.Error(t, err, "the policy keeps the job's marks")
 	assert.Contains(t, err.Error(), "written when the pod is created and never change")
 
 	// Nor the job it names, nor the record of who created the pod, by a
 	// patch or through the status subresource.
 	for _, patch := range []string{
-		`{"metadata":{"annotations":{"` + runnerpod.GitLabJobIDAnnotation + `":"1"}}}`,
-		`{"metadata":{"labels":{"` + runnerpod.GitLabProjectIDLabel + `":null}}}`,
+		`{"metadata":{"annotations":{"` + gitlab.JobIDAnnotation + `":"1"}}}`,
+		`{"metadata":{"labels":{"` + gitlab.ProjectIDLabel + `":null}}}`,
 	} {
 		err := editor.Patch(context.Background(), pod, client.RawPatch("application/merge-patch+json", []byte(patch)))
 		require.Error(t, err, patch)
@@ -225,7 +226,7 @@ func TestAnEditorCannotSendAReportToAnotherProject(t *testing.T) {
 	assert.Contains(t, rep.Message, "not created by a configured GitLab Runner manager")
 	// Nor one claiming, as its creator, the manager it is not.
 	claimed := podtest.GitLab(ns, "runner-ed-project-7-concurrent-1").RunningSince("build", time.Now().Add(-time.Minute)).
-		Annotate(runnerpod.GitLabJobIDAnnotation, "5521").Label(runnerpod.GitLabProjectIDLabel, "7").Annotate(runnerpod.CreatedBy, ownerPrincipal).Obj()
+		Annotate(gitlab.JobIDAnnotation, "5521").Label(gitlab.ProjectIDLabel, "7").Annotate(runnerpod.CreatedBy, ownerPrincipal).Obj()
 	claimed = create(t, editor, claimed)
 	assert.Equal(t, reaper, claimed.Annotations[runnerpod.CreatedBy], "the injector writes the requester over the claim")
 	setStatus(t, claimed, podtest.GitLab(ns, claimed.Name).Terminated("build", 137, "OOMKilled").Obj().Status)

@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -53,7 +56,7 @@ func TestConfigFromValues(t *testing.T) {
 			want: func(c *config.Config, image string) {
 				c.Inject.Vitals.Image = image
 				for i, p := range c.Presets {
-					if p.Name == runnerpod.Generic {
+					if p.Name == generic.Name {
 						c.Presets[i].Job = runnerpod.JobKeys{ID: runnerpod.PodKey{Label: "ci.example.com/job-id"}, URL: runnerpod.PodKey{Annotation: "ci.example.com/job-url"}}
 					}
 				}
@@ -68,11 +71,11 @@ func TestConfigFromValues(t *testing.T) {
 				c.Inject.Vitals.Image = image
 				for i, p := range c.Presets {
 					switch p.Name {
-					case runnerpod.GitLab:
+					case gitlab.Name:
 						c.Presets[i].Enabled = true
 						c.Presets[i].RunnerContainers = []string{"build", "step"}
 						c.Presets[i].DiagnosticEnv = []corev1.EnvVar{{Name: "CI_DEBUG_SERVICES", Value: "true"}}
-					case runnerpod.ARCScaleSet:
+					case arcscaleset.Name:
 						c.Presets[i].Enabled = true
 					}
 				}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -201,7 +202,7 @@ func TestWebhookConfigurations(t *testing.T) {
 						}
 					}
 				}
-				arc := slices.ContainsFunc(cfg.Presets, func(p runnerpod.Preset) bool { return p.Name == runnerpod.ARCScaleSet && p.Enabled })
+				arc := slices.ContainsFunc(cfg.Presets, func(p runnerpod.Preset) bool { return p.Name == arcscaleset.Name && p.Enabled })
 				assert.Equal(t, arc, slices.Contains(names, registration.EphemeralRunnerWebhook), "EphemeralRunner deletes are reviewed only with the arc-scale-set preset")
 				assert.Subset(t, names, []string{registration.DeleteWebhook, registration.EvictionWebhook,
 					registration.WarnDeleteWebhook, registration.WarnEvictionWebhook, registration.ConnectWebhook, registration.WarnConnectWebhook})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -19,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
-
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // flag returns the value of --name=value in args, or "".
@@ -434,11 +433,11 @@ func TestOwnerPrincipalsOfOtherPresetsFailTheInstall(t *testing.T) {
 }
 
 // The chart's presets whose jobs have owners are the server's
-// (PresetName.OwnerEndsJob), preset by preset.
+// (fleet.Owner.EndsJob), preset by preset.
 func TestTheChartsJobOwningPresetsAreTheServers(t *testing.T) {
-	for _, name := range runnerpod.Order {
+	for _, name := range presets.Order {
 		_, err := helm4(t).template(t, fmt.Sprintf("presets: {%s: {ownerPrincipals: [system:serviceaccount:ci:owner]}}", name))
-		assert.Equal(t, name.OwnerEndsJob(), err == nil, "%s: %v", name, err)
+		assert.Equal(t, presets.OwnerOf(name).EndsJob, err == nil, "%s: %v", name, err)
 	}
 }
 

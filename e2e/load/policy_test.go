@@ -14,6 +14,7 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -53,7 +54,7 @@ func guardPolicy(cfg config.Config, s *apitest.Server) (*admissionregistrationv1
 	}
 	var runners []string
 	for _, p := range cfg.Presets {
-		if p.Name == runnerpod.Generic {
+		if p.Name == generic.Name {
 			runners = p.RunnerContainers
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	rgdrain "github.com/runnerguard/runnerguard/internal/drain"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -77,7 +78,7 @@ func ensureEphemeralRunnerCRD(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		return admin.List(context.Background(), &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{
-			APIVersion: runnerpod.ARCScaleSetGroup + "/v1alpha1", Kind: runnerpod.EphemeralRunnerKind + "List"}}) == nil
+			APIVersion: arcscaleset.Group + "/v1alpha1", Kind: arcscaleset.Kind + "List"}}) == nil
 	}, 30*time.Second, 250*time.Millisecond, "the EphemeralRunner API served")
 }
 

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 )
 
 // arcUser is ARC's scale-set controller as its chart names it (release
@@ -49,9 +49,9 @@ func createARCRunner(ctx context.Context, admin client.Client, arc *kubernetes.C
 		}
 	}
 	pod := killPod(r)
-	pod.Labels[runnerpod.ARCScaleSetLabel] = "True"
+	pod.Labels[arcscaleset.Label] = "True"
 	pod.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: runnerpod.ARCScaleSetGroup + "/v1alpha1", Kind: runnerpod.EphemeralRunnerKind, Name: r.name,
+		APIVersion: arcscaleset.Group + "/v1alpha1", Kind: arcscaleset.Kind, Name: r.name,
 		UID: er.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 	}}
 	created, err := arc.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{})

@@ -11,12 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
-	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // probeGuard evicts, as a dry run, a pod that does not exist: the guard's
-// answer carries guard.GoneWarning, and the API server then answers
+// answer carries runnerpod.GoneWarning, and the API server then answers
 // NotFound; nothing is evicted either way.
 func probeGuard(ctx context.Context, c Clients, w admissionregistrationv1.ValidatingWebhook, ns, why string) Probe {
 	p := Probe{Webhook: w.Name, FailurePolicy: policy(w.FailurePolicy), Namespace: ns}
@@ -36,7 +36,7 @@ func probeGuard(ctx context.Context, c Clients, w admissionregistrationv1.Valida
 	err = kube.PolicyV1().Evictions(ns).Evict(ctx, ev)
 	p.Took = time.Since(start)
 	switch {
-	case slices.Contains(seen, guard.GoneWarning):
+	case slices.Contains(seen, runnerpod.GoneWarning):
 		p.Outcome = Answered
 	case err == nil || apierrors.IsNotFound(err):
 		p.Outcome, p.Detail = NoAnswer, "the answer has no word from the guard"
@@ -66,7 +66,7 @@ func probeInjector(ctx context.Context, c Clients, w admissionregistrationv1.Mut
 	}
 	var on []runnerpod.PresetName
 	p.Outcome, p.Detail = NoAnswer, "no dry-run runner pod came back instrumented"
-	for i, preset := range runnerpod.Order {
+	for i, preset := range presets.Order {
 		start := time.Now()
 		got, err := kube.CoreV1().Pods(ns).Create(ctx, ProbePod(ns, preset, containers), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if i == 0 {

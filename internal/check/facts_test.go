@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -18,7 +20,7 @@ func healthy() Facts {
 		Namespaces:  []Namespace{{Name: "ci", Mode: config.ModeWarn}},
 		Guard:       []Probe{{Webhook: "eviction.guard.runnerguard.io", FailurePolicy: "Ignore", Namespace: "ci", Outcome: Answered, Took: 3 * time.Millisecond}},
 		Injector:    []Probe{{Webhook: "inject.runnerguard.io", FailurePolicy: "Ignore", Namespace: "ci", Outcome: Answered, Took: 5 * time.Millisecond}},
-		Presets:     []runnerpod.PresetName{runnerpod.Generic},
+		Presets:     []runnerpod.PresetName{generic.Name},
 	}
 }
 
@@ -117,7 +119,7 @@ func TestJudge(t *testing.T) {
 func TestReport(t *testing.T) {
 	f := healthy()
 	f.Namespaces = append(f.Namespaces, Namespace{Name: "ci-strict", Mode: config.ModeEnforce, Labelled: true})
-	f.Presets = append(f.Presets, runnerpod.GitLab)
+	f.Presets = append(f.Presets, gitlab.Name)
 	assert.Equal(t, `release      runnerguard in namespace runnerguard
 certificate  runnerguard/runnerguard-serving-cert: Ready
 service      runnerguard/runnerguard, ready endpoints: 2

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -48,7 +49,7 @@ func RunnerContainers(conds []admissionregistrationv1.MatchCondition) ([]string,
 // ProbePod is a pod shaped as preset's runner pod, with every one of
 // containers: the injector matches it to preset when that is on, to
 // generic when only that is, and else not at all (runnerpod.Match tries
-// the fleets' marks in runnerpod.Order). It passes Pod Security's
+// the fleets' marks in presets.Order). It passes Pod Security's
 // restricted level and a LimitRange that wants requests and limits, so
 // that only the injector's additions can make a namespace refuse it.
 func ProbePod(ns string, preset runnerpod.PresetName, containers []string) *corev1.Pod {
@@ -64,29 +65,21 @@ func ProbePod(ns string, preset runnerpod.PresetName, containers []string) *core
 			},
 		},
 	}
-	names := slices.Clone(containers)
-	switch preset {
-	case runnerpod.ARCWorkflow:
-		pod.Labels = map[string]string{runnerpod.ARCWorkflowPodLabel: "runnerguard-check"}
-	case runnerpod.GitLab:
-		if !slices.Contains(names, "helper") {
-			names = append(names, "helper")
-		}
-	case runnerpod.ARCScaleSet:
-		pod.Labels = map[string]string{runnerpod.ARCScaleSetLabel: "runnerguard-check"}
-	case runnerpod.ARCLegacy:
-		pod.Labels = map[string]string{runnerpod.ARCLegacyRunnerSetLabel: "runnerguard-check"}
+	for _, n := range containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: n})
+	}
+	if f, ok := presets.For(preset); ok {
+		f.Sample(pod)
 	}
 	small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
-	for _, n := range names {
-		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
-			Name: n, Image: probeImage,
-			Resources: corev1.ResourceRequirements{Requests: small, Limits: small},
-			SecurityContext: &corev1.SecurityContext{
-				AllowPrivilegeEscalation: ptr.To(false),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			},
-		})
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		c.Image = probeImage
+		c.Resources = corev1.ResourceRequirements{Requests: small, Limits: small}
+		c.SecurityContext = &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
 	}
 	return pod
 }

@@ -8,6 +8,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/webhook/inject"
 )
@@ -31,15 +34,15 @@ func TestRunnerContainersReadsTheChartsCondition(t *testing.T) {
 // answers name are exactly those on.
 func TestEachProbeIsMatchedByItsOwnPreset(t *testing.T) {
 	containers := []string{"job", "build", "runner"}
-	for _, shaped := range runnerpod.Order {
-		for _, on := range runnerpod.Order {
-			presets := runnerpod.DefaultPresets()
-			for i := range presets {
-				presets[i].Enabled = presets[i].Name == on
+	for _, shaped := range presets.Order {
+		for _, on := range presets.Order {
+			ps := presets.Defaults()
+			for i := range ps {
+				ps[i].Enabled = ps[i].Name == on
 			}
-			got, ok := runnerpod.Match(ProbePod("ci", shaped, containers), presets)
+			got, ok := presets.Match(ProbePod("ci", shaped, containers), ps)
 			switch {
-			case on == shaped || on == runnerpod.Generic:
+			case on == shaped || on == generic.Name:
 				require.True(t, ok, "%s's probe with only %s on", shaped, on)
 				assert.Equal(t, on, got.Preset.Name, "%s's probe with only %s on", shaped, on)
 			default:
@@ -50,12 +53,12 @@ func TestEachProbeIsMatchedByItsOwnPreset(t *testing.T) {
 }
 
 func TestInjectedPresetNeedsTheInjectorsMarks(t *testing.T) {
-	pod := ProbePod("ci", runnerpod.GitLab, []string{"build"})
+	pod := ProbePod("ci", gitlab.Name, []string{"build"})
 	assert.Equal(t, runnerpod.PresetName(""), InjectedPreset(pod), "as sent")
 	assert.Equal(t, runnerpod.PresetName(""), InjectedPreset(nil))
 	pod.Labels = map[string]string{runnerpod.RunnerLabel: "true"}
 	pod.Annotations = map[string]string{runnerpod.PresetAnnotation: "gitlab"}
-	assert.Equal(t, runnerpod.GitLab, InjectedPreset(pod))
+	assert.Equal(t, gitlab.Name, InjectedPreset(pod))
 }
 
 func TestFailed(t *testing.T) {

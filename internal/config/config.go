@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -171,12 +172,12 @@ var (
 // chart's defaults. Every preset is listed but none is on (a fleet is
 // chosen, like a namespace), and the guard warns.
 func Default() Config {
-	presets := runnerpod.DefaultPresets()
-	for i := range presets {
-		presets[i].Enabled = false
+	ps := presets.Defaults()
+	for i := range ps {
+		ps[i].Enabled = false
 	}
 	return Config{
-		Presets: presets,
+		Presets: ps,
 		Guard: Guard{
 			Mode:             ModeWarn,
 			ExemptPrincipals: []string{NamespaceController, PodGC, TaintEviction},

@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -39,7 +42,7 @@ presets:
   runnerContainers: [runner, worker]
 `, check: func(t *testing.T, c Config) {
 			require.Len(t, c.Presets, 5)
-			assert.Equal(t, runnerpod.Generic, c.Presets[4].Name, "match order is kept")
+			assert.Equal(t, generic.Name, c.Presets[4].Name, "match order is kept")
 			assert.Equal(t, []string{"runner", "worker"}, c.Presets[4].RunnerContainers)
 			assert.Empty(t, c.Presets[4].DiagnosticEnv, "replaced whole")
 			assert.Equal(t, []string{"runner", "worker"}, c.RunnerContainerNames(), "the other presets stay off, as by default")
@@ -49,7 +52,7 @@ presets:
 - {name: generic, enabled: true, runnerContainers: [runner]}
 - {name: arc-workflow, enabled: false, runnerContainers: [job]}
 `, check: func(t *testing.T, c Config) {
-			assert.Equal(t, runnerpod.ARCWorkflow, c.Presets[0].Name)
+			assert.Equal(t, arcworkflow.Name, c.Presets[0].Name)
 			assert.Equal(t, []string{"runner"}, c.RunnerContainerNames())
 		}},
 		{name: "the interval and principals are read", yaml: `
@@ -74,7 +77,7 @@ presets:
 - {name: gitlab, enabled: true, runnerContainers: [build]}
 `, check: func(t *testing.T, c Config) {
 			assert.Equal(t, runnerpod.JobKeys{ID: runnerpod.PodKey{Label: "ci.example.com/job-id"}, URL: runnerpod.PodKey{Annotation: "ci.example.com/job-url"}}, c.Presets[4].Job)
-			assert.Equal(t, runnerpod.GitLab.DefaultJobKeys(), c.Presets[1].Job)
+			assert.Equal(t, gitlab.Fleet{}.Defaults().Job, c.Presets[1].Job)
 		}},
 		{name: "a job key names a label or an annotation, not both, by a valid key", yaml: `
 presets:

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -76,18 +78,20 @@ func Parse(raw []byte) (Config, error) {
 	return cfg, nil
 }
 
-// mergePresets replaces defaults by name and keeps runnerpod.Order, so
+// mergePresets replaces defaults by name and keeps presets.Order, so
 // matching stays most-specific-first whatever order the file lists. A listed
 // preset without maxProtected gets its fleet's default cap: protection never
 // goes uncapped by omission; one without job keys, its fleet's.
 func mergePresets(defaults, given []runnerpod.Preset) []runnerpod.Preset {
 	out := slices.Clone(defaults)
 	for _, g := range given {
-		if g.MaxProtected.Duration == 0 {
-			g.MaxProtected.Duration = g.Name.DefaultMaxProtected()
-		}
-		if g.Job == (runnerpod.JobKeys{}) {
-			g.Job = g.Name.DefaultJobKeys()
+		if f, ok := presets.For(g.Name); ok {
+			if g.MaxProtected.Duration == 0 {
+				g.MaxProtected = f.Defaults().MaxProtected
+			}
+			if g.Job == (runnerpod.JobKeys{}) {
+				g.Job = f.Defaults().Job
+			}
 		}
 		if i := slices.IndexFunc(out, func(p runnerpod.Preset) bool { return p.Name == g.Name }); i >= 0 {
 			out[i] = g
@@ -96,7 +100,7 @@ func mergePresets(defaults, given []runnerpod.Preset) []runnerpod.Preset {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b runnerpod.Preset) int {
-		return slices.Index(runnerpod.Order, a.Name) - slices.Index(runnerpod.Order, b.Name)
+		return slices.Index(presets.Order, a.Name) - slices.Index(presets.Order, b.Name)
 	})
 	return out
 }
@@ -117,8 +121,8 @@ func validatePresets(c Config) []error {
 	var errs []error
 	seen := map[runnerpod.PresetName]bool{}
 	for _, p := range c.Presets {
-		if !p.Name.Known() {
-			errs = append(errs, fmt.Errorf("presets: unknown preset %q (known: %v)", p.Name, runnerpod.Order))
+		if !presets.Known(p.Name) {
+			errs = append(errs, fmt.Errorf("presets: unknown preset %q (known: %v)", p.Name, presets.Order))
 			continue
 		}
 		if seen[p.Name] {
@@ -146,14 +150,15 @@ func validatePreset(p runnerpod.Preset) []error {
 	if p.MaxProtected.Duration < time.Minute {
 		errs = append(errs, fmt.Errorf("presets[%s].maxProtected: %s is below the 1m floor", p.Name, p.MaxProtected.Duration))
 	}
-	if len(p.OwnerPrincipals) > 0 && !p.Name.OwnerEndsJob() {
-		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: only the presets whose owner ends the job by deleting its pod (gitlab, arc-workflow) have owners", p.Name))
+	owner := presets.OwnerOf(p.Name)
+	if len(p.OwnerPrincipals) > 0 && !owner.EndsJob {
+		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: only the presets whose owner ends the job by deleting its pod (%s) have owners", p.Name, ownerPresets(func(o fleet.Owner) bool { return o.EndsJob })))
 	}
-	if p.OwnerInRunnerNamespace && p.Name != runnerpod.GitLab {
-		// arc-workflow's runner proves itself with its own pod's bound
-		// token, which a name alone never replaces; other presets have no
-		// owner.
-		errs = append(errs, fmt.Errorf("presets[%s].ownerInRunnerNamespace: only gitlab takes it (arc-workflow's runner is recognised by its pod's bound token, and other presets have no owner)", p.Name))
+	if p.OwnerInRunnerNamespace && !owner.InRunnerNamespace {
+		// A runner that proves itself with its own pod's bound token
+		// (arc-workflow) is never replaced by a name alone; other presets
+		// have no owner.
+		errs = append(errs, fmt.Errorf("presets[%s].ownerInRunnerNamespace: only %s takes it (the other owners are recognised by their pods' bound tokens, and other presets have no owner)", p.Name, ownerPresets(func(o fleet.Owner) bool { return o.InRunnerNamespace })))
 	}
 	if slices.Contains(p.OwnerPrincipals, "") {
 		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: principals must not be empty strings", p.Name))
@@ -274,4 +279,16 @@ func validateJobKeys(p runnerpod.Preset) []error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errs
+}
+
+// ownerPresets names, comma-separated, the presets whose fleet's owner is
+// as want says.
+func ownerPresets(want func(fleet.Owner) bool) string {
+	var names []string
+	for _, f := range presets.All {
+		if want(f.Traits().Owner) {
+			names = append(names, string(f.Name()))
+		}
+	}
+	return strings.Join(names, ", ")
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -106,7 +107,7 @@ func validateReports(c Config) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("reports."+format, a...)) }
 	for _, p := range r.Presets {
-		if !p.Known() {
+		if !presets.Known(p) {
 			bad("presets: unknown preset %q", p)
 		}
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/refusal"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // disrupted gives the pod a true DisruptionTarget condition of reason,
@@ -101,7 +101,7 @@ func TestADisruptionCountsOnlyWhenItsDeletionEndedTheRunner(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := tc.pod.Obj()
-			runner, ok := runnerpod.Match(pod, cfg.Presets)
+			runner, ok := presets.Match(pod, cfg.Presets)
 			require.True(t, ok)
 			now := end.Add(deletion.NoteWait + time.Minute)
 			p := Decide(Observation{Pod: pod, Runner: runner, GoneAt: tc.goneAt, Note: tc.note, Now: now,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -171,7 +172,7 @@ func (d *decision) deletedBy(r *Record) {
 	r.Job = n.Job
 	switch {
 	case !r.Deleted:
-	case runnerpod.Rule(n.Rule) == runnerpod.RuleJobOwner && d.Runner.Preset.Name.OwnerEndsJob():
+	case runnerpod.Rule(n.Rule) == runnerpod.RuleJobOwner && presets.OwnerOf(d.Runner.Preset.Name).EndsJob:
 		EndedByOwner(r)
 		TimedOut(d.Pod, r)
 	case runnerpod.Rule(n.Rule) == runnerpod.RuleJobOver:
@@ -282,7 +283,7 @@ func newIn(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, e endi
 			r.ContainerID = t.ContainerID
 		}
 	}
-	r.JobStartedAt = jobStart(pod, runner.Preset.Name)
+	r.JobStartedAt = presets.Of(runner).JobStart(pod)
 	r.Refusals = Refusals(pod)
 	if b := disruptionBasis(pod, e, r.Refusals); b != "" {
 		r.ClassBasis = strings.TrimPrefix(r.ClassBasis+"; "+b, "; ")

@@ -13,6 +13,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -285,7 +286,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := tc.pod.Obj()
-			runner, ok := runnerpod.Match(pod, cfg.Presets)
+			runner, ok := presets.Match(pod, cfg.Presets)
 			require.True(t, ok)
 			reads := map[string]int{}
 			p := Decide(Observation{Pod: pod, Runner: runner, GoneAt: tc.goneAt, Note: tc.note, Now: tc.now,

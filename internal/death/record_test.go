@@ -14,6 +14,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -21,7 +22,7 @@ import (
 func newRecord(t *testing.T, w *podtest.Wrapper) Record {
 	t.Helper()
 	pod := w.Obj()
-	runner, ok := runnerpod.Match(pod, configtest.Enforcing().Presets)
+	runner, ok := presets.Match(pod, configtest.Enforcing().Presets)
 	require.True(t, ok)
 	return New(pod, runner, runnerpod.RunnerStatus(pod, runner.Containers))
 }
@@ -136,7 +137,7 @@ func TestRecordWithoutVitals(t *testing.T) {
 func TestRecordOfARunnerDeletedWhileRunning(t *testing.T) {
 	w := podtest.Runner("ci", "r").Running("runner")
 	pod := w.Obj()
-	runner, _ := runnerpod.Match(pod, configtest.Enforcing().Presets)
+	runner, _ := presets.Match(pod, configtest.Enforcing().Presets)
 	r := New(pod, runner, runnerpod.RunnerStatus(pod, runner.Containers))
 	assert.Equal(t, string(DeletedRunning), r.Class)
 	assert.Nil(t, r.ExitCode)

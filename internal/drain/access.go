@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	authorizationv1 "k8s.io/api/authorization/v1"
-
-	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // Permission is one thing the drain will do, asked of the API server
@@ -56,7 +55,7 @@ func Needs(nodes, evictIn, endIn []string) []Permission {
 	for _, ns := range sorted(endIn) {
 		ps = append(ps,
 			Permission{ResourceAttributes: authorizationv1.ResourceAttributes{Verb: "patch", Resource: "pods", Namespace: ns}, For: "to set the override on busy runners at the deadline"},
-			Permission{ResourceAttributes: authorizationv1.ResourceAttributes{Verb: guard.OverrideVerb, Group: guard.OverrideGroup, Resource: guard.OverrideResource, Namespace: ns},
+			Permission{ResourceAttributes: authorizationv1.ResourceAttributes{Verb: runnerpod.OverrideVerb, Group: runnerpod.OverrideGroup, Resource: runnerpod.OverrideResource, Namespace: ns},
 				For: "the override, which the ClusterRole runnerguard-override grants in a default install: to end busy runners' jobs at the deadline"})
 	}
 	return ps

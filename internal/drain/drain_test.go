@@ -12,6 +12,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/drain"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -19,7 +20,7 @@ var now = podtest.Start.Add(41 * time.Minute)
 
 func runner(t *testing.T, pod *corev1.Pod, signal runnerpod.JobSignal) drain.Runner {
 	t.Helper()
-	r, ok := runnerpod.Match(pod, runnerpod.DefaultPresets())
+	r, ok := presets.Match(pod, presets.Defaults())
 	require.True(t, ok, "a runner pod")
 	return drain.Runner{Pod: pod, Runner: r, Signal: signal}
 }

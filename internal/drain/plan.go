@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -63,7 +64,7 @@ func Judge(r Runner, now time.Time) Step {
 		s.Action, s.Why = Leaving, "the pod is already terminating"
 		return s
 	}
-	p := runnerpod.Protected(r.Pod, r.Runner, r.Signal, now)
+	p := presets.Protected(r.Pod, r.Runner, r.Signal, now)
 	if p.Busy {
 		s.Action, s.Until = Wait, p.Until
 		return s
@@ -77,7 +78,7 @@ func freeWhy(r Runner, status runnerpod.Status) string {
 	if free, why := runnerpod.FreeByState(r.Pod, status); free != "" {
 		return why
 	}
-	if free, why := runnerpod.FreeByJob(r.Pod, r.Runner.Preset.Name, r.Signal); free != "" {
+	if free, why := presets.FreeByJob(r.Pod, r.Runner, r.Signal); free != "" {
 		return why
 	}
 	if reason, ok := runnerpod.Overridden(r.Pod); ok {

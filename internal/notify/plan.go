@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"regexp"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -56,11 +58,13 @@ func Plan(r death.Record, cfg config.Reports) []Target {
 		return nil
 	}
 	var ts []Target
-	if cfg.GitHub != nil && runnerpod.PresetName(r.Preset) == runnerpod.ARCScaleSet {
-		ts = append(ts, githubTarget(r, cfg.GitHub))
-	}
-	if cfg.GitLab != nil && runnerpod.PresetName(r.Preset) == runnerpod.GitLab {
-		ts = append(ts, gitlabTarget(r, cfg.GitLab))
+	if f, ok := presets.For(runnerpod.PresetName(r.Preset)); ok {
+		switch t := f.Traits(); {
+		case t.ToldOn == fleet.GitHubCheckRun && cfg.GitHub != nil:
+			ts = append(ts, githubTarget(r, cfg.GitHub, t.RecordKind))
+		case t.ToldOn == fleet.GitLabCommitStatus && cfg.GitLab != nil:
+			ts = append(ts, gitlabTarget(r, cfg.GitLab))
+		}
 	}
 	for i := range cfg.Sinks {
 		s := &cfg.Sinks[i]
@@ -74,23 +78,23 @@ var (
 	number     = regexp.MustCompile(`^[1-9][0-9]{0,19}$`)
 )
 
-// githubTarget: the job as ARC's EphemeralRunner stated it, matched to the pod
-// by UID when the record was written; its status is written only by ARC's
-// controllers. ARC names a runner's pod for its EphemeralRunner: a pod
-// of another name that claims the EphemeralRunner as its owner (anyone who
-// may create pods can write any ownerReferences at CREATE) is not its
-// runner, and its death is not the job's. The commit is the workflow
-// run's head, asked of GitHub.
-func githubTarget(r death.Record, g *config.GitHub) Target {
+// githubTarget: the job as the fleet's record (ARC's EphemeralRunner, of
+// kind record) stated it, matched to the pod by UID when the record was
+// written; its status is written only by ARC's controllers. ARC names a
+// runner's pod for its EphemeralRunner: a pod of another name that claims
+// the EphemeralRunner as its owner (anyone who may create pods can write
+// any ownerReferences at CREATE) is not its runner, and its death is not
+// the job's. The commit is the workflow run's head, asked of GitHub.
+func githubTarget(r death.Record, g *config.GitHub, record string) Target {
 	t := Target{Destination: GitHub, LastWords: g.LastWords}
 	j := r.Job
 	switch {
 	case j == nil:
 		t.Skip = "the record names no job"
-	case !strings.HasPrefix(j.Source, "EphemeralRunner/"):
-		t.Skip = "the job was not read from the pod's EphemeralRunner (source " + j.Source + ")"
-	case j.Source != "EphemeralRunner/"+r.Pod:
-		t.Skip = "the pod is not named for the EphemeralRunner it claims as its owner, as ARC names its runner's pod (" + j.Source + ")"
+	case record == "" || !strings.HasPrefix(j.Source, fleet.RecordSource(record, "")):
+		t.Skip = "the job was not read from the pod's " + cmp.Or(record, "fleet's record") + " (source " + j.Source + ")"
+	case j.Source != fleet.RecordSource(record, r.Pod):
+		t.Skip = "the pod is not named for the " + record + " it claims as its owner, as ARC names its runner's pod (" + j.Source + ")"
 	case !repository.MatchString(j.Project):
 		t.Skip = "the job's repository is not owner/name"
 	case !number.MatchString(j.Run):
@@ -111,7 +115,7 @@ func gitlabTarget(r death.Record, g *config.GitLab) Target {
 	switch {
 	case j == nil:
 		t.Skip = "the record names no job"
-	case j.Source != fleet.JobFromPodMarks:
+	case j.Source != runnerpod.JobFromPodMarks:
 		t.Skip = "the job was not read from the build pod's marks"
 	case !slices.Contains(g.Managers, j.CreatedBy):
 		t.Skip = "the build pod was not created by a configured GitLab Runner manager (created by " + quoteOrNone(j.CreatedBy) + ")"

@@ -8,7 +8,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 const manager = "system:serviceaccount:gitlab-runner:gitlab-runner"
@@ -32,7 +32,7 @@ func build(ns string, job *v1alpha1.Job) death.Record {
 
 var (
 	erJob  = &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/r"}
-	labJob = &v1alpha1.Job{ID: "42", Project: "1234", Source: fleet.JobFromPodMarks, CreatedBy: manager}
+	labJob = &v1alpha1.Job{ID: "42", Project: "1234", Source: runnerpod.JobFromPodMarks, CreatedBy: manager}
 )
 
 func TestPlan(t *testing.T) {
@@ -52,7 +52,7 @@ func TestPlan(t *testing.T) {
 		{"a clean exit is told nowhere", arc(death.CleanExit, erJob), cfg(), nil},
 		{"an idle runner's removal is told nowhere", arc(death.IdleRemoved, nil), cfg(), nil},
 		{"nothing is told where no namespace or preset opted in", arc(death.CgroupOOM, erJob), off, nil},
-		{"an ARC job read from pod marks is not told to GitHub", arc(death.ProbeKill, &v1alpha1.Job{ID: "1", Run: "2", Project: "acme/app", Source: fleet.JobFromPodMarks}), cfg(),
+		{"an ARC job read from pod marks is not told to GitHub", arc(death.ProbeKill, &v1alpha1.Job{ID: "1", Run: "2", Project: "acme/app", Source: runnerpod.JobFromPodMarks}), cfg(),
 			[]Target{{Destination: GitHub, Skip: "the job was not read from the pod's EphemeralRunner (source pod)"}, sink}},
 		{"a pod an editor created owned by another runner's EphemeralRunner is not told to GitHub", arc(death.CgroupOOM, &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/other"}), cfg(),
 			[]Target{{Destination: GitHub, Skip: "the pod is not named for the EphemeralRunner it claims as its owner, as ARC names its runner's pod (EphemeralRunner/other)"}, sink}},

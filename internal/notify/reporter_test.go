@@ -23,9 +23,9 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 const (
@@ -99,7 +99,7 @@ func oom() *v1alpha1.RunnerDeath {
 
 func build(name, createdBy, project string) *v1alpha1.RunnerDeath {
 	return record(name, v1alpha1.DeathRecord{Pod: "runner-" + name, Preset: "gitlab", Container: "build", Class: string(death.ProbeKill), LivenessProbe: true,
-		Job: &v1alpha1.Job{ID: "42", Project: project, Source: fleet.JobFromPodMarks, CreatedBy: createdBy}})
+		Job: &v1alpha1.Job{ID: "42", Project: project, Source: runnerpod.JobFromPodMarks, CreatedBy: createdBy}})
 }
 
 func TestAnOOMIsToldOnceToGitHubAndTheSinkAcrossALeaderChange(t *testing.T) {

@@ -15,55 +15,57 @@ import (
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // The reads a death's record adds to what the pod's status holds, handed
 // to death.Decide, which makes them only for a death about to be recorded.
 
-// job is the job the runner ran: for ARC scale sets, from the status of
-// the EphemeralRunner that owns the pod (fleet.ReadEphemeralRunner, as the
-// guard reads it: a later EphemeralRunner of the same name is another
-// runner), or, that EphemeralRunner gone, from what the leader's watch last
-// saw it name (LastJobs), else from the guard's note of its deletion; else,
-// or when these name none, from the pod's labels and annotations the preset
+// job is the job the runner ran: for a fleet that keeps its own record of
+// the job (ARC scale sets: the EphemeralRunner that owns the pod), from that
+// record as the guard reads it (a later record of the same name is another
+// runner), or, that record gone, from what the leader's watch last saw it
+// name (LastJobs), else from the guard's note of its deletion; else, or
+// when these name none, from the pod's labels and annotations the preset
 // names.
 func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
-	if runner.Preset.Name == runnerpod.ARCScaleSet {
-		er, err := fleet.ReadEphemeralRunner(ctx, w.Reader, pod)
+	if presets.KeepsRecord(runner) {
+		er, err := presets.ReadRecord(ctx, w.Reader, runner, pod)
 		switch {
 		case errors.Is(err, fleet.ErrNotOwner):
-			logf.FromContext(ctx).Info("the record names no job from the EphemeralRunner", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+			logf.FromContext(ctx).Info("the record names no job from the fleet's record", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
 		case apierrors.IsNotFound(err):
 			// The leader's own watch first: no wait, no review's word.
-			if j := w.Jobs.Job(runnerpod.EphemeralRunnerRef(pod).UID); j != nil {
+			if j := w.Jobs.Job(presets.RecordRef(runner, pod).UID); j != nil {
 				return j
 			}
-			if j := w.ownerNoteJob(ctx, pod); j != nil {
+			if j := w.ownerNoteJob(ctx, pod, runner); j != nil {
 				return j
 			}
 		case err != nil:
-			logf.FromContext(ctx).V(1).Info("cannot read the EphemeralRunner; the record names no job from it", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+			logf.FromContext(ctx).V(1).Info("cannot read the fleet's record; the death record names no job from it", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
 		case er.Job != nil:
 			return er.Job
 		}
 	}
-	return fleet.JobFromPod(pod, runner.Preset.Job)
+	return runnerpod.JobFromPod(pod, runner.Preset.Job)
 }
 
-// ownerNoteJob is the job the guard's note of the pod's EphemeralRunner's
-// deletion kept (named after the EphemeralRunner's UID): ARC deletes the
-// EphemeralRunner of a runner that ended, and it is gone by the record.
-// It waits for the note, which ARC's finalizer can outrun, unless the
-// leader's watch says no such EphemeralRunner was: a pod anyone could
+// ownerNoteJob is the job the guard's note of the deletion of the fleet's
+// record of the pod kept (named after the record's UID): ARC deletes the
+// EphemeralRunner of a runner that ended, and it is gone by the death's
+// record. It waits for the note, which ARC's finalizer can outrun, unless
+// the leader's watch says no such record was: a pod anyone could
 // create, naming an owner that never existed, costs one read, not a wait
 // that holds a record worker.
-func (w *Watcher) ownerNoteJob(ctx context.Context, pod *corev1.Pod) *v1alpha1.Job {
+func (w *Watcher) ownerNoteJob(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
+	ref := presets.RecordRef(runner, pod)
 	within := deletion.OwnerNoteWait
-	if w.Jobs.Unseen(runnerpod.EphemeralRunnerRef(pod).UID, pod.CreationTimestamp.Time) {
+	if w.Jobs.Unseen(ref.UID, pod.CreationTimestamp.Time) {
 		within = 0
 	}
-	if n, _ := deletion.OwnerNote(ctx, w.Client, pod, within); n != nil {
+	if n, _ := deletion.OwnerNote(ctx, w.Client, pod.Namespace, ref, within); n != nil {
 		return n.Job
 	}
 	return nil

@@ -18,7 +18,8 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
-	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -93,7 +94,7 @@ func TestAnARCRunnersRecordWaitsForTheNoteOfItsEphemeralRunnersDeletionToNameIts
 	pod := podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Obj()
 	w := newWatcher(t, pod)
 	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
-		Deletion: v1alpha1.DeletionNote{Kind: runnerpod.EphemeralRunnerKind, Pod: "r", UID: "er-r", Requester: "arc", Operation: "delete",
+		Deletion: v1alpha1.DeletionNote{Kind: arcscaleset.Kind, Pod: "r", UID: "er-r", Requester: "arc", Operation: "delete",
 			Job: &v1alpha1.Job{RequestID: "1001", Source: "EphemeralRunner/r"}}}
 	require.NoError(t, w.Client.Create(context.Background(), erNote))
 	late := &lateNotes{Client: w.Client}
@@ -108,9 +109,9 @@ func TestAnARCRunnersRecordWaitsForTheNoteOfItsEphemeralRunnersDeletionToNameIts
 
 func TestAGitLabBuildPodsRecordNamesItsJobAndProject(t *testing.T) {
 	pod := podtest.GitLab("ci", "runner-x-project-42-concurrent-0").Terminated("build", 1, "Error").
-		Annotate(runnerpod.GitLabJobIDAnnotation, "5521").Annotate(runnerpod.GitLabJobNameAnnotation, "test").
-		Annotate(runnerpod.GitLabJobURLAnnotation, "https://gitlab.example.com/acme/app/-/jobs/5521").
-		Label(runnerpod.GitLabProjectIDLabel, "42").Obj()
+		Annotate(gitlab.JobIDAnnotation, "5521").Annotate(gitlab.JobNameAnnotation, "test").
+		Annotate(gitlab.JobURLAnnotation, "https://gitlab.example.com/acme/app/-/jobs/5521").
+		Label(gitlab.ProjectIDLabel, "42").Obj()
 	w := newWatcher(t)
 	// As the production cache keeps it: with the keys the presets name.
 	labels, annotations := runnerpod.JobPodKeys(w.Config.Presets)
@@ -120,7 +121,7 @@ func TestAGitLabBuildPodsRecordNamesItsJobAndProject(t *testing.T) {
 	reconcileOnce(t, w, pod)
 	rs := records(t, w)
 	require.Len(t, rs, 1)
-	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: fleet.JobFromPodMarks}, rs[0].Job)
+	assert.Equal(t, &v1alpha1.Job{ID: "5521", Project: "42", Name: "test", URL: "https://gitlab.example.com/acme/app/-/jobs/5521", Source: runnerpod.JobFromPodMarks}, rs[0].Job)
 }
 
 func TestARecordKeepsItsNodesStateAndANodeBeingRemovedExplainsTheDeath(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,13 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // ephemeralRunnerVersion is the version of ARC's EphemeralRunners the
 // cache lists.
-var ephemeralRunnerVersion = schema.GroupVersionResource{Group: runnerpod.ARCScaleSetGroup, Version: "v1alpha1", Resource: runnerpod.EphemeralRunnerResource}
+var ephemeralRunnerVersion = schema.GroupVersionResource{Group: arcscaleset.Group, Version: "v1alpha1", Resource: arcscaleset.Resource}
 
 // EphemeralRunners is the leader's informer of ARC's EphemeralRunners, each
 // kept as what judges its runner's job (runnerpod.EphemeralRunnerJob): a

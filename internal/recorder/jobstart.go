@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -35,8 +36,8 @@ type jobStart struct {
 // turnedBusy reports whether an EphemeralRunner's update is its job's
 // assignment: no job before, one now.
 func turnedBusy(before, after *unstructured.Unstructured) bool {
-	was, _ := runnerpod.EphemeralRunnerJob(before, before.GetUID())
-	is, _ := runnerpod.EphemeralRunnerJob(after, after.GetUID())
+	was, _ := arcscaleset.JobSignal(before, before.GetUID())
+	is, _ := arcscaleset.JobSignal(after, after.GetUID())
 	return was == runnerpod.JobNone && is == runnerpod.JobAssigned
 }
 
@@ -56,7 +57,7 @@ func (j JobStamper) stamp(ctx context.Context, s jobStart) error {
 	if err := j.Reader.Get(ctx, s.pod, pod); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if runnerpod.EphemeralRunnerRef(pod).UID != s.uid {
+	if arcscaleset.OwnerRef(pod).UID != s.uid {
 		return nil
 	}
 	if _, done := pod.Annotations[runnerpod.JobAssignedAt]; done {

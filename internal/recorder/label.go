@@ -14,6 +14,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -67,7 +68,7 @@ func (l *Labeler) Label(ctx context.Context) error {
 			}
 			for i := range pods.Items {
 				pod := &pods.Items[i]
-				if _, ok := runnerpod.Match(pod, l.Config.Presets); !ok || pod.DeletionTimestamp != nil {
+				if _, ok := presets.Match(pod, l.Config.Presets); !ok || pod.DeletionTimestamp != nil {
 					continue
 				}
 				if err := fleet.Label(ctx, l.Client, pod); err != nil {

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 )
 
 // LastJobs keeps, by EphemeralRunner UID, what the leader's own watch saw
@@ -55,7 +55,7 @@ func (l *LastJobs) keep(er *unstructured.Unstructured) {
 	if l == nil || er == nil || er.GetUID() == "" {
 		return
 	}
-	job := fleet.JobFromEphemeralRunner(er)
+	job := arcscaleset.Job(er)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if job == nil {

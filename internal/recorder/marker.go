@@ -22,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -210,7 +212,7 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 	if err != nil {
 		return Judgement{}, true, client.IgnoreNotFound(err)
 	}
-	runner, ok := runnerpod.Match(pod, m.Config.Presets)
+	runner, ok := presets.Match(pod, m.Config.Presets)
 	if !ok {
 		return Judgement{}, true, nil
 	}
@@ -223,14 +225,14 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 	if m.Modes != nil {
 		f.Enforce, known = m.Modes.Enforce(nsLabels)
 	}
-	if ref := runnerpod.EphemeralRunnerRef(pod); runner.Preset.Name == runnerpod.ARCScaleSet && ref.Name != "" {
+	if ref := arcscaleset.OwnerRef(pod); runner.Preset.Name == arcscaleset.Name && ref.Name != "" {
 		// As the guard reads it: an EphemeralRunner not in the cache (or
 		// none watched: no CRD) is unreadable, which is busy.
 		var er *unstructured.Unstructured
 		if m.ers != nil {
 			er = m.ers.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
 		}
-		f.Job, _ = runnerpod.EphemeralRunnerJob(er, ref.UID)
+		f.Job, _ = arcscaleset.JobSignal(er, ref.UID)
 	}
 	return Judge(pod, runner, f), known, nil
 }

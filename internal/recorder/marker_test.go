@@ -14,7 +14,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -26,7 +29,7 @@ const (
 )
 
 var (
-	busy = Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true}}
+	busy = Judgement{Judged: true, Protection: presets.Protection{Busy: true}}
 	free = Judgement{Judged: true}
 )
 
@@ -144,7 +147,7 @@ func TestKarpenterValue(t *testing.T) {
 // budget in an enforce namespace only.
 func TestJudge(t *testing.T) {
 	now := podtest.Start.Add(time.Hour)
-	generic := runnerpod.Runner{Preset: runnerpod.Preset{Name: runnerpod.Generic, Enabled: true, RunnerContainers: []string{"runner"}, MaxProtected: metav1.Duration{Duration: 168 * time.Hour}}, Containers: []string{"runner"}}
+	generic := runnerpod.Runner{Preset: runnerpod.Preset{Name: generic.Name, Enabled: true, RunnerContainers: []string{"runner"}, MaxProtected: metav1.Duration{Duration: 168 * time.Hour}}, Containers: []string{"runner"}}
 	running := podtest.Runner("ns", "p").Running("runner").Obj()
 	overridden := podtest.Runner("ns", "p").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
 	notStarted := podtest.Runner("ns", "p").Obj()
@@ -157,10 +160,10 @@ func TestJudge(t *testing.T) {
 	}{
 		{name: "a busy runner of an enforce namespace is protected and has a budget", pod: running,
 			f:    Facts{Selected: true, Enforce: true, Now: now},
-			want: Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true, Until: until}, Budget: true}},
+			want: Judgement{Judged: true, Protection: presets.Protection{Busy: true, Until: until}, Budget: true}},
 		{name: "a busy runner of a warn namespace is protected without a budget", pod: running,
 			f:    Facts{Selected: true, Now: now},
-			want: Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true, Until: until}}},
+			want: Judgement{Judged: true, Protection: presets.Protection{Busy: true, Until: until}}},
 		{name: "an overridden runner is free and has no budget", pod: overridden,
 			f: Facts{Selected: true, Enforce: true, Now: now}, want: Judgement{Judged: true}},
 		{name: "a runner not started is free", pod: notStarted,
@@ -173,10 +176,10 @@ func TestJudge(t *testing.T) {
 			f: Facts{Selected: true, Enforce: true, Node: drainingNode(now.Add(-time.Minute), "alice"), Now: now}, want: Judgement{Judged: true}},
 		{name: "a busy runner on a node whose drain deadline is to come is protected until then", pod: running,
 			f:    Facts{Selected: true, Enforce: true, Node: drainingNode(now.Add(time.Hour), "alice"), Now: now},
-			want: Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true, Until: now.Add(time.Hour)}, Budget: true}},
+			want: Judgement{Judged: true, Protection: presets.Protection{Busy: true, Until: now.Add(time.Hour)}, Budget: true}},
 		{name: "a drain deadline that names no setter frees nothing", pod: running,
 			f:    Facts{Selected: true, Enforce: true, Node: drainingNode(now.Add(-time.Minute), ""), Now: now},
-			want: Judgement{Judged: true, Protection: runnerpod.Protection{Busy: true, Until: until}, Budget: true}},
+			want: Judgement{Judged: true, Protection: presets.Protection{Busy: true, Until: until}, Budget: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, Judge(tc.pod, generic, tc.f))
@@ -245,7 +248,7 @@ func TestTheCacheKeepsWhatTheMarkerReads(t *testing.T) {
 func TestTheEphemeralRunnerCacheKeepsWhatJudgesTheJob(t *testing.T) {
 	er := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner",
-		"metadata": map[string]any{"namespace": "ns", "name": "r", "uid": "er-1", "finalizers": []any{runnerpod.ARCRegistrationFinalizer}},
+		"metadata": map[string]any{"namespace": "ns", "name": "r", "uid": "er-1", "finalizers": []any{arcscaleset.RegistrationFinalizer}},
 		"spec":     map[string]any{"podTemplateSpec": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "runner"}}}}},
 		"status":   map[string]any{"jobRequestId": int64(42), "phase": "Running"},
 	}}
@@ -254,14 +257,14 @@ func TestTheEphemeralRunnerCacheKeepsWhatJudgesTheJob(t *testing.T) {
 	c := out.(*unstructured.Unstructured)
 	assert.NotContains(t, c.Object, "spec")
 	assert.Equal(t, map[string]any{"jobRequestId": int64(42)}, c.Object["status"])
-	assert.Equal(t, []string{runnerpod.ARCRegistrationFinalizer}, c.GetFinalizers())
-	job, _ := runnerpod.EphemeralRunnerJob(c, "er-1")
+	assert.Equal(t, []string{arcscaleset.RegistrationFinalizer}, c.GetFinalizers())
+	job, _ := arcscaleset.JobSignal(c, "er-1")
 	assert.Equal(t, runnerpod.JobAssigned, job)
 
 	unstructured.RemoveNestedField(er.Object, "status", "jobRequestId")
 	out, err = compactEphemeralRunner(er)
 	require.NoError(t, err)
-	job, _ = runnerpod.EphemeralRunnerJob(out.(*unstructured.Unstructured), "er-1")
+	job, _ = arcscaleset.JobSignal(out.(*unstructured.Unstructured), "er-1")
 	assert.Equal(t, runnerpod.JobNone, job)
 }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -37,7 +38,7 @@ type Judgement struct {
 	// Judged: a runner pod of a selected namespace. Its marks say busy or
 	// not; an unjudged pod keeps none of runnerguard's.
 	Judged bool
-	runnerpod.Protection
+	presets.Protection
 	// Budget: the API server should hold the pod's eviction by a
 	// PodDisruptionBudget (busy, in an enforce namespace).
 	Budget bool
@@ -49,13 +50,13 @@ func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
 	if !f.Selected {
 		return Judgement{}
 	}
-	p := runnerpod.Protected(pod, runner, f.Job, f.Now)
+	p := presets.Protected(pod, runner, f.Job, f.Now)
 	if d, ok := runnerpod.NodeDrainFor(f.Node, pod); ok && p.Busy {
 		// The guard lets the runner go at its node's drain deadline
 		// (rule node-drain-deadline): so do its marks and budget, or a
 		// platform's own drain would still be held by the budget.
 		if _, passed := runnerpod.NodeDrainPassed(f.Node, pod, f.Now); passed {
-			p = runnerpod.Protection{}
+			p = presets.Protection{}
 		} else if p.Until.IsZero() || d.At.Before(p.Until) {
 			p.Until = d.At
 		}

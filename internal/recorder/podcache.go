@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -117,7 +118,7 @@ func (c *PodCache) HasSynced() bool { return c.informer.HasSynced() }
 // Shown names the records of the deaths the statuses of namespace's runner
 // pods still show: those a watcher would write again. An error until the
 // cache has synced, when a pod missing from it may still exist.
-func (c *PodCache) Shown(namespace string, presets []runnerpod.Preset) (map[string]bool, error) {
+func (c *PodCache) Shown(namespace string, ps []runnerpod.Preset) (map[string]bool, error) {
 	if !c.informer.HasSynced() {
 		return nil, errors.New("the runner pod cache has not synced")
 	}
@@ -128,7 +129,7 @@ func (c *PodCache) Shown(namespace string, presets []runnerpod.Preset) (map[stri
 	names := map[string]bool{}
 	for _, o := range objs {
 		pod := o.(*cachedPod).pod()
-		runner, ok := runnerpod.Match(pod, presets)
+		runner, ok := presets.Match(pod, ps)
 		if !ok {
 			continue
 		}

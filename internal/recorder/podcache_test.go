@@ -16,6 +16,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -34,20 +35,20 @@ func TestTheCacheNamesTheRecordsOfTheDeathsItsPodsShow(t *testing.T) {
 	other := labelled(podtest.Runner("elsewhere", "ended").Terminated("runner", 1, "Error"))
 	cache, err := NewPodCache(fakePods{k8sfake.NewClientset([]runtime.Object{crashed, ended, running, unlabelled, other}...)}, 0)
 	require.NoError(t, err)
-	presets := configtest.Enforcing().Presets
+	ps := configtest.Enforcing().Presets
 
-	_, err = cache.Shown("ci", presets)
+	_, err = cache.Shown("ci", ps)
 	assert.Error(t, err, "not before the cache has synced: a pod it lacks may show a death")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = cache.Start(ctx) }()
 	require.True(t, toolscache.WaitForCacheSync(ctx.Done(), cache.HasSynced))
-	got, err := cache.Shown("ci", presets)
+	got, err := cache.Shown("ci", ps)
 	require.NoError(t, err)
 	want := map[string]bool{}
 	for _, pod := range []*corev1.Pod{crashed, ended} {
-		runner, ok := runnerpod.Match(pod, presets)
+		runner, ok := presets.Match(pod, ps)
 		require.True(t, ok)
 		for _, r := range death.Deaths(pod, runner) {
 			want[r.Object().Name] = true

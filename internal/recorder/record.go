@@ -16,6 +16,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -27,7 +28,7 @@ func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time)
 	if ok, err := w.optedIn(ctx, pod.Namespace); err != nil || !ok {
 		return 0, nil, err
 	}
-	runner, ok := runnerpod.Match(pod, w.Config.Presets)
+	runner, ok := presets.Match(pod, w.Config.Presets)
 	if !ok {
 		return 0, nil, nil
 	}

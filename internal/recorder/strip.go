@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -53,6 +54,10 @@ type cachedPod struct {
 // labels or annotations.
 func compact(obj any) (any, error) { return compactor{}.compact(obj) }
 
+// fleetLabels and fleetAnnotations are the marks of a fleet that Match
+// and the fleets' idle signals read (presets.Marks), listed once.
+var fleetLabels, fleetAnnotations = presets.Marks()
+
 // compactor is the cache's transform: it keeps, beyond what Match reads,
 // the labels and annotations presets read a job from.
 type compactor struct{ labels, annotations []string }
@@ -72,8 +77,8 @@ func (k compactor) compact(obj any) (any, error) {
 	// Only the marks of a fleet Match reads: not the runner label every
 	// cached pod has, nor the injector's annotations (a map costs a pod 300
 	// bytes).
-	c.Labels = keep(m.Labels, runnerpod.PresetLabels, k.labels, markerLabels)
-	c.Annotations = keep(m.Annotations, runnerpod.PresetAnnotations, k.annotations, markerAnnotations, jobAnnotations, refusalAnnotations)
+	c.Labels = keep(m.Labels, fleetLabels, k.labels, markerLabels)
+	c.Annotations = keep(m.Annotations, fleetAnnotations, k.annotations, markerAnnotations, jobAnnotations, refusalAnnotations)
 	c.deadline, c.start = pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime
 	for _, ct := range pod.Spec.Containers {
 		c.containers = append(c.containers, ct.Name)

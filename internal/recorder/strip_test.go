@@ -11,7 +11,10 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -30,7 +33,7 @@ func TestTheCacheKeepsWhatTheRecordReads(t *testing.T) {
 
 	assert.Nil(t, s.ManagedFields)
 	assert.Nil(t, s.Annotations, "none the watcher reads")
-	assert.Equal(t, map[string]string{runnerpod.ARCScaleSetLabel: "True"}, s.Labels, "only the labels a preset reads")
+	assert.Equal(t, map[string]string{arcscaleset.Label: "True"}, s.Labels, "only the labels a preset reads")
 	assert.Empty(t, s.Spec.Containers[0].Env, "no specs beyond names")
 	assert.Equal(t, []string{"dind"}, names(s.Spec.InitContainers), "of init containers only the sidecars, which never gate the runner")
 	last := s.Status.ContainerStatuses[0].State.Terminated.Message
@@ -39,9 +42,9 @@ func TestTheCacheKeepsWhatTheRecordReads(t *testing.T) {
 	assert.NotNil(t, s.Spec.Containers[0].LivenessProbe, "whether the runner has a liveness probe")
 	assert.Empty(t, s.Status.ContainerStatuses[0].Image)
 	cfg := configtest.Enforcing()
-	runner, ok := runnerpod.Match(s, cfg.Presets)
+	runner, ok := presets.Match(s, cfg.Presets)
 	require.True(t, ok, "still recognised")
-	full, _ := runnerpod.Match(pod, cfg.Presets)
+	full, _ := presets.Match(pod, cfg.Presets)
 	assert.Equal(t, full.Preset.Name, runner.Preset.Name)
 	assert.Equal(t, death.Deaths(pod, full), death.Deaths(s, runner), "the same record from the cached pod")
 }
@@ -51,12 +54,12 @@ func TestEveryPresetIsStillRecognisedInTheCache(t *testing.T) {
 	for _, w := range []*podtest.Wrapper{
 		podtest.ARCScaleSet("ci", "a"), podtest.ARCLegacy("ci", "b"), podtest.GitLab("ci", "c"),
 		podtest.ARCWorkflow("ci", "d"), podtest.Runner("ci", "e"),
-		podtest.ARCLegacy("ci", "f").Annotate(runnerpod.ARCLegacyUnregistered, "2026-11-01T12:00:00Z"),
+		podtest.ARCLegacy("ci", "f").Annotate(arclegacy.Unregistered, "2026-11-01T12:00:00Z"),
 	} {
 		pod := w.Label("team", "x").Obj()
-		full, ok := runnerpod.Match(pod, cfg.Presets)
+		full, ok := presets.Match(pod, cfg.Presets)
 		require.True(t, ok, pod.Name)
-		got, ok := runnerpod.Match(stripped(t, pod), cfg.Presets)
+		got, ok := presets.Match(stripped(t, pod), cfg.Presets)
 		require.True(t, ok, pod.Name)
 		assert.Equal(t, full, got, pod.Name)
 	}

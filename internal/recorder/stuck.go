@@ -12,6 +12,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/presets"
 
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -24,7 +25,7 @@ func Waiting(pod *corev1.Pod, runner runnerpod.Runner) (container, reason, messa
 		return "", "", "", false
 	}
 	container = runner.Containers[0]
-	if runner.Preset.Name == runnerpod.Generic && initRunning(pod) {
+	if presets.Of(runner).Traits().GatedByInit && initRunning(pod) {
 		// A pool's runner is gated by a poller init container that waits
 		// for a job: an idle runner, not a stuck one.
 		return "", "", "", false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -34,7 +35,7 @@ type Report struct {
 // until retention removes them, and, while the pod exists, the deaths its
 // status shows that are not on record yet. Events are never read: anyone
 // who may create Events could have written one.
-func Lookup(ctx context.Context, c client.Reader, presets []runnerpod.Preset, namespace, name string) (Report, error) {
+func Lookup(ctx context.Context, c client.Reader, ps []runnerpod.Preset, namespace, name string) (Report, error) {
 	rep := Report{Namespace: namespace, Pod: name}
 	byKey := map[string]death.Record{}
 	pod := &corev1.Pod{}
@@ -42,7 +43,7 @@ func Lookup(ctx context.Context, c client.Reader, presets []runnerpod.Preset, na
 	switch {
 	case err == nil:
 		rep.Exists = true
-		if runner, ok := runnerpod.Match(pod, presets); ok {
+		if runner, ok := presets.Match(pod, ps); ok {
 			rep.Runner = runnerpod.RunnerStatus(pod, runner.Containers).State.String()
 			rep.Refusals = death.Refusals(pod)
 			for _, r := range death.Deaths(pod, runner) {

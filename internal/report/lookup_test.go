@@ -17,6 +17,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -31,7 +32,7 @@ func fakeClient(t *testing.T, objs ...client.Object) client.Client {
 func recorded(t *testing.T, w *podtest.Wrapper, deletedBy string) *v1alpha1.RunnerDeath {
 	t.Helper()
 	pod := w.Obj()
-	runner, ok := runnerpod.Match(pod, configtest.Enforcing().Presets)
+	runner, ok := presets.Match(pod, configtest.Enforcing().Presets)
 	require.True(t, ok)
 	r := death.New(pod, runner, runnerpod.RunnerStatus(pod, runner.Containers))
 	r.DeletedBy = deletedBy

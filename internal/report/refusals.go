@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -36,7 +37,7 @@ var ErrPodGone = fmt.Errorf("the pod is gone")
 // ("" for every namespace), or on the one pod named. Only runner pods (as
 // presets tell them) are read: the chart's policy protects the value on
 // those alone.
-func Refusals(ctx context.Context, c client.Reader, presets []runnerpod.Preset, namespace, name string) ([]PodRefusals, error) {
+func Refusals(ctx context.Context, c client.Reader, ps []runnerpod.Preset, namespace, name string) ([]PodRefusals, error) {
 	var pods []corev1.Pod
 	if name != "" {
 		pod := corev1.Pod{}
@@ -57,7 +58,7 @@ func Refusals(ctx context.Context, c client.Reader, presets []runnerpod.Preset, 
 	var out []PodRefusals
 	for i := range pods {
 		pod := &pods[i]
-		if _, ok := runnerpod.Match(pod, presets); !ok {
+		if _, ok := presets.Match(pod, ps); !ok {
 			continue
 		}
 		if _, ok := pod.Annotations[refusal.Annotation]; !ok {

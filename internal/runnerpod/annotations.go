@@ -73,43 +73,6 @@ const (
 	DrainDeadlineBy = "runnerguard.io/drain-deadline-by"
 )
 
-// Keys written by the fleets themselves, read as their idle signals.
-const (
-	// ARCScaleSetLabel is set to "True" by ARC's scale-set controller on every
-	// ephemeral runner pod (actions.github.com resource builder).
-	ARCScaleSetLabel = "actions-ephemeral-runner"
-	// ARCWorkflowPodLabel names the runner pod on the "-workflow" job pod that
-	// ARC's container mode "kubernetes" hooks create.
-	ARCWorkflowPodLabel = "runner-pod"
-	// ARCLegacyUnregistered is set by legacy ARC once the runner has been
-	// unregistered from GitHub: it can take no job, so it is idle.
-	ARCLegacyUnregistered = "actions-runner/unregistration-complete-timestamp"
-	// ARCLegacyRunnerSetLabel is set by legacy ARC on the pods of a
-	// RunnerSet (a StatefulSet's, with no summerwind owner of their own), so
-	// that such a pod is legacy ARC's from its creation, docker sidecar or
-	// not, and its controller's unregistration annotation does not change
-	// its preset.
-	ARCLegacyRunnerSetLabel = "runnerset-name"
-	// ARCLegacyGroup is the API group of legacy ARC's Runner objects.
-	ARCLegacyGroup = "actions.summerwind.dev"
-	// ARCScaleSetGroup and EphemeralRunnerKind identify the owner of a
-	// scale-set runner pod, whose status carries the assigned job.
-	ARCScaleSetGroup    = "actions.github.com"
-	EphemeralRunnerKind = "EphemeralRunner"
-	// EphemeralRunnerResource is the EphemeralRunner's resource name, whose
-	// deletions the guard notes.
-	EphemeralRunnerResource = "ephemeralrunners"
-	// ARCRegistrationFinalizer is on every EphemeralRunner from its first
-	// reconcile. Once the EphemeralRunner's deletion began, ARC's controller
-	// asks the Actions service to remove the runner (RemoveRunner, which the
-	// service refuses with JobStillRunning while the runner's job runs) and
-	// removes this finalizer only after the service accepted; only then does
-	// it delete the pod (ephemeralrunner_controller.go in ARC 0.14 and its
-	// main branch). A deleting EphemeralRunner without it is ARC saying the
-	// job is over.
-	ARCRegistrationFinalizer = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
-)
-
 // The autoscalers' marks the leader's marker sets on a runner pod while the
 // guard protects it, so that no node is consolidated under a live job and
 // none is held for an idle runner.

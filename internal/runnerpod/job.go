@@ -1,6 +1,13 @@
 package runnerpod
 
-import "slices"
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+)
 
 // JobKeys name where a fleet states, on its pods, the job a pod runs: for
 // each of a record's job fields, a pod label or annotation. A home-grown
@@ -39,27 +46,6 @@ func (k PodKey) Value(labels, annotations map[string]string) string {
 // Keys are the job's keys in field order.
 func (j JobKeys) Keys() []PodKey { return []PodKey{j.ID, j.Project, j.Name, j.URL} }
 
-// GitLab Runner's Kubernetes executor marks its build pods with the job and
-// project (docs.gitlab.com/runner/executors/kubernetes, "Default labels for
-// job pods", "Default annotations for job pods").
-const (
-	GitLabJobIDAnnotation   = "job.runner.gitlab.com/id"
-	GitLabJobNameAnnotation = "job.runner.gitlab.com/name"
-	GitLabJobURLAnnotation  = "job.runner.gitlab.com/url"
-	GitLabProjectIDLabel    = "project.runner.gitlab.com/id"
-)
-
-// DefaultJobKeys are the keys of the fleets that state the job on the pod.
-func (n PresetName) DefaultJobKeys() JobKeys {
-	if n == GitLab {
-		return JobKeys{
-			ID: PodKey{Annotation: GitLabJobIDAnnotation}, Project: PodKey{Label: GitLabProjectIDLabel},
-			Name: PodKey{Annotation: GitLabJobNameAnnotation}, URL: PodKey{Annotation: GitLabJobURLAnnotation},
-		}
-	}
-	return JobKeys{}
-}
-
 // JobPodKeys are the labels and annotations the enabled presets read a job
 // from: what a copy of a pod must keep for its job to be read, with the
 // pod's recorded creator, who says whether the fleet wrote them.
@@ -81,4 +67,33 @@ func JobPodKeys(presets []Preset) (labels, annotations []string) {
 		}
 	}
 	return labels, annotations
+}
+
+// maxJobField bounds each job field: annotations have no size of their own.
+const maxJobField = 512
+
+// JobFromPodMarks is the source of a job read from the pod's own labels
+// and annotations (v1alpha1.Job.Source).
+const JobFromPodMarks = "pod"
+
+// JobFromPod is the job the pod's labels and annotations state under keys,
+// or nil when they state none.
+func JobFromPod(pod *corev1.Pod, keys JobKeys) *v1alpha1.Job {
+	v := func(k PodKey) string { return JobField(k.Value(pod.Labels, pod.Annotations)) }
+	j := &v1alpha1.Job{ID: v(keys.ID), Project: v(keys.Project), Name: v(keys.Name), URL: v(keys.URL), Source: JobFromPodMarks}
+	if *j == (v1alpha1.Job{Source: JobFromPodMarks}) {
+		return nil
+	}
+	j.CreatedBy = JobField(pod.Annotations[CreatedBy])
+	return j
+}
+
+// JobField is s bounded as a record's job field: its first maxJobField
+// bytes, cut at a character boundary (the fields come from JSON, so they
+// are valid UTF-8 but for the cut).
+func JobField(s string) string {
+	if len(s) <= maxJobField {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxJobField], "")
 }

@@ -1,13 +1,10 @@
 package runnerpod
 
 import (
-	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // JobSignal is what the fleet's own record says of the runner's job, for
@@ -42,26 +39,6 @@ func FreeByState(pod *corev1.Pod, s Status) (Rule, string) {
 		return RuleNotStarted, "the runner has not started"
 	case s.State == Terminated:
 		return RuleRunnerTerminated, "the runner has ended"
-	}
-	return "", ""
-}
-
-// FreeByJob is rule 6: the fleet's own signal that the runner has no job
-// (ARC scale sets: the EphemeralRunner; legacy ARC: its unregistration
-// annotation, which only its controller may set).
-func FreeByJob(pod *corev1.Pod, preset PresetName, job JobSignal) (Rule, string) {
-	switch preset {
-	case ARCScaleSet:
-		switch job {
-		case JobOver:
-			return RuleJobOver, "the runner has no job left: ARC removed it from the Actions service, which refuses while a job runs (its EphemeralRunner is being deleted without " + ARCRegistrationFinalizer + ")"
-		case JobNone:
-			return RuleIdle, "the EphemeralRunner has no job assigned"
-		}
-	case ARCLegacy:
-		if ts, ok := pod.Annotations[ARCLegacyUnregistered]; ok {
-			return RuleIdle, "the runner was unregistered at " + ts
-		}
 	}
 	return "", ""
 }
@@ -126,84 +103,4 @@ func ProtectionEnds(pod *corev1.Pod, s Status, p Preset) (time.Time, bool) {
 		end, ok = dl, true
 	}
 	return end, ok
-}
-
-// Protection is what the guard's pod-level rules say of a runner pod: is
-// it protected from every requester the guard does not exempt, and until
-// when.
-type Protection struct {
-	// Busy: the guard refuses its delete and eviction (in enforce mode).
-	Busy bool
-	// Until is when the protection ends if the runner is still busy then
-	// (zero: not known).
-	Until time.Time
-}
-
-// Protected applies the guard's rules that depend on the pod alone, in
-// the guard's order: its state, the fleet's job signal (job as read from
-// the fleet's record; JobNotRead for presets without one), the override,
-// the cap and the pod's deadline. The guard's rules that depend on the
-// requester (the job's owner, exempt principals) are not among them: they
-// free a pod for one requester, not for an autoscaler.
-func Protected(pod *corev1.Pod, r Runner, job JobSignal, now time.Time) Protection {
-	s := RunnerStatus(pod, r.Containers)
-	if free, _ := FreeByState(pod, s); free != "" {
-		return Protection{}
-	}
-	if free, _ := FreeByJob(pod, r.Preset.Name, job); free != "" {
-		return Protection{}
-	}
-	if _, ok := Overridden(pod); ok {
-		return Protection{}
-	}
-	if _, passed := CapPassed(s, r.Preset, now); passed {
-		return Protection{}
-	}
-	if _, passed := DeadlinePassed(pod, now); passed {
-		return Protection{}
-	}
-	until, _ := ProtectionEnds(pod, s, r.Preset)
-	return Protection{Busy: true, Until: until}
-}
-
-// EphemeralRunnerJob is the job signal of an ARC scale-set pod's
-// EphemeralRunner er, whose UID the pod's ownerReference names as owner;
-// and whether er is being deleted. ARC's listener writes the assigned job
-// into its status (jobRequestId; jobId in newer releases); none means idle.
-// ARC never clears it after the job, but once the EphemeralRunner's
-// deletion began it removes the runner from the Actions service (which
-// refuses while the job runs) and only then its registration finalizer: a
-// deleting EphemeralRunner without that finalizer says the job is over;
-// one that never had a job is idle, being removed or not (scale-down). An
-// EphemeralRunner whose UID is not owner (an idle runner of the same name
-// recreated, or a reference re-pointed at one) says nothing of the pod's
-// job: unreadable, which is busy.
-func EphemeralRunnerJob(er *unstructured.Unstructured, owner types.UID) (JobSignal, bool) {
-	if er == nil || er.GetUID() != owner {
-		return JobUnreadable, false
-	}
-	deleting := er.GetDeletionTimestamp() != nil
-	reqID, _, _ := unstructured.NestedFieldNoCopy(er.Object, "status", "jobRequestId")
-	jobID, _, _ := unstructured.NestedString(er.Object, "status", "jobId")
-	if jobID == "" && !nonZero(reqID) {
-		// Never a job (ARC never clears one): idle, also while its fleet
-		// removes it on scale-down; no job is over.
-		return JobNone, deleting
-	}
-	if deleting && !slices.Contains(er.GetFinalizers(), ARCRegistrationFinalizer) {
-		return JobOver, true
-	}
-	return JobAssigned, deleting
-}
-
-func nonZero(v any) bool {
-	switch n := v.(type) {
-	case int64:
-		return n != 0
-	case float64:
-		return n != 0
-	case string:
-		return n != "" && n != "0"
-	}
-	return false
 }

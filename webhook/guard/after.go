@@ -75,7 +75,7 @@ func (h *Handler) runEffects(ctx context.Context, j *judged) {
 	}
 	var startedBy string
 	if j.namesStarter() {
-		startedBy = h.ownerDeleter(ctx, f.Pod)
+		startedBy = h.ownerDeleter(ctx, f.Pod, j.d.Runner)
 	}
 	for _, e := range j.written {
 		e.carryOut(ctx, h, startedBy)

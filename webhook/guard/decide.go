@@ -11,7 +11,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -72,15 +72,15 @@ type Facts struct {
 	RequesterPodRunsJob func() bool
 	// Job is the fleet's record of the job when already known; otherwise
 	// LookupJob reads it, and Decide calls it only when its answer decides
-	// (a running ARC scale-set runner, after rules 1 to 5), so the handler
-	// reads the EphemeralRunner only then.
+	// (a running runner of a fleet that keeps a record, ARC's scale sets,
+	// after rules 1 to 5), so the handler reads the record only then.
 	Job JobSignal
 	// OwnerDeleting: the pod's EphemeralRunner is being deleted; ARC deletes
 	// the pod itself once the runner's job is over. LookupJob reads both.
 	OwnerDeleting bool
 	// JobNamed is the job the fleet's record names, when it was read.
 	JobNamed  *v1alpha1.Job
-	LookupJob func() JobRecord
+	LookupJob func(runnerpod.Runner) JobRecord
 	// LookupNode reads the pod's node, for its drain deadline; Decide
 	// calls it only for a busy runner (after the override), so the handler
 	// reads the Node only then. nil, or a nil Node: no deadline.
@@ -133,7 +133,7 @@ type Decision struct {
 // Decide applies the decision table: the first rule that applies decides.
 func Decide(f Facts, cfg config.Config) Decision {
 	pod := f.Pod
-	runner, ok := runnerpod.Match(pod, cfg.Presets)
+	runner, ok := presets.Match(pod, cfg.Presets)
 	if !ok {
 		return Decision{Allowed: true, Rule: runnerpod.RuleNotRunnerPod, Message: "not a runner pod"}
 	}
@@ -147,15 +147,15 @@ func Decide(f Facts, cfg config.Config) Decision {
 	if free, why := runnerpod.FreeByState(pod, d.Status); free != "" {
 		return allow(free, why)
 	}
-	if runner.Preset.Name == runnerpod.ARCScaleSet && f.Job == JobNotRead && f.LookupJob != nil {
-		r := f.LookupJob()
+	if presets.KeepsRecord(runner) && f.Job == JobNotRead && f.LookupJob != nil {
+		r := f.LookupJob(runner)
 		f.Job, f.OwnerDeleting, f.JobNamed = r.Signal, r.OwnerDeleting, r.Job
 	}
 	d.OwnerDeleting, d.Named = f.OwnerDeleting, f.JobNamed
-	if free, why := runnerpod.FreeByJob(pod, runner.Preset.Name, f.Job); free != "" {
+	if free, why := presets.FreeByJob(pod, runner, f.Job); free != "" {
 		return allow(free, why)
 	}
-	if runner.Preset.Name.OwnerEndsJob() {
+	if presets.OwnerOf(runner.Preset.Name).EndsJob {
 		owner, notTaken := isOwner(pod, f, runner.Preset)
 		d.OwnerNotTaken = notTaken
 		switch {
@@ -205,7 +205,7 @@ func decideProtected(f Facts, cfg config.Config, d Decision) Decision {
 	}
 	d.Job = f.JobNamed
 	if d.Job == nil {
-		d.Job = fleet.JobFromPod(pod, runner.Preset.Job)
+		d.Job = runnerpod.JobFromPod(pod, runner.Preset.Job)
 	}
 	d.Rule, d.Message = runnerpod.RuleBusy, busyMessage(f, d)+whyNotOwner(d)
 	if f.Mode == config.ModeWarn {

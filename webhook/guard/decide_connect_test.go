@@ -8,13 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 func TestDecideConnect(t *testing.T) {
 	const manager = "system:serviceaccount:gitlab:manager"
-	cfg := withOwner(runnerpod.GitLab, manager)
+	cfg := withOwner(gitlab.Name, manager)
 	busyGitLab := func() *podtest.Wrapper { return podtest.GitLab("ci", "g").Running("build").Running("helper") }
 	cases := []struct {
 		name      string

@@ -14,7 +14,13 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -22,7 +28,7 @@ const reaper = "system:serviceaccount:ci:reaper"
 
 func TestDecide(t *testing.T) {
 	now := podtest.Start.Add(41*time.Minute + 12*time.Second)
-	cfg := withOwner(runnerpod.GitLab, "system:serviceaccount:gitlab:manager")
+	cfg := withOwner(gitlab.Name, "system:serviceaccount:gitlab:manager")
 	weekAgo := now.Add(-168 * time.Hour)
 	noOwners := configtest.Enforcing()
 	arc := "system:serviceaccount:arc-systems:arc-gha-rs-controller"
@@ -75,7 +81,7 @@ func TestDecide(t *testing.T) {
 		{name: "a pod without a runner container is not judged",
 			pod: podtest.Plain("ci", "web").Running("app").Obj(), rule: runnerpod.RuleNotRunnerPod, allowed: true},
 		{name: "a runner container name of a disabled preset is not a runner pod",
-			pod: podtest.Runner("ci", "r").Running("runner").Obj(), cfg: disabled(runnerpod.Generic), rule: runnerpod.RuleNotRunnerPod, allowed: true},
+			pod: podtest.Runner("ci", "r").Running("runner").Obj(), cfg: disabled(generic.Name), rule: runnerpod.RuleNotRunnerPod, allowed: true},
 		{name: "a pod already terminating is allowed (kubelet's final delete)",
 			pod: podtest.Runner("ci", "r").Running("runner").Terminating(now).Obj(), rule: runnerpod.RuleTerminating, allowed: true},
 		{name: "a succeeded pod is allowed (the watcher records the death)",
@@ -104,7 +110,7 @@ func TestDecide(t *testing.T) {
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: "system:serviceaccount:arc-systems:arc-gha-rs-controller", job: JobAssigned, rule: runnerpod.RuleBusy},
 		{name: "ARC's delete of a runner still shutting down passes once its job is over (RemoveRunner accepted, finalizer removed)",
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: arc, job: JobOver, deleting: true, rule: runnerpod.RuleJobOver, allowed: true,
-			msg: []string{"the runner has no job left", runnerpod.ARCRegistrationFinalizer}},
+			msg: []string{"the runner has no job left", arcscaleset.RegistrationFinalizer}},
 		{name: "a job that is over is over for anyone: the runner has nothing left to lose",
 			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), requester: reaper, job: JobOver, deleting: true, rule: runnerpod.RuleJobOver, allowed: true},
 		{name: "a busy runner whose EphemeralRunner is being deleted says ARC ends it once the job ends",
@@ -113,7 +119,7 @@ func TestDecide(t *testing.T) {
 		{name: "the job-over signal is ARC's alone: a generic runner never has it",
 			pod: podtest.Runner("ci", "r").Running("runner").Obj(), requester: reaper, job: JobOver, rule: runnerpod.RuleBusy},
 		{name: "a legacy ARC runner that was unregistered is idle",
-			pod: podtest.ARCLegacy("ci", "r").Running("runner").Annotate(runnerpod.ARCLegacyUnregistered, "2026-11-01T12:00:00Z").Obj(), rule: runnerpod.RuleIdle, allowed: true},
+			pod: podtest.ARCLegacy("ci", "r").Running("runner").Annotate(arclegacy.Unregistered, "2026-11-01T12:00:00Z").Obj(), rule: runnerpod.RuleIdle, allowed: true},
 		{name: "a registered legacy ARC runner is busy",
 			pod: podtest.ARCLegacy("ci", "r").Running("runner").Obj(), rule: runnerpod.RuleBusy},
 		{name: "GitLab's manager deleting the build pod it created ends its job",
@@ -176,9 +182,9 @@ func TestDecide(t *testing.T) {
 		{name: "a token bound to the runner pod proves nothing for a workflow pod with no runner-pod label value",
 			pod: podtest.ARCWorkflow("ci", "").Running("job").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:runner").Obj(), requester: "system:serviceaccount:ci:runner", boundPod: "", rule: runnerpod.RuleBusy},
 		{name: "an arc-workflow owner principal of the same namespace needs the runner pod's token too",
-			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: ptr.To(withOwner(runnerpod.ARCWorkflow, "system:serviceaccount:ci:runner")), requester: "system:serviceaccount:ci:runner", rule: runnerpod.RuleBusy},
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: ptr.To(withOwner(arcworkflow.Name, "system:serviceaccount:ci:runner")), requester: "system:serviceaccount:ci:runner", rule: runnerpod.RuleBusy},
 		{name: "an arc-workflow owner principal of the same namespace with the runner pod's token is the owner",
-			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: ptr.To(withOwner(runnerpod.ARCWorkflow, "system:serviceaccount:ci:runner")), requester: "system:serviceaccount:ci:runner", boundPod: "r", rule: runnerpod.RuleJobOwner, allowed: true},
+			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), cfg: ptr.To(withOwner(arcworkflow.Name, "system:serviceaccount:ci:runner")), requester: "system:serviceaccount:ci:runner", boundPod: "r", rule: runnerpod.RuleJobOwner, allowed: true},
 		{name: "GitLab's manager in the build pods' own namespace is no owner without the opt-in",
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", rule: runnerpod.RuleBusy,
 			msg: []string{"system:serviceaccount:ci:gitlab-runner is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in ci can impersonate",
@@ -206,11 +212,11 @@ func TestDecide(t *testing.T) {
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), requester: "system:serviceaccount:ci:gitlab-runner", boundPod: "runner-abc-project-1", jobPods: []string{"runner-abc-project-1"}, rule: runnerpod.RuleBusy,
 			msg: []string{`its token is bound to pod "runner-abc-project-1", which runs a job`}},
 		{name: "a same-namespace GitLab owner principal is no owner without the opt-in either",
-			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: ptr.To(withOwner(runnerpod.GitLab, "system:serviceaccount:ci:gitlab-runner")), requester: "system:serviceaccount:ci:gitlab-runner", rule: runnerpod.RuleBusy, msg: []string{"ownerInRunnerNamespace"}},
+			pod: podtest.GitLab("ci", "g").Running("build").Obj(), cfg: ptr.To(withOwner(gitlab.Name, "system:serviceaccount:ci:gitlab-runner")), requester: "system:serviceaccount:ci:gitlab-runner", rule: runnerpod.RuleBusy, msg: []string{"ownerInRunnerNamespace"}},
 		{name: "with the opt-in, GitLab's manager in the build pods' namespace is the owner",
-			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), cfg: inRunnerNamespace(withOwner(runnerpod.GitLab, "system:serviceaccount:ci:gitlab-runner")), requester: "system:serviceaccount:ci:gitlab-runner", rule: runnerpod.RuleJobOwner, allowed: true},
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), cfg: inRunnerNamespace(withOwner(gitlab.Name, "system:serviceaccount:ci:gitlab-runner")), requester: "system:serviceaccount:ci:gitlab-runner", rule: runnerpod.RuleJobOwner, allowed: true},
 		{name: "the opt-in does not make the same-namespace manager the owner of a job it neither created nor is named for",
-			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), cfg: inRunnerNamespace(withOwner(runnerpod.GitLab, "system:serviceaccount:ci:gitlab-runner")), requester: reaper, rule: runnerpod.RuleBusy},
+			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:gitlab-runner").Obj(), cfg: inRunnerNamespace(withOwner(gitlab.Name, "system:serviceaccount:ci:gitlab-runner")), requester: reaper, rule: runnerpod.RuleBusy},
 		{name: "a person who created a build pod is its owner: edit cannot impersonate users",
 			pod: podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, "alice@example.com").Obj(), requester: "alice@example.com", rule: runnerpod.RuleJobOwner, allowed: true},
 		{name: "a refusal of a named owner not taken is the busy refusal with the reason appended",
@@ -269,7 +275,7 @@ func TestDecide(t *testing.T) {
 				return p
 			}(), requester: reaper, rule: runnerpod.RuleBusy},
 		{name: "a configured cap replaces the default",
-			pod: podtest.Runner("ci", "r").RunningSince("runner", now.Add(-2*time.Hour)).Obj(), cfg: capped(runnerpod.Generic, time.Hour), requester: reaper, rule: runnerpod.RuleProtectionExpired, allowed: true,
+			pod: podtest.Runner("ci", "r").RunningSince("runner", now.Add(-2*time.Hour)).Obj(), cfg: capped(generic.Name, time.Hour), requester: reaper, rule: runnerpod.RuleProtectionExpired, allowed: true,
 			msg: []string{"has run for 120m, past the 60m cap"}},
 		{name: "an idle runner past its cap is idle first",
 			pod: podtest.ARCScaleSet("ci", "r").RunningSince("runner", weekAgo.Add(-time.Hour)).Obj(), job: JobNone, rule: runnerpod.RuleIdle, allowed: true},
@@ -349,7 +355,7 @@ func withOwner(n runnerpod.PresetName, owner string) config.Config {
 
 func inRunnerNamespace(c config.Config) *config.Config {
 	for i := range c.Presets {
-		if c.Presets[i].Name == runnerpod.GitLab {
+		if c.Presets[i].Name == gitlab.Name {
 			c.Presets[i].OwnerInRunnerNamespace = true
 		}
 	}
@@ -369,7 +375,7 @@ func capped(n runnerpod.PresetName, d time.Duration) *config.Config {
 func twoRunnerCfg() *config.Config {
 	c := configtest.Enforcing()
 	for i := range c.Presets {
-		if c.Presets[i].Name == runnerpod.Generic {
+		if c.Presets[i].Name == generic.Name {
 			c.Presets[i].RunnerContainers = []string{"runner", "runner-2"}
 		}
 	}
@@ -406,7 +412,7 @@ func TestTheJobIsLookedUpOnlyWhenItDecides(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			looked := false
 			d := Decide(Facts{Pod: tc.pod, Operation: Delete, Requester: reaper, Now: now, Mode: config.ModeEnforce,
-				LookupJob: func() JobRecord { looked = true; return JobRecord{Signal: JobNone} }}, cfg)
+				LookupJob: func(runnerpod.Runner) JobRecord { looked = true; return JobRecord{Signal: JobNone} }}, cfg)
 			assert.Equal(t, tc.looked, looked)
 			assert.Equal(t, tc.rule, d.Rule)
 		})
@@ -468,7 +474,7 @@ func TestARefusalSaysWhenTheDrainCanGoOn(t *testing.T) {
 			event:  ` (running since 2026-11-01T12:00:00Z; job "41002"; protection ends at 2026-11-08T12:00:00Z)`},
 		{name: "GitLab: the job and project from the pod's own keys; the pod's deadline ends protection first",
 			pod: podtest.GitLab("ci", "g").RunningSince("build", now.Add(-490*time.Second)).ActiveDeadline(601, now.Add(-500*time.Second)).
-				Annotate(runnerpod.GitLabJobIDAnnotation, "4711").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:manager").Label(runnerpod.GitLabProjectIDLabel, "42").Obj(),
+				Annotate(gitlab.JobIDAnnotation, "4711").Annotate(runnerpod.CreatedBy, "system:serviceaccount:gitlab:manager").Label(gitlab.ProjectIDLabel, "42").Obj(),
 			msg:   []string{`has been running for 8m10s (since 2026-11-01T12:33:02Z) and is taken to be busy with a job (job "4711", project "42")`, "its protection expires in 101s (the pod's activeDeadlineSeconds 601), at 2026-11-01T12:42:53Z"},
 			event: ` (running since 2026-11-01T12:33:02Z; job "4711", project "42"; protection ends at 2026-11-01T12:42:53Z)`},
 		{name: "a generic runner names no job",
@@ -488,7 +494,7 @@ func TestARefusalSaysWhenTheDrainCanGoOn(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := Facts{Pod: tc.pod, Operation: Eviction, Requester: reaper, Now: now, Mode: config.ModeEnforce,
-				LookupJob: func() JobRecord { return tc.record }}
+				LookupJob: func(runnerpod.Runner) JobRecord { return tc.record }}
 			d := Decide(f, configtest.Enforcing())
 			require.Equal(t, runnerpod.RuleBusy, d.Rule, d.Message)
 			for _, m := range tc.msg {
@@ -518,7 +524,7 @@ func TestDecideAndProtectedAgree(t *testing.T) {
 		podtest.Runner("ci", "r").RunningSince("runner", now.Add(-169*time.Hour)).Obj(),
 		podtest.ARCScaleSet("ci", "r").Running("runner").Obj(),
 		podtest.ARCLegacy("ci", "r").Running("runner").Obj(),
-		podtest.ARCLegacy("ci", "r").Running("runner").Annotate(runnerpod.ARCLegacyUnregistered, "t").Obj(),
+		podtest.ARCLegacy("ci", "r").Running("runner").Annotate(arclegacy.Unregistered, "t").Obj(),
 		podtest.ARCWorkflow("ci", "r").Running("job").Annotate(runnerpod.CreatedBy, mgr).Obj(),
 		podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, mgr).Obj(),
 		podtest.GitLab("ci", "g").Running("build").Annotate(runnerpod.CreatedBy, mgr).ActiveDeadline(600, podtest.Start).Obj(),
@@ -527,9 +533,9 @@ func TestDecideAndProtectedAgree(t *testing.T) {
 	for i, pod := range pods {
 		for _, job := range []JobSignal{JobNotRead, JobAssigned, JobNone, JobUnreadable, JobOver} {
 			d := Decide(Facts{Pod: pod, Operation: Eviction, Requester: reaper, Job: job, Now: now, Mode: config.ModeEnforce}, cfg)
-			r, ok := runnerpod.Match(pod, cfg.Presets)
+			r, ok := presets.Match(pod, cfg.Presets)
 			require.True(t, ok)
-			p := runnerpod.Protected(pod, r, job, now)
+			p := presets.Protected(pod, r, job, now)
 			assert.Equal(t, d.Rule == runnerpod.RuleBusy, p.Busy, "pod %d (%s), job %d: rule %s", i, r.Preset.Name, job, d.Rule)
 		}
 	}

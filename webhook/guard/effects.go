@@ -11,6 +11,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -189,15 +190,16 @@ func (j *judged) namesStarter() bool {
 	return !d.Allowed && d.OwnerDeleting || w.running && (d.Rule == runnerpod.RuleJobOver || d.Rule == runnerpod.RuleIdle && d.OwnerDeleting)
 }
 
-// ownerDeleter is who asked for the deletion of the pod's EphemeralRunner,
-// as the guard noted it; "" when no note says. Read only when the
-// EphemeralRunner is being deleted and the guard refuses the pod's delete
-// or notes it, after this review's answer: deletion.OwnerNote waits for
-// the note, which ARC's finalizer can outrun.
-func (h *Handler) ownerDeleter(ctx context.Context, pod *corev1.Pod) string {
-	n, err := deletion.OwnerNote(ctx, h.Reader, pod, deletion.OwnerNoteWait)
+// ownerDeleter is who asked for the deletion of the fleet's record of the
+// pod (ARC's EphemeralRunner), as the guard noted it; "" when no note
+// says. Read only when the record is being deleted and the guard refuses
+// the pod's delete or notes it, after this review's answer:
+// deletion.OwnerNote waits for the note, which ARC's finalizer can outrun.
+func (h *Handler) ownerDeleter(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) string {
+	ref := presets.RecordRef(runner, pod)
+	n, err := deletion.OwnerNote(ctx, h.Reader, pod.Namespace, ref, deletion.OwnerNoteWait)
 	if n == nil {
-		logf.FromContext(ctx).V(1).Info("no note of the EphemeralRunner's deletion", "ephemeralRunner", runnerpod.EphemeralRunnerRef(pod).Name, "error", err)
+		logf.FromContext(ctx).V(1).Info("no note of the deletion of the fleet's record", "record", ref.Kind+"/"+ref.Name, "error", err)
 		return ""
 	}
 	return n.Requester

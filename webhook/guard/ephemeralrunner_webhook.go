@@ -16,8 +16,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/deletion"
-	"github.com/runnerguard/runnerguard/internal/fleet"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 )
 
 // An EphemeralRunner's deletion ends its runner only later: ARC waits until
@@ -67,7 +66,7 @@ func (e EphemeralRunnerHandler) Handle(ctx context.Context, req admission.Reques
 // isEphemeralRunnerDelete reports whether req deletes an EphemeralRunner.
 func isEphemeralRunnerDelete(req admission.Request) bool {
 	return req.Operation == admissionv1.Delete && req.SubResource == "" &&
-		req.Resource.Group == runnerpod.ARCScaleSetGroup && req.Resource.Resource == runnerpod.EphemeralRunnerResource
+		req.Resource.Group == arcscaleset.Group && req.Resource.Resource == arcscaleset.Resource
 }
 
 // ephemeralRunnerDeleted allows the deletion and, unless it is a dry run or
@@ -87,7 +86,7 @@ func (h EphemeralRunnerHandler) ephemeralRunnerDeleted(ctx context.Context, req 
 	n := &v1alpha1.RunnerDeletion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: er.Namespace, Name: string(er.UID)},
 		Deletion: v1alpha1.DeletionNote{
-			Kind: runnerpod.EphemeralRunnerKind, Pod: er.Name, UID: string(er.UID),
+			Kind: arcscaleset.Kind, Pod: er.Name, UID: string(er.UID),
 			Requester: req.UserInfo.Username, Operation: string(Delete), Time: metav1.NewTime(h.Now()),
 			Job: jobOf(req.OldObject.Raw),
 		},
@@ -110,7 +109,7 @@ func (h EphemeralRunnerHandler) ephemeralRunnerDeleting(ctx context.Context, er 
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
 		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(fleet.EphemeralRunnerGVK)
+		live.SetGroupVersionKind(arcscaleset.GVK)
 		if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: er.Namespace, Name: er.Name}, live); err != nil {
 			if apierrors.IsNotFound(err) {
 				return false, err
@@ -130,5 +129,5 @@ func jobOf(raw []byte) *v1alpha1.Job {
 	if er.UnmarshalJSON(raw) != nil {
 		return nil
 	}
-	return fleet.JobFromEphemeralRunner(er)
+	return arcscaleset.Job(er)
 }

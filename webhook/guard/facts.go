@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -60,7 +60,7 @@ func (h Readers) runsJob(ctx context.Context, requester, name string) func() boo
 		if err := h.Reader.Get(ctx, key, pod); err != nil {
 			return true
 		}
-		_, runs := runnerpod.Match(pod, h.Config.Presets)
+		_, runs := presets.Match(pod, h.Config.Presets)
 		return runs
 	}
 }
@@ -92,21 +92,19 @@ func (h Readers) lookupNode(ctx context.Context, name string) func() *corev1.Nod
 	}
 }
 
-// lookupJob reads the pod's EphemeralRunner when Decide asks for it.
-func (h Readers) lookupJob(ctx context.Context, pod *corev1.Pod) func() JobRecord {
-	return func() JobRecord {
-		if runnerpod.EphemeralRunnerOwner(pod) == "" {
-			return JobRecord{Signal: JobNotRead} // no EphemeralRunner to read: taken to be busy
-		}
-		return h.jobSignal(ctx, pod)
+// lookupJob reads the fleet's record of the pod's runner (ARC's
+// EphemeralRunner) when Decide asks for it, and judges it
+// (presets.ReadRecord); the job it names comes from the same read. A pod
+// no record controls has none to read (taken to be busy); unreadable means
+// busy.
+func (h Readers) lookupJob(ctx context.Context, pod *corev1.Pod) func(runnerpod.Runner) JobRecord {
+	return func(runner runnerpod.Runner) JobRecord {
+		return h.readRecord(ctx, pod, runner)
 	}
 }
 
-// jobSignal reads the EphemeralRunner that owns an ARC scale-set pod and
-// judges it (fleet.ReadEphemeralRunner); the job it names comes from the
-// same read. Unreadable means busy.
-func (h Readers) jobSignal(ctx context.Context, pod *corev1.Pod) JobRecord {
-	er, err := fleet.ReadEphemeralRunner(ctx, h.Reader, pod)
+func (h Readers) readRecord(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) JobRecord {
+	er, err := presets.ReadRecord(ctx, h.Reader, runner, pod)
 	if err != nil {
 		logf.FromContext(ctx).Info("taking the runner to be busy", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
 	}

@@ -36,6 +36,8 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -199,7 +201,7 @@ func TestHandleEviction(t *testing.T) {
 			req: evictionReq(t, "ci", "gone", reaper, nil), allowed: true, code: http.StatusOK},
 		{name: "a dry-run eviction of a pod that is gone is allowed with the warning runnerguard check looks for",
 			req: evictionReq(t, "ci", "gone", reaper, &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), allowed: true, code: http.StatusOK,
-			warnings: []string{GoneWarning}},
+			warnings: []string{runnerpod.GoneWarning}},
 		{name: "an idle ARC runner may be evicted",
 			objs: []client.Object{podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), ephemeralRunner("r", map[string]any{"phase": "Running"})},
 			req:  evictionReq(t, "ci", "r", reaper, nil), allowed: true, code: http.StatusOK},
@@ -422,7 +424,7 @@ func ephemeralRunnerDeleteReq(t testing.TB, er *unstructured.Unstructured, user 
 }
 
 func TestAnEphemeralRunnersDeletionIsNotedOnceItShows(t *testing.T) {
-	finalizers := []string{"ephemeralrunner.actions.github.com/finalizer", runnerpod.ARCRegistrationFinalizer}
+	finalizers := []string{"ephemeralrunner.actions.github.com/finalizer", arcscaleset.RegistrationFinalizer}
 	before := ephemeralRunner("r", map[string]any{"jobRequestId": int64(7)})
 	before.SetFinalizers(finalizers)
 	cases := []struct {
@@ -543,7 +545,7 @@ func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvise
 	erNote := &v1alpha1.RunnerDeletion{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "er-r"},
 		Deletion: v1alpha1.DeletionNote{Kind: "EphemeralRunner", Pod: "r", UID: "er-r", Requester: "alice@example.com", Operation: "delete"}}
 	// The service refused RemoveRunner (JobStillRunning): the finalizer stays.
-	er := deletingEphemeralRunner(map[string]any{"jobRequestId": int64(7)}, "ephemeralrunner.actions.github.com/finalizer", runnerpod.ARCRegistrationFinalizer)
+	er := deletingEphemeralRunner(map[string]any{"jobRequestId": int64(7)}, "ephemeralrunner.actions.github.com/finalizer", arcscaleset.RegistrationFinalizer)
 	h, rec := newTestHandler(pod, er, erNote)
 	resp := serve(t, h, deleteReq(t, pod, reaper, false, nil))
 	require.False(t, resp.Allowed)
@@ -830,7 +832,7 @@ func TestTheCreatorsOwnCredentialEndsItsJobAndAMintedOneIsRefused(t *testing.T) 
 			if tc.credential != "" {
 				req.UserInfo.Extra = map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/credential-id": {tc.credential}}
 			}
-			counted := ownersNotTaken.WithLabelValues(string(runnerpod.GitLab), string(Delete), "deny")
+			counted := ownersNotTaken.WithLabelValues(string(gitlab.Name), string(Delete), "deny")
 			before := testutil.ToFloat64(counted)
 			resp := serve(t, h, req)
 			require.Equal(t, tc.allowed, resp.Allowed, resp.Result.Message)

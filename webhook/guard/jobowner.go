@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -16,14 +17,16 @@ import (
 // ServiceAccount there and mint its tokens, so a ServiceAccount of the pod's
 // own namespace is taken as the owner only when it proves more than its
 // name:
-//   - arc-workflow: the runner that created the workflow pod acts with its
-//     own pod's bound token, so the token must be bound to the pod the
-//     workflow pod names in its runner-pod label. One job's runner cannot end
+//   - a fleet whose owner is a runner pod (fleet.Owner.RunnerPodLabel;
+//     ARC's workflow pods): the runner that created the job pod acts with
+//     its own pod's bound token, so the token must be bound to the pod the
+//     job pod names in that label. One job's runner cannot end
 //     another's, and an impersonated name (no pod claim) is no owner. A
 //     namespace editor can still mint a token bound to that runner pod
 //     (TokenRequest with boundObjectRef) or exec into it and read its
 //     token: it could already act as that runner.
-//   - gitlab: the manager acts with its own pod's bound token, and a job
+//   - a fleet whose owner is a manager (GitLab): the manager acts with its
+//     own pod's bound token, and a job
 //     with its build pod's, so the token must be bound to a pod that runs
 //     no job, or be the very credential the pod was created with
 //     (runnerpod.CreatedWith: a manager outside the cluster, or with a
@@ -50,9 +53,9 @@ func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 	if err != nil || saNamespace != pod.Namespace {
 		return true, ""
 	}
-	switch p.Name {
-	case runnerpod.ARCWorkflow:
-		runner := pod.Labels[runnerpod.ARCWorkflowPodLabel]
+	switch label := presets.OwnerOf(p.Name).RunnerPodLabel; {
+	case label != "":
+		runner := pod.Labels[label]
 		if runner != "" && f.RequesterPod == runner {
 			return true, ""
 		}
@@ -61,7 +64,7 @@ func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 			bound = fmt.Sprintf("is bound to pod %q", f.RequesterPod)
 		}
 		return false, fmt.Sprintf("%s is named as the job's owner but is a ServiceAccount of the pod's own namespace, which anyone granted edit in %s can act as, and its token %s, not to the workflow pod's runner pod %q (label %s): only that runner, with its own pod's token, ends this job",
-			requester, pod.Namespace, bound, runner, runnerpod.ARCWorkflowPodLabel)
+			requester, pod.Namespace, bound, runner, label)
 	default:
 		if p.OwnerInRunnerNamespace {
 			return true, ""
@@ -95,10 +98,10 @@ func ownerUnknown(pod *corev1.Pod, p runnerpod.Preset) bool {
 // ownerShown is rule owner-unknown: with no creator recorded and no owner
 // principals, the requester is the job's owner only when its token shows
 // what isOwner asks of a recorded creator, without the name:
-//   - arc-workflow: a token of a ServiceAccount of the pod's namespace,
-//     bound to the runner pod the workflow pod names (label runner-pod).
-//   - gitlab: a ServiceAccount's token bound to a pod that runs no job
-//     (the manager's own pod, wherever it runs).
+//   - a runner pod as owner (arc-workflow): a token of a ServiceAccount of
+//     the pod's namespace, bound to the runner pod the job pod names.
+//   - a manager as owner (gitlab): a ServiceAccount's token bound to a pod
+//     that runs no job (the manager's own pod, wherever it runs).
 //
 // A person, an impersonated ServiceAccount (no pod claim), a token bound to
 // no pod and a job's own token are refused as they would be anywhere else:
@@ -111,17 +114,18 @@ func ownerUnknown(pod *corev1.Pod, p runnerpod.Preset) bool {
 func ownerShown(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 	saNamespace, _, err := serviceaccount.SplitUsername(f.Requester)
 	claim := err == nil && f.RequesterPod != ""
-	runner := pod.Labels[runnerpod.ARCWorkflowPodLabel]
+	label := presets.OwnerOf(p.Name).RunnerPodLabel
+	runner := pod.Labels[label]
 	switch {
-	case claim && p.Name == runnerpod.ARCWorkflow && saNamespace == pod.Namespace && runner != "" && f.RequesterPod == runner:
+	case claim && label != "" && saNamespace == pod.Namespace && runner != "" && f.RequesterPod == runner:
 		return true, fmt.Sprintf("%s's token is bound to the runner pod %q the workflow pod names", f.Requester, runner)
-	case claim && p.Name != runnerpod.ARCWorkflow && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob():
+	case claim && label == "" && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob():
 		return true, fmt.Sprintf("%s's token is bound to pod %s/%s, which runs no job: taken as the manager; name it in presets[%s].ownerPrincipals to take no other",
 			f.Requester, saNamespace, f.RequesterPod, p.Name)
 	}
 	shows := "a token bound to a pod that runs no job (the manager's)"
-	if p.Name == runnerpod.ARCWorkflow {
-		shows = fmt.Sprintf("a token bound to the runner pod it names (%q, label %s)", runner, runnerpod.ARCWorkflowPodLabel)
+	if label != "" {
+		shows = fmt.Sprintf("a token bound to the runner pod it names (%q, label %s)", runner, label)
 	}
 	bound := "is bound to no pod (a person, an impersonated ServiceAccount or a long-lived token)"
 	if claim {

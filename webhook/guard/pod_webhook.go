@@ -79,7 +79,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		// run, to learn whether the API server reaches the guard: with
 		// failure policy Ignore only this warning tells an answer from a
 		// failed call.
-		return admission.Allowed("the pod is gone").WithWarnings(GoneWarning)
+		return admission.Allowed("the pod is gone").WithWarnings(runnerpod.GoneWarning)
 	case errors.Is(err, errPodGone):
 		return admission.Allowed("the pod is gone")
 	case errors.Is(err, errNotGuarded):

@@ -13,11 +13,6 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// GoneWarning is the guard's warning on a dry-run eviction of a pod that
-// does not exist: the proof `runnerguard check` looks for that the guard
-// answered.
-const GoneWarning = "runnerguard: the guard answered: the pod is gone, nothing to judge"
-
 // ownerNotTaken is "; " and why a requester named as the job's owner was
 // not taken as it, or "": in warn mode the fleet's own cleanup that enforce
 // mode would refuse is the operator's to fix before switching.
@@ -118,7 +113,7 @@ func busySince(f Facts, d Decision) (since, ends string) {
 // chart's ValidatingAdmissionPolicy checks this verb on this resource in
 // the pod's namespace, which its <release>-override ClusterRole grants; a
 // reaper that sets the annotation without it meets a second refusal.
-const OverridePermission = `the verb "` + OverrideVerb + `" on ` + OverrideResource + "." + OverrideGroup
+const OverridePermission = `the verb "` + runnerpod.OverrideVerb + `" on ` + runnerpod.OverrideResource + "." + runnerpod.OverrideGroup
 
 // overrideRole names the chart's ClusterRole that grants it; the release's
 // name prefixes it, which the server is not told.

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -98,7 +99,7 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 	if _, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
 		return Outcome{Result: Mirror}
 	}
-	runner, ok := runnerpod.Match(pod, cfg.Presets)
+	runner, ok := presets.Match(pod, cfg.Presets)
 	if !ok {
 		return Outcome{Result: NotRunner}
 	}
@@ -119,7 +120,7 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 			// created-by is the guard's evidence, not instrumentation: it is
 			// recorded even on an opted-out pod, so the job's owner can still
 			// end its job and the pod cannot forge an owner.
-			if runner.Preset.Name.OwnerEndsJob() {
+			if presets.OwnerOf(runner.Preset.Name).EndsJob {
 				recordCreator(pod, facts)
 			}
 			return out
@@ -159,7 +160,7 @@ func annotate(pod *corev1.Pod, preset runnerpod.PresetName, facts Facts, extra m
 		}
 	}
 	pod.Annotations[runnerpod.PresetAnnotation] = string(preset)
-	if preset.OwnerEndsJob() {
+	if presets.OwnerOf(preset).EndsJob {
 		recordCreator(pod, facts)
 	}
 }

@@ -11,6 +11,10 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -52,7 +56,7 @@ func TestMutate(t *testing.T) {
 	keepPolicy.Inject.TerminationMessagePolicy = false
 	twoRunners := configtest.Enforcing()
 	for i := range twoRunners.Presets {
-		if twoRunners.Presets[i].Name == runnerpod.Generic {
+		if twoRunners.Presets[i].Name == generic.Name {
 			twoRunners.Presets[i].RunnerContainers = []string{"runner", "runner-b"}
 		}
 	}
@@ -76,11 +80,11 @@ func TestMutate(t *testing.T) {
 		return w
 	}
 	instrumented := func() *podtest.Wrapper {
-		return withVitals(marked(podtest.Runner("ci", "p"), runnerpod.Generic), def.Inject.Vitals, "runner").
+		return withVitals(marked(podtest.Runner("ci", "p"), generic.Name), def.Inject.Vitals, "runner").
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath)
 	}
 	notInjected := func(w *podtest.Wrapper) *corev1.Pod {
-		return marked(w, runnerpod.Generic).Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj()
+		return marked(w, generic.Name).Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj()
 	}
 
 	cases := []struct {
@@ -107,29 +111,29 @@ func TestMutate(t *testing.T) {
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Obj(),
 		want: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Label(runnerpod.RunnerLabel, "true").Obj(),
-		out:  Outcome{Result: OptedOut, Preset: runnerpod.Generic},
+		out:  Outcome{Result: OptedOut, Preset: generic.Name},
 	}, {
 		name: "an opted-out GitLab pod still gets its creator recorded, overwriting a forged one",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, "forged").Obj(),
 		want: podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, requester).Label(runnerpod.RunnerLabel, "true").Obj(),
-		out:  Outcome{Result: OptedOut, Preset: runnerpod.GitLab},
+		out:  Outcome{Result: OptedOut, Preset: gitlab.Name},
 	}, {
 		name: "an unparsable opt-out is instrumented with a warning naming the annotation",
 		cfg:  noVitals, facts: Facts{Requester: requester},
 		pod: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "off").Obj(),
-		want: marked(podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "off"), runnerpod.Generic).
+		want: marked(podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "off"), generic.Name).
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{
+		out: Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{
 			`runnerguard: annotation runnerguard.io/inject="off" is not a boolean; the pod is instrumented; set it to "true", or "false" to opt the pod out`,
 		}},
 	}, {
 		name: "the sidecar goes first, before the pod's own native sidecar",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod: podtest.ARCScaleSet("ci", "p").Obj(),
-		want: withVitals(marked(podtest.ARCScaleSet("ci", "p"), runnerpod.ARCScaleSet), def.Inject.Vitals, "runner").
+		want: withVitals(marked(podtest.ARCScaleSet("ci", "p"), arcscaleset.Name), def.Inject.Vitals, "runner").
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
-		out: Outcome{Result: Injected, Preset: runnerpod.ARCScaleSet},
+		out: Outcome{Result: Injected, Preset: arcscaleset.Name},
 	}, {
 		name: "the author's env value, termination policy and path and annotations are kept; configured annotations are added where absent",
 		cfg: func() config.Config {
@@ -142,96 +146,96 @@ func TestMutate(t *testing.T) {
 		pod: podtest.Runner("ci", "p").Env("runner", printToOut, "0").
 			TerminationMessage("runner", fallback, "/tmp/last").Annotate(runnerpod.KarpenterDoNotDisrupt, "false").Obj(),
 		want: marked(podtest.Runner("ci", "p").Env("runner", printToOut, "0").
-			TerminationMessage("runner", fallback, "/tmp/last").Annotate(runnerpod.KarpenterDoNotDisrupt, "false"), runnerpod.Generic).
+			TerminationMessage("runner", fallback, "/tmp/last").Annotate(runnerpod.KarpenterDoNotDisrupt, "false"), generic.Name).
 			Annotate("example.com/team", "ci").Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic},
+		out: Outcome{Result: NoSidecar, Preset: generic.Name},
 	}, {
 		name:  "the termination policy is left as it is when the config says so",
 		cfg:   func() config.Config { c := keepPolicy; c.Inject.Vitals.Enabled = false; return c }(),
 		facts: Facts{Requester: requester},
 		pod:   podtest.Runner("ci", "p").Obj(),
-		want:  marked(podtest.Runner("ci", "p"), runnerpod.Generic).Env("runner", printToOut, "1").Obj(),
-		out:   Outcome{Result: NoSidecar, Preset: runnerpod.Generic},
+		want:  marked(podtest.Runner("ci", "p"), generic.Name).Env("runner", printToOut, "1").Obj(),
+		out:   Outcome{Result: NoSidecar, Preset: generic.Name},
 	}, {
 		name: "every runner container of the preset is instrumented, other containers are not",
 		cfg:  twoRunners, facts: Facts{Requester: requester},
 		pod: podtest.Runner("ci", "p").Container("runner-b").Container("cache").Obj(),
-		want: withVitals(marked(podtest.Runner("ci", "p").Container("runner-b").Container("cache"), runnerpod.Generic), def.Inject.Vitals, "runner", "runner-b").
+		want: withVitals(marked(podtest.Runner("ci", "p").Container("runner-b").Container("cache"), generic.Name), def.Inject.Vitals, "runner", "runner-b").
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).
 			Env("runner-b", printToOut, "1").TerminationMessage("runner-b", fallback, termPath).Obj(),
-		out: Outcome{Result: Injected, Preset: runnerpod.Generic},
+		out: Outcome{Result: Injected, Preset: generic.Name},
 	}, {
 		name: "a GitLab build pod records its real creator over the one it claims",
 		cfg:  noVitals, facts: Facts{Requester: requester},
 		pod: podtest.GitLab("ci", "p").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:someone-else").Obj(),
-		want: marked(podtest.GitLab("ci", "p"), runnerpod.GitLab).Annotate(runnerpod.CreatedBy, requester).
+		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).
 			TerminationMessage("build", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.GitLab},
+		out: Outcome{Result: NoSidecar, Preset: gitlab.Name},
 	}, {
 		name: "a GitLab build pod records the credential it was created with, over the one it claims",
 		cfg:  noVitals, facts: Facts{Requester: requester, Credential: "JTI=manager"},
 		pod: podtest.GitLab("ci", "p").Annotate(runnerpod.CreatedWith, "JTI=forged").Obj(),
-		want: marked(podtest.GitLab("ci", "p"), runnerpod.GitLab).Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedWith, "JTI=manager").
+		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedWith, "JTI=manager").
 			TerminationMessage("build", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.GitLab},
+		out: Outcome{Result: NoSidecar, Preset: gitlab.Name},
 	}, {
 		name: "a GitLab build pod created with no credential id keeps none it claims",
 		cfg:  noVitals, facts: Facts{Requester: requester},
 		pod: podtest.GitLab("ci", "p").Annotate(runnerpod.CreatedWith, "JTI=forged").Obj(),
-		want: marked(podtest.GitLab("ci", "p"), runnerpod.GitLab).Annotate(runnerpod.CreatedBy, requester).
+		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).
 			TerminationMessage("build", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.GitLab},
+		out: Outcome{Result: NoSidecar, Preset: gitlab.Name},
 	}, {
 		name: "a runner whose owner does not end the job by deleting it gets no creator",
 		cfg:  noVitals, facts: Facts{Requester: requester},
 		pod: podtest.ARCLegacy("ci", "p").Obj(),
-		want: marked(podtest.ARCLegacy("ci", "p"), runnerpod.ARCLegacy).
+		want: marked(podtest.ARCLegacy("ci", "p"), arclegacy.Name).
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.ARCLegacy},
+		out: Outcome{Result: NoSidecar, Preset: arclegacy.Name},
 	}, {
 		name: "a namespace whose Pod Security level forbids hostPath gets everything but the sidecar",
 		cfg:  def, facts: restricted,
 		pod: podtest.Runner("ci", "p").Obj(),
-		want: marked(podtest.Runner("ci", "p"), runnerpod.Generic).
+		want: marked(podtest.Runner("ci", "p"), generic.Name).
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{"runnerguard: vitals sidecar not injected: " + restricted.HostMountRefused}},
+		out: Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{"runnerguard: vitals sidecar not injected: " + restricted.HostMountRefused}},
 	}, {
 		name: "a Windows pod gets no sidecar and a warning",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod: podtest.Runner("ci", "p").OS(corev1.Windows).Obj(),
-		want: marked(podtest.Runner("ci", "p").OS(corev1.Windows), runnerpod.Generic).
+		want: marked(podtest.Runner("ci", "p").OS(corev1.Windows), generic.Name).
 			Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath).Obj(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{"runnerguard: vitals sidecar not injected: the pod runs on Windows, which has no cgroup filesystem to read; nothing to change: the runner is guarded and its deaths recorded without vitals"}},
+		out: Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{"runnerguard: vitals sidecar not injected: the pod runs on Windows, which has no cgroup filesystem to read; nothing to change: the runner is guarded and its deaths recorded without vitals"}},
 	}, {
 		name: "a regular container with the sidecar's name keeps the sidecar out",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.Runner("ci", "p").Container(ContainerName).Obj(),
 		want: notInjected(podtest.Runner("ci", "p").Container(ContainerName)),
-		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{clashWarning}},
+		out:  Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{clashWarning}},
 	}, {
 		name: "an init container with the sidecar's name running another image gets no host mount",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  forged(func(c *corev1.Container) { c.Image = "example.com/miner:1" }).Obj(),
 		want: notInjected(forged(func(c *corev1.Container) { c.Image = "example.com/miner:1" })),
-		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{clashWarning}},
+		out:  Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{clashWarning}},
 	}, {
 		name: "an exact copy of the sidecar but for a writable cgroup mount gets no host mount",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  forged(func(c *corev1.Container) { c.VolumeMounts[0].ReadOnly = false }).Obj(),
 		want: notInjected(forged(func(c *corev1.Container) { c.VolumeMounts[0].ReadOnly = false })),
-		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{clashWarning}},
+		out:  Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{clashWarning}},
 	}, {
 		name: "an exact copy of the sidecar running as root gets no host mount",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  forged(func(c *corev1.Container) { c.SecurityContext.RunAsUser = ptr.To[int64](0) }).Obj(),
 		want: notInjected(forged(func(c *corev1.Container) { c.SecurityContext.RunAsUser = ptr.To[int64](0) })),
-		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{clashWarning}},
+		out:  Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{clashWarning}},
 	}, {
 		name: "a container of the pod's own that mounts the cgroup volume by name keeps the sidecar out",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.Runner("ci", "p").Container("cache").Mount("cache", CgroupVolume, "/host").Obj(),
 		want: notInjected(podtest.Runner("ci", "p").Container("cache").Mount("cache", CgroupVolume, "/host")),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{
+		out: Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{
 			`runnerguard: vitals sidecar not injected: container "cache" mounts a volume named "runnerguard-cgroup", which would be the node's cgroup filesystem; rename that volume (the names runnerguard-cgroup and runnerguard-vitals are runnerguard's)`,
 		}},
 	}, {
@@ -239,19 +243,19 @@ func TestMutate(t *testing.T) {
 		cfg:  def, facts: restricted,
 		pod:  withToken(instrumented()).Obj(),
 		want: withToken(instrumented()).Obj(),
-		out:  Outcome{Result: Injected, Preset: runnerpod.Generic},
+		out:  Outcome{Result: Injected, Preset: generic.Name},
 	}, {
 		name: "an exact copy of the sidecar is the sidecar: only its volumes are added",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  forged(func(*corev1.Container) {}).Obj(),
 		want: instrumented().Obj(),
-		out:  Outcome{Result: Injected, Preset: runnerpod.Generic},
+		out:  Outcome{Result: Injected, Preset: generic.Name},
 	}, {
 		name: "an exact copy of the sidecar without its volume in a restricted namespace gets no host volume",
 		cfg:  def, facts: restricted,
 		pod:  forged(func(*corev1.Container) {}).Obj(),
 		want: notInjected(forged(func(*corev1.Container) {})),
-		out:  Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{"runnerguard: vitals sidecar not injected: " + restricted.HostMountRefused}},
+		out:  Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{"runnerguard: vitals sidecar not injected: " + restricted.HostMountRefused}},
 	}, {
 		name: "a copy of the sidecar with a cgroup volume of the pod's own keeps the volume and gets nothing",
 		cfg:  def, facts: Facts{Requester: requester},
@@ -265,37 +269,37 @@ func TestMutate(t *testing.T) {
 			w.Spec.Volumes = []corev1.Volume{{Name: CgroupVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 			return notInjected(w)
 		}(),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: vitals sidecar not injected: the pod has a volume of its own named "runnerguard-cgroup"; rename it (the names runnerguard-cgroup and runnerguard-vitals are runnerguard's)`}},
+		out: Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{`runnerguard: vitals sidecar not injected: the pod has a volume of its own named "runnerguard-cgroup"; rename it (the names runnerguard-cgroup and runnerguard-vitals are runnerguard's)`}},
 	}, {
 		name: "a runner that already mounts something at the vitals path keeps it and is warned about",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod: podtest.Runner("ci", "p").Mount("runner", "mine", def.Inject.Vitals.MountPath).Obj(),
 		want: func() *corev1.Pod {
-			w := marked(podtest.Runner("ci", "p").Mount("runner", "mine", def.Inject.Vitals.MountPath), runnerpod.Generic).
+			w := marked(podtest.Runner("ci", "p").Mount("runner", "mine", def.Inject.Vitals.MountPath), generic.Name).
 				Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath)
 			w.Spec.InitContainers = []corev1.Container{Sidecar(def.Inject.Vitals)}
 			w.Spec.InitContainers[0].Resources = corev1.ResourceRequirements{}
 			w.Spec.Volumes = append(w.Spec.Volumes, Volumes(def.Inject.Vitals)...)
 			return w.Obj()
 		}(),
-		out: Outcome{Result: Injected, Preset: runnerpod.Generic, Warnings: []string{`runnerguard: container "runner" already mounts a volume at /runnerguard/vitals; the vitals files are not mounted there; move that mount, or set the chart's inject.vitals.mountPath to a path the runner does not use`}},
+		out: Outcome{Result: Injected, Preset: generic.Name, Warnings: []string{`runnerguard: container "runner" already mounts a volume at /runnerguard/vitals; the vitals files are not mounted there; move that mount, or set the chart's inject.vitals.mountPath to a path the runner does not use`}},
 	}, {
 		name: "with pod-level resources the sidecar's requests count in the pod's budget",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod: podtest.Runner("ci", "p").PodResources(podRequests).Obj(),
 		want: func() *corev1.Pod {
-			w := withVitals(marked(podtest.Runner("ci", "p").PodResources(podRequests), runnerpod.Generic), def.Inject.Vitals, "runner").
+			w := withVitals(marked(podtest.Runner("ci", "p").PodResources(podRequests), generic.Name), def.Inject.Vitals, "runner").
 				Env("runner", printToOut, "1").TerminationMessage("runner", fallback, termPath)
 			w.Spec.InitContainers[0].Resources = def.Inject.Vitals.Resources // the pod-level requests alone make it Burstable
 			return w.Obj()
 		}(),
-		out: Outcome{Result: Injected, Preset: runnerpod.Generic},
+		out: Outcome{Result: Injected, Preset: generic.Name},
 	}, {
 		name: "a sidecar that does not fit within the pod-level resources is left out",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.Runner("ci", "p").PodResources(tightRequests).Resources("runner", tightRequests, nil).Obj(),
 		want: notInjected(podtest.Runner("ci", "p").PodResources(tightRequests).Resources("runner", tightRequests, nil)),
-		out: Outcome{Result: NoSidecar, Preset: runnerpod.Generic, Warnings: []string{
+		out: Outcome{Result: NoSidecar, Preset: generic.Name, Warnings: []string{
 			"runnerguard: vitals sidecar not injected: it does not fit within the pod-level resources: cpu requests would total 1005m, above the pod's 1; memory requests would total 144Mi, above the pod's 128Mi; raise the pod's spec.resources by the sidecar's (the chart's inject.vitals.resources), or lower those",
 		}},
 	}}

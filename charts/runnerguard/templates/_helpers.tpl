@@ -55,45 +55,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-The presets, in the order the webhook matches them (runnerpod.Order): the
-one list of the fleets the chart knows, each with what the chart states of
-it. fits: its fleet's marks on a pod, in CEL, the pod's expression as
-%[1]s (none: any pod). marks: the marks that decide a pod's preset, and whether a change
-of the mark's value or only of its presence counts. signal: the mark only
-its fleet's controller (controllerPrincipals) may change, and why.
-jobOwner: its owner ends a job by deleting its pod (ownerPrincipals);
-ownerInRunnerNamespace: its owner may run in the runner namespace.
-needsControllers: why it cannot run without controllerPrincipals.
-Read as (fromJson (include "runnerguard.presets" .)).presets.
-*/}}
-{{- define "runnerguard.presets" -}}
-{{- $label := ".metadata.?labels[?%q]" }}
-{{- $annotation := ".metadata.?annotations[?%q]" }}
-{{- $workflow := printf $label "runner-pod" }}
-{{- $scaleSet := printf $label "actions-ephemeral-runner" }}
-{{- $runnerSet := printf $label "runnerset-name" }}
-{{- $unregistered := printf $annotation "actions-runner/unregistration-complete-timestamp" }}
-{{- $presets := list
-  (dict "name" "arc-workflow" "jobOwner" true
-    "fits" (printf "%%[1]s%s.hasValue()" $workflow)
-    "marks" (list (dict "path" $workflow))
-    "signal" (dict "path" $workflow "message" "only ARC's runners (presets.arc-workflow.controllerPrincipals) or the garbage collector may change the label runner-pod, which decides the pod's preset"))
-  (dict "name" "gitlab" "jobOwner" true "ownerInRunnerNamespace" true
-    "fits" (printf "%%[1]s.spec.containers.exists(c, c.name == %q)" "helper"))
-  (dict "name" "arc-scale-set"
-    "fits" (printf "%%[1]s%s.hasValue() || %%[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == %q && r.apiVersion.matches(%q))" $scaleSet "EphemeralRunner" "^actions[.]github[.]com/[^/]*$")
-    "marks" (list (dict "path" $scaleSet))
-    "signal" (dict "path" $scaleSet "message" "only ARC's controller (presets.arc-scale-set.controllerPrincipals) or the garbage collector may change the label actions-ephemeral-runner, which decides the runner's preset"))
-  (dict "name" "arc-legacy"
-    "fits" (printf "%%[1]s%s.hasValue() || %%[1]s.spec.containers.exists(c, c.name == %q) || %%[1]s%s.hasValue() || %%[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.apiVersion.matches(%q))" $unregistered "docker" $runnerSet "^actions[.]summerwind[.]dev/[^/]*$")
-    "marks" (list (dict "path" $runnerSet) (dict "path" $unregistered "presence" true))
-    "signal" (dict "path" $unregistered "message" "only legacy ARC's controller (presets.arc-legacy.controllerPrincipals) or the garbage collector may change actions-runner/unregistration-complete-timestamp, the runner's idle signal")
-    "needsControllers" "legacy ARC's controller, the only writer of its runners' idle signal (e.g. system:serviceaccount:actions-runner-system:actions-runner-controller); without it legacy ARC's own scale-down would be refused until maxProtected")
-  (dict "name" "generic") }}
-{{- toJson (dict "presets" $presets) }}
-{{- end }}
-
-{{/*
 The keys of the labels and annotations runnerguard writes or reads on
 pods, namespaces and nodes. Read as
 (fromYaml (include "runnerguard.keys" .)).runner.

@@ -1,12 +1,11 @@
 package apitest
 
 import (
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
-
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // EphemeralRunnerCRD is the shape of ARC's EphemeralRunner that the guard
@@ -47,8 +46,8 @@ func EphemeralRunnerCRD() *apiextensionsv1.CustomResourceDefinition {
 // test to fill in and create.
 func EphemeralRunner(ns, name string) *unstructured.Unstructured {
 	er := &unstructured.Unstructured{}
-	er.SetAPIVersion(runnerpod.ARCScaleSetGroup + "/v1alpha1")
-	er.SetKind(runnerpod.EphemeralRunnerKind)
+	er.SetAPIVersion(arcscaleset.Group + "/v1alpha1")
+	er.SetKind(arcscaleset.Kind)
 	er.SetNamespace(ns)
 	er.SetName(name)
 	return er

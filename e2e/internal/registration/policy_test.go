@@ -18,9 +18,11 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
-	"github.com/runnerguard/runnerguard/webhook/guard"
 )
 
 // trusted is who each fleet-owned rule of the policy lets change its field,
@@ -33,7 +35,7 @@ func trusted(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy)
 		if !ok {
 			continue
 		}
-		for _, field := range []string{runnerpod.ARCLegacyUnregistered, runnerpod.ARCScaleSetLabel, runnerpod.ARCWorkflowPodLabel, "ownerReferences"} {
+		for _, field := range []string{arclegacy.Unregistered, arcscaleset.Label, arcworkflow.PodLabel, "ownerReferences"} {
 			if strings.Contains(v.Message, field) {
 				out[field] = list
 			}
@@ -61,7 +63,7 @@ func render(t *testing.T, cfg config.Config, o Options) *Objects {
 
 func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 	const gc = `"system:serviceaccount:kube-system:generic-garbage-collector"`
-	legacy := strconv.Quote(runnerpod.ARCLegacyController)
+	legacy := strconv.Quote(arclegacy.Controller)
 	cases := []struct {
 		name      string
 		configure func(*config.Config)
@@ -70,10 +72,10 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 		{
 			name: "by default only the garbage collector and legacy ARC's controller, which that preset must name: no fleet's controller is trusted unnamed",
 			want: map[string]string{
-				runnerpod.ARCLegacyUnregistered: "[" + gc + ", " + legacy + "]",
-				runnerpod.ARCScaleSetLabel:      "[" + gc + "]",
-				runnerpod.ARCWorkflowPodLabel:   "[" + gc + "]",
-				"ownerReferences":               "[" + gc + ", " + legacy + "]",
+				arclegacy.Unregistered: "[" + gc + ", " + legacy + "]",
+				arcscaleset.Label:      "[" + gc + "]",
+				arcworkflow.PodLabel:   "[" + gc + "]",
+				"ownerReferences":      "[" + gc + ", " + legacy + "]",
 			},
 		},
 		{
@@ -81,21 +83,21 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 			configure: func(c *config.Config) {
 				for i := range c.Presets {
 					switch c.Presets[i].Name {
-					case runnerpod.ARCScaleSet:
+					case arcscaleset.Name:
 						c.Presets[i].ControllerPrincipals = []string{"arc", "shared"}
-					case runnerpod.ARCWorkflow:
+					case arcworkflow.Name:
 						c.Presets[i].ControllerPrincipals = []string{"kube-mode"}
-					case runnerpod.ARCLegacy:
+					case arclegacy.Name:
 						c.Presets[i].ControllerPrincipals = []string{"shared"}
 					}
 				}
 				c.Policy.GarbageCollectors = []string{"kcm"}
 			},
 			want: map[string]string{
-				runnerpod.ARCLegacyUnregistered: `["kcm", "shared"]`,
-				runnerpod.ARCScaleSetLabel:      `["kcm", "arc", "shared"]`,
-				runnerpod.ARCWorkflowPodLabel:   `["kcm", "kube-mode"]`,
-				"ownerReferences":               `["kcm", "arc", "kube-mode", "shared"]`,
+				arclegacy.Unregistered: `["kcm", "shared"]`,
+				arcscaleset.Label:      `["kcm", "arc", "shared"]`,
+				arcworkflow.PodLabel:   `["kcm", "kube-mode"]`,
+				"ownerReferences":      `["kcm", "arc", "kube-mode", "shared"]`,
 			},
 		},
 		{
@@ -104,13 +106,13 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 				c.Policy.GarbageCollectors = nil
 				for i := range c.Presets {
 					c.Presets[i].ControllerPrincipals = nil
-					if c.Presets[i].Name == runnerpod.ARCLegacy {
+					if c.Presets[i].Name == arclegacy.Name {
 						c.Presets[i].Enabled = false
 					}
 				}
 			},
 			want: map[string]string{
-				runnerpod.ARCLegacyUnregistered: "[]", runnerpod.ARCScaleSetLabel: "[]", runnerpod.ARCWorkflowPodLabel: "[]", "ownerReferences": "[]",
+				arclegacy.Unregistered: "[]", arcscaleset.Label: "[]", arcworkflow.PodLabel: "[]", "ownerReferences": "[]",
 			},
 		},
 	}
@@ -164,7 +166,7 @@ func TestOverrideClusterRoleGrantsWhatThePolicyChecks(t *testing.T) {
 	assert.Equal(t, name+"-override", role.Name)
 	require.Len(t, role.Rules, 1)
 	r := role.Rules[0]
-	assert.Equal(t, rbacv1.PolicyRule{APIGroups: []string{guard.OverrideGroup}, Resources: []string{guard.OverrideResource}, Verbs: []string{guard.OverrideVerb}}, r,
+	assert.Equal(t, rbacv1.PolicyRule{APIGroups: []string{runnerpod.OverrideGroup}, Resources: []string{runnerpod.OverrideResource}, Verbs: []string{runnerpod.OverrideVerb}}, r,
 		"the permission the guard's refusals name")
 	check := `authorizer.group("` + r.APIGroups[0] + `").resource("` + r.Resources[0] + `").namespace(object.metadata.namespace).check("` + r.Verbs[0] + `").allowed()`
 	assert.Contains(t, p.Spec.Variables, admissionregistrationv1.Variable{Name: "mayOverride", Expression: check})
@@ -195,7 +197,7 @@ func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
 	assert.Equal(t, name+"-opt-in", role.Name)
 	require.Len(t, role.Rules, 1)
 	r := role.Rules[0]
-	assert.Equal(t, rbacv1.PolicyRule{APIGroups: []string{guard.OverrideGroup}, Resources: []string{guard.OverrideResource}, Verbs: []string{guard.OptInVerb}}, r)
+	assert.Equal(t, rbacv1.PolicyRule{APIGroups: []string{runnerpod.OverrideGroup}, Resources: []string{runnerpod.OverrideResource}, Verbs: []string{runnerpod.OptInVerb}}, r)
 	require.Len(t, p.Spec.Validations, 1)
 	assert.Equal(t, `authorizer.group("`+r.APIGroups[0]+`").resource("`+r.Resources[0]+`").namespace(object.metadata.name).check("`+r.Verbs[0]+`").allowed()`,
 		p.Spec.Validations[0].Expression)

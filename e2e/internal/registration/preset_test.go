@@ -13,8 +13,13 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/presets"
 )
 
 // The policy fixes a pod's preset at its creation: it restates
@@ -30,9 +35,9 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 		"gitlab and arc-scale-set disabled, generic on other containers": func(c *config.Config) {
 			for i := range c.Presets {
 				switch c.Presets[i].Name {
-				case runnerpod.GitLab, runnerpod.ARCScaleSet:
+				case gitlab.Name, arcscaleset.Name:
 					c.Presets[i].Enabled = false
-				case runnerpod.Generic:
+				case generic.Name:
 					c.Presets[i].RunnerContainers = []string{"agent", "build"}
 				}
 			}
@@ -66,7 +71,7 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 				obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
 				require.NoError(t, err)
 				want := ""
-				if r, ok := runnerpod.Match(pod, cfg.Presets); ok {
+				if r, ok := presets.Match(pod, cfg.Presets); ok {
 					want = string(r.Preset.Name)
 				}
 				for what, prg := range map[string]cel.Program{"presetBefore": before, "presetAfter": after} {
@@ -86,16 +91,16 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 // annotation and owner references.
 func markCombinations() []*corev1.Pod {
 	containerSets := [][]string{{"runner"}, {"job"}, {"build", "helper"}, {"build"}, {"runner", "docker"}, {"app"}, {"agent"}, {"job", "runner"}}
-	labelSets := [][]string{nil, {runnerpod.ARCWorkflowPodLabel}, {runnerpod.ARCScaleSetLabel}, {runnerpod.ARCLegacyRunnerSetLabel}, {runnerpod.ARCScaleSetLabel, runnerpod.ARCLegacyRunnerSetLabel}}
+	labelSets := [][]string{nil, {arcworkflow.PodLabel}, {arcscaleset.Label}, {arclegacy.RunnerSetLabel}, {arcscaleset.Label, arclegacy.RunnerSetLabel}}
 	er := func(apiVersion, kind string, controller bool) metav1.OwnerReference {
 		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "u", Controller: ptr.To(controller)}
 	}
 	ownerSets := [][]metav1.OwnerReference{
 		nil,
-		{er("actions.github.com/v1alpha1", runnerpod.EphemeralRunnerKind, true)},
-		{er("actions.github.com/v1alpha1", runnerpod.EphemeralRunnerKind, false)},
-		{er("example.com/v1", runnerpod.EphemeralRunnerKind, true)},
-		{er("actions.github.com", runnerpod.EphemeralRunnerKind, true)},
+		{er("actions.github.com/v1alpha1", arcscaleset.Kind, true)},
+		{er("actions.github.com/v1alpha1", arcscaleset.Kind, false)},
+		{er("example.com/v1", arcscaleset.Kind, true)},
+		{er("actions.github.com", arcscaleset.Kind, true)},
 		{er("actions.summerwind.dev/v1alpha1", "Runner", true)},
 		{er("actions.summerwind.dev", "Runner", true)},
 		{er("apps/v1", "StatefulSet", true)},
@@ -114,7 +119,7 @@ func markCombinations() []*corev1.Pod {
 						w = w.Label(l, "x")
 					}
 					if unregistered {
-						w = w.Annotate(runnerpod.ARCLegacyUnregistered, "2026-11-25T00:00:00Z")
+						w = w.Annotate(arclegacy.Unregistered, "2026-11-25T00:00:00Z")
 					}
 					pod := w.Obj()
 					pod.OwnerReferences = owners

@@ -4,7 +4,7 @@ package configtest
 
 import (
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
 )
 
 // Enforcing is the default config with every preset on and the guard in
@@ -16,8 +16,8 @@ func Enforcing() config.Config {
 	c := config.Default()
 	for i := range c.Presets {
 		c.Presets[i].Enabled = true
-		if c.Presets[i].Name == runnerpod.ARCLegacy {
-			c.Presets[i].ControllerPrincipals = []string{runnerpod.ARCLegacyController}
+		if c.Presets[i].Name == arclegacy.Name {
+			c.Presets[i].ControllerPrincipals = []string{arclegacy.Controller}
 		}
 	}
 	c.Guard.Mode = config.ModeEnforce

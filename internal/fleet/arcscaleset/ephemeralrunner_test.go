@@ -1,4 +1,4 @@
-package fleet
+package arcscaleset
 
 import (
 	"context"
@@ -12,36 +12,37 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 func ephemeralRunner(uid string, status map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-	u.SetGroupVersionKind(EphemeralRunnerGVK)
+	u.SetGroupVersionKind(GVK)
 	u.SetNamespace("ci")
 	u.SetName("r")
 	u.SetUID(types.UID(uid))
 	return u
 }
 
-func TestReadEphemeralRunner(t *testing.T) {
+func TestReadRecord(t *testing.T) {
 	busy := map[string]any{"jobRequestId": int64(7), "jobDisplayName": "build"}
 	cases := []struct {
 		name     string
 		er       *unstructured.Unstructured
 		noOwner  bool
-		want     EphemeralRunner
+		want     fleet.Record
 		wantErr  bool
 		notOwner bool
 	}{
-		{name: "a pod no EphemeralRunner owns is not read", noOwner: true, want: EphemeralRunner{Signal: runnerpod.JobNotRead}},
+		{name: "a pod no EphemeralRunner owns is not read", noOwner: true, want: fleet.Record{Signal: runnerpod.JobNotRead}},
 		{name: "an EphemeralRunner with a job says so and names it", er: ephemeralRunner("er-r", busy),
-			want: EphemeralRunner{Signal: runnerpod.JobAssigned, Job: &v1alpha1.Job{RequestID: "7", Name: "build", Source: "EphemeralRunner/r"}}},
-		{name: "an EphemeralRunner that never had a job is idle", er: ephemeralRunner("er-r", nil), want: EphemeralRunner{Signal: runnerpod.JobNone}},
-		{name: "a missing EphemeralRunner is unreadable, so busy", wantErr: true, want: EphemeralRunner{Signal: runnerpod.JobUnreadable}},
+			want: fleet.Record{Signal: runnerpod.JobAssigned, Job: &v1alpha1.Job{RequestID: "7", Name: "build", Source: "EphemeralRunner/r"}}},
+		{name: "an EphemeralRunner that never had a job is idle", er: ephemeralRunner("er-r", nil), want: fleet.Record{Signal: runnerpod.JobNone}},
+		{name: "a missing EphemeralRunner is unreadable, so busy", wantErr: true, want: fleet.Record{Signal: runnerpod.JobUnreadable}},
 		{name: "an EphemeralRunner of that name with another UID says nothing of the pod's job", er: ephemeralRunner("other", busy),
-			wantErr: true, notOwner: true, want: EphemeralRunner{Signal: runnerpod.JobUnreadable}},
+			wantErr: true, notOwner: true, want: fleet.Record{Signal: runnerpod.JobUnreadable}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,14 +54,14 @@ func TestReadEphemeralRunner(t *testing.T) {
 			if tc.noOwner {
 				pod.OwnerReferences = nil
 			}
-			got, err := ReadEphemeralRunner(context.Background(), b.Build(), pod)
+			got, err := Fleet{}.ReadRecord(context.Background(), b.Build(), pod)
 			assert.Equal(t, tc.want, got)
 			if !tc.wantErr {
 				require.NoError(t, err)
 				return
 			}
 			require.Error(t, err)
-			assert.Equal(t, tc.notOwner, errors.Is(err, ErrNotOwner))
+			assert.Equal(t, tc.notOwner, errors.Is(err, fleet.ErrNotOwner))
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package runnerpod_test
+package presets_test
 
 import (
 	"testing"
@@ -7,11 +7,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -59,7 +58,7 @@ func TestProtected(t *testing.T) {
 		{name: "arc-legacy: registered is busy",
 			pod: podtest.ARCLegacy("ci", "r").Running("runner").Obj(), busy: true, until: podtest.Start.Add(week)},
 		{name: "arc-legacy: unregistered is idle",
-			pod: podtest.ARCLegacy("ci", "r").Running("runner").Annotate(runnerpod.ARCLegacyUnregistered, "2026-11-01T12:30:00Z").Obj()},
+			pod: podtest.ARCLegacy("ci", "r").Running("runner").Annotate(arclegacy.Unregistered, "2026-11-01T12:30:00Z").Obj()},
 		{name: "arc-workflow: a running job is busy for up to 5 days",
 			pod: podtest.ARCWorkflow("ci", "r").Running("job").Obj(), busy: true, until: podtest.Start.Add(120 * time.Hour)},
 		{name: "gitlab: a running build is busy until the pod's own deadline when sooner",
@@ -69,52 +68,14 @@ func TestProtected(t *testing.T) {
 		{name: "gitlab: only the helper running is not started",
 			pod: podtest.GitLab("ci", "g").Running("helper").Obj()},
 	}
-	presets := runnerpod.DefaultPresets()
+	ps := presets.Defaults()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, ok := runnerpod.Match(tc.pod, presets)
+			r, ok := presets.Match(tc.pod, ps)
 			require.True(t, ok)
-			p := runnerpod.Protected(tc.pod, r, tc.job, now)
+			p := presets.Protected(tc.pod, r, tc.job, now)
 			assert.Equal(t, tc.busy, p.Busy)
 			assert.True(t, tc.until.Equal(p.Until), "until %s, want %s", p.Until, tc.until)
-		})
-	}
-}
-
-func TestEphemeralRunnerJob(t *testing.T) {
-	er := func(status map[string]any, deleting bool, finalizers ...string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-		u.SetUID("er-uid")
-		u.SetFinalizers(finalizers)
-		if deleting {
-			u.SetDeletionTimestamp(&metav1.Time{Time: podtest.Start})
-		}
-		return u
-	}
-	cases := []struct {
-		name     string
-		er       *unstructured.Unstructured
-		owner    types.UID
-		want     runnerpod.JobSignal
-		deleting bool
-	}{
-		{"no job in the status: idle", er(map[string]any{"phase": "Running"}, false, runnerpod.ARCRegistrationFinalizer), "er-uid", runnerpod.JobNone, false},
-		{"a jobRequestId: busy", er(map[string]any{"jobRequestId": int64(7)}, false), "er-uid", runnerpod.JobAssigned, false},
-		{"a jobRequestId decoded as a float: busy", er(map[string]any{"jobRequestId": float64(7)}, false), "er-uid", runnerpod.JobAssigned, false},
-		{"a zero jobRequestId: idle", er(map[string]any{"jobRequestId": int64(0)}, false), "er-uid", runnerpod.JobNone, false},
-		{"a jobId alone: busy", er(map[string]any{"jobId": "j"}, false), "er-uid", runnerpod.JobAssigned, false},
-		{"deleting with the registration finalizer: still busy, and deleting", er(map[string]any{"jobId": "j"}, true, runnerpod.ARCRegistrationFinalizer), "er-uid", runnerpod.JobAssigned, true},
-		{"deleting without it: the job is over", er(map[string]any{"jobId": "j"}, true, "other"), "er-uid", runnerpod.JobOver, true},
-		{"deleting without it, never a job: idle, removed on scale-down", er(map[string]any{"phase": "Running"}, true, "other"), "er-uid", runnerpod.JobNone, true},
-		{"deleting without it, a zero jobRequestId: idle", er(map[string]any{"jobRequestId": int64(0)}, true), "er-uid", runnerpod.JobNone, true},
-		{"another UID than the pod's owner: unreadable", er(map[string]any{}, false), "other-uid", runnerpod.JobUnreadable, false},
-		{"none: unreadable", nil, "er-uid", runnerpod.JobUnreadable, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, deleting := runnerpod.EphemeralRunnerJob(tc.er, tc.owner)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, tc.deleting, deleting)
 		})
 	}
 }

@@ -1,0 +1,83 @@
+{{/*
+The fleets the chart knows, in the order the webhook matches them, each
+with what the chart states of it. Generated from internal/presets (each
+fleet's Traits) by `make fleet-table`: do not edit. fits: its fleet's
+marks on a pod, in CEL, the pod's expression as %[1]s (none: any pod).
+marks: the marks that decide a pod's preset, and whether a change of the
+mark's value or only of its presence counts. signal: the mark only its
+fleet's controller (controllerPrincipals) may change, and why. jobOwner:
+its owner ends a job by deleting its pod (ownerPrincipals);
+ownerInRunnerNamespace: its owner may run in the runner namespace.
+needsControllers: why it cannot run without controllerPrincipals.
+ownerRecord: the fleet's object whose deletion the guard notes. jobMarks:
+the job's marks on the pod are the fleet's word, kept as created.
+Read as (fromJson (include "runnerguard.presets" .)).presets.
+*/}}
+{{- define "runnerguard.presets" -}}
+{
+  "presets": [
+    {
+      "name": "arc-workflow",
+      "jobOwner": true,
+      "fits": "%[1]s.metadata.?labels[?\"runner-pod\"].hasValue()",
+      "marks": [
+        {
+          "path": ".metadata.?labels[?\"runner-pod\"]"
+        }
+      ],
+      "signal": {
+        "path": ".metadata.?labels[?\"runner-pod\"]",
+        "message": "only ARC's runners (presets.arc-workflow.controllerPrincipals) or the garbage collector may change the label runner-pod, which decides the pod's preset"
+      }
+    },
+    {
+      "name": "gitlab",
+      "jobOwner": true,
+      "ownerInRunnerNamespace": true,
+      "fits": "%[1]s.spec.containers.exists(c, c.name == \"helper\")",
+      "jobMarks": true
+    },
+    {
+      "name": "arc-scale-set",
+      "fits": "%[1]s.metadata.?labels[?\"actions-ephemeral-runner\"].hasValue() || %[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == \"EphemeralRunner\" && r.apiVersion.matches(\"^actions[.]github[.]com/[^/]*$\"))",
+      "marks": [
+        {
+          "path": ".metadata.?labels[?\"actions-ephemeral-runner\"]"
+        }
+      ],
+      "signal": {
+        "path": ".metadata.?labels[?\"actions-ephemeral-runner\"]",
+        "message": "only ARC's controller (presets.arc-scale-set.controllerPrincipals) or the garbage collector may change the label actions-ephemeral-runner, which decides the runner's preset"
+      },
+      "ownerRecord": {
+        "kind": "EphemeralRunner",
+        "group": "actions.github.com",
+        "version": "v1alpha1",
+        "resource": "ephemeralrunners"
+      }
+    },
+    {
+      "name": "arc-legacy",
+      "fits": "%[1]s.metadata.?annotations[?\"actions-runner/unregistration-complete-timestamp\"].hasValue() || %[1]s.spec.containers.exists(c, c.name == \"docker\") || %[1]s.metadata.?labels[?\"runnerset-name\"].hasValue() || %[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.apiVersion.matches(\"^actions[.]summerwind[.]dev/[^/]*$\"))",
+      "marks": [
+        {
+          "path": ".metadata.?labels[?\"runnerset-name\"]"
+        },
+        {
+          "path": ".metadata.?annotations[?\"actions-runner/unregistration-complete-timestamp\"]",
+          "presence": true
+        }
+      ],
+      "signal": {
+        "path": ".metadata.?annotations[?\"actions-runner/unregistration-complete-timestamp\"]",
+        "message": "only legacy ARC's controller (presets.arc-legacy.controllerPrincipals) or the garbage collector may change actions-runner/unregistration-complete-timestamp, the runner's idle signal"
+      },
+      "needsControllers": "legacy ARC's controller, the only writer of its runners' idle signal (e.g. system:serviceaccount:actions-runner-system:actions-runner-controller); without it legacy ARC's own scale-down would be refused until maxProtected"
+    },
+    {
+      "name": "generic",
+      "jobMarks": true
+    }
+  ]
+}
+{{- end }}

@@ -1,0 +1,186 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Fleet is what runnerguard must know of one CI system that runs its jobs
+// in pods: how its pods are told from others, how its own signal says a
+// runner is idle, who ends its jobs, when a job began and where a death is
+// told. Each fleet answers it in a package of its own under internal/fleet,
+// from the system's own source; internal/presets lists them. The guard,
+// the injector, the leader, the reports and the CLI ask a Fleet and never
+// branch on which fleet a pod belongs to.
+type Fleet interface {
+	// Name is the preset's name, as operators write it.
+	Name() runnerpod.PresetName
+	// Defaults is the preset as a plain install has it (Name and Enabled
+	// aside): its runner containers, diagnostic env, cap and job keys.
+	Defaults() runnerpod.Preset
+	// Fits reports whether the pod carries the fleet's own marks; a pod
+	// is the fleet's only with one of the preset's runner containers too.
+	Fits(pod *corev1.Pod) bool
+	// Idle is rule 6: the fleet's own signal that a running runner has no
+	// job, or that its job is over (job: the fleet's record as read, see
+	// RecordReader; JobNotRead for a fleet that keeps none). "" when the
+	// signal says neither.
+	Idle(pod *corev1.Pod, job runnerpod.JobSignal) (runnerpod.Rule, string)
+	// JobStart is when the runner's job began, where the cluster tells it
+	// apart from the runner's own start; nil otherwise.
+	JobStart(pod *corev1.Pod) *metav1.Time
+	// Sample gives pod, whose containers are the preset's runner
+	// containers, the fleet's marks, so it is taken for one of the fleet's
+	// (`runnerguard check`'s probe).
+	Sample(pod *corev1.Pod)
+	// Traits are the fleet's facts that need no pod.
+	Traits() Traits
+}
+
+// Traits are what a fleet is, apart from any one pod.
+type Traits struct {
+	// MarkLabels and MarkAnnotations are the pod labels and annotations
+	// Fits and Idle read: a copy of a pod that keeps these (the leader's
+	// cache) is judged as the pod is.
+	MarkLabels, MarkAnnotations []string
+	// Owner says who ends the fleet's jobs by deleting their pods.
+	Owner Owner
+	// ToldOn is where a death is told to the job's developer, beside the
+	// sinks every fleet has.
+	ToldOn Destination
+	// RecordKind is the kind of the fleet's own record of a runner's job
+	// (fleet.RecordReader), "" for none: a job read from it has the source
+	// RecordSource(RecordKind, the record's name).
+	RecordKind string
+	// GatedByInit: the runner starts only once a poller init container
+	// got it a job, so a runner waiting while its pod's init containers
+	// run is idle, not stuck.
+	GatedByInit bool
+	// Chart is what the chart states of the fleet; the chart's fleet table
+	// is generated from it (internal/presets).
+	Chart Chart
+}
+
+// Owner says who ends a fleet's jobs by deleting the job's pod (rule 7).
+type Owner struct {
+	// EndsJob: the job's owner ends a job by deleting its pod, so a
+	// DELETE by the pod's recorded creator (or an owner principal) is the
+	// owner at work.
+	EndsJob bool
+	// RunnerPodLabel, when set, is the job pod's label that names the
+	// runner pod that owns the job: a ServiceAccount of the pod's own
+	// namespace is the owner only with a token bound to that runner pod
+	// (ARC's workflow pods). Unset, such a ServiceAccount is the owner
+	// only with a token bound to a pod that runs no job (the manager's)
+	// or with the credential it created the pod with (GitLab).
+	RunnerPodLabel string
+	// InRunnerNamespace: the preset may take a ServiceAccount of the
+	// runner namespace as the owner by its name alone
+	// (ownerInRunnerNamespace), for a manager that runs there.
+	InRunnerNamespace bool
+}
+
+// Destination is a CI service a death can be told on.
+type Destination string
+
+// The destinations runnerguard can write to.
+const (
+	// ToldNowhere: the record, Events and the sinks only.
+	ToldNowhere Destination = ""
+	// GitHubCheckRun: a check run on the workflow run's commit.
+	GitHubCheckRun Destination = "github"
+	// GitLabCommitStatus: a commit status on the job's commit.
+	GitLabCommitStatus Destination = "gitlab"
+)
+
+// Chart is what the chart's policies and registrations state of a fleet:
+// the CEL form of Fits, the marks that decide its pods' preset, the idle
+// signal only its controllers may write. Field names are the chart's.
+type Chart struct {
+	// Fits is Fits in CEL, the pod's expression as %[1]s; "" for any pod.
+	Fits string `json:"fits,omitempty"`
+	// Marks decide a pod's preset: a change of their value (or, with
+	// Presence, of their presence) is a change of preset.
+	Marks []ChartMark `json:"marks,omitempty"`
+	// Signal is the mark only the fleet's controllers may change.
+	Signal *ChartSignal `json:"signal,omitempty"`
+	// NeedsControllers says why the preset cannot run without
+	// controllerPrincipals; "" when it can.
+	NeedsControllers string `json:"needsControllers,omitempty"`
+	// OwnerRecord is the fleet's own object whose DELETE the guard notes,
+	// so the pod deletion that follows names who started it; nil for
+	// none.
+	OwnerRecord *ChartResource `json:"ownerRecord,omitempty"`
+	// JobMarks: the job's marks on the pod (the preset's job keys) are the
+	// fleet's word, which reports trust: the policy keeps them as written
+	// at CREATE.
+	JobMarks bool `json:"jobMarks,omitempty"`
+}
+
+// ChartMark is a mark in CEL (a path on the pod's metadata).
+type ChartMark struct {
+	Path     string `json:"path"`
+	Presence bool   `json:"presence,omitempty"`
+}
+
+// ChartSignal is a mark and the refusal's message.
+type ChartSignal struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// ChartResource names an API resource for a webhook's rule; Kind, in
+// lower case, names the webhook and its path.
+type ChartResource struct {
+	Kind     string `json:"kind"`
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+}
+
+// LabelPath and AnnotationPath are a label's or an annotation's optional
+// path in CEL, as Chart's marks write them.
+const (
+	LabelPath      = ".metadata.?labels[?%q]"
+	AnnotationPath = ".metadata.?annotations[?%q]"
+)
+
+// RecordSource is the source (v1alpha1.Job.Source) of a job read from the
+// fleet's record of that kind and name.
+func RecordSource(kind, name string) string { return kind + "/" + name }
+
+// RecordReader is a fleet that keeps its own record of each runner's job
+// on the cluster (ARC's EphemeralRunner), read once a runner is running
+// and its record decides.
+type RecordReader interface {
+	// ReadRecord reads and judges the record of the pod's runner, through
+	// r (uncached: a stale record would misjudge). A pod the fleet keeps
+	// no record of says JobNotRead; one that cannot be read, or is not the
+	// pod's, says JobUnreadable (taken to be busy) with the error.
+	ReadRecord(ctx context.Context, r client.Reader, pod *corev1.Pod) (Record, error)
+	// RecordRef is the reference to the record that controls the pod, a
+	// zero reference when none does.
+	RecordRef(pod *corev1.Pod) metav1.OwnerReference
+}
+
+// Record is what the fleet's record of a runner says.
+type Record struct {
+	Signal runnerpod.JobSignal
+	// Deleting: the record is being deleted (the fleet is removing the
+	// runner).
+	Deleting bool
+	// Job is the job the record names, nil when it names none.
+	Job *v1alpha1.Job
+}
+
+// ErrNotOwner: the record of the pod's owner's name has another UID (an
+// idle runner of the same name recreated, or a reference re-pointed at
+// one): it says nothing of the pod's job.
+var ErrNotOwner = errors.New("the fleet's record of that name is not the pod's owner")

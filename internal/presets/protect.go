@@ -1,0 +1,82 @@
+package presets
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// FreeByJob is rule 6: the runner's fleet's own signal that it has no job
+// (fleet.Fleet.Idle), job being the fleet's record as read.
+func FreeByJob(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal) (runnerpod.Rule, string) {
+	return Of(r).Idle(pod, job)
+}
+
+// ReadRecord reads the fleet's own record of a runner's job, for a fleet
+// that keeps one (fleet.RecordReader); JobNotRead for the others.
+func ReadRecord(ctx context.Context, c client.Reader, r runnerpod.Runner, pod *corev1.Pod) (fleet.Record, error) {
+	if rr, ok := Of(r).(fleet.RecordReader); ok {
+		return rr.ReadRecord(ctx, c, pod)
+	}
+	return fleet.Record{Signal: runnerpod.JobNotRead}, nil
+}
+
+// RecordRef is the reference to the fleet's record that controls the pod
+// (fleet.RecordReader), a zero reference for a fleet that keeps none.
+func RecordRef(r runnerpod.Runner, pod *corev1.Pod) metav1.OwnerReference {
+	if rr, ok := Of(r).(fleet.RecordReader); ok {
+		return rr.RecordRef(pod)
+	}
+	return metav1.OwnerReference{}
+}
+
+// KeepsRecord reports whether the runner's fleet keeps its own record of
+// the job (fleet.RecordReader).
+func KeepsRecord(r runnerpod.Runner) bool {
+	_, ok := Of(r).(fleet.RecordReader)
+	return ok
+}
+
+// Protection is what the guard's pod-level rules say of a runner pod: is
+// it protected from every requester the guard does not exempt, and until
+// when.
+type Protection struct {
+	// Busy: the guard refuses its delete and eviction (in enforce mode).
+	Busy bool
+	// Until is when the protection ends if the runner is still busy then
+	// (zero: not known).
+	Until time.Time
+}
+
+// Protected applies the guard's rules that depend on the pod alone, in
+// the guard's order: its state, the fleet's job signal (job as read from
+// the fleet's record; JobNotRead for fleets without one), the override,
+// the cap and the pod's deadline. The guard's rules that depend on the
+// requester (the job's owner, exempt principals) are not among them: they
+// free a pod for one requester, not for an autoscaler.
+func Protected(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now time.Time) Protection {
+	s := runnerpod.RunnerStatus(pod, r.Containers)
+	if free, _ := runnerpod.FreeByState(pod, s); free != "" {
+		return Protection{}
+	}
+	if free, _ := FreeByJob(pod, r, job); free != "" {
+		return Protection{}
+	}
+	if _, ok := runnerpod.Overridden(pod); ok {
+		return Protection{}
+	}
+	if _, passed := runnerpod.CapPassed(s, r.Preset, now); passed {
+		return Protection{}
+	}
+	if _, passed := runnerpod.DeadlinePassed(pod, now); passed {
+		return Protection{}
+	}
+	until, _ := runnerpod.ProtectionEnds(pod, s, r.Preset)
+	return Protection{Busy: true, Until: until}
+}
