@@ -1,10 +1,14 @@
-// Package fleet is what runnerguard knows of each fleet's own records of
-// its runners, and the reads and the one write that go with it: the job
-// a pod runs as GitLab's and other pod-marking fleets state it on the pod
-// (JobFromPod), the job and the job signal an ARC scale-set runner's
-// EphemeralRunner states (ReadEphemeralRunner, JobFromEphemeralRunner),
-// and the runner label that puts a runner pod the injector never saw in
-// the recorder's view (Label). The guard, the recorder and the drain
-// command read a fleet through it alone, so each fleet's knowledge has
-// one home. The pure keys and rules stay in runnerpod.
+// Package fleet is what a CI fleet is to runnerguard: the Fleet interface
+// each fleet answers (how its pods are recognised, its own idle signal,
+// who ends its jobs, when a job began, where a death is told, what the
+// chart states of it), the optional RecordReader of a fleet that keeps
+// its own record of a runner's job on the cluster (ARC's EphemeralRunner),
+// and the runner label's one writer after a pod's creation (Label).
+//
+// Each fleet is one package below this one: arcscaleset, arcworkflow,
+// arclegacy, gitlab, generic. internal/presets lists them; every other
+// package asks the interface through presets and never names a fleet
+// (hack's layers test holds it). To add a fleet: a package here that
+// answers Fleet, from the system's own source; a line in presets.All;
+// `make fleet-table` for the chart; a section in docs/install/fleets.md.
 package fleet
