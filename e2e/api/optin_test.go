@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -111,6 +113,48 @@ func TestOnlyThoseGrantedOptInChangeANamespacesOptInAndMode(t *testing.T) {
 		})
 	}
 
+	t.Run("nor can a principal that may only write a namespace's finalize or status", func(t *testing.T) {
+		// Namespace-cleanup tools and tenancy controllers' status writers
+		// hold these; both subresources' strategies keep the request's
+		// metadata, labels included.
+		subresources := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-namespace-subresources"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces/finalize", "namespaces/status"}, Verbs: []string{"update"}},
+		}}
+		if err := admin.Create(ctx, subresources); err != nil && !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+		cleaner := person("ns-cleaner@example.com")
+		clusterGrant(t, cleaner, subresources.Name, authorizationv1.ResourceAttributes{Verb: "update", Resource: "namespaces", Subresource: "finalize"})
+		ns := newNamespace(t, map[string]string{runnerpod.ModeLabel: "enforce"})
+		for _, change := range []map[string]*string{
+			{runnerpod.EnabledNamespaceLabel: nil}, {runnerpod.ModeLabel: ptr.To("warn")},
+		} {
+			got := &corev1.Namespace{}
+			require.NoError(t, admin.Get(ctx, client.ObjectKey{Name: ns}, got))
+			for k, v := range change {
+				if v == nil {
+					delete(got.Labels, k)
+				} else {
+					got.Labels[k] = *v
+				}
+			}
+			err := cleaner.client(t).Status().Update(ctx, got.DeepCopy())
+			require.Error(t, err, "through namespaces/status: %v", change)
+			assert.Contains(t, err.Error(), optInRefused)
+			_, err = kubernetes.NewForConfigOrDie(impersonated(cleaner)).CoreV1().Namespaces().Finalize(ctx, got.DeepCopy(), metav1.UpdateOptions{})
+			require.Error(t, err, "through namespaces/finalize: %v", change)
+			assert.Contains(t, err.Error(), optInRefused)
+		}
+		got := &corev1.Namespace{}
+		require.NoError(t, admin.Get(ctx, client.ObjectKey{Name: ns}, got))
+		assert.Equal(t, "true", got.Labels[runnerpod.EnabledNamespaceLabel])
+		assert.Equal(t, "enforce", got.Labels[runnerpod.ModeLabel])
+		// Its own work, labels as read, passes.
+		got.Spec.Finalizers = append(got.Spec.Finalizers, "e2e.example.com/cleanup")
+		_, err := kubernetes.NewForConfigOrDie(impersonated(cleaner)).CoreV1().Namespaces().Finalize(ctx, got, metav1.UpdateOptions{})
+		require.NoError(t, err, "a finalize that keeps the labels passes")
+	})
 	t.Run("a namespace manager cannot opt a namespace in after the fact either", func(t *testing.T) {
 		ns := plainNamespace(t, nil)
 		err := patchLabels(provisioner.client(t), ns, map[string]any{runnerpod.EnabledNamespaceLabel: "true"})

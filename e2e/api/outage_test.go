@@ -13,11 +13,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
@@ -345,4 +347,55 @@ func evictOnce(t *testing.T, pod *corev1.Pod) error {
 	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 	return cs.CoreV1().RESTClient().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
 		SubResource("eviction").Body(ev).MaxRetries(0).Do(context.Background()).Error()
+}
+
+// unreachable points every webhook of the registration at a port nothing
+// listens on: the installation's processes run (its leader leads), but the
+// API server cannot reach them, as with a firewall rule or a broken CNI.
+func unreachable(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	require.NoError(t, admin.Get(ctx, client.ObjectKey{Name: name}, vwc))
+	for i := range vwc.Webhooks {
+		cc := &vwc.Webhooks[i].ClientConfig
+		cc.URL, cc.Service = ptr.To("https://127.0.0.1:1/unreachable"), nil
+	}
+	require.NoError(t, admin.Update(ctx, vwc))
+}
+
+// With runnerguard's processes running but out of the API server's reach,
+// the README's "everywhere" row is obeyed by the leader too: once the
+// enforce registration is set to Ignore where the chart rendered Fail, the
+// leader keeps no budget and no busy mark where it acted, so busy runners
+// are evicted; undoing the row brings protection back.
+func TestWithTheWebhookUnreachableTheLeaderObeysTheOffSwitch(t *testing.T) {
+	o := startOutage(t)
+	vwc := o.objs.Validating.Name
+	ns := outageNamespace(t, nil)
+	busy, busy2 := busyPod(t, ns, "busy"), busyPod(t, ns, "busy-2")
+	for _, p := range []*corev1.Pod{busy, busy2} {
+		eventually(t, func() bool { return budgetOf(t, p) }, "the leader keeps a budget on a busy runner")
+	}
+	unreachable(t, vwc)
+	err := stays(t, busy, true, "unreachable, a busy runner's eviction is still held by its budget")
+	assert.Contains(t, err.Error(), "disruption budget")
+
+	patchFailurePolicies(t, vwc)
+	for _, p := range []*corev1.Pod{busy, busy2} {
+		eventually(t, func() bool { return !budgetOf(t, p) && annotationOf(t, p, caMark) == "true" },
+			"the leader sees the switch: no budget, and the pod marked safe to evict")
+	}
+	kubectl(t, "delete", "pdb", "-A", "-l", "app.kubernetes.io/managed-by=runnerguard")
+	goes(t, busy, true, "a busy runner is evicted while the leader runs")
+	goes(t, busy2, false, "and deleted")
+
+	late := busyPod(t, ns, "late")
+	eventually(t, func() bool { return annotationOf(t, late, caMark) == "true" }, "a runner busy after the switch is judged released")
+	assert.False(t, budgetOf(t, late), "and gets no budget")
+
+	o.restore(t)
+	eventually(t, func() bool { return budgetOf(t, late) && annotationOf(t, late, caMark) == "false" },
+		"the row undone: the busy runner's budget and mark are back")
+	stays(t, late, true, "and its eviction is refused again")
 }

@@ -223,7 +223,7 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 	f := Facts{Selected: m.Namespaces.Matches(labels.Set(nsLabels)), Job: runnerpod.JobNotRead, Node: node, Now: m.Now()}
 	known := true
 	if m.Modes != nil {
-		f.Enforce, known = m.Modes.Enforce(nsLabels)
+		f.Enforce, known, f.Released = m.Modes.Enforce(nsLabels)
 	}
 	if ref := arcscaleset.OwnerRef(pod); runner.Preset.Name == arcscaleset.Name && ref.Name != "" {
 		// As the guard reads it: an EphemeralRunner not in the cache (or

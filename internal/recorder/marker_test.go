@@ -170,6 +170,8 @@ func TestJudge(t *testing.T) {
 			f: Facts{Selected: true, Enforce: true, Now: now}, want: Judgement{Judged: true}},
 		{name: "a runner past its cap is free", pod: running,
 			f: Facts{Selected: true, Enforce: true, Now: until.Add(time.Minute)}, want: Judgement{Judged: true}},
+		{name: "a busy runner where the operator switched the guard off is free and has no budget", pod: running,
+			f: Facts{Selected: true, Released: true, Now: now}, want: Judgement{Judged: true}},
 		{name: "a pod of a namespace the webhooks do not act in is not judged", pod: running,
 			f: Facts{Enforce: true, Now: now}, want: Judgement{}},
 		{name: "a busy runner on a node whose drain deadline passed is free and has no budget", pod: running,

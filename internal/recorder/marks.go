@@ -24,6 +24,9 @@ type Facts struct {
 	// Enforce: the namespace is in enforce mode, as the webhook
 	// registrations select it.
 	Enforce bool
+	// Released: the operator switched the guard off in the namespace
+	// (Modes): runnerguard keeps no budget and no busy mark there.
+	Released bool
 	// Job is the fleet's job signal (runnerpod.JobNotRead where the preset
 	// keeps no record).
 	Job runnerpod.JobSignal
@@ -49,6 +52,10 @@ type Judgement struct {
 func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
 	if !f.Selected {
 		return Judgement{}
+	}
+	if f.Released {
+		// Judged, and not busy: its marks let the autoscalers take it.
+		return Judgement{Judged: true}
 	}
 	p := presets.Protected(pod, runner, f.Job, f.Now)
 	if d, ok := runnerpod.NodeDrainFor(f.Node, pod); ok && p.Busy {

@@ -20,6 +20,13 @@ import (
 // (its runnerguard.io/mode label, else guard.rollout).
 const EnforceWebhook = "delete.guard.runnerguard.io"
 
+// RenderedFailurePolicy is the annotation the chart sets on the webhook
+// configuration with EnforceWebhook's failure policy as rendered: a live
+// Ignore where it says Fail is an operator's off switch (the README's
+// emergency row), not the chart's. Only a principal who may change webhook
+// configurations (cluster-admin) can write either.
+const RenderedFailurePolicy = "runnerguard.io/delete-failure-policy"
+
 // Modes tells the marker which namespaces are in enforce mode, as the
 // API server selects them: from the enforce registration of the webhook
 // configuration Name, read every Interval, so a chart-wide switch reaches
@@ -36,6 +43,12 @@ type Modes struct {
 
 	mu       sync.Mutex
 	selector labels.Selector
+	// released selects the namespaces the operator switched off: those
+	// of an EnforceWebhook set to Ignore where the chart rendered Fail,
+	// or every one once the registration, seen before, was removed; nil
+	// while the switch is not on.
+	released labels.Selector
+	seen     bool
 }
 
 // NeedLeaderElection: the marker that reads it runs on the leader.
@@ -58,10 +71,13 @@ func (m *Modes) read(ctx context.Context) error {
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	// A registration deleted (break-glass, an uninstall) enforces nowhere:
 	// the budgets go too, or they would hold what the operator freed.
-	if err := m.Reader.Get(ctx, client.ObjectKey{Name: m.Name}, vwc); client.IgnoreNotFound(err) != nil {
+	err := m.Reader.Get(ctx, client.ObjectKey{Name: m.Name}, vwc)
+	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
+	found := err == nil
 	sel := labels.Nothing()
+	var released labels.Selector
 	for _, w := range vwc.Webhooks {
 		if w.Name != EnforceWebhook || w.NamespaceSelector == nil {
 			continue
@@ -71,27 +87,60 @@ func (m *Modes) read(ctx context.Context) error {
 			return err
 		}
 		sel = s
+		if switchedOff(vwc, w) {
+			released = s
+		}
 	}
 	m.mu.Lock()
-	changed := m.selector == nil || m.selector.String() != sel.String()
-	m.selector = sel
+	if !found && m.seen {
+		released = labels.Everything()
+	}
+	m.seen = m.seen || found
+	changed := m.selector == nil || !sameSelector(m.selector, sel) || (m.released == nil) != (released == nil) ||
+		released != nil && !sameSelector(m.released, released)
+	if (m.released == nil) != (released == nil) {
+		logf.FromContext(ctx).Info("the operator's off switch changed: while it is on, no budget and no busy mark is kept where the enforce registration acts",
+			"webhookConfiguration", m.Name, "off", released != nil)
+	}
+	m.selector, m.released = sel, released
 	m.mu.Unlock()
+	enforceSwitchedOff.Set(map[bool]float64{true: 1}[released != nil])
 	if changed && m.Changed != nil {
 		m.Changed()
 	}
 	return nil
 }
 
+// sameSelector: a and b select the same namespaces, as far as their
+// strings tell (Nothing and Everything both print as "").
+func sameSelector(a, b labels.Selector) bool {
+	return a.String() == b.String() && labels.MatchesNothing(a) == labels.MatchesNothing(b)
+}
+
+// switchedOff: the enforce delete webhook answers Ignore where the chart
+// rendered Fail, which only the operator's patch (the README's emergency
+// row) makes it.
+func switchedOff(vwc *admissionregistrationv1.ValidatingWebhookConfiguration, w admissionregistrationv1.ValidatingWebhook) bool {
+	rendered := admissionregistrationv1.FailurePolicyType(vwc.Annotations[RenderedFailurePolicy])
+	return rendered == admissionregistrationv1.Fail && w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Ignore
+}
+
 // Enforce reports whether a namespace with nsLabels is in enforce mode,
 // and false for known when the registration has not been read yet.
-func (m *Modes) Enforce(nsLabels map[string]string) (enforce, known bool) {
+// released: the operator switched the enforce registration off where the
+// namespace is: runnerguard holds nothing there, neither a budget nor a
+// busy mark, until the switch is undone.
+func (m *Modes) Enforce(nsLabels map[string]string) (enforce, known, released bool) {
 	if m.Name == "" {
-		return config.ModeFor(nsLabels, m.Default) == config.ModeEnforce, true
+		return config.ModeFor(nsLabels, m.Default) == config.ModeEnforce, true, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.selector == nil {
-		return false, false
+		return false, false, false
 	}
-	return m.selector.Matches(labels.Set(nsLabels)), true
+	if m.released != nil && m.released.Matches(labels.Set(nsLabels)) {
+		return false, true, true
+	}
+	return m.selector.Matches(labels.Set(nsLabels)), true, false
 }

@@ -204,7 +204,8 @@ func TestPolicyForNamespacesChecksWhatTheOptInClusterRoleGrants(t *testing.T) {
 	assert.Contains(t, p.Spec.Validations[0].Message, "the ClusterRole "+name+"-opt-in")
 	rules := p.Spec.MatchConstraints.ResourceRules
 	require.Len(t, rules, 1)
-	assert.Equal(t, []string{"namespaces"}, rules[0].Resources, "never namespaces/finalize or namespaces/status")
+	assert.Equal(t, []string{"namespaces", "namespaces/finalize", "namespaces/status"}, rules[0].Resources,
+		"every path to a namespace's labels: both subresources' strategies keep the request's metadata")
 	assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, rules[0].Operations, "never DELETE: nothing here holds a namespace's deletion")
 	assert.Equal(t, name+"-namespaces", objs.NamespaceBinding.Spec.PolicyName)
 
