@@ -166,7 +166,7 @@ func (c *customColumns) PrintObj(obj runtime.Object, w io.Writer) error {
 			var values []string
 			for _, rs := range results {
 				for _, v := range rs {
-					values = append(values, printers.EscapeTerminal(fmt.Sprint(printable(v))))
+					values = append(values, printers.EscapeTerminal(fmt.Sprint(jsonPathValue(v))))
 				}
 			}
 			cells[j] = strings.Join(values, ",")
@@ -179,9 +179,9 @@ func (c *customColumns) PrintObj(obj runtime.Object, w io.Writer) error {
 	return tw.Flush()
 }
 
-// printable is a JSONPath result's value (an interface in an unstructured
+// jsonPathValue is a JSONPath result's value (an interface in an unstructured
 // object holds it).
-func printable(v reflect.Value) any {
+func jsonPathValue(v reflect.Value) any {
 	if v.Kind() == reflect.Interface && !v.IsNil() {
 		v = v.Elem()
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/notify"
+	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/internal/version"
@@ -155,7 +156,7 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	// The marker's watch of ARC's EphemeralRunners keeps each one's job
 	// for the watcher's records, written after ARC deleted it.
 	jobs := recorder.NewLastJobs(recorder.LastJobsKept)
-	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("runnerguard"), Config: cfg,
+	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: printable.Recorder(mgr.GetEventRecorder("runnerguard")), Config: cfg,
 		Namespaces: sel, StuckAfter: o.stuckAfter, Now: time.Now, Jobs: jobs}
 	if err := w.SetupWithManager(mgr); err != nil {
 		return err

@@ -175,3 +175,12 @@ func TestProgress(t *testing.T) {
 	}, got)
 	assert.Equal(t, "waiting for ci/r: arc-scale-set, job acme/api#812, running for 41m, protection ends 2026-11-08T12:00:00Z (in 6d23h)", drain.Line(busy, now))
 }
+
+// A job's id and project come from a pod's annotations, which anyone who
+// may edit the pod writes: the drain prints them escaped, never as
+// sequences the operator's terminal acts on.
+func TestJobTextEscapesWhatThePodWrote(t *testing.T) {
+	assert.Equal(t, `acme/app#\x1b[2J`, drain.JobText(&v1alpha1.Job{Project: "acme/app", ID: "\x1b[2J"}))
+	assert.Equal(t, "acme/app#42", drain.JobText(&v1alpha1.Job{Project: "acme/app", ID: "42"}))
+	assert.Equal(t, "-", drain.JobText(nil))
+}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/printable"
 )
 
 // Progress is the view of what the drain still waits for: a header line
@@ -55,8 +56,11 @@ func ends(s Step, now time.Time) string {
 
 // JobText names a job as its fleet does: the repository or project, then
 // the job's id (ARC's job request id when it has no job id); "-" when
-// the fleet names none.
-func JobText(j *v1alpha1.Job) string {
+// the fleet names none. The fleet's text is escaped (printable.Text):
+// a pod's job annotation can carry anything.
+func JobText(j *v1alpha1.Job) string { return printable.Text(jobText(j)) }
+
+func jobText(j *v1alpha1.Job) string {
 	if j == nil {
 		return "-"
 	}

@@ -1,12 +1,14 @@
 package printable
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 func TestText(t *testing.T) {
@@ -51,4 +53,19 @@ func FuzzText(f *testing.F) {
 			t.Fatalf("lines changed: %q to %q", in, out)
 		}
 	})
+}
+
+type noted struct{ notes []string }
+
+func (n *noted) Eventf(_, _ runtime.Object, _, _, _, note string, args ...any) {
+	n.notes = append(n.notes, fmt.Sprintf(note, args...))
+}
+
+// An Event's note names what others wrote; through Recorder it reaches
+// `kubectl describe` as characters to read, never as sequences a terminal
+// acts on.
+func TestRecorderEscapesEveryNote(t *testing.T) {
+	n := &noted{}
+	Recorder(n).Eventf(nil, nil, "Warning", "DeleteRefused", "Delete", "refused %s's delete of %s", "evil\x1b]0;pwned\x07", "pod\u202e")
+	assert.Equal(t, []string{`refused evil\x1b]0;pwned\a's delete of pod\u202e`}, n.notes)
 }

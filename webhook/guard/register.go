@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 )
 
@@ -29,7 +30,7 @@ func ModePath(mode config.Mode) string { return Path + "/" + string(mode) }
 // namespaces selects the webhooks' namespaces: the guard writes nothing
 // about a review of a pod in any other (the API server sends none).
 func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces labels.Selector) error {
-	h := NewHandler(cfg, mgr.GetAPIReader(), mgr.GetClient(), mgr.GetEventRecorder("runnerguard"))
+	h := NewHandler(cfg, mgr.GetAPIReader(), mgr.GetClient(), printable.Recorder(mgr.GetEventRecorder("runnerguard")))
 	h.Selected = namespaces
 	// The namespace's mode label, from the metadata informer the injector
 	// reads too: a change takes effect without a restart.

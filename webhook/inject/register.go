@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/printable"
 )
 
 // Path is where the webhook server serves the injector; the chart's
@@ -43,7 +44,7 @@ func Register(mgr manager.Manager, cfg config.Config) error {
 	h := NewHandler(cfg, mgr.GetClient())
 	h.PodResourcesDropped = dropped
 	h.Live = mgr.GetAPIReader()
-	h.Recorder = mgr.GetEventRecorder("runnerguard")
+	h.Recorder = printable.Recorder(mgr.GetEventRecorder("runnerguard"))
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
 	return nil
 }
