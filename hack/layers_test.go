@@ -5,7 +5,6 @@ import (
 	"go/token"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,15 +14,6 @@ import (
 )
 
 const module = "github.com/runnerguard/runnerguard/"
-
-// fleetImporters are the production directories, besides internal/presets
-// (the list) and the fleets' own folders, that still name a fleet's
-// package: ARC's EphemeralRunners are followed by the leader
-// (internal/recorder) and their deletions noted by the guard
-// (webhook/guard). Each is ARC's knowledge outside ARC's folder, kept here
-// so that the list only shrinks; docs/development/fleets.md says what
-// moves next.
-var fleetImporters = []string{"internal/recorder", "webhook/guard"}
 
 // The layers point one way: nothing under internal/ imports webhook/ (the
 // webhooks are built on internal/, never the reverse), and a fleet's
@@ -63,9 +53,8 @@ func isFleet(p string) bool {
 	return ok && rest != "" && !strings.Contains(rest, "/")
 }
 
-// mayNameFleets: the list, the fleets, test builders (a package named
-// *test) and the named exceptions.
+// mayNameFleets: the list, the fleets and test builders (a package named
+// *test).
 func mayNameFleets(dir string) bool {
-	return dir == "internal/presets" || strings.HasPrefix(dir, "internal/fleet/") ||
-		strings.HasSuffix(dir, "test") || slices.Contains(fleetImporters, dir)
+	return dir == "internal/presets" || strings.HasPrefix(dir, "internal/fleet/") || strings.HasSuffix(dir, "test")
 }

@@ -48,7 +48,7 @@ func RunnerContainers(conds []admissionregistrationv1.MatchCondition) ([]string,
 
 // ProbePod is a pod shaped as preset's runner pod, with every one of
 // containers: the injector matches it to preset when that is on, to
-// generic when only that is, and else not at all (runnerpod.Match tries
+// generic when only that is, and else not at all (presets.Match tries
 // the fleets' marks in presets.Order). It passes Pod Security's
 // restricted level and a LimitRange that wants requests and limits, so
 // that only the injector's additions can make a namespace refuse it.

@@ -51,7 +51,7 @@ type Step struct {
 }
 
 // Judge is what the drain does with runner r now: the guard's own
-// pod-level rules (runnerpod.Protected) decide whether it is busy, so the
+// pod-level rules (presets.Protected) decide whether it is busy, so the
 // drain evicts only what the guard would let go and waits for the rest
 // rather than meet a refusal.
 func Judge(r Runner, now time.Time) Step {

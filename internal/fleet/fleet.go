@@ -3,9 +3,13 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
@@ -30,7 +34,7 @@ type Fleet interface {
 	Fits(pod *corev1.Pod) bool
 	// Idle is rule 6: the fleet's own signal that a running runner has no
 	// job, or that its job is over (job: the fleet's record as read, see
-	// RecordReader; JobNotRead for a fleet that keeps none). "" when the
+	// RecordKeeper; JobNotRead for a fleet that keeps none). "" when the
 	// signal says neither.
 	Idle(pod *corev1.Pod, job runnerpod.JobSignal) (runnerpod.Rule, string)
 	// JobStart is when the runner's job began, where the cluster tells it
@@ -56,7 +60,7 @@ type Traits struct {
 	// sinks every fleet has.
 	ToldOn Destination
 	// RecordKind is the kind of the fleet's own record of a runner's job
-	// (fleet.RecordReader), "" for none: a job read from it has the source
+	// (RecordKeeper), "" for none: a job read from it has the source
 	// RecordSource(RecordKind, the record's name).
 	RecordKind string
 	// GatedByInit: the runner starts only once a poller init container
@@ -156,21 +160,34 @@ const (
 // fleet's record of that kind and name.
 func RecordSource(kind, name string) string { return kind + "/" + name }
 
-// RecordReader is a fleet that keeps its own record of each runner's job
-// on the cluster (ARC's EphemeralRunner), read once a runner is running
-// and its record decides.
-type RecordReader interface {
-	// ReadRecord reads and judges the record of the pod's runner, through
-	// r (uncached: a stale record would misjudge). A pod the fleet keeps
-	// no record of says JobNotRead; one that cannot be read, or is not the
-	// pod's, says JobUnreadable (taken to be busy) with the error.
-	ReadRecord(ctx context.Context, r client.Reader, pod *corev1.Pod) (Record, error)
+// RecordKeeper is a fleet that keeps its own record of each runner's job
+// on the cluster (ARC's EphemeralRunner), which decides whether a running
+// runner is busy: the guard reads it (ReadRecord), the leader follows
+// every record of the kind (its marks and budgets, its records' jobs), and
+// the guard notes who deleted one. Traits().RecordKind names its kind.
+type RecordKeeper interface {
+	Fleet
+	// RecordResource is the record's API resource.
+	RecordResource() schema.GroupVersionResource
 	// RecordRef is the reference to the record that controls the pod, a
 	// zero reference when none does.
 	RecordRef(pod *corev1.Pod) metav1.OwnerReference
+	// RecordPod is the runner pod a record stands for; the pod's RecordRef
+	// must still name the record by UID.
+	RecordPod(rec metav1.Object) types.NamespacedName
+	// JudgeRecord is the job signal of rec, which a pod's RecordRef names
+	// with the UID owner, and whether rec is being deleted. A nil record,
+	// or one of another UID, says JobUnreadable: busy.
+	JudgeRecord(rec *unstructured.Unstructured, owner types.UID) (runnerpod.JobSignal, bool)
+	// RecordJob is the job rec names, nil when it names none.
+	RecordJob(rec *unstructured.Unstructured) *v1alpha1.Job
+	// RecordFields are the status fields JudgeRecord and RecordJob read:
+	// a copy of a record that keeps only these, its identity, deletion and
+	// finalizers (the leader's cache) is judged as the record is.
+	RecordFields() []string
 }
 
-// Record is what the fleet's record of a runner says.
+// Record is what a fleet's record of a runner says.
 type Record struct {
 	Signal runnerpod.JobSignal
 	// Deleting: the record is being deleted (the fleet is removing the
@@ -184,3 +201,25 @@ type Record struct {
 // idle runner of the same name recreated, or a reference re-pointed at
 // one): it says nothing of the pod's job.
 var ErrNotOwner = errors.New("the fleet's record of that name is not the pod's owner")
+
+// ReadRecord reads the record that controls the pod, through r (uncached,
+// by name: a stale record would misjudge), and judges it. A pod no record
+// controls says JobNotRead; one whose record cannot be read, or is not the
+// pod's owner by UID, says JobUnreadable (taken to be busy) with the
+// error, which the caller logs in its words.
+func ReadRecord(ctx context.Context, r client.Reader, k RecordKeeper, pod *corev1.Pod) (Record, error) {
+	ref := k.RecordRef(pod)
+	if ref.Name == "" {
+		return Record{Signal: runnerpod.JobNotRead}, nil
+	}
+	rec := &unstructured.Unstructured{}
+	rec.SetGroupVersionKind(k.RecordResource().GroupVersion().WithKind(k.Traits().RecordKind))
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, rec); err != nil {
+		return Record{Signal: runnerpod.JobUnreadable}, err
+	}
+	if rec.GetUID() != ref.UID {
+		return Record{Signal: runnerpod.JobUnreadable}, fmt.Errorf("%w: owner UID %s, found UID %s", ErrNotOwner, ref.UID, rec.GetUID())
+	}
+	signal, deleting := k.JudgeRecord(rec, ref.UID)
+	return Record{Signal: signal, Deleting: deleting, Job: k.RecordJob(rec)}, nil
+}

@@ -18,29 +18,48 @@ func FreeByJob(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal) (ru
 	return Of(r).Idle(pod, job)
 }
 
-// ReadRecord reads the fleet's own record of a runner's job, for a fleet
-// that keeps one (fleet.RecordReader); JobNotRead for the others.
+// Keeper is the runner's fleet as a keeper of its own records of jobs
+// (fleet.RecordKeeper); false for a fleet that keeps none.
+func Keeper(r runnerpod.Runner) (fleet.RecordKeeper, bool) {
+	k, ok := Of(r).(fleet.RecordKeeper)
+	return k, ok
+}
+
+// KeepsRecord reports whether the runner's fleet keeps its own record of
+// the job.
+func KeepsRecord(r runnerpod.Runner) bool {
+	_, ok := Keeper(r)
+	return ok
+}
+
+// Keepers are the fleets that keep their own records of jobs, in All's
+// order: the leader follows each one's records.
+func Keepers() []fleet.RecordKeeper {
+	var ks []fleet.RecordKeeper
+	for _, f := range All {
+		if k, ok := f.(fleet.RecordKeeper); ok {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// ReadRecord reads the fleet's own record of a runner's job
+// (fleet.ReadRecord); JobNotRead for a fleet that keeps none.
 func ReadRecord(ctx context.Context, c client.Reader, r runnerpod.Runner, pod *corev1.Pod) (fleet.Record, error) {
-	if rr, ok := Of(r).(fleet.RecordReader); ok {
-		return rr.ReadRecord(ctx, c, pod)
+	if k, ok := Keeper(r); ok {
+		return fleet.ReadRecord(ctx, c, k, pod)
 	}
 	return fleet.Record{Signal: runnerpod.JobNotRead}, nil
 }
 
-// RecordRef is the reference to the fleet's record that controls the pod
-// (fleet.RecordReader), a zero reference for a fleet that keeps none.
+// RecordRef is the reference to the fleet's record that controls the pod,
+// a zero reference for a fleet that keeps none.
 func RecordRef(r runnerpod.Runner, pod *corev1.Pod) metav1.OwnerReference {
-	if rr, ok := Of(r).(fleet.RecordReader); ok {
-		return rr.RecordRef(pod)
+	if k, ok := Keeper(r); ok {
+		return k.RecordRef(pod)
 	}
 	return metav1.OwnerReference{}
-}
-
-// KeepsRecord reports whether the runner's fleet keeps its own record of
-// the job (fleet.RecordReader).
-func KeepsRecord(r runnerpod.Runner) bool {
-	_, ok := Of(r).(fleet.RecordReader)
-	return ok
 }
 
 // Protection is what the guard's pod-level rules say of a runner pod: is

@@ -163,7 +163,7 @@ func TestAnARCRunnersRecordNamesTheJobTheLeadersWatchSawOnItsEphemeralRunnerOnce
 	pod := podtest.ARCScaleSet("ci", "r").Terminated("runner", 1, "Error").Obj()
 	w := newWatcher(t, pod)
 	w.Jobs = NewLastJobs(LastJobsKept)
-	w.Jobs.keep(ephemeralRunner("r", "er-r"))
+	keepER(w.Jobs, ephemeralRunner("r", "er-r"))
 	// No note of the EphemeralRunner's deletion: the record does not wait
 	// for one, and no review's word is needed.
 	late := &lateNotes{Client: w.Client}
@@ -182,31 +182,31 @@ func TestAnARCRunnersRecordNamesTheJobTheLeadersWatchSawOnItsEphemeralRunnerOnce
 func TestLastJobsKeepsEveryLiveRunnersJobAndTheNewestDeletionsUpToItsBound(t *testing.T) {
 	l := NewLastJobs(2)
 	for _, n := range []string{"a", "b", "c"} {
-		l.keep(ephemeralRunner(n, types.UID("uid-"+n)))
+		keepER(l, ephemeralRunner(n, types.UID("uid-"+n)))
 	}
 	for _, n := range []string{"a", "b", "c"} {
 		assert.NotNil(t, l.Job(types.UID("uid-"+n)), "live runners are all kept: %s", n)
 	}
-	l.drop(ephemeralRunner("a", "uid-a"))
-	l.drop(ephemeralRunner("b", "uid-b"))
-	l.drop(ephemeralRunner("a", "uid-a")) // seen again: still the oldest
-	l.drop(ephemeralRunner("c", "uid-c"))
+	dropER(l, ephemeralRunner("a", "uid-a"))
+	dropER(l, ephemeralRunner("b", "uid-b"))
+	dropER(l, ephemeralRunner("a", "uid-a")) // seen again: still the oldest
+	dropER(l, ephemeralRunner("c", "uid-c"))
 	assert.Nil(t, l.Job("uid-a"), "the oldest deletion went first")
 	assert.NotNil(t, l.Job("uid-b"))
 	assert.NotNil(t, l.Job("uid-c"))
 
 	idle := ephemeralRunner("d", "uid-d")
 	unstructured.RemoveNestedField(idle.Object, "status")
-	l.keep(ephemeralRunner("d", "uid-d"))
-	l.keep(idle)
+	keepER(l, ephemeralRunner("d", "uid-d"))
+	keepER(l, idle)
 	assert.NotNil(t, l.Job("uid-d"), "a job once seen is not forgotten")
-	l.keep(idle.DeepCopy())
-	l.drop(idle)
+	keepER(l, idle.DeepCopy())
+	dropER(l, idle)
 	assert.NotNil(t, l.Job("uid-d"), "nor at its runner's deletion")
 
 	var none *LastJobs
-	none.keep(ephemeralRunner("e", "uid-e"))
-	none.drop(ephemeralRunner("e", "uid-e"))
+	keepER(none, ephemeralRunner("e", "uid-e"))
+	dropER(none, ephemeralRunner("e", "uid-e"))
 	assert.Nil(t, none.Job("uid-e"), "nil keeps nothing")
 	assert.False(t, none.Unseen("uid-e", time.Now()), "and says nothing unseen")
 }
@@ -225,8 +225,8 @@ func TestLastJobsSaysAnOwnerUnseenOnlyWhenItsWatchRanSinceBeforeThePodAndNeverHe
 		{"the watch never held it, pod created after it synced", func(l *LastJobs) { l.watching(synced) }, "uid-x", after, true},
 		{"pod created before the watch synced", func(l *LastJobs) { l.watching(synced) }, "uid-x", synced.Add(-time.Hour), false},
 		{"pod created within the clocks' skew of the sync", func(l *LastJobs) { l.watching(synced) }, "uid-x", synced.Add(clockSkew / 2), false},
-		{"the watch holds it", func(l *LastJobs) { l.watching(synced); l.keep(ephemeralRunner("x", "uid-x")) }, "uid-x", after, false},
-		{"the watch saw it deleted", func(l *LastJobs) { l.watching(synced); l.drop(ephemeralRunner("x", "uid-x")) }, "uid-x", after, false},
+		{"the watch holds it", func(l *LastJobs) { l.watching(synced); keepER(l, ephemeralRunner("x", "uid-x")) }, "uid-x", after, false},
+		{"the watch saw it deleted", func(l *LastJobs) { l.watching(synced); dropER(l, ephemeralRunner("x", "uid-x")) }, "uid-x", after, false},
 		{"the watch stopped", func(l *LastJobs) { l.watching(synced); l.stopped() }, "uid-x", after, false},
 		{"no owner named", func(l *LastJobs) { l.watching(synced) }, "", after, false},
 	}
@@ -252,3 +252,8 @@ func TestARecordOfAPodNamingAnEphemeralRunnerTheLeaderNeverSawReadsItsNoteOnceWi
 	require.Len(t, records(t, w), 1)
 	assert.Equal(t, int32(1<<20-1), late.misses.Load(), "one read of the note, no wait for one that cannot come")
 }
+
+// keepER and dropER hand l an EphemeralRunner as the follower does, with
+// the job ARC's fleet reads from it.
+func keepER(l *LastJobs, er *unstructured.Unstructured) { l.keep(er, arcscaleset.Job(er)) }
+func dropER(l *LastJobs, er *unstructured.Unstructured) { l.drop(er, arcscaleset.Job(er)) }

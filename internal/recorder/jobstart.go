@@ -7,12 +7,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -24,8 +25,8 @@ var jobAnnotations = []string{runnerpod.JobAssignedAt}
 // refusals, which the guard wrote while the runner ran.
 var refusalAnnotations = []string{refusal.Annotation}
 
-// jobStart is an ARC runner whose EphemeralRunner the leader saw turn busy:
-// its pod (named after it), the EphemeralRunner's UID (the pod's owner),
+// jobStart is a runner whose fleet's record (ARC's EphemeralRunner) the
+// leader saw turn busy: its pod, the record's UID (the pod's controller),
 // and when.
 type jobStart struct {
 	pod types.NamespacedName
@@ -33,19 +34,19 @@ type jobStart struct {
 	at  time.Time
 }
 
-// turnedBusy reports whether an EphemeralRunner's update is its job's
-// assignment: no job before, one now.
-func turnedBusy(before, after *unstructured.Unstructured) bool {
-	was, _ := arcscaleset.JobSignal(before, before.GetUID())
-	is, _ := arcscaleset.JobSignal(after, after.GetUID())
+// turnedBusy reports whether a record's update is its job's assignment:
+// no job before, one now.
+func turnedBusy(k fleet.RecordKeeper, before, after *unstructured.Unstructured) bool {
+	was, _ := k.JudgeRecord(before, before.GetUID())
+	is, _ := k.JudgeRecord(after, after.GetUID())
 	return was == runnerpod.JobNone && is == runnerpod.JobAssigned
 }
 
-// JobStamper writes runnerguard.io/job-assigned-at on the pod of an ARC
-// runner whose job the leader saw begin: the one writer of that
-// annotation, which the chart's policy lets no one else change. A pod whose
-// owner is not that EphemeralRunner, or that has the annotation already,
-// is left alone.
+// JobStamper writes runnerguard.io/job-assigned-at on the pod of a runner
+// whose job the leader saw begin in its fleet's record (ARC's
+// EphemeralRunner): the one writer of that annotation, which the chart's
+// policy lets no one else change. A pod whose controller is not that
+// record, or that has the annotation already, is left alone.
 type JobStamper struct {
 	Reader client.Reader
 	Writer client.Client
@@ -57,7 +58,7 @@ func (j JobStamper) stamp(ctx context.Context, s jobStart) error {
 	if err := j.Reader.Get(ctx, s.pod, pod); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if arcscaleset.OwnerRef(pod).UID != s.uid {
+	if c := metav1.GetControllerOfNoCopy(pod); c == nil || c.UID != s.uid {
 		return nil
 	}
 	if _, done := pod.Annotations[runnerpod.JobAssignedAt]; done {
@@ -91,16 +92,15 @@ func (j JobStamper) stampAll(ctx context.Context, starts <-chan jobStart) {
 	}
 }
 
-// noteStart hands the stamper an EphemeralRunner that turned busy, if it
-// has room: a start it has no room for goes unwritten.
-func (e *EphemeralRunners) noteStart(before, after any) {
+// noteStart hands the stamper a record that turned busy, if it has room: a start it has no room for goes unwritten.
+func (e *Records) noteStart(before, after any) {
 	b, okB := before.(*unstructured.Unstructured)
 	a, okA := after.(*unstructured.Unstructured)
-	if e.stamper == nil || !okB || !okA || !turnedBusy(b, a) {
+	if e.stamper == nil || !okB || !okA || !turnedBusy(e.keeper, b, a) {
 		return
 	}
 	select {
-	case e.starts <- jobStart{pod: types.NamespacedName{Namespace: a.GetNamespace(), Name: a.GetName()}, uid: a.GetUID(), at: time.Now()}:
+	case e.starts <- jobStart{pod: e.keeper.RecordPod(a), uid: a.GetUID(), at: time.Now()}:
 	default:
 	}
 }

@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -22,10 +23,10 @@ func TestAnEphemeralRunnerTurnsBusyOnlyWhenItsJobIsAssigned(t *testing.T) {
 		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "r", "uid": "er-1"}, "status": status}}
 	}
 	idle, busy := er(map[string]any{"phase": "Running"}), er(map[string]any{"jobRequestId": int64(7)})
-	assert.True(t, turnedBusy(idle, busy), "no job, then one")
-	assert.False(t, turnedBusy(busy, busy), "a later update of a busy runner is not its job's start")
-	assert.False(t, turnedBusy(idle, idle))
-	assert.False(t, turnedBusy(busy, idle))
+	assert.True(t, turnedBusy(arcscaleset.Fleet{}, idle, busy), "no job, then one")
+	assert.False(t, turnedBusy(arcscaleset.Fleet{}, busy, busy), "a later update of a busy runner is not its job's start")
+	assert.False(t, turnedBusy(arcscaleset.Fleet{}, idle, idle))
+	assert.False(t, turnedBusy(arcscaleset.Fleet{}, busy, idle))
 }
 
 // The leader writes when it saw the job begin on the runner's own pod only

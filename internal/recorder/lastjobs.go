@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
-	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 )
 
 // LastJobs keeps, by EphemeralRunner UID, what the leader's own watch saw
@@ -48,14 +47,13 @@ func NewLastJobs(max int) *LastJobs {
 	return &LastJobs{live: map[types.UID]*v1alpha1.Job{}, gone: map[types.UID]*v1alpha1.Job{}, max: max}
 }
 
-// keep notes that the watch holds er, and the job its status names, if
-// any (ARC never clears it, but a job once seen is not forgotten). A nil
+// keep notes that the watch holds er, and job, the job it names, if any
+// (ARC never clears it, but a job once seen is not forgotten). A nil
 // LastJobs keeps nothing.
-func (l *LastJobs) keep(er *unstructured.Unstructured) {
+func (l *LastJobs) keep(er *unstructured.Unstructured, job *v1alpha1.Job) {
 	if l == nil || er == nil || er.GetUID() == "" {
 		return
 	}
-	job := arcscaleset.Job(er)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if job == nil {
@@ -64,16 +62,17 @@ func (l *LastJobs) keep(er *unstructured.Unstructured) {
 	l.live[er.GetUID()] = job
 }
 
-// drop notes er's deletion: what it named moves to the deleted ones kept.
-func (l *LastJobs) drop(er *unstructured.Unstructured) {
+// drop notes er's deletion: what it named (job, or what it named before)
+// moves to the deleted ones kept.
+func (l *LastJobs) drop(er *unstructured.Unstructured, job *v1alpha1.Job) {
 	if l == nil || er == nil || er.GetUID() == "" {
 		return
 	}
-	l.keep(er)
+	l.keep(er, job)
 	uid := er.GetUID()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	job := l.live[uid]
+	job = l.live[uid]
 	delete(l.live, uid)
 	if _, ok := l.gone[uid]; !ok {
 		if len(l.goneOrder) >= l.max {

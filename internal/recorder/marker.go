@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -39,7 +38,7 @@ var markerAnnotations = []string{runnerpod.AllowDelete, runnerpod.KarpenterDoNot
 var markerLabels = []string{runnerpod.BudgetLabel}
 
 // Marker keeps the autoscalers' marks on runner pods following the
-// guard's protection (runnerpod.Protected, the guard's own pod-level
+// guard's protection (presets.Protected, the guard's own pod-level
 // rules, through Judge): a node holding only idle or finished runners can
 // be consolidated, one holding a busy runner is not. In enforce namespaces
 // it also keeps a PodDisruptionBudget on each busy runner's pod, so the
@@ -62,19 +61,20 @@ type Marker struct {
 	// again judges every cached pod again (a namespace's mode changed).
 	again chan event.TypedGenericEvent[client.Object]
 
-	// Jobs keeps the job each EphemeralRunner named, for the records
+	// Jobs keeps the job each fleet's record named, for the death records
 	// (Watcher.Jobs); nil keeps none.
 	Jobs *LastJobs
 
-	// ers holds ARC's EphemeralRunners where the API server serves them.
-	ers *EphemeralRunners
+	// records holds, by preset, the fleets' own records of their runners'
+	// jobs (ARC's EphemeralRunners) where the API server serves them.
+	records map[runnerpod.PresetName]*Records
 }
 
 // SetupWithManager runs the marker on the watcher's pod cache, which the
-// watcher adds to mgr (set the watcher up first), and on ARC's
-// EphemeralRunners while the API server serves them (EphemeralRunners
-// follows ARC's CRD: installed after runnerguard, it is read without a
-// restart).
+// watcher adds to mgr (set the watcher up first), and on each fleet's own
+// records (presets.Keepers: ARC's EphemeralRunners) while the API server
+// serves them (Records follows the fleet's CRD: installed after
+// runnerguard, it is read without a restart).
 func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 	names := m.Config.RunnerContainerNames()
 	hasRunner := predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -94,14 +94,18 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{})).
 		// A node's drain deadline frees its busy runners when it comes.
 		Watches(nodeMeta(), handler.EnqueueRequestsFromMapFunc(m.podsOnNode), builder.WithPredicates(predicate.AnnotationChangedPredicate{}))
-	var err error
-	if m.ers, err = NewEphemeralRunners(mgr.GetConfig(), &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}, m.Jobs); err != nil {
-		return err
+	m.records = map[runnerpod.PresetName]*Records{}
+	for _, k := range presets.Keepers() {
+		r, err := NewRecords(mgr.GetConfig(), k, &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}, m.Jobs)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(r); err != nil {
+			return err
+		}
+		m.records[k.Name()] = r
+		b = b.WatchesRawSource(r.source())
 	}
-	if err := mgr.Add(m.ers); err != nil {
-		return err
-	}
-	b = b.WatchesRawSource(m.ers.source())
 	return b.Complete(m)
 }
 
@@ -225,14 +229,16 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 	if m.Modes != nil {
 		f.Enforce, known, f.Released = m.Modes.Enforce(nsLabels)
 	}
-	if ref := arcscaleset.OwnerRef(pod); runner.Preset.Name == arcscaleset.Name && ref.Name != "" {
-		// As the guard reads it: an EphemeralRunner not in the cache (or
-		// none watched: no CRD) is unreadable, which is busy.
-		var er *unstructured.Unstructured
-		if m.ers != nil {
-			er = m.ers.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
+	if k, ok := presets.Keeper(runner); ok {
+		if ref := k.RecordRef(pod); ref.Name != "" {
+			// As the guard reads it: a record not in the cache (or none
+			// watched: no CRD) is unreadable, which is busy.
+			var rec *unstructured.Unstructured
+			if r := m.records[runner.Preset.Name]; r != nil {
+				rec = r.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
+			}
+			f.Job, _ = k.JudgeRecord(rec, ref.UID)
 		}
-		f.Job, _ = arcscaleset.JobSignal(er, ref.UID)
 	}
 	return Judge(pod, runner, f), known, nil
 }

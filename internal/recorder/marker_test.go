@@ -254,7 +254,7 @@ func TestTheEphemeralRunnerCacheKeepsWhatJudgesTheJob(t *testing.T) {
 		"spec":     map[string]any{"podTemplateSpec": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "runner"}}}}},
 		"status":   map[string]any{"jobRequestId": int64(42), "phase": "Running"},
 	}}
-	out, err := compactEphemeralRunner(er)
+	out, err := compactRecord(arcscaleset.Fleet{}.RecordFields())(er)
 	require.NoError(t, err)
 	c := out.(*unstructured.Unstructured)
 	assert.NotContains(t, c.Object, "spec")
@@ -264,7 +264,7 @@ func TestTheEphemeralRunnerCacheKeepsWhatJudgesTheJob(t *testing.T) {
 	assert.Equal(t, runnerpod.JobAssigned, job)
 
 	unstructured.RemoveNestedField(er.Object, "status", "jobRequestId")
-	out, err = compactEphemeralRunner(er)
+	out, err = compactRecord(arcscaleset.Fleet{}.RecordFields())(er)
 	require.NoError(t, err)
 	job, _ = arcscaleset.JobSignal(out.(*unstructured.Unstructured), "er-1")
 	assert.Equal(t, runnerpod.JobNone, job)

@@ -48,7 +48,7 @@ type Judgement struct {
 }
 
 // Judge is the marker's judgement of pod, a runner pod of runner: the
-// guard's pod-level rules (runnerpod.Protected) in the facts' namespace.
+// guard's pod-level rules (presets.Protected) in the facts' namespace.
 func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
 	if !f.Selected {
 		return Judgement{}

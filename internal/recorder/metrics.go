@@ -22,10 +22,10 @@ var (
 		Name: "runnerguard_runner_idle_removed_total",
 		Help: "Runner pods their fleet removed while the runner had no job (class idle-removed: ARC's scale-down): neither deaths nor job ends.",
 	}, []string{"namespace"})
-	ephemeralRunnersWatched = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "runnerguard_ephemeralrunners_watched",
-		Help: "1 while the leader watches ARC's EphemeralRunners (the API server serves them), 0 while it does not: then ARC scale-set runners are taken as busy, idle ones included, and keep the autoscalers' do-not-disrupt marks.",
-	})
+	recordsWatched = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "runnerguard_records_watched",
+		Help: "1 while the leader watches a fleet's own records of its runners' jobs, by kind (ARC's EphemeralRunner: the API server serves them), 0 while it does not: then that fleet's runners are taken as busy, idle ones included, and keep the autoscalers' do-not-disrupt marks.",
+	}, []string{"kind"})
 	enforceSwitchedOff = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "runnerguard_enforce_switched_off",
 		Help: "1 while the operator has switched the enforce registration off (its delete webhook set to Ignore where the chart rendered Fail, or the registration removed): the leader then keeps no budget and no busy mark where it acts.",
@@ -61,7 +61,7 @@ var (
 
 // RegisterMetrics registers the watcher's metrics on reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, idleRemovedTotal, ephemeralRunnersWatched, enforceSwitchedOff, stuckGauge, stallsTotal, stalledGauge, peakRatio, recordsCollected, gapDropped} {
+	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, idleRemovedTotal, recordsWatched, enforceSwitchedOff, stuckGauge, stallsTotal, stalledGauge, peakRatio, recordsCollected, gapDropped} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

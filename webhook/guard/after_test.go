@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -28,6 +29,15 @@ func serve(t testing.TB, h *Handler, req admission.Request) admission.Response {
 	t.Helper()
 	w := httptest.NewRecorder()
 	h.Served().ServeHTTP(w, reviewRequest(t, req))
+	h.Wait()
+	return answerOf(t, w.Body.Bytes())
+}
+
+// serveRecord is serve for the room of ARC's EphemeralRunner deletes.
+func serveRecord(t testing.TB, h *Handler, req admission.Request) admission.Response {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.after.Serve(&admission.Webhook{Handler: h.Records(arcscaleset.Fleet{})}).ServeHTTP(w, reviewRequest(t, req))
 	h.Wait()
 	return answerOf(t, w.Body.Bytes())
 }

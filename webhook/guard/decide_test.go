@@ -510,7 +510,7 @@ func TestARefusalSaysWhenTheDrainCanGoOn(t *testing.T) {
 }
 
 // TestDecideAndProtectedAgree: the guard refuses a requester without
-// standing (not the job's owner, not exempt) exactly when runnerpod.Protected,
+// standing (not the job's owner, not exempt) exactly when presets.Protected,
 // which the leader's marks follow, says the pod is busy.
 func TestDecideAndProtectedAgree(t *testing.T) {
 	now := podtest.Start.Add(41 * time.Minute)

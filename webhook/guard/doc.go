@@ -3,7 +3,7 @@
 // runner container. One room per review, one file each:
 // pod_webhook.go (Handler: pod deletes and evictions), connect_webhook.go
 // (ConnectHandler: exec and attach) and ephemeralrunner_webhook.go
-// (EphemeralRunnerHandler: EphemeralRunner deletes, noted, never refused).
+// (RecordHandler: deletes of a fleet's records, ARC's EphemeralRunners, noted, never refused).
 // decide.go is the pure decision table (docs/concepts has it in prose),
 // decide_connect.go its exec and attach form, jobowner.go the job-owner
 // rule; facts.go reads what the decisions need (Readers); text.go holds

@@ -445,7 +445,7 @@ func TestAnEphemeralRunnersDeletionIsNotedOnceItShows(t *testing.T) {
 				objs = append(objs, tc.live)
 			}
 			h, rec := newTestHandler(objs...)
-			resp := serve(t, h, ephemeralRunnerDeleteReq(t, before, reaper, tc.dryRun))
+			resp := serveRecord(t, h, ephemeralRunnerDeleteReq(t, before, reaper, tc.dryRun))
 			assert.True(t, resp.Allowed, "an EphemeralRunner's deletion is never refused")
 			h.Wait()
 			n := &v1alpha1.RunnerDeletion{}

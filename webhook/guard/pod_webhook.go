@@ -31,8 +31,8 @@ import (
 // and evictions: it reads DELETE reviews of pods (the pod is the
 // oldObject) and CREATE reviews of pods/eviction (the object is the
 // Eviction, so the pod is read from the API). Exec and attach have their
-// own (ConnectHandler, connect_webhook.go), and so have EphemeralRunner
-// deletes (EphemeralRunnerHandler, ephemeralrunner_webhook.go).
+// own (ConnectHandler, connect_webhook.go), and so have the deletes of a
+// fleet's records (RecordHandler, record_webhook.go).
 type Handler struct {
 	Readers
 	// Writer labels runner pods the pod watcher would miss, and Notes
@@ -65,11 +65,6 @@ func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.
 
 // Handle judges one review.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if isEphemeralRunnerDelete(req) {
-		// The chart's EphemeralRunner registration still calls the pod
-		// guard's path: handed to its own room.
-		return h.EphemeralRunners().Handle(ctx, req)
-	}
 	facts, rv, err := h.facts(ctx, req)
 	switch {
 	case errors.Is(err, errBadRequest):

@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 )
@@ -60,6 +61,8 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		mgr.GetWebhookServer().Register(ConnectModePath(mode), h.after.Serve(&admission.Webhook{Handler: h.ConnectIn(mode)}))
 	}
 	mgr.GetWebhookServer().Register(ConnectPath, h.after.Serve(&admission.Webhook{Handler: h.Connect()}))
-	mgr.GetWebhookServer().Register(EphemeralRunnerPath, h.after.Serve(&admission.Webhook{Handler: h.EphemeralRunners()}))
+	for _, k := range presets.Keepers() {
+		mgr.GetWebhookServer().Register(RecordPath(k.Traits().RecordKind), h.after.Serve(&admission.Webhook{Handler: h.Records(k)}))
+	}
 	return nil
 }

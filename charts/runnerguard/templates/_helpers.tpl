@@ -91,7 +91,7 @@ namespace the CEL expression ns names, as a CEL expression.
 
 {{/*
 The enabled presets' runner container names, first seen first, in the
-order the webhook matches presets (runnerpod.Order), as a CEL list literal:
+order the webhook matches presets (presets.Order), as a CEL list literal:
 the container names the server's config (config.RunnerContainerNames) gives.
 None enabled: [], which no container is in, so the webhooks act on no pod.
 */}}
@@ -185,10 +185,10 @@ watcher's --namespace-selector.
 {{- end }}
 
 {{/*
-The preset a pod matches, as runnerpod.Match finds it, written in CEL for
+The preset a pod matches, as presets.Match finds it, written in CEL for
 the pod .obj ("object" or "oldObject"): the first enabled preset, in
-runnerpod.Order, with one of its runner containers and its fleet's marks,
-else "". e2e/internal/registration holds it to runnerpod.Match.
+presets.Order, with one of its runner containers and its fleet's marks,
+else "". e2e/internal/registration holds it to presets.Match.
 */}}
 {{- define "runnerguard.presetOfCEL" -}}
 {{- $out := "''" }}

@@ -23,7 +23,7 @@ import (
 )
 
 // The policy fixes a pod's preset at its creation: it restates
-// runnerpod.Match in CEL (the variables presetBefore and presetAfter) to
+// presets.Match in CEL (the variables presetBefore and presetAfter) to
 // tell whether an update changes the preset. They are two writings of one
 // decision; this test holds them together over every combination of the
 // marks Match reads, for the default presets and for presets disabled or
@@ -87,7 +87,7 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 }
 
 // markCombinations are pods with every combination of the marks
-// runnerpod.Match reads: containers, the preset labels, legacy ARC's
+// presets.Match reads: containers, the preset labels, legacy ARC's
 // annotation and owner references.
 func markCombinations() []*corev1.Pod {
 	containerSets := [][]string{{"runner"}, {"job"}, {"build", "helper"}, {"build"}, {"runner", "docker"}, {"app"}, {"agent"}, {"job", "runner"}}

@@ -53,7 +53,6 @@ var (
 type Fleet struct{}
 
 var _ fleet.Fleet = Fleet{}
-var _ fleet.RecordReader = Fleet{}
 
 // Name is the preset's name.
 func (Fleet) Name() runnerpod.PresetName { return Name }

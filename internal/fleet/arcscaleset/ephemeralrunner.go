@@ -1,44 +1,47 @@
 package arcscaleset
 
 import (
-	"context"
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// ReadRecord reads the EphemeralRunner that owns the pod, through r
-// (uncached, by name: a stale one would misjudge), and judges it
-// (JobSignal). A pod no EphemeralRunner owns says JobNotRead; one that
-// cannot be read, or is not the pod's owner by UID, says JobUnreadable
-// (taken to be busy) with the error, which the caller logs in its words.
-func (Fleet) ReadRecord(ctx context.Context, r client.Reader, pod *corev1.Pod) (fleet.Record, error) {
-	ref := OwnerRef(pod)
-	if ref.Name == "" {
-		return fleet.Record{Signal: runnerpod.JobNotRead}, nil
-	}
-	er := &unstructured.Unstructured{}
-	er.SetGroupVersionKind(GVK)
-	if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, er); err != nil {
-		return fleet.Record{Signal: runnerpod.JobUnreadable}, err
-	}
-	if er.GetUID() != ref.UID {
-		return fleet.Record{Signal: runnerpod.JobUnreadable}, fmt.Errorf("%w: owner UID %s, found UID %s", fleet.ErrNotOwner, ref.UID, er.GetUID())
-	}
-	signal, deleting := JobSignal(er, ref.UID)
-	return fleet.Record{Signal: signal, Deleting: deleting, Job: Job(er)}, nil
-}
+var _ fleet.RecordKeeper = Fleet{}
+
+// RecordResource is ARC's EphemeralRunners.
+func (Fleet) RecordResource() schema.GroupVersionResource { return GVR }
 
 // RecordRef is the pod's EphemeralRunner (OwnerRef).
 func (Fleet) RecordRef(pod *corev1.Pod) metav1.OwnerReference { return OwnerRef(pod) }
+
+// RecordPod is the EphemeralRunner's pod: ARC names it after the
+// EphemeralRunner.
+func (Fleet) RecordPod(er metav1.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: er.GetNamespace(), Name: er.GetName()}
+}
+
+// JudgeRecord is JobSignal.
+func (Fleet) JudgeRecord(er *unstructured.Unstructured, owner types.UID) (runnerpod.JobSignal, bool) {
+	return JobSignal(er, owner)
+}
+
+// RecordJob is Job.
+func (Fleet) RecordJob(er *unstructured.Unstructured) *v1alpha1.Job { return Job(er) }
+
+// statusFields are the EphemeralRunner's status fields JobSignal and Job
+// read.
+var statusFields = []string{"jobRequestId", "jobId", "workflowRunId", "jobRepositoryName", "jobWorkflowRef", "jobDisplayName"}
+
+// RecordFields are the status fields JobSignal and Job read.
+func (Fleet) RecordFields() []string { return statusFields }
 
 // JobSignal is the job signal of an ARC scale-set pod's EphemeralRunner
 // er, whose UID the pod's ownerReference names as owner; and whether er

@@ -54,7 +54,7 @@ func TestReadRecord(t *testing.T) {
 			if tc.noOwner {
 				pod.OwnerReferences = nil
 			}
-			got, err := Fleet{}.ReadRecord(context.Background(), b.Build(), pod)
+			got, err := fleet.ReadRecord(context.Background(), b.Build(), Fleet{}, pod)
 			assert.Equal(t, tc.want, got)
 			if !tc.wantErr {
 				require.NoError(t, err)

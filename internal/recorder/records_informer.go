@@ -3,6 +3,7 @@ package recorder
 import (
 	"context"
 
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -11,10 +12,11 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// ephemeralRunnerInformer makes informers of every EphemeralRunner on dyn,
-// each kept compact.
-func ephemeralRunnerInformer(dyn dynamic.Interface) func() (toolscache.SharedIndexInformer, error) {
-	res := dyn.Resource(ephemeralRunnerVersion).Namespace(metav1.NamespaceAll)
+// recordInformer makes informers of every record of k on dyn, each kept
+// compact.
+func recordInformer(dyn dynamic.Interface, k fleet.RecordKeeper) func() (toolscache.SharedIndexInformer, error) {
+	res := dyn.Resource(k.RecordResource()).Namespace(metav1.NamespaceAll)
+	compact := compactRecord(k.RecordFields())
 	return func() (toolscache.SharedIndexInformer, error) {
 		lw := &toolscache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -25,18 +27,25 @@ func ephemeralRunnerInformer(dyn dynamic.Interface) func() (toolscache.SharedInd
 			},
 		}
 		inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, dyn), &unstructured.Unstructured{}, 0, toolscache.Indexers{})
-		return inf, inf.SetTransform(compactEphemeralRunner)
+		return inf, inf.SetTransform(compact)
 	}
 }
 
-// compactEphemeralRunner keeps of an EphemeralRunner its identity, its
-// deletion and finalizers, and its job fields: its spec holds a whole pod
-// template, which the leader need not keep.
-func compactEphemeralRunner(obj any) (any, error) {
-	er, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
+// compactRecord keeps of a record its identity, its deletion and
+// finalizers, and the status fields that judge it (fields): an
+// EphemeralRunner's spec holds a whole pod template, which the leader need
+// not keep.
+func compactRecord(fields []string) func(obj any) (any, error) {
+	return func(obj any) (any, error) {
+		er, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		return compactOf(er, fields)
 	}
+}
+
+func compactOf(er *unstructured.Unstructured, fields []string) (*unstructured.Unstructured, error) {
 	c := &unstructured.Unstructured{Object: map[string]any{}}
 	c.SetAPIVersion(er.GetAPIVersion())
 	c.SetKind(er.GetKind())
@@ -46,8 +55,7 @@ func compactEphemeralRunner(obj any) (any, error) {
 	c.SetResourceVersion(er.GetResourceVersion())
 	c.SetDeletionTimestamp(er.GetDeletionTimestamp())
 	c.SetFinalizers(er.GetFinalizers())
-	// The job fields the record names (fleet.JobFromEphemeralRunner).
-	for _, f := range []string{"jobRequestId", "jobId", "workflowRunId", "jobRepositoryName", "jobWorkflowRef", "jobDisplayName"} {
+	for _, f := range fields {
 		if v, ok, _ := unstructured.NestedFieldNoCopy(er.Object, "status", f); ok {
 			if err := unstructured.SetNestedField(c.Object, runtime.DeepCopyJSONValue(v), "status", f); err != nil {
 				return nil, err

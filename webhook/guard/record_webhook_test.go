@@ -6,20 +6,27 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 )
 
-// The EphemeralRunner room judges nothing else: a busy runner pod's delete
-// sent to its path is allowed untouched (no Event, no note), as the pod
-// guard's path would refuse it.
-func TestTheEphemeralRunnerRoomNotesOnlyEphemeralRunnerDeletes(t *testing.T) {
+// The records' room judges nothing else: a busy runner pod's delete sent
+// to its path is allowed untouched (no Event, no note), as the pod guard's
+// path would refuse it.
+func TestTheRecordsRoomNotesOnlyTheDeletesOfItsRecords(t *testing.T) {
 	pod := podtest.Runner("ci", "busy").Running("runner").Obj()
 	h, rec := newTestHandler(pod)
-	resp := h.EphemeralRunners().Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
+	resp := h.Records(arcscaleset.Fleet{}).Handle(context.Background(), deleteReq(t, pod, reaper, false, nil))
 	assert.True(t, resp.Allowed, "a pod's delete is not this room's to judge")
 	assert.Empty(t, drain(rec))
 	assert.Nil(t, deletionNote(t, h, pod))
 	assert.False(t, serve(t, h, deleteReq(t, pod, reaper, false, nil)).Allowed, "the pod guard refuses it")
+}
+
+// The chart registers each fleet's record webhook at RecordPath: ARC's at
+// the path its table names.
+func TestARCsRecordPathIsTheCharts(t *testing.T) {
+	assert.Equal(t, "/note-ephemeralrunner-delete", RecordPath(arcscaleset.Kind))
 }
 
 func TestTheNoteOfAnEphemeralRunnersDeletionKeepsTheJobItsStatusNames(t *testing.T) {
@@ -33,7 +40,7 @@ func TestTheNoteOfAnEphemeralRunnersDeletionKeepsTheJobItsStatusNames(t *testing
 		{"an object that is not JSON names none", `{"status":`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j := jobOf([]byte(tc.raw))
+			j := RecordHandler{Keeper: arcscaleset.Fleet{}}.jobOf([]byte(tc.raw))
 			if tc.wantID == "" {
 				assert.Nil(t, j)
 				return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +22,7 @@ import (
 // The follower of ARC's CRD starts reading EphemeralRunners when the API
 // server begins serving them and stops when it stops, with no restart, and
 // says which it is doing in its gauge.
-func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
+func TestRecordsFollowTheFleetsCRD(t *testing.T) {
 	er := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner",
 		"metadata": map[string]any{"namespace": "ns", "name": "r", "uid": "er-1"},
@@ -29,9 +30,9 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 	}}
 	scheme := runtime.NewScheme()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{ephemeralRunnerVersion: "EphemeralRunnerList"}, er)
+		map[schema.GroupVersionResource]string{arcscaleset.GVR: "EphemeralRunnerList"}, er)
 	var served atomic.Bool
-	e := newFollower(func(context.Context) (bool, error) { return served.Load(), nil }, ephemeralRunnerInformer(dyn), time.Hour)
+	e := newFollower(arcscaleset.Fleet{}, func(context.Context) (bool, error) { return served.Load(), nil }, recordInformer(dyn, arcscaleset.Fleet{}), time.Hour)
 	e.jobs = NewLastJobs(LastJobsKept)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -40,12 +41,12 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 	e.check(ctx, logr.Discard())
 	assert.False(t, e.Watching(), "no CRD: nothing watched")
 	assert.Nil(t, e.Get(key), "no CRD: every ARC runner is taken as busy")
-	assert.Equal(t, 0.0, testutil.ToFloat64(ephemeralRunnersWatched), "the degraded mode is visible")
+	assert.Equal(t, 0.0, testutil.ToFloat64(recordsWatched.WithLabelValues(arcscaleset.Kind)), "the degraded mode is visible")
 
 	served.Store(true)
 	e.check(ctx, logr.Discard())
 	require.True(t, e.Watching(), "the CRD came: watched without a restart")
-	assert.Equal(t, 1.0, testutil.ToFloat64(ephemeralRunnersWatched))
+	assert.Equal(t, 1.0, testutil.ToFloat64(recordsWatched.WithLabelValues(arcscaleset.Kind)))
 	require.Eventually(t, func() bool { return e.Get(key) != nil }, time.Minute, 10*time.Millisecond)
 	select {
 	case ev := <-e.events:
@@ -60,11 +61,11 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 	require.Eventually(t, func() bool { return e.jobs.Unseen("er-other", later) }, time.Minute, 10*time.Millisecond,
 		"synced, the watch tells an owner it never saw")
 	assert.False(t, e.jobs.Unseen("er-1", later), "from one it holds")
-	require.NoError(t, dyn.Resource(ephemeralRunnerVersion).Namespace("ns").Delete(ctx, "r", metav1.DeleteOptions{}))
+	require.NoError(t, dyn.Resource(arcscaleset.GVR).Namespace("ns").Delete(ctx, "r", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return e.Get(key) == nil }, time.Minute, 10*time.Millisecond)
 	assert.NotNil(t, e.jobs.Job("er-1"), "deleted, its job is still kept for its record")
 	assert.False(t, e.jobs.Unseen("er-1", later), "and it is still one the watch saw")
-	_, err := dyn.Resource(ephemeralRunnerVersion).Namespace("ns").Create(ctx, er, metav1.CreateOptions{})
+	_, err := dyn.Resource(arcscaleset.GVR).Namespace("ns").Create(ctx, er, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	served.Store(false)
@@ -72,7 +73,7 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 	assert.False(t, e.Watching(), "the CRD went: the watch stopped")
 	assert.False(t, e.jobs.Unseen("er-other", later), "unwatched, nothing is said unseen")
 	assert.Nil(t, e.Get(key), "what it held is dropped")
-	assert.Equal(t, 0.0, testutil.ToFloat64(ephemeralRunnersWatched))
+	assert.Equal(t, 0.0, testutil.ToFloat64(recordsWatched.WithLabelValues(arcscaleset.Kind)))
 
 	served.Store(true)
 	e.check(ctx, logr.Discard())
@@ -85,7 +86,7 @@ func TestEphemeralRunnersFollowARCsCRD(t *testing.T) {
 // EphemeralRunners are served, for their informer to sync, so no idle
 // runner is marked busy for want of a read.
 func TestTheMarkersSourceWaitsForTheFirstCheck(t *testing.T) {
-	e := newFollower(func(context.Context) (bool, error) { return false, nil }, nil, time.Hour)
+	e := newFollower(arcscaleset.Fleet{}, func(context.Context) (bool, error) { return false, nil }, nil, time.Hour)
 	src := e.source().(followingSource)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

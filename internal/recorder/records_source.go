@@ -11,31 +11,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// source is the EphemeralRunners' changes, from whichever informer runs,
-// each as a request for the runner pod of the EphemeralRunner's name (ARC
-// names the pod after it; the marker checks the pod's owner reference by
-// UID). The controller starts its workers once the first check is done
+// source is the records' changes, from whichever informer runs, each as a
+// request for the runner pod the record stands for (fleet.RecordKeeper's
+// RecordPod; the marker checks the pod's reference to it by UID). The controller starts its workers once the first check is done
 // and, if the EphemeralRunners are served, their informer has synced.
-func (e *EphemeralRunners) source() source.Source {
+func (e *Records) source() source.Source {
 	h := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		return []reconcile.Request{{NamespacedName: e.keeper.RecordPod(o)}}
 	})
 	return followingSource{Source: source.Channel(e.events, h), e: e}
 }
 
 type followingSource struct {
 	source.Source
-	e *EphemeralRunners
+	e *Records
 }
 
 func (s followingSource) WaitForSync(ctx context.Context) error {
 	select {
 	case <-s.e.checked:
 	case <-ctx.Done():
-		return errors.New("the first check of ARC's EphemeralRunners did not come")
+		return errors.New("the first check of the fleet's records did not come")
 	}
 	if inf := s.e.current(); inf != nil && !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return errors.New("the EphemeralRunner informer did not sync")
+		return errors.New("the informer of the fleet's records did not sync")
 	}
 	return nil
 }
