@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -210,15 +209,6 @@ func addProbes(mgr manager.Manager, runnerPods bool) error {
 		}
 		return nil
 	})
-}
-
-// instanceName names this replica in the Events it writes.
-func instanceName() string {
-	if n := os.Getenv("POD_NAME"); n != "" {
-		return n
-	}
-	h, _ := os.Hostname()
-	return h
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
