@@ -5,8 +5,10 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,4 +117,44 @@ func TestRefusalsAreKeptOnTheRunnerAndItsRecord(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "refused while it ran (the guard's record):\n    delete by "+reaperSA.user+": 2 times")
 	assert.True(t, strings.Contains(out, "exec by olga@example.com: 1 time"), out)
+}
+
+// A reaper with edit that keeps patching the busy pod it was refused on
+// (about 50 patches a second, as the security review played it) cannot
+// keep its refusals off the pod: each is kept, however fast the pod
+// changes.
+func TestChurnDoesNotEraseAReapersRefusals(t *testing.T) {
+	ns := newNamespace(t, nil)
+	reaperSA := may(t, ns, serviceAccount("system:serviceaccount:"+ns+":orphan-reaper"), "edit")
+	pod := create(t, nil, busyRunner(ns, "busy"))
+	rc := reaperSA.client(t)
+
+	ctx, stop := context.WithCancel(context.Background())
+	var churned atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if patchMeta(rc, pod, map[string]any{"labels": map[string]any{"churn": fmt.Sprint(churned.Load())}}) == nil {
+					churned.Add(1)
+				}
+			}
+		}
+	}()
+	defer func() { stop(); <-done }()
+	eventually(t, func() bool { return churned.Load() >= 5 }, "the reaper is patching the pod")
+	for range 8 {
+		require.Equal(t, int32(http.StatusForbidden), statusCode(deletePod(rc, pod)))
+	}
+	want := map[string]int32{reaperSA.user + " delete": 8}
+	var last map[string]int32
+	assert.Eventually(t, func() bool { last = counts(storedRefusals(t, pod)); return assert.ObjectsAreEqual(want, last) },
+		patience, 100*time.Millisecond, "every refusal kept while the pod churns")
+	require.Equal(t, want, last)
 }

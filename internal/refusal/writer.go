@@ -2,7 +2,9 @@ package refusal
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,9 +22,10 @@ import (
 // refusal after the answer (Note), and it merges them into the pod's
 // annotation in the background, one write in flight per pod, folding the
 // refusals that arrive meanwhile into the next. Each write reads the pod
-// from the API server and patches it with that read's resourceVersion, so
-// two replicas writing one pod never lose each other's refusals: the
-// second gets a conflict and merges again.
+// from the API server and patches the annotation only if it is still as
+// read (casPatch), so two replicas writing one pod never lose each other's
+// refusals (the second's test fails and it merges again), and no change to
+// the pod's other fields, at any rate, keeps a refusal off it.
 type Writer struct {
 	reader client.Reader
 	writer client.Writer
@@ -109,11 +112,18 @@ func (w *Writer) flush(ctx context.Context, key podUID) {
 	}
 }
 
-// write merges add into the pod's stored refusals.
+// write merges add into the pod's stored refusals, with a patch that
+// holds only while the annotation is as it was read (casPatch): the
+// pod's other fields may change at any rate, a reaper's own patches of a
+// pod it was refused on included, and the write still lands; a concurrent
+// write of the refusals themselves (another replica's) fails the test,
+// and the merge is done again. The retries are bounded (retry's default
+// backoff, and writeTimeout), so no rate of writes makes the writer spin.
 func (w *Writer) write(ctx context.Context, key podUID, add v1alpha1.Refusals) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	changed := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsInvalid(err) }
+	return retry.OnError(retry.DefaultBackoff, changed, func() error {
 		pod := runnerpod.Meta()
 		if err := w.reader.Get(ctx, key.NamespacedName, pod); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -132,14 +142,44 @@ func (w *Writer) write(ctx context.Context, key podUID, add v1alpha1.Refusals) e
 		if err != nil {
 			return err
 		}
-		before := pod.DeepCopy()
-		pod.SetAnnotations(with(pod.Annotations, Annotation, value))
-		err = w.writer.Patch(ctx, pod, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		patch, err := casPatch(pod.UID, pod.Annotations, value)
+		if err != nil {
+			return err
+		}
+		err = w.writer.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch))
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
 	})
+}
+
+// annotationPath is Annotation's JSON pointer (RFC 6901: "/" is "~1").
+var annotationPath = "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(Annotation, "~", "~0"), "/", "~1")
+
+// casPatch sets Annotation to value on the pod of uid, provided the
+// annotations still hold what annotations (as read) hold of it: a JSON
+// patch whose test operations compare the pod's UID and that one value
+// (null for absent, which the API server's JSON patch takes as "not
+// there"), never the pod's resourceVersion. A failed test is answered 422
+// (Invalid), and the caller reads again.
+func casPatch(uid types.UID, annotations map[string]string, value string) ([]byte, error) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	ops := []op{{"test", "/metadata/uid", uid}}
+	old, had := annotations[Annotation]
+	switch {
+	case annotations == nil:
+		ops = append(ops, op{"test", "/metadata/annotations", nil}, op{"add", "/metadata/annotations", map[string]string{Annotation: value}})
+	case had:
+		ops = append(ops, op{"test", annotationPath, old}, op{"replace", annotationPath, value})
+	default:
+		ops = append(ops, op{"test", annotationPath, nil}, op{"add", annotationPath, value})
+	}
+	return json.Marshal(ops)
 }
 
 // current is a pod's refusals: none without the annotation; a value that

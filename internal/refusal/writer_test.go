@@ -2,6 +2,8 @@ package refusal
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"sync/atomic"
 	"testing"
 
@@ -111,4 +113,83 @@ func TestANilWriterNotesNothing(t *testing.T) {
 	var w *Writer
 	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
 	w.Wait()
+}
+
+// churnClient holds one pod whose other fields change before each of the
+// writer's patches, as a reaper patching the pod it was refused on does
+// (50 a second in the security review): the pod's resourceVersion is
+// never the one the writer read.
+func churnClient(t *testing.T) (client.Client, *atomic.Int32) {
+	t.Helper()
+	s := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(s))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r", UID: "u1", Annotations: map[string]string{"keep": "me"}}}
+	var patches atomic.Int32
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(pod).Build(), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			n := patches.Add(1)
+			churn := &corev1.Pod{}
+			require.NoError(t, c.Get(ctx, podKey, churn))
+			churn.Labels = map[string]string{"churn": fmt.Sprint(n)}
+			require.NoError(t, c.Update(ctx, churn))
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+	return c, &patches
+}
+
+// A reaper cannot keep its refusals off the pod by changing the pod:
+// the write holds while the refusals are as read, whatever else changed.
+func TestARefusalIsKeptWhateverElseChangesOnThePod(t *testing.T) {
+	c, patches := churnClient(t)
+	w := NewWriter(c, c)
+	for i := range 8 {
+		w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", i+1))
+		w.Wait()
+	}
+	_, l := storedOn(t, c)
+	require.NotNil(t, l)
+	assert.Equal(t, int32(8), l.Entries[0].Count, "every refusal kept")
+	assert.Equal(t, int32(8), patches.Load(), "each with one write")
+}
+
+// Two replicas writing the refusals of one pod: the second's write, made
+// from a read the first's changed, fails its test and merges again.
+func TestARefusalWrittenMeanwhileByAnotherReplicaIsMergedNotLost(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(s))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r", UID: "u1", Annotations: map[string]string{"keep": "me"}}}
+	base := fake.NewClientBuilder().WithScheme(s).WithObjects(pod).Build()
+	other := NewWriter(base, base)
+	var once atomic.Bool
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if once.CompareAndSwap(false, true) {
+				other.Note(ctx, podKey, "u1", one("alice", "eviction", "busy", 1))
+				other.Wait()
+			}
+			return asTheAPIServer(c.Patch(ctx, obj, p, opts...))
+		},
+	})
+	w := NewWriter(c, c)
+	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 2))
+	w.Wait()
+	_, l := storedOn(t, c)
+	require.NotNil(t, l)
+	got := map[string]int32{}
+	for _, e := range l.Entries {
+		got[e.By] = e.Count
+	}
+	assert.Equal(t, map[string]int32{"alice": 1, "reaper": 1}, got)
+}
+
+// asTheAPIServer answers a JSON patch that does not apply (a failed test)
+// as kube-apiserver does: 422, whatever the patch library said
+// (k8s.io/apiserver's patch handler, NewGenericServerResponse). The fake
+// client returns the library's error itself.
+func asTheAPIServer(err error) error {
+	if _, ok := err.(apierrors.APIStatus); err == nil || ok {
+		return err
+	}
+	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 }
