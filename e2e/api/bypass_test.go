@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
+	genericfleet "github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -34,6 +36,7 @@ const (
 	credentialKept  = "runnerguard.io/created-with is written once, at CREATE, and never changes"
 	jobStartKept    = "only runnerguard may write runnerguard.io/job-assigned-at"
 	idleSignal      = "may change actions-runner/unregistration-complete-timestamp"
+	poolIdleSignal  = "may change runnerguard.io/idle, the runner's idle signal"
 	scaleSetLabel   = "may change the label actions-ephemeral-runner"
 	workflowLabel   = "may change the label runner-pod"
 	ownersChanged   = "may change a runner pod's ownerReferences"
@@ -91,6 +94,7 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 	legacy := may(t, ns, serviceAccount(arclegacy.Controller), "edit")
 	workflow := may(t, ns, serviceAccount(workflowRunner), "edit")
 	gc := may(t, ns, serviceAccount(config.GarbageCollector), "edit")
+	pool := may(t, ns, serviceAccount(poolController), "edit")
 
 	generic := func(name string) *corev1.Pod { return running(podtest.Runner(ns, name), "runner") }
 	overridden := func(name string) *corev1.Pod {
@@ -112,6 +116,9 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner", "name": "idle-runner", "uid": "uid-idle", "controller": true,
 	}}}
 	const unregistered = "2026-11-23T12:00:00Z"
+	markedIdle := func(name string) *corev1.Pod {
+		return running(podtest.Runner(ns, name).Annotate(genericfleet.IdleAnnotation, "true"), "runner")
+	}
 
 	cases := []struct {
 		name    string
@@ -160,6 +167,11 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		{"nor can it re-point an ARC runner at an idle EphemeralRunner", scaleSet, workflow, idleOwner, ownersChanged},
 		{"the garbage collector is trusted with the idle signal too", legacyRunner, gc, annotations(arclegacy.Unregistered, unregistered), ""},
 		{"but not to make a generic runner a legacy one", generic, gc, annotations(arclegacy.Unregistered, unregistered), presetFixed},
+		{"a reaper cannot say a pool's runner is idle", generic, reaperSA, annotations(genericfleet.IdleAnnotation, "true"), poolIdleSignal},
+		{"nor take the pool's word back to hold an idle runner", markedIdle, reaperSA, annotations(genericfleet.IdleAnnotation, nil), poolIdleSignal},
+		{"nor can ARC's controller speak for the pool", generic, arc, annotations(genericfleet.IdleAnnotation, "true"), poolIdleSignal},
+		{"the pool's controller says its runner is idle", generic, pool, annotations(genericfleet.IdleAnnotation, "true"), ""},
+		{"and busy again", markedIdle, pool, annotations(genericfleet.IdleAnnotation, nil), ""},
 		{"a reaper may still write metadata the guard does not read", generic, reaperSA, annotations("example.com/note", "seen"), ""},
 	}
 	for i, tc := range cases {
@@ -287,4 +299,21 @@ func TestPodStatusCanWriteLabelsAndAnnotationsSoThePolicyCoversIt(t *testing.T) 
 			requireRefusedByPolicy(t, err, tc.refused)
 		})
 	}
+}
+
+// A home-grown pool says its runner is idle (runnerguard.io/idle, which
+// only its controller may write): the guard lets the runner go and its
+// marks say it may be disrupted; a runner the pool has not marked stays
+// held.
+func TestAPoolsIdleRunnerIsLetGo(t *testing.T) {
+	ns := newNamespace(t, nil)
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	pool := may(t, ns, serviceAccount(poolController), "edit")
+	busy := create(t, nil, running(podtest.Runner(ns, "busy"), "runner"))
+	idle := create(t, nil, running(podtest.Runner(ns, "idle"), "runner"))
+	eventually(t, func() bool { return annotationOf(t, idle, caMark) == "false" }, "a started runner is busy")
+	require.NoError(t, patchMeta(pool.client(t), idle, annotations(genericfleet.IdleAnnotation, "true")))
+	eventually(t, func() bool { return annotationOf(t, idle, caMark) == "true" }, "the pool's word drops its busy mark")
+	assert.Equal(t, int32(http.StatusForbidden), statusCode(deletePod(reaperSA.client(t), busy)), "an unmarked runner is held")
+	require.NoError(t, deletePod(reaperSA.client(t), idle), "an idle runner goes")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
+	genericfleet "github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -36,6 +37,7 @@ import (
 const (
 	arcController  = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
 	workflowRunner = "system:serviceaccount:arc-runners:arc-runner-kube-mode"
+	poolController = "system:serviceaccount:pool-system:pool-controller"
 )
 
 // trustControllers configures the fleets' controllers, as an operator
@@ -48,6 +50,8 @@ func trustControllers(cfg *config.Config) {
 			cfg.Presets[i].ControllerPrincipals = []string{arcController}
 		case arclegacy.Name:
 			cfg.Presets[i].ControllerPrincipals = []string{arclegacy.Controller}
+		case genericfleet.Name:
+			cfg.Presets[i].ControllerPrincipals = []string{poolController}
 		}
 	}
 }

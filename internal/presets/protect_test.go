@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
+	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -65,6 +66,10 @@ func TestProtected(t *testing.T) {
 			pod: podtest.GitLab("ci", "g").Running("build").ActiveDeadline(3600, podtest.Start).Obj(), busy: true, until: podtest.Start.Add(time.Hour)},
 		{name: "gitlab: past its deadline it is free",
 			pod: podtest.GitLab("ci", "g").Running("build").ActiveDeadline(600, podtest.Start).Obj()},
+		{name: "generic: a runner its pool says is idle is free",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(generic.IdleAnnotation, "true").Obj()},
+		{name: "generic: any other value of the pool's word is busy",
+			pod: podtest.Runner("ci", "r").Running("runner").Annotate(generic.IdleAnnotation, "yes").Obj(), busy: true, until: podtest.Start.Add(week)},
 		{name: "gitlab: only the helper running is not started",
 			pod: podtest.GitLab("ci", "g").Running("helper").Obj()},
 	}

@@ -76,6 +76,10 @@ Read as (fromJson (include "runnerguard.presets" .)).presets.
     },
     {
       "name": "generic",
+      "signal": {
+        "path": ".metadata.?annotations[?\"runnerguard.io/idle\"]",
+        "message": "only your pool's controller (presets.generic.controllerPrincipals) or the garbage collector may change runnerguard.io/idle, the runner's idle signal"
+      },
       "jobMarks": true
     }
   ]

@@ -1,9 +1,10 @@
 // Package generic is a home-grown pool as a fleet: a runner container that
 // starts only once a poller init container got it a job, so a started
-// runner is a busy one.
+// runner is a busy one, unless the pool says it is idle (IdleAnnotation).
 package generic
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,15 @@ import (
 
 // Name is the preset's name.
 const Name runnerpod.PresetName = "generic"
+
+// IdleAnnotation set to "true" is the pool's word that its runner has no
+// job (an always-on runner between jobs, a hung one the pool gave up on):
+// the pool's own idle signal, as ARC's job status is ARC's. A pod may carry
+// it from its creation; after that, only the pool's controller
+// (presets.generic.controllerPrincipals) or the garbage collector may set,
+// change or remove it (the chart's policy), so a reaper cannot make a busy
+// runner idle.
+const IdleAnnotation = "runnerguard.io/idle"
 
 // Fleet is a home-grown pool.
 type Fleet struct{}
@@ -34,8 +44,13 @@ func (Fleet) Defaults() runnerpod.Preset {
 // Fits any pod with a runner container: the last preset tried.
 func (Fleet) Fits(*corev1.Pod) bool { return true }
 
-// Idle: never; a started runner is busy.
-func (Fleet) Idle(*corev1.Pod, runnerpod.JobSignal) (runnerpod.Rule, string) { return "", "" }
+// Idle: the pool's IdleAnnotation; without it a started runner is busy.
+func (Fleet) Idle(pod *corev1.Pod, _ runnerpod.JobSignal) (runnerpod.Rule, string) {
+	if pod.Annotations[IdleAnnotation] == "true" {
+		return runnerpod.RuleIdle, "the pool says the runner is idle (" + IdleAnnotation + "=true)"
+	}
+	return "", ""
+}
 
 // JobStart: not told apart from the runner's.
 func (Fleet) JobStart(*corev1.Pod) *metav1.Time { return nil }
@@ -43,8 +58,15 @@ func (Fleet) JobStart(*corev1.Pod) *metav1.Time { return nil }
 // Sample: any pod with a runner container is one.
 func (Fleet) Sample(*corev1.Pod) {}
 
-// Traits: the runner waits in the poller's init container for its job.
-// A pool may state its job in marks of its own (the preset's job keys).
+// Traits: the runner waits in the poller's init container for its job; a
+// pool may state its job in marks of its own (the preset's job keys), and
+// its idle signal only its controller may write.
 func (Fleet) Traits() fleet.Traits {
-	return fleet.Traits{GatedByInit: true, Chart: fleet.Chart{JobMarks: true}}
+	idle := fmt.Sprintf(fleet.AnnotationPath, IdleAnnotation)
+	return fleet.Traits{
+		MarkAnnotations: []string{IdleAnnotation},
+		GatedByInit:     true,
+		Chart: fleet.Chart{JobMarks: true, Signal: &fleet.ChartSignal{Path: idle,
+			Message: "only your pool's controller (presets.generic.controllerPrincipals) or the garbage collector may change " + IdleAnnotation + ", the runner's idle signal"}},
+	}
 }
