@@ -37,7 +37,12 @@ with the guard's mode in each, and which presets the injector matches.
 
 It needs: list webhook configurations and namespaces; get the Certificate
 and the ConfigMap in the release's namespace; create pods and pods/eviction
-in the namespace it probes (-n, else the first opted-in one).
+in the namespace it probes (-n, else the first opted-in one); list
+PodDisruptionBudgets and pods in the opted-in namespaces, for its warnings.
+
+Warnings (exit status 0): the operator's off switch on, opted-in
+namespaces that allow privileged pods, others' PodDisruptionBudgets over
+runner pods.
 
 Exit status: 0 all is well; 1 something is wrong (said in one line) or the
 cluster could not be read; 2 a usage error.`,
@@ -103,6 +108,9 @@ func runCheck(ctx context.Context, k kube, opts check.Options, wait time.Duratio
 func printCheck(w io.Writer, f check.Facts, v check.Verdict) error {
 	if _, err := io.WriteString(w, check.Report(f)); err != nil {
 		return err
+	}
+	for _, warning := range v.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
 	}
 	if v.OK() {
 		_, err := fmt.Fprintln(w, "ok: the API server reaches the guard and the injector, and the certificate is ready")

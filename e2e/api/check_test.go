@@ -15,14 +15,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // checkInstall is a second installation, release "check", of the real
@@ -100,8 +105,21 @@ func TestCheckProvesBothWebhooksAnswerAndSaysWhatIsWrongInOneLine(t *testing.T) 
 	assert.Contains(t, errOut, "runnerguard installations (releases ")
 	assert.Contains(t, errOut, "name one with --release")
 
+	// A team's own budget over runner pods (not runnerguard's), in a
+	// namespace that enforces no Pod Security level: warned of, not failed.
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: "team-budget"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "ci"}}}}
+	require.NoError(t, admin.Create(context.Background(), pdb))
+	runner := podtest.Runner(c.ns, "team-runner").Label("team", "ci").Label(runnerpod.RunnerLabel, "true").Obj()
+	runner.UID = ""
+	require.NoError(t, admin.Create(context.Background(), runner))
+	t.Cleanup(func() { forceRemove(runner) })
+
 	out, errOut, code = kc("runnerguard", "check", "--release", "check")
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "warning: namespaces "+c.ns+" allow privileged pods (no pod-security.kubernetes.io/enforce=baseline)")
+	assert.Contains(t, out, "warning: PodDisruptionBudget "+c.ns+"/team-budget is not runnerguard's and selects runner pods")
 	assert.Contains(t, out, "certificate  runnerguard/check-runnerguard-serving-cert: Ready\n")
 	assert.Regexp(t, `guard\s+eviction.guard.runnerguard.io answered a dry-run eviction in `+c.ns+` in \d+ms, failure policy Fail\n`, out)
 	assert.Regexp(t, `injector\s+inject.runnerguard.io answered a dry-run runner pod in `+c.ns+` in \d+ms, failure policy Ignore\n`, out)
@@ -117,7 +135,8 @@ func TestCheckProvesBothWebhooksAnswerAndSaysWhatIsWrongInOneLine(t *testing.T) 
 	assert.Empty(t, errOut)
 	pods := &corev1.PodList{}
 	require.NoError(t, admin.List(context.Background(), pods, client.InNamespace(c.ns)))
-	assert.Empty(t, pods.Items, "the dry runs created nothing")
+	require.Len(t, pods.Items, 1, "the dry runs created nothing")
+	assert.Equal(t, "team-runner", pods.Items[0].Name)
 
 	c.setReady(t, "False", "IncorrectIssuer", "Issuer of the certificate is not up to date")
 	_, errOut, code = kc("runnerguard", "check", "--release", "check")

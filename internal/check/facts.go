@@ -37,6 +37,14 @@ type Facts struct {
 	// they could not be read.
 	Service        string
 	ReadyEndpoints int
+	// SwitchedOff: the operator's off switch is on (recorder.SwitchedOff):
+	// the enforce registration answers Ignore where the chart said Fail.
+	SwitchedOff bool
+	// ForeignBudgets are PodDisruptionBudgets (namespace/name) that are not
+	// runnerguard's and select runner pods; BudgetsUnread says why they
+	// could not be looked for.
+	ForeignBudgets []string
+	BudgetsUnread  string
 }
 
 // Certificate is cert-manager's serving Certificate of the webhooks.
@@ -56,6 +64,9 @@ type Namespace struct {
 	// Labelled: the mode comes from the namespace's runnerguard.io/mode
 	// label, not the chart-wide mode.
 	Labelled bool
+	// PodSecurity is its Pod Security enforce level (the label
+	// pod-security.kubernetes.io/enforce), "" when none.
+	PodSecurity string
 }
 
 // Probe is one webhook's answer to a dry run.
@@ -93,9 +104,11 @@ const (
 )
 
 // Verdict is Judge's account: no problems, or each in one line, the most
-// fundamental first.
+// fundamental first; and warnings, which hold nothing back but say what
+// the installation leaves open or has been told to stop holding.
 type Verdict struct {
 	Problems []string
+	Warnings []string
 }
 
 // OK reports whether nothing is wrong.
@@ -150,8 +163,40 @@ func Judge(f Facts) Verdict {
 	if len(f.Injector) == 0 {
 		add("no mutating webhook of %s injects runner pods", f.Release)
 	}
+	v.Warnings = cautions(f)
 	return v
 }
+
+// cautions are what Judge says of an installation that works but holds
+// less than it seems: the operator's off switch on, runner namespaces open
+// to privileged pods, budgets of others over runner pods.
+func cautions(f Facts) []string {
+	var w []string
+	if f.SwitchedOff {
+		w = append(w, fmt.Sprintf("the operator's off switch is on: %s's enforce registration answers Ignore where the chart says Fail, so the leader keeps no budget and no busy mark there; `helm upgrade` (or the patch back to Fail) restores them", f.Release))
+	}
+	var open []string
+	for _, n := range f.Namespaces {
+		if n.PodSecurity != "baseline" && n.PodSecurity != "restricted" {
+			open = append(open, n.Name)
+		}
+	}
+	if len(open) > 0 {
+		w = append(w, fmt.Sprintf("namespaces %s allow privileged pods (no %s=baseline): whoever may create pods there can start a host-PID pod on a busy runner's node and end its job around the guard; baseline closes that path, and leaves runner pods there without the vitals sidecar (it needs a hostPath)",
+			strings.Join(open, ", "), podSecurityLabel))
+	}
+	for _, b := range f.ForeignBudgets {
+		w = append(w, fmt.Sprintf("PodDisruptionBudget %s is not runnerguard's and selects runner pods: it holds idle runners' evictions too, which runnerguard's own budgets never do", b))
+	}
+	if f.BudgetsUnread != "" {
+		w = append(w, "cannot look for others' PodDisruptionBudgets over runner pods: "+f.BudgetsUnread)
+	}
+	return w
+}
+
+// podSecurityLabel is Pod Security admission's enforce level on a
+// namespace.
+const podSecurityLabel = "pod-security.kubernetes.io/enforce"
 
 // probeProblem is a probe's one line, or "" when the webhook answered. A
 // webhook not probed for want of a namespace is already said.

@@ -116,6 +116,47 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// What an installation leaves open is said as warnings, which hold
+// nothing back: the operator's off switch, runner namespaces open to
+// privileged pods, others' budgets over runner pods.
+func TestCautions(t *testing.T) {
+	for name, tc := range map[string]struct {
+		change func(*Facts)
+		want   []string
+	}{
+		"a namespace that enforces baseline or restricted warns of nothing": {
+			change: func(f *Facts) {
+				f.Namespaces = []Namespace{{Name: "ci", PodSecurity: "baseline"}, {Name: "ci-2", PodSecurity: "restricted"}}
+			},
+		},
+		"namespaces that allow privileged pods are named": {
+			change: func(f *Facts) {
+				f.Namespaces = []Namespace{{Name: "ci"}, {Name: "ci-2", PodSecurity: "privileged"}, {Name: "ci-3", PodSecurity: "baseline"}}
+			},
+			want: []string{"namespaces ci, ci-2 allow privileged pods (no pod-security.kubernetes.io/enforce=baseline): whoever may create pods there can start a host-PID pod on a busy runner's node and end its job around the guard; baseline closes that path, and leaves runner pods there without the vitals sidecar (it needs a hostPath)"},
+		},
+		"the operator's off switch and others' budgets are said": {
+			change: func(f *Facts) {
+				f.Namespaces[0].PodSecurity = "baseline"
+				f.SwitchedOff = true
+				f.ForeignBudgets = []string{"ci/team-budget"}
+			},
+			want: []string{
+				"the operator's off switch is on: runnerguard's enforce registration answers Ignore where the chart says Fail, so the leader keeps no budget and no busy mark there; `helm upgrade` (or the patch back to Fail) restores them",
+				"PodDisruptionBudget ci/team-budget is not runnerguard's and selects runner pods: it holds idle runners' evictions too, which runnerguard's own budgets never do",
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := healthy()
+			tc.change(&f)
+			v := Judge(f)
+			assert.Equal(t, tc.want, v.Warnings)
+			assert.True(t, v.OK(), "warnings are no problem")
+		})
+	}
+}
+
 func TestReport(t *testing.T) {
 	f := healthy()
 	f.Namespaces = append(f.Namespaces, Namespace{Name: "ci-strict", Mode: config.ModeEnforce, Labelled: true})

@@ -11,10 +11,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/runnerguard/runnerguard/internal/recorder"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Options say which installation to check and where to probe.
@@ -102,6 +105,8 @@ func Gather(ctx context.Context, c Clients, o Options) (Facts, error) {
 	}
 	enforce, known := enforceSelector(vwc)
 	f.Namespaces = optedIn(nsList.Items, selectorsOf(vwc, mwc), enforce, known)
+	f.SwitchedOff = recorder.SwitchedOff(vwc)
+	f.ForeignBudgets, f.BudgetsUnread = foreignBudgets(ctx, c.Kube, f.Namespaces)
 	for _, w := range vwc.Webhooks {
 		if Evicts(w) {
 			ns, why := probeNamespace(w.NamespaceSelector, nsList.Items, o.ProbeNamespace)
@@ -159,6 +164,36 @@ func enforceSelector(vwc *admissionregistrationv1.ValidatingWebhookConfiguration
 		}
 	}
 	return nil, false
+}
+
+// foreignBudgets are the PodDisruptionBudgets of the opted-in namespaces
+// that are not runnerguard's (the chart's managed-by label) and select a
+// runner pod: one runner pod is looked for per budget, so the cost grows
+// with the others' budgets, not with the fleet. The second result says why
+// they could not be read.
+func foreignBudgets(ctx context.Context, kube kubernetes.Interface, nss []Namespace) ([]string, string) {
+	var out []string
+	for _, ns := range nss {
+		pdbs, err := kube.PolicyV1().PodDisruptionBudgets(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by!=runnerguard"})
+		if err != nil {
+			return out, err.Error()
+		}
+		for _, b := range pdbs.Items {
+			sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+			if err != nil || b.Spec.Selector == nil {
+				continue
+			}
+			req, _ := labels.NewRequirement(runnerpod.RunnerLabel, selection.Exists, nil)
+			pods, err := kube.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: sel.Add(*req).String(), Limit: 1})
+			if err != nil {
+				return out, err.Error()
+			}
+			if len(pods.Items) > 0 {
+				out = append(out, ns.Name+"/"+b.Name)
+			}
+		}
+	}
+	return out, ""
 }
 
 // readyEndpoints counts the ready endpoints behind the Service; -1 when

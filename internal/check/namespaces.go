@@ -31,7 +31,7 @@ func optedIn(nss []corev1.Namespace, selectors []*metav1.LabelSelector, enforce 
 				}
 			}
 			labelled := mode != "" && ns.Labels[runnerpod.ModeLabel] == string(mode)
-			out = append(out, Namespace{Name: ns.Name, Mode: mode, Labelled: labelled})
+			out = append(out, Namespace{Name: ns.Name, Mode: mode, Labelled: labelled, PodSecurity: ns.Labels[podSecurityLabel]})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -125,6 +125,17 @@ func switchedOff(vwc *admissionregistrationv1.ValidatingWebhookConfiguration, w 
 	return rendered == admissionregistrationv1.Fail && w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Ignore
 }
 
+// SwitchedOff reports whether the operator has switched vwc's enforce
+// registration off (switchedOff): what the leader obeys, and check says.
+func SwitchedOff(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) bool {
+	for _, w := range vwc.Webhooks {
+		if w.Name == EnforceWebhook && switchedOff(vwc, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // Enforce reports whether a namespace with nsLabels is in enforce mode,
 // and false for known when the registration has not been read yet.
 // released: the operator switched the enforce registration off where the
