@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,33 @@ type Fleet interface {
 	Sample(pod *corev1.Pod)
 	// Traits are the fleet's facts that need no pod.
 	Traits() Traits
+}
+
+// Quiet answers for a fleet what it does not say: no idle signal of its
+// own, no job start apart from the runner's, no marks a probe pod needs.
+// A fleet embeds it and answers the rest.
+type Quiet struct{}
+
+// Idle: the fleet has no idle signal; a running runner is busy.
+func (Quiet) Idle(*corev1.Pod, runnerpod.JobSignal) (runnerpod.Rule, string) { return "", "" }
+
+// JobStart: not told apart from the runner's.
+func (Quiet) JobStart(*corev1.Pod) *metav1.Time { return nil }
+
+// Sample: the runner containers alone make a pod the fleet's.
+func (Quiet) Sample(*corev1.Pod) {}
+
+// GitHubRunner is the preset of a fleet of GitHub Actions runners (ARC's
+// scale sets, legacy ARC, most home-grown pools): the container "runner",
+// its _diag log copied to stdout so the log pipeline keeps it after the
+// pod is gone, and a cap of 168h: a job on a self-hosted runner runs for
+// at most 5 days ("Usage limits for self-hosted runners",
+// docs.github.com), and a runner may wait for its job first, which GitHub
+// cancels after 24 h queued (up to 48 h).
+func GitHubRunner() runnerpod.Preset {
+	return runnerpod.Preset{RunnerContainers: []string{"runner"},
+		DiagnosticEnv: []corev1.EnvVar{{Name: "ACTIONS_RUNNER_PRINT_LOG_TO_STDOUT", Value: "1"}},
+		MaxProtected:  metav1.Duration{Duration: 168 * time.Hour}}
 }
 
 // Traits are what a fleet is, apart from any one pod.

@@ -49,12 +49,6 @@ type Preset struct {
 	Job JobKeys `json:"job,omitempty"`
 }
 
-// GitHubRunnerEnv makes the GitHub runner copy its _diag log to stdout, so
-// the log pipeline keeps it after the pod is gone.
-func GitHubRunnerEnv() []corev1.EnvVar {
-	return []corev1.EnvVar{{Name: "ACTIONS_RUNNER_PRINT_LOG_TO_STDOUT", Value: "1"}}
-}
-
 // Runner is a matched runner pod: its preset and its runner containers.
 type Runner struct {
 	Preset Preset

@@ -6,10 +6,8 @@ package arclegacy
 
 import (
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/runnerguard/runnerguard/internal/fleet"
@@ -43,19 +41,15 @@ const (
 )
 
 // Fleet is legacy ARC.
-type Fleet struct{}
+type Fleet struct{ fleet.Quiet }
 
 var _ fleet.Fleet = Fleet{}
 
 // Name is the preset's name.
 func (Fleet) Name() runnerpod.PresetName { return Name }
 
-// Defaults: the container "runner" with the GitHub runner's diagnostic
-// env, capped at 168h as ARC's scale sets are.
-func (Fleet) Defaults() runnerpod.Preset {
-	return runnerpod.Preset{RunnerContainers: []string{"runner"}, DiagnosticEnv: runnerpod.GitHubRunnerEnv(),
-		MaxProtected: metav1.Duration{Duration: 168 * time.Hour}}
-}
+// Defaults: a GitHub runner's.
+func (Fleet) Defaults() runnerpod.Preset { return fleet.GitHubRunner() }
 
 // Fits: the unregistration annotation, the docker sidecar, a RunnerSet's
 // label or a summerwind owner.
@@ -81,9 +75,6 @@ func (Fleet) Idle(pod *corev1.Pod, _ runnerpod.JobSignal) (runnerpod.Rule, strin
 	}
 	return "", ""
 }
-
-// JobStart: not told apart from the runner's.
-func (Fleet) JobStart(*corev1.Pod) *metav1.Time { return nil }
 
 // Sample gives the pod a RunnerSet's label.
 func (Fleet) Sample(pod *corev1.Pod) {

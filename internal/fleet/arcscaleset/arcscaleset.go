@@ -57,15 +57,8 @@ var _ fleet.Fleet = Fleet{}
 // Name is the preset's name.
 func (Fleet) Name() runnerpod.PresetName { return Name }
 
-// Defaults: the runner container "runner", the GitHub runner's diagnostic
-// env, and a cap of 168h: a job on a self-hosted runner runs for at most 5
-// days ("Usage limits for self-hosted runners", docs.github.com), and a
-// runner pod may wait for its job first, which GitHub cancels after 24 h
-// queued (up to 48 h).
-func (Fleet) Defaults() runnerpod.Preset {
-	return runnerpod.Preset{RunnerContainers: []string{"runner"}, DiagnosticEnv: runnerpod.GitHubRunnerEnv(),
-		MaxProtected: metav1.Duration{Duration: 168 * time.Hour}}
-}
+// Defaults: a GitHub runner's.
+func (Fleet) Defaults() runnerpod.Preset { return fleet.GitHubRunner() }
 
 // Fits: ARC's label, or an EphemeralRunner as the pod's controller.
 func (Fleet) Fits(pod *corev1.Pod) bool {

@@ -21,8 +21,9 @@ const Name runnerpod.PresetName = "arc-workflow"
 // PodLabel names the runner pod on the workflow pod the hooks create.
 const PodLabel = "runner-pod"
 
-// Fleet is ARC's workflow pods.
-type Fleet struct{}
+// Fleet is ARC's workflow pods: the pod exists for its job, which its
+// runner ends (no idle signal).
+type Fleet struct{ fleet.Quiet }
 
 var _ fleet.Fleet = Fleet{}
 
@@ -41,12 +42,6 @@ func (Fleet) Fits(pod *corev1.Pod) bool {
 	_, ok := pod.Labels[PodLabel]
 	return ok
 }
-
-// Idle: never; the pod exists for its job, which its runner ends.
-func (Fleet) Idle(*corev1.Pod, runnerpod.JobSignal) (runnerpod.Rule, string) { return "", "" }
-
-// JobStart: not told apart from the runner's.
-func (Fleet) JobStart(*corev1.Pod) *metav1.Time { return nil }
 
 // Sample gives the pod the runner-pod label.
 func (Fleet) Sample(pod *corev1.Pod) { pod.Labels = map[string]string{PodLabel: "runnerguard-check"} }

@@ -5,10 +5,8 @@ package generic
 
 import (
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -27,19 +25,15 @@ const Name runnerpod.PresetName = "generic"
 const IdleAnnotation = "runnerguard.io/idle"
 
 // Fleet is a home-grown pool.
-type Fleet struct{}
+type Fleet struct{ fleet.Quiet }
 
 var _ fleet.Fleet = Fleet{}
 
 // Name is the preset's name.
 func (Fleet) Name() runnerpod.PresetName { return Name }
 
-// Defaults: the container "runner" with the GitHub runner's diagnostic
-// env (the commonest pool), capped at 168h as ARC's runners are.
-func (Fleet) Defaults() runnerpod.Preset {
-	return runnerpod.Preset{RunnerContainers: []string{"runner"}, DiagnosticEnv: runnerpod.GitHubRunnerEnv(),
-		MaxProtected: metav1.Duration{Duration: 168 * time.Hour}}
-}
+// Defaults: a GitHub runner's, the commonest pool's.
+func (Fleet) Defaults() runnerpod.Preset { return fleet.GitHubRunner() }
 
 // Fits any pod with a runner container: the last preset tried.
 func (Fleet) Fits(*corev1.Pod) bool { return true }
@@ -51,12 +45,6 @@ func (Fleet) Idle(pod *corev1.Pod, _ runnerpod.JobSignal) (runnerpod.Rule, strin
 	}
 	return "", ""
 }
-
-// JobStart: not told apart from the runner's.
-func (Fleet) JobStart(*corev1.Pod) *metav1.Time { return nil }
-
-// Sample: any pod with a runner container is one.
-func (Fleet) Sample(*corev1.Pod) {}
 
 // Traits: the runner waits in the poller's init container for its job; a
 // pool may state its job in marks of its own (the preset's job keys), and

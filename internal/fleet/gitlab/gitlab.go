@@ -30,8 +30,9 @@ const (
 // helper is the executor's own container beside the build's.
 const helper = "helper"
 
-// Fleet is GitLab Runner's Kubernetes executor.
-type Fleet struct{}
+// Fleet is GitLab Runner's Kubernetes executor: its pod exists for its
+// job, which the manager ends (no idle signal).
+type Fleet struct{ fleet.Quiet }
 
 var _ fleet.Fleet = Fleet{}
 
@@ -52,9 +53,6 @@ func (Fleet) Defaults() runnerpod.Preset {
 
 // Fits: the executor's helper container.
 func (Fleet) Fits(pod *corev1.Pod) bool { return runnerpod.HasContainer(pod, helper) }
-
-// Idle: never; the pod exists for its job, which the manager ends.
-func (Fleet) Idle(*corev1.Pod, runnerpod.JobSignal) (runnerpod.Rule, string) { return "", "" }
 
 // JobStart is the pod's start: it exists for one job.
 func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time {
