@@ -91,6 +91,9 @@ type Traits struct {
 	// (RecordKeeper), "" for none: a job read from it has the source
 	// RecordSource(RecordKind, the record's name).
 	RecordKind string
+	// RecordDeleted says, for a person refused a busy runner's deletion,
+	// what the deletion of its record under way means for the pod.
+	RecordDeleted string
 	// GatedByInit: the runner starts only once a poller init container
 	// got it a job, so a runner waiting while its pod's init containers
 	// run is idle, not stuck.

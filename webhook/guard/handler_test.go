@@ -552,7 +552,7 @@ func TestARefusalWhileTheEphemeralRunnerIsBeingDeletedNamesWhoDeletedItAndAdvise
 	assert.Contains(t, resp.Result.Message, "its EphemeralRunner is being deleted")
 	got := drain(rec)
 	require.Len(t, got, 1)
-	assert.Contains(t, got[0], "refused delete by "+reaper+`: runner "runner" is busy with a job (running since 2026-11-01T12:00:00Z; job "7"; protection ends at 2026-11-08T12:00:00Z); its EphemeralRunner is being deleted, requested by alice@example.com, and ARC deletes this pod itself once the job ends`)
+	assert.Contains(t, got[0], "refused delete by "+reaper+`: runner "runner" is busy with a job (running since 2026-11-01T12:00:00Z; job "7"; protection ends at 2026-11-08T12:00:00Z); its EphemeralRunner is being deleted, requested by alice@example.com: ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends`)
 	assert.NotContains(t, got[0], runnerpod.AllowDelete)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -138,11 +139,12 @@ func busyMessage(f Facts, d Decision) string {
 	} else {
 		b.WriteString(" is running")
 	}
+	fleet := presets.Of(d.Runner).Traits()
 	switch f.Job {
 	case JobAssigned:
 		b.WriteString(" with a job assigned")
 	case JobUnreadable:
-		b.WriteString(" and its EphemeralRunner could not be read (or is not the pod's owner by UID), so it is taken to be busy")
+		fmt.Fprintf(&b, " and its %s could not be read (or is not the pod's owner by UID), so it is taken to be busy", fleet.RecordKind)
 	default:
 		b.WriteString(" and is taken to be busy with a job")
 	}
@@ -150,7 +152,7 @@ func busyMessage(f Facts, d Decision) string {
 		fmt.Fprintf(&b, " (%s)", j)
 	}
 	if f.OwnerDeleting {
-		b.WriteString("; its EphemeralRunner is being deleted: ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends")
+		fmt.Fprintf(&b, "; its %s is being deleted: %s", fleet.RecordKind, fleet.RecordDeleted)
 	}
 	if f.Mode == config.ModeWarn {
 		b.WriteString("; removing the pod now loses that job")
@@ -215,10 +217,11 @@ type eventText struct{ Type, Reason, Note string }
 func eventOf(f Facts, d Decision, startedBy string) (eventText, bool) {
 	switch {
 	case !d.Allowed && d.OwnerDeleting:
-		// Someone else deleted the EphemeralRunner and ARC is waiting for
-		// the job: say who, and tell no one to override on ARC's behalf.
-		return eventText{corev1.EventTypeWarning, refusedReason(f.Operation), fmt.Sprintf("refused %s by %s: runner %q is busy with a job%s; its EphemeralRunner is being deleted%s, and ARC deletes this pod itself once the job ends",
-			f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), requestedBy(startedBy))}, true
+		// Someone else deleted the fleet's record and the fleet is waiting
+		// for the job: say who, and tell no one to override on its behalf.
+		fleet := presets.Of(d.Runner).Traits()
+		return eventText{corev1.EventTypeWarning, refusedReason(f.Operation), fmt.Sprintf("refused %s by %s: runner %q is busy with a job%s; its %s is being deleted%s: %s",
+			f.Operation, f.Requester, d.Status.Container.Name, refusalPlan(f, d), fleet.RecordKind, requestedBy(startedBy), fleet.RecordDeleted)}, true
 	case !d.Allowed && d.OwnerNotTaken != "":
 		// The fleet's own cleanup refused: the operator must change the
 		// layout or the preset, which the Event says.
