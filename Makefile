@@ -82,7 +82,7 @@ e2e-api: kube-bin helm-bin jq-bin
 # hack/kube.sh from its own module (hack/kube-1.N). Not part of test: it
 # would double CI's time.
 # A test needing a newer server skips, naming the feature (apitest.RequireServer).
-COMPAT_VERSIONS := v1.30.14 v1.33.13
+COMPAT_VERSIONS := v1.30.14 v1.33.13 v1.38.0-beta.0
 # Each run's whole log is .cache/compat-<version>.log; the skips are printed.
 compat: helm-bin jq-bin
 	@set -e; for v in $(COMPAT_VERSIONS); do \

@@ -65,7 +65,11 @@ rm -rf "$tmp" && mkdir -p "$tmp"
 build=()
 for b in "${missing[@]}"; do build+=("${pkgs[$b]}"); done
 # GOTOOLCHAIN=local: an old minor's go directive must not fetch an old Go.
-CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${build[@]}"
+# A minor that needs a newer Go than ours (1.38 needs 1.27) names that Go in
+# its module's toolchain line; the go command fetches it from the module
+# proxy once. Only such a module has one, so the others build as before.
+toolchain=$(awk '$1 == "toolchain" { print $2 }' go.mod)
+CGO_ENABLED=0 GOTOOLCHAIN=${toolchain:-local} go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${build[@]}"
 for b in "${missing[@]}"; do
   name=${pkgs[$b]##*/}
   [[ ! $name =~ ^v[0-9]+$ ]] || { name=${pkgs[$b]%/*}; name=${name##*/}; }
