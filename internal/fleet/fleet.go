@@ -251,6 +251,23 @@ func ReadRecord(ctx context.Context, r client.Reader, k RecordKeeper, pod *corev
 	if rec.GetUID() != ref.UID {
 		return Record{Signal: runnerpod.JobUnreadable}, fmt.Errorf("%w: owner UID %s, found UID %s", ErrNotOwner, ref.UID, rec.GetUID())
 	}
+	if p := k.RecordPod(rec); p.Name != pod.Name {
+		return Record{Signal: runnerpod.JobUnreadable}, fmt.Errorf("%w: the record stands for pod %s, not %s", ErrNotOwner, p.Name, pod.Name)
+	}
 	signal, deleting := k.JudgeRecord(rec, ref.UID)
 	return Record{Signal: signal, Deleting: deleting, Job: k.RecordJob(rec)}, nil
+}
+
+// Judge is k's judgement of rec (nil: not read) as the record of pod, as
+// ReadRecord makes it: a record that is not the one pod's reference names
+// by UID, or that stands for another pod, says JobUnreadable (busy). A
+// reference re-pointed at another runner's live, idle record must not
+// make a busy runner idle.
+func Judge(k RecordKeeper, rec *unstructured.Unstructured, pod *corev1.Pod) runnerpod.JobSignal {
+	ref := k.RecordRef(pod)
+	if rec == nil || k.RecordPod(rec).Name != pod.Name {
+		return runnerpod.JobUnreadable
+	}
+	signal, _ := k.JudgeRecord(rec, ref.UID)
+	return signal
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -68,4 +69,16 @@ func TestRecorderEscapesEveryNote(t *testing.T) {
 	n := &noted{}
 	Recorder(n).Eventf(nil, nil, "Warning", "DeleteRefused", "Delete", "refused %s's delete of %s", "evil\x1b]0;pwned\x07", "pod\u202e")
 	assert.Equal(t, []string{`refused evil\x1b]0;pwned\a's delete of pod\u202e`}, n.notes)
+}
+
+// An escaped note longer than the API server takes is cut, at a
+// character's start, rather than the Event lost.
+func TestRecorderKeepsANoteWithinTheAPIServersBound(t *testing.T) {
+	n := &noted{}
+	long := strings.Repeat("é", 600) + "\x1b" // 1200 bytes, then a control byte escaped longer
+	Recorder(n).Eventf(nil, nil, "Warning", "DeleteRefused", "Delete", "%s", long)
+	require.Len(t, n.notes, 1)
+	assert.LessOrEqual(t, len(n.notes[0]), 1024)
+	assert.True(t, utf8.ValidString(n.notes[0]))
+	assert.True(t, strings.HasSuffix(n.notes[0], "..."))
 }

@@ -2,6 +2,7 @@ package printable
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -17,5 +18,23 @@ func Recorder(r events.EventRecorder) events.EventRecorder { return recorder{r} 
 type recorder struct{ events.EventRecorder }
 
 func (r recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, "%s", Text(fmt.Sprintf(note, args...)))
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, "%s", noteOf(Text(fmt.Sprintf(note, args...))))
+}
+
+// maxNote is the API server's bound on an Event's note (events.k8s.io/v1
+// validation): a longer note is refused, and the Event lost.
+const maxNote = 1024
+
+// noteOf is s within maxNote bytes, cut at a character's start and marked
+// as cut: escaping (Text) can lengthen a note its writer had bounded.
+func noteOf(s string) string {
+	if len(s) <= maxNote {
+		return s
+	}
+	const more = "..."
+	n := maxNote - len(more)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + more
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -237,7 +238,7 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 			if r := m.records[runner.Preset.Name]; r != nil {
 				rec = r.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
 			}
-			f.Job, _ = k.JudgeRecord(rec, ref.UID)
+			f.Job = fleet.Judge(k, rec, pod)
 		}
 	}
 	return Judge(pod, runner, f), known, nil

@@ -91,8 +91,9 @@ func (m *Modes) read(ctx context.Context) error {
 			released = s
 		}
 	}
+	removed := !found && (m.seen || m.injectorThere(ctx))
 	m.mu.Lock()
-	if !found && m.seen {
+	if removed {
 		released = labels.Everything()
 	}
 	m.seen = m.seen || found
@@ -109,6 +110,16 @@ func (m *Modes) read(ctx context.Context) error {
 		m.Changed()
 	}
 	return nil
+}
+
+// injectorThere reports whether the injector's webhook configuration of
+// the same name exists: the chart installs both, and break-glass removes
+// the guard's alone, so a leader that never saw the guard's (one elected
+// after break-glass) still tells it removed from not yet installed.
+func (m *Modes) injectorThere(ctx context.Context) bool {
+	mwc := &metav1.PartialObjectMetadata{}
+	mwc.SetGroupVersionKind(admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"))
+	return m.Reader.Get(ctx, client.ObjectKey{Name: m.Name}, mwc) == nil
 }
 
 // sameSelector: a and b select the same namespaces, as far as their

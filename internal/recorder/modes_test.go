@@ -134,4 +134,10 @@ func TestModesObeyTheOperatorsOffSwitch(t *testing.T) {
 	// registration) releases nothing.
 	m = &Modes{Reader: fake.NewClientBuilder().Build(), Name: "rg"}
 	assert.Equal(t, state{}, read(t, m, enforced))
+
+	// A leader elected after break-glass never saw the registration, but
+	// its injector twin is there: removed, not yet installed.
+	twin := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "rg"}}
+	m = &Modes{Reader: fake.NewClientBuilder().WithObjects(twin).Build(), Name: "rg"}
+	assert.Equal(t, state{released: true}, read(t, m, enforced))
 }

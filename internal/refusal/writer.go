@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -117,13 +118,13 @@ func (w *Writer) flush(ctx context.Context, key podUID) {
 // pod's other fields may change at any rate, a reaper's own patches of a
 // pod it was refused on included, and the write still lands; a concurrent
 // write of the refusals themselves (another replica's) fails the test,
-// and the merge is done again. The retries are bounded (retry's default
-// backoff, and writeTimeout), so no rate of writes makes the writer spin.
+// and the merge is done again. The retries are bounded (casBackoff, and
+// writeTimeout), so no rate of writes makes the writer spin.
 func (w *Writer) write(ctx context.Context, key podUID, add v1alpha1.Refusals) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	changed := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsInvalid(err) }
-	return retry.OnError(retry.DefaultBackoff, changed, func() error {
+	return retry.OnError(casBackoff, changed, func() error {
 		pod := runnerpod.Meta()
 		if err := w.reader.Get(ctx, key.NamespacedName, pod); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -153,6 +154,13 @@ func (w *Writer) write(ctx context.Context, key podUID, add v1alpha1.Refusals) e
 		return err
 	})
 }
+
+// casBackoff spaces the writes of one batch of refusals: enough tries
+// that a pod whose annotations someone keeps adding and removing (before
+// its first refusal a reaper may remove every annotation it carries, and a
+// test of an absent refusals value then fails by turns) still takes the
+// batch, few enough, and spaced, that no one can make the writer spin.
+var casBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: time.Second}
 
 // annotationPath is Annotation's JSON pointer (RFC 6901: "/" is "~1").
 var annotationPath = "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(Annotation, "~", "~0"), "/", "~1")

@@ -35,10 +35,16 @@ func trusted(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy)
 		if !ok {
 			continue
 		}
+		list, _, _ = strings.Cut(list, " ||")
 		for _, field := range []string{arclegacy.Unregistered, arcscaleset.Label, arcworkflow.PodLabel, "ownerReferences"} {
 			if strings.Contains(v.Message, field) {
 				out[field] = list
 			}
+		}
+	}
+	for _, v := range p.Spec.Variables {
+		if v.Name == "controllers" {
+			out["controllers"], _, _ = strings.Cut(v.Expression, "[?variables.presetBefore]")
 		}
 	}
 	return out
@@ -75,11 +81,12 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 				arclegacy.Unregistered: "[" + gc + ", " + legacy + "]",
 				arcscaleset.Label:      "[" + gc + "]",
 				arcworkflow.PodLabel:   "[" + gc + "]",
-				"ownerReferences":      "[" + gc + ", " + legacy + "]",
+				"ownerReferences":      "[" + gc + "]",
+				"controllers":          `{"arc-workflow": [], "gitlab": [], "arc-scale-set": [], "arc-legacy": [` + legacy + `], "generic": []}`,
 			},
 		},
 		{
-			name: "a preset's controllers get its own fields and every fleet's ownerReferences, once each",
+			name: "a preset's controllers get its own fields and its own pods' ownerReferences, and no other fleet's",
 			configure: func(c *config.Config) {
 				for i := range c.Presets {
 					switch c.Presets[i].Name {
@@ -97,7 +104,8 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 				arclegacy.Unregistered: `["kcm", "shared"]`,
 				arcscaleset.Label:      `["kcm", "arc", "shared"]`,
 				arcworkflow.PodLabel:   `["kcm", "kube-mode"]`,
-				"ownerReferences":      `["kcm", "arc", "kube-mode", "shared"]`,
+				"ownerReferences":      `["kcm"]`,
+				"controllers":          `{"arc-workflow": ["kube-mode"], "gitlab": [], "arc-scale-set": ["arc", "shared"], "arc-legacy": ["shared"], "generic": []}`,
 			},
 		},
 		{
@@ -113,6 +121,7 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 			},
 			want: map[string]string{
 				arclegacy.Unregistered: "[]", arcscaleset.Label: "[]", arcworkflow.PodLabel: "[]", "ownerReferences": "[]",
+				"controllers": `{"arc-workflow": [], "gitlab": [], "arc-scale-set": [], "arc-legacy": [], "generic": []}`,
 			},
 		},
 	}

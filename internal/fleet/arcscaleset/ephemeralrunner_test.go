@@ -44,6 +44,17 @@ func TestReadRecord(t *testing.T) {
 		{name: "an EphemeralRunner of that name with another UID says nothing of the pod's job", er: ephemeralRunner("other", busy),
 			wantErr: true, notOwner: true, want: fleet.Record{Signal: runnerpod.JobUnreadable}},
 	}
+	idleOther := ephemeralRunner("er-idle", nil)
+	idleOther.SetName("idle")
+	cases = append(cases, struct {
+		name     string
+		er       *unstructured.Unstructured
+		noOwner  bool
+		want     fleet.Record
+		wantErr  bool
+		notOwner bool
+	}{name: "a reference re-pointed at another runner's live, idle EphemeralRunner (its real name and UID) says nothing of this pod's job",
+		er: idleOther, wantErr: true, notOwner: true, want: fleet.Record{Signal: runnerpod.JobUnreadable}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := fake.NewClientBuilder()
@@ -53,6 +64,9 @@ func TestReadRecord(t *testing.T) {
 			pod := podtest.ARCScaleSet("ci", "r").Running("runner").Obj()
 			if tc.noOwner {
 				pod.OwnerReferences = nil
+			}
+			if tc.er != nil && tc.er.GetName() != "r" {
+				pod.OwnerReferences[0].Name, pod.OwnerReferences[0].UID = tc.er.GetName(), tc.er.GetUID()
 			}
 			got, err := fleet.ReadRecord(context.Background(), b.Build(), Fleet{}, pod)
 			assert.Equal(t, tc.want, got)
