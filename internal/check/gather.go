@@ -107,21 +107,27 @@ func Gather(ctx context.Context, c Clients, o Options) (Facts, error) {
 	f.Namespaces = optedIn(nsList.Items, selectorsOf(vwc, mwc), enforce, known)
 	f.SwitchedOff = recorder.SwitchedOff(vwc)
 	f.ForeignBudgets, f.BudgetsUnread = foreignBudgets(ctx, c.Kube, f.Namespaces)
+	probe(ctx, c, o, &f, vwc, mwc, nsList.Items)
+	return f, nil
+}
+
+// probe sends each webhook of vwc and mwc its dry run, in a namespace it
+// acts in, and keeps the answers in f.
+func probe(ctx context.Context, c Clients, o Options, f *Facts, vwc *admissionregistrationv1.ValidatingWebhookConfiguration, mwc *admissionregistrationv1.MutatingWebhookConfiguration, nss []corev1.Namespace) {
 	for _, w := range vwc.Webhooks {
 		if Evicts(w) {
-			ns, why := probeNamespace(w.NamespaceSelector, nsList.Items, o.ProbeNamespace)
+			ns, why := probeNamespace(w.NamespaceSelector, nss, o.ProbeNamespace)
 			f.Guard = append(f.Guard, probeGuard(ctx, c, w, ns, why))
 		}
 	}
 	for _, w := range mwc.Webhooks {
 		if Injects(w) {
-			ns, why := probeNamespace(w.NamespaceSelector, nsList.Items, o.ProbeNamespace)
+			ns, why := probeNamespace(w.NamespaceSelector, nss, o.ProbeNamespace)
 			p, presets := probeInjector(ctx, c, w, ns, why)
 			f.Injector = append(f.Injector, p)
 			f.Presets = appendNew(f.Presets, presets...)
 		}
 	}
-	return f, nil
 }
 
 // service is the webhooks' Service as namespace/name and its namespace,
