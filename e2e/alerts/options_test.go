@@ -43,6 +43,7 @@ watcher: {enabled: false}`)
 	a := pr.alerts()
 	assert.NotContains(t, a, "RunnerguardWebhookErrors")
 	assert.NotContains(t, a, "RunnerguardNoWatcherLeader")
+	assert.NotContains(t, a, "RunnerguardSwitchedOff", "the leader's alerts need the watcher")
 	assert.Equal(t, `sum by (namespace, class) ((runnerguard_runner_deaths_total{class!~"clean-exit"} unless runnerguard_runner_deaths_total{class!~"clean-exit"} offset 6h) or increase(runnerguard_runner_deaths_total{class!~"clean-exit"}[6h])) >= 20`,
 		a["RunnerguardRunnerDeaths"].Expr)
 	assert.Equal(t, "2h", a["RunnerguardDrainWaiting"].For)
