@@ -28,6 +28,8 @@ func ephemeralRunner(uid string, status map[string]any) *unstructured.Unstructur
 
 func TestReadRecord(t *testing.T) {
 	busy := map[string]any{"jobRequestId": int64(7), "jobDisplayName": "build"}
+	idleOther := ephemeralRunner("er-idle", nil)
+	idleOther.SetName("idle")
 	cases := []struct {
 		name     string
 		er       *unstructured.Unstructured
@@ -43,18 +45,9 @@ func TestReadRecord(t *testing.T) {
 		{name: "a missing EphemeralRunner is unreadable, so busy", wantErr: true, want: fleet.Record{Signal: runnerpod.JobUnreadable}},
 		{name: "an EphemeralRunner of that name with another UID says nothing of the pod's job", er: ephemeralRunner("other", busy),
 			wantErr: true, notOwner: true, want: fleet.Record{Signal: runnerpod.JobUnreadable}},
+		{name: "a reference re-pointed at another runner's live, idle EphemeralRunner (its real name and UID) says nothing of this pod's job",
+			er: idleOther, wantErr: true, notOwner: true, want: fleet.Record{Signal: runnerpod.JobUnreadable}},
 	}
-	idleOther := ephemeralRunner("er-idle", nil)
-	idleOther.SetName("idle")
-	cases = append(cases, struct {
-		name     string
-		er       *unstructured.Unstructured
-		noOwner  bool
-		want     fleet.Record
-		wantErr  bool
-		notOwner bool
-	}{name: "a reference re-pointed at another runner's live, idle EphemeralRunner (its real name and UID) says nothing of this pod's job",
-		er: idleOther, wantErr: true, notOwner: true, want: fleet.Record{Signal: runnerpod.JobUnreadable}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := fake.NewClientBuilder()
