@@ -26,11 +26,22 @@ var crdModules = []struct{ module, dir string }{
 	{"github.com/prometheus-operator/prometheus-operator@v0.85.0", "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"},
 }
 
+// toolchains are the Go a pinned Kubernetes module needs where it needs a
+// newer one than the harness's (its hack/kube-1.N module's toolchain line,
+// read by pinnedKubeVersions): the go command refuses to download a module
+// that requires a newer Go under `go test`, which runs it with
+// GOTOOLCHAIN=local.
+var toolchains = map[string]string{}
+
 // moduleDir downloads a module (once; the module cache keeps it) and
 // returns where it is.
 func moduleDir(t *testing.T, module string) string {
 	t.Helper()
-	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
+	cmd := exec.Command("go", "mod", "download", "-json", module)
+	if tc, ok := toolchains[module]; ok {
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+tc)
+	}
+	out, err := cmd.Output()
 	require.NoError(t, err, "go mod download %s", module)
 	var m struct{ Dir, Error string }
 	require.NoError(t, json.Unmarshal(out, &m))

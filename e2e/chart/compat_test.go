@@ -36,6 +36,7 @@ func pinnedKubeVersions(t *testing.T) []*utilversion.Version {
 	require.NoError(t, err)
 	mods = append(mods, "../../hack/tools/go.mod")
 	pin := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v\S+)$`)
+	toolchain := regexp.MustCompile(`(?m)^toolchain (\S+)$`)
 	var versions []*utilversion.Version
 	for _, m := range mods {
 		b, err := os.ReadFile(m)
@@ -43,6 +44,9 @@ func pinnedKubeVersions(t *testing.T) []*utilversion.Version {
 		match := pin.FindSubmatch(b)
 		require.NotNil(t, match, "%s pins no k8s.io/kubernetes", m)
 		versions = append(versions, utilversion.MustParseSemantic(string(match[1])))
+		if tc := toolchain.FindSubmatch(b); tc != nil {
+			toolchains["k8s.io/kubernetes@"+string(match[1])] = string(tc[1])
+		}
 	}
 	slices.SortFunc(versions, func(a, b *utilversion.Version) int {
 		switch {
