@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,28 +25,25 @@ type notifier struct {
 	ledger *ledger
 	regs   map[string]*registration // by container dir name
 	failed map[string]error         // by container dir name
-	// signals carries each eventfd's reads to the watch loop, until done.
-	signals chan notice
-	done    chan struct{}
+	// changed tells the watch loop that a listener noted an OOM or a kill
+	// in the ledger.
+	changed   chan struct{}
+	listeners sync.WaitGroup
 }
 
 // registration is one container cgroup's eventfd and its open
-// memory.oom_control, read at each signal.
+// memory.oom_control, read at each signal by the registration's own
+// listener (tally is the listener's alone).
 type registration struct {
-	ev    *os.File
-	oc    int
-	tally tally
-}
-
-// notice is n signals read from a container's eventfd.
-type notice struct {
-	name string
-	n    uint64
+	efd     int
+	oc      int
+	tally   tally
+	closing atomic.Bool
 }
 
 func newNotifier(dir string, l *ledger) *notifier {
 	return &notifier{dir: dir, ledger: l, regs: map[string]*registration{}, failed: map[string]error{},
-		signals: make(chan notice, 16), done: make(chan struct{})}
+		changed: make(chan struct{}, 1)}
 }
 
 // refresh registers the container cgroups that appeared since the last
@@ -66,7 +65,7 @@ func (n *notifier) refresh() error {
 			continue
 		}
 		n.regs[ch.name] = r
-		go r.listen(ch.name, n.signals, n.done)
+		n.listeners.Go(func() { n.listen(ch.name, r) })
 	}
 	return first
 }
@@ -81,14 +80,13 @@ func register(dir string) (*registration, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: filepath.Join(dir, "memory.oom_control"), Err: err}
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	// Blocking: the listener's thread sleeps in read(2), and the kernel's
+	// signal wakes that thread itself, with no poller between.
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		unix.Close(oc)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	// A non-blocking fd in an os.File waits in the runtime poller, so
-	// closing it ends the blocked Read.
-	ev := os.NewFile(uintptr(efd), "oom-eventfd")
 	ctl := filepath.Join(dir, "cgroup.event_control")
 	f, err := os.OpenFile(ctl, os.O_WRONLY, 0)
 	if err == nil {
@@ -96,24 +94,36 @@ func register(dir string) (*registration, error) {
 		err = cmpOr(err, f.Close())
 	}
 	if err != nil {
-		ev.Close()
+		unix.Close(efd)
 		unix.Close(oc)
 		return nil, err
 	}
-	return &registration{ev: ev, oc: oc}, nil
+	return &registration{efd: efd, oc: oc}, nil
 }
 
-// listen sends each read of the eventfd's counter until it is closed.
-func (r *registration) listen(name string, out chan<- notice, done <-chan struct{}) {
+// listen handles each read of the eventfd's counter at once, in the
+// thread the kernel's signal woke (handle), until the notifier closes: the
+// kernel signals an OOM before its killer counts the kill, and the runtime
+// may remove the victim's cgroup, taking the count, soon after the victim
+// exits; a hand-off to another goroutine first could come too late.
+func (n *notifier) listen(name string, r *registration) {
 	var b [8]byte
 	for {
-		if _, err := r.ev.Read(b[:]); err != nil {
+		k, err := unix.Read(r.efd, b[:])
+		if r.closing.Load() {
 			return
 		}
-		select {
-		case out <- notice{name: name, n: binary.NativeEndian.Uint64(b[:])}:
-		case <-done:
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || k != len(b) {
 			return
+		}
+		if n.handle(name, r, binary.NativeEndian.Uint64(b[:])) {
+			select {
+			case n.changed <- struct{}{}:
+			default: // the watch loop has yet to take the last one, which says the same
+			}
 		}
 	}
 }
@@ -129,34 +139,38 @@ func (r *registration) read() (oomControl, bool) {
 	return oc, err == nil
 }
 
-// handle counts a notice and, for an OOM, reads the kill counter until the
-// kill shows (see chased), noting what it read in the ledger. It reports
-// whether the ledger changed.
-func (n *notifier) handle(s notice) bool {
-	r := n.regs[s.name]
-	if r == nil {
-		return false
-	}
-	before := n.ledger.kills(s.name)
+// handle counts signals read from container name's eventfd and, for an
+// OOM, reads the kill counter until the kill shows (see chased), noting
+// what it read in the ledger. It reports whether the ledger changed.
+func (n *notifier) handle(name string, r *registration, signals uint64) bool {
+	before := n.ledger.kills(name)
 	now, there := r.read()
-	r.tally.signalled(s.n, there)
+	r.tally.signalled(signals, there)
 	step := chaseStep
 	for start := time.Now(); !chased(before, now, there, time.Since(start)); now, there = r.read() {
 		time.Sleep(step)
 		step *= 2
 	}
-	changed := n.ledger.noteOOM(s.name, r.tally.ooms())
+	changed := n.ledger.noteOOM(name, r.tally.ooms())
 	if there && now.Kill > before {
-		n.ledger.note(s.name, now.Kill)
+		n.ledger.note(name, now.Kill)
 		changed = true
 	}
 	return changed
 }
 
+// close wakes each listener (a write to its eventfd ends its read(2);
+// closing the fd would not), waits for them, then closes the fds.
 func (n *notifier) close() {
-	close(n.done)
+	one := make([]byte, 8)
+	binary.NativeEndian.PutUint64(one, 1)
+	for _, r := range n.regs {
+		r.closing.Store(true)
+		_, _ = unix.Write(r.efd, one)
+	}
+	n.listeners.Wait()
 	for name, r := range n.regs {
-		r.ev.Close()
+		unix.Close(r.efd)
 		unix.Close(r.oc)
 		delete(n.regs, name)
 	}

@@ -33,10 +33,8 @@ func (p *Pod) watchV1(ctx context.Context, g Group, ch chan<- struct{}) {
 			return
 		case <-created:
 			p.register(n)
-		case s := <-n.signals:
-			if n.handle(s) {
-				signal(ch)
-			}
+		case <-n.changed:
+			signal(ch)
 		case <-t.C:
 			if polls++; polls%v1Refresh == 0 {
 				p.register(n)
