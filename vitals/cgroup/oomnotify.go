@@ -35,9 +35,12 @@ type notifier struct {
 // memory.oom_control, read at each signal by the registration's own
 // listener (tally is the listener's alone).
 type registration struct {
-	efd     int
-	oc      int
-	tally   tally
+	efd   int
+	oc    int
+	tally tally
+	// killOff: the cgroup's OOM killer was off at the last read
+	// (oom_kill_disable), so an OOM of it kills nothing.
+	killOff bool
 	closing atomic.Bool
 }
 
@@ -143,20 +146,40 @@ func (r *registration) read() (oomControl, bool) {
 // OOM, reads the kill counter until the kill shows (see chased), noting
 // what it read in the ledger. It reports whether the ledger changed.
 func (n *notifier) handle(name string, r *registration, signals uint64) bool {
-	before := n.ledger.kills(name)
+	before, oomsBefore := n.ledger.kills(name), r.tally.ooms()
 	now, there := r.read()
 	r.tally.signalled(signals, there)
 	step := chaseStep
-	for start := time.Now(); !chased(before, now, there, time.Since(start)); now, there = r.read() {
+	for start := time.Now(); ; now, there = r.read() {
+		if there {
+			r.killOff = now.KillDisable
+		}
+		if chased(before, now, there, time.Since(start)) {
+			break
+		}
 		time.Sleep(step)
 		step *= 2
 	}
 	changed := n.ledger.noteOOM(name, r.tally.ooms())
-	if there && now.Kill > before {
+	switch {
+	case there && now.Kill > before:
 		n.ledger.note(name, now.Kill)
+		changed = true
+	case lostKill(r.tally.ooms() > oomsBefore, there, r.killOff):
+		n.ledger.note(name, before+1)
 		changed = true
 	}
 	return changed
+}
+
+// lostKill says whether an OOM's kill went with its cgroup: the signals
+// stood for a new OOM, the cgroup was gone before its kill counter could
+// be read (under load, or a runtime that removes the cgroup at once), and
+// its OOM killer was on. On v1 the count lives only in the victim's own
+// cgroup; a container whose cgroup goes right after its OOM was ended by
+// that OOM's kill, so it is counted rather than lost.
+func lostKill(newOOM, there, killOff bool) bool {
+	return newOOM && !there && !killOff
 }
 
 // close wakes each listener (a write to its eventfd ends its read(2);

@@ -5,7 +5,9 @@ import "time"
 // OOM watch modes, as record.Line.OOMWatch names them.
 const (
 	// WatchNotified: v1, the kernel's OOM notification (an eventfd on each
-	// container cgroup's memory.oom_control), which no removal can race.
+	// container cgroup's memory.oom_control), read as it comes; a kill
+	// whose cgroup the runtime removed before it could be read is counted
+	// from its OOM's signal (lostKill).
 	WatchNotified = "notified"
 	// WatchPolled: v1 without the notification, or v2 without inotify:
 	// the counters are read every Options.Poll. On v1 a kill can be missed
