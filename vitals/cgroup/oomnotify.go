@@ -165,7 +165,7 @@ func (n *notifier) handle(name string, r *registration, signals uint64) bool {
 	case there && now.Kill > before:
 		n.ledger.note(name, now.Kill)
 		changed = true
-	case lostKill(r.tally.ooms() > oomsBefore, there, r.killOff):
+	case lostKill(r.tally.ooms() > oomsBefore, there, r.killOff, before):
 		n.ledger.note(name, before+1)
 		changed = true
 	}
@@ -174,12 +174,14 @@ func (n *notifier) handle(name string, r *registration, signals uint64) bool {
 
 // lostKill says whether an OOM's kill went with its cgroup: the signals
 // stood for a new OOM, the cgroup was gone before its kill counter could
-// be read (under load, or a runtime that removes the cgroup at once), and
-// its OOM killer was on. On v1 the count lives only in the victim's own
-// cgroup; a container whose cgroup goes right after its OOM was ended by
-// that OOM's kill, so it is counted rather than lost.
-func lostKill(newOOM, there, killOff bool) bool {
-	return newOOM && !there && !killOff
+// be read (under load, or a runtime that removes the cgroup at once), its
+// OOM killer was on, and no kill of it was read before (seen). On v1 the
+// count lives only in the victim's own cgroup; a container whose cgroup
+// goes right after its OOM, with no kill counted yet, was ended by that
+// OOM's kill, so it is counted rather than lost. Once a kill was read, a
+// later OOM is most often the dying victim's memory, which kills no one.
+func lostKill(newOOM, there, killOff bool, seen uint64) bool {
+	return newOOM && !there && !killOff && seen == 0
 }
 
 // close wakes each listener (a write to its eventfd ends its read(2);
