@@ -248,11 +248,8 @@ func ReadRecord(ctx context.Context, r client.Reader, k RecordKeeper, pod *corev
 	if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, rec); err != nil {
 		return Record{Signal: runnerpod.JobUnreadable}, err
 	}
-	if rec.GetUID() != ref.UID {
-		return Record{Signal: runnerpod.JobUnreadable}, fmt.Errorf("%w: owner UID %s, found UID %s", ErrNotOwner, ref.UID, rec.GetUID())
-	}
-	if p := k.RecordPod(rec); p.Name != pod.Name {
-		return Record{Signal: runnerpod.JobUnreadable}, fmt.Errorf("%w: the record stands for pod %s, not %s", ErrNotOwner, p.Name, pod.Name)
+	if err := notPods(k, rec, pod, ref); err != nil {
+		return Record{Signal: runnerpod.JobUnreadable}, err
 	}
 	signal, deleting := k.JudgeRecord(rec, ref.UID)
 	return Record{Signal: signal, Deleting: deleting, Job: k.RecordJob(rec)}, nil
@@ -265,9 +262,22 @@ func ReadRecord(ctx context.Context, r client.Reader, k RecordKeeper, pod *corev
 // make a busy runner idle.
 func Judge(k RecordKeeper, rec *unstructured.Unstructured, pod *corev1.Pod) runnerpod.JobSignal {
 	ref := k.RecordRef(pod)
-	if rec == nil || k.RecordPod(rec).Name != pod.Name {
+	if rec == nil || notPods(k, rec, pod, ref) != nil {
 		return runnerpod.JobUnreadable
 	}
 	signal, _ := k.JudgeRecord(rec, ref.UID)
 	return signal
+}
+
+// notPods says why rec is not the record of pod, which names it by ref:
+// another UID (a runner of that name recreated), or another pod's record
+// (a reference re-pointed at another runner's); nil when it is.
+func notPods(k RecordKeeper, rec *unstructured.Unstructured, pod *corev1.Pod, ref metav1.OwnerReference) error {
+	if rec.GetUID() != ref.UID {
+		return fmt.Errorf("%w: owner UID %s, found UID %s", ErrNotOwner, ref.UID, rec.GetUID())
+	}
+	if p := k.RecordPod(rec); p.Name != pod.Name {
+		return fmt.Errorf("%w: the record stands for pod %s, not %s", ErrNotOwner, p.Name, pod.Name)
+	}
+	return nil
 }
