@@ -177,6 +177,19 @@ func patchFailurePolicies(t *testing.T, name string) {
 			`{"op":"replace","path":"/webhooks/1/failurePolicy","value":"Ignore"}]`)
 }
 
+// takesEffect waits until a dry run of the pod's delete is let through
+// (allowed) or refused: the API server sees a namespace's labels and the
+// webhook configurations through its informers, a moment after the write
+// that changed them, as an operator's next command may. A dry run is
+// decided as the delete would be (the guard is called with it, and decides
+// it alike) and changes nothing.
+func takesEffect(t *testing.T, pod *corev1.Pod, allowed bool, what string) {
+	t.Helper()
+	eventually(t, func() bool {
+		return (deletePod(admin, pod, client.DryRunAll) == nil) == allowed
+	}, what)
+}
+
 // goes asserts that the pod's delete (or eviction) is let through.
 func goes(t *testing.T, pod *corev1.Pod, eviction bool, what string) {
 	t.Helper()
@@ -238,9 +251,11 @@ func TestWithTheWebhookGoneTheAPIServerDecidesAndEachEmergencyRowWorks(t *testin
 	assert.False(t, budgetOf(t, idle), "no budget on an idle runner")
 
 	t.Run("the webhook up but refusing what I need: the namespace to warn", func(t *testing.T) {
+		takesEffect(t, upBusy, false, "the API server sees the registration")
 		stays(t, upBusy, false, "enforce refuses a busy runner's delete")
 		kubectl(t, "label", "namespace", rowUp, runnerpod.ModeLabel+"=warn", "--overwrite")
 		eventually(t, func() bool { return !budgetOf(t, upBusy) && !budgetOf(t, upBusy2) }, "the leader lifts the namespace's budgets")
+		takesEffect(t, upBusy, true, "the API server sees the namespace in warn")
 		goes(t, upBusy, false, "a warn namespace's busy runner is deleted")
 		goes(t, upBusy2, true, "and evicted")
 	})
@@ -260,6 +275,7 @@ func TestWithTheWebhookGoneTheAPIServerDecidesAndEachEmergencyRowWorks(t *testin
 
 	t.Run("the webhook down: the failure policies to Ignore, then the budgets", func(t *testing.T) {
 		patchFailurePolicies(t, vwc)
+		takesEffect(t, downBusy, true, "the API server sees the failure policy Ignore")
 		goes(t, downBusy, false, "a busy runner's delete goes through")
 		stays(t, downBusy2, true, "a busy runner's eviction is still held by its budget")
 		kubectl(t, "delete", "pdb", "-n", rowDown, "-l", "app.kubernetes.io/managed-by=runnerguard")
@@ -269,8 +285,10 @@ func TestWithTheWebhookGoneTheAPIServerDecidesAndEachEmergencyRowWorks(t *testin
 	})
 
 	t.Run("Helm unreachable: every namespace to warn with kubectl", func(t *testing.T) {
+		takesEffect(t, helmBusy, false, "the API server sees the registration back")
 		stays(t, helmBusy, false, "the registration is back: enforce fails closed")
 		kubectl(t, "label", "namespace", "-l", outageLabel+"=true,row=helm", runnerpod.ModeLabel+"=warn", "--overwrite")
+		takesEffect(t, helmBusy, true, "the API server sees the namespace in warn")
 		goes(t, helmBusy, false, "a busy runner's delete goes through")
 		kubectl(t, "delete", "pdb", "-n", rowHelm, "-l", "app.kubernetes.io/managed-by=runnerguard")
 		goes(t, helmBusy2, true, "and its eviction, without its budget")
@@ -280,6 +298,7 @@ func TestWithTheWebhookGoneTheAPIServerDecidesAndEachEmergencyRowWorks(t *testin
 		stays(t, glassBusy, false, "enforce fails closed")
 		kubectl(t, "delete", "validatingwebhookconfiguration", vwc)
 		kubectl(t, "delete", "pdb", "-A", "-l", "app.kubernetes.io/managed-by=runnerguard")
+		takesEffect(t, glassBusy, true, "the API server sees the registration gone")
 		goes(t, glassBusy, false, "a busy runner's delete goes through")
 		goes(t, glassBusy2, true, "and its eviction")
 		goes(t, busy, true, "the budgets are gone everywhere")
