@@ -43,7 +43,7 @@ func killings() []killing {
 			end: func(t *testing.T, pod *corev1.Pod, runner string, w *podtest.Wrapper) {
 				writeStatus(t, pod, w.Terminated(runner, 137, "OOMKilled").Obj().Status)
 			}},
-		{name: "override", class: string(death.DeletedRunning), title: "Runner's pod deleted while its job ran by " + reaper + " (rule override)",
+		{name: "override", class: string(death.DeletedRunning), title: "Job ended on purpose: its runner's pod was deleted with the override, which the cluster's operators hold",
 			build: func(p *corev1.Pod) { p.Annotations[runnerpod.AllowDelete] = "stuck node" },
 			end: func(t *testing.T, pod *corev1.Pod, _ string, _ *podtest.Wrapper) {
 				require.NoError(t, deletePod(as(t, reaper), pod, client.GracePeriodSeconds(0)))
@@ -175,13 +175,14 @@ func TestEachDeathIsReportedOnceWithItsFactsAcrossALeaderKill(t *testing.T) {
 			assert.Equal(t, "acme/app", cr.Repository)
 			assert.Equal(t, reportSHA, cr.HeadSHA)
 			assert.Equal(t, "completed", cr.Status)
-			assert.Equal(t, "failure", cr.Conclusion)
+			assert.Equal(t, notify.Conclusion(rec), cr.Conclusion)
 			assert.Equal(t, k.title, cr.Output.Title)
 			assert.Contains(t, cr.Output.Summary, "died: "+k.class)
 			assert.Contains(t, cr.Output.Summary, "pod "+ns+"/arc-"+k.name)
 			assert.Contains(t, cr.Output.Summary, "`kubectl runnerguard deaths -n "+ns+" --job "+rec.Job.ID+"`")
 			if k.class == string(death.DeletedRunning) {
-				assert.Contains(t, cr.Output.Summary, reaper)
+				assert.Contains(t, cr.Output.Summary, "requested by "+notify.Withheld+" (allowed: override)")
+				assert.NotContains(t, cr.Output.Summary, reaper, "no report names who deleted the pod by default")
 			}
 
 			var sts []notifytest.Status
@@ -191,7 +192,7 @@ func TestEachDeathIsReportedOnceWithItsFactsAcrossALeaderKill(t *testing.T) {
 				}
 			}
 			require.Len(t, sts, 1, "one commit status for the death")
-			assert.Equal(t, notifytest.Status{Project: "42", SHA: reportSHA, State: "failed", Name: sts[0].Name, Ref: "main",
+			assert.Equal(t, notifytest.Status{Project: "42", SHA: reportSHA, State: string(notify.State(rec)), Name: sts[0].Name, Ref: "main",
 				TargetURL: lab.Where, Description: k.title, PipelineID: 9}, sts[0])
 		})
 	}

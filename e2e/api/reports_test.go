@@ -109,6 +109,22 @@ func reportOf(t *testing.T, pod *corev1.Pod, destination string) v1alpha1.Report
 	return got
 }
 
+// runningJob is an ARC runner's pod whose EphemeralRunner, created here,
+// runs job of the fake GitHub's workflow run in acme/app.
+func runningJob(t *testing.T, ns, name, job, display string) *podtest.Wrapper {
+	t.Helper()
+	ctx := context.Background()
+	er := apitest.EphemeralRunner(ns, name)
+	require.NoError(t, admin.Create(ctx, er))
+	for field, v := range map[string]any{"phase": "Running", "jobId": job, "workflowRunId": int64(11802293411), "jobRepositoryName": "acme/app", "jobDisplayName": display} {
+		require.NoError(t, unstructured.SetNestedField(er.Object, v, "status", field))
+	}
+	require.NoError(t, admin.Status().Update(ctx, er))
+	w := podtest.ARCScaleSet(ns, name).RunningSince("runner", time.Now().Add(-time.Minute))
+	w.OwnerReferences[0].UID = er.GetUID()
+	return w
+}
+
 func gitlabBuild(t *testing.T, c client.Client, ns, name, job, project string) *corev1.Pod {
 	w := podtest.GitLab(ns, name).RunningSince("build", time.Now().Add(-time.Minute)).
 		Annotate(gitlab.JobIDAnnotation, job).Label(gitlab.ProjectIDLabel, project)
@@ -117,20 +133,11 @@ func gitlabBuild(t *testing.T, c client.Client, ns, name, job, project string) *
 
 func TestDeathsAreReportedOnceWhereTheFleetSaysAcrossALeaderRestart(t *testing.T) {
 	ns := newNamespace(t, nil)
-	ctx := context.Background()
 	r := startReporting(t, ns)
 	manager := as(t, ownerPrincipal)
 
 	// An ARC runner OOM-killed: a check run on the workflow run's commit.
-	er := apitest.EphemeralRunner(ns, "arc-rep1")
-	require.NoError(t, admin.Create(ctx, er))
-	for field, v := range map[string]any{"phase": "Running", "jobId": "31885502817", "workflowRunId": int64(11802293411), "jobRepositoryName": "acme/app", "jobDisplayName": "build (linux)"} {
-		require.NoError(t, unstructured.SetNestedField(er.Object, v, "status", field))
-	}
-	require.NoError(t, admin.Status().Update(ctx, er))
-	arc := podtest.ARCScaleSet(ns, "arc-rep1").RunningSince("runner", time.Now().Add(-time.Minute)).Obj()
-	arc.OwnerReferences[0].UID = er.GetUID()
-	arc = create(t, nil, arc)
+	arc := create(t, nil, runningJob(t, ns, "arc-rep1", "31885502817", "build (linux)").Obj())
 	st := podtest.Runner(ns, arc.Name).Terminated("runner", 137, "OOMKilled").Obj().Status
 	st.ContainerStatuses[0].State.Terminated.Message = "secret=do-not-send"
 	setStatus(t, arc, st)
@@ -284,4 +291,57 @@ func serverCounter(t *testing.T, s *apitest.Server, name string, labels map[stri
 	n, err := s.Counter(name, labels)
 	require.NoError(t, err)
 	return n
+}
+
+// A runner an operator ended on purpose (the override, set before the
+// reaper's delete) is told as information on the job's commit: GitHub's
+// neutral and GitLab's skipped, which a passing re-run is not held by; and
+// no report, on purpose or not, names who deleted the pod, the node or
+// the pod's UID by default.
+func TestARunnerEndedOnPurposeIsToldAsInformationAndNoReportNamesWhoOrWhere(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ctx := context.Background()
+	r := startReporting(t, ns)
+
+	arc := create(t, nil, runningJob(t, ns, "arc-purpose", "31885509001", "deploy (linux)").Annotate(runnerpod.AllowDelete, "kernel patch, INC-4711").Obj())
+	build := gitlabBuild(t, as(t, ownerPrincipal), ns, "runner-purpose-project-42-concurrent-0", "6001", "42")
+	// An operator sets the override on the running build pod.
+	patch := []byte(`{"metadata":{"annotations":{"` + runnerpod.AllowDelete + `":"kernel patch, INC-4711"}}}`)
+	require.NoError(t, admin.Patch(ctx, build, client.RawPatch("application/merge-patch+json", patch)))
+
+	for pod, ended := range map[*corev1.Pod]*podtest.Wrapper{
+		arc:   podtest.Runner(ns, arc.Name).Terminated("runner", 143, "Error"),
+		build: podtest.GitLab(ns, build.Name).Terminated("build", 143, "Error"),
+	} {
+		require.NoError(t, deletePod(as(t, reaper), pod), "the override lets the reaper delete a busy runner")
+		// The runner ends on the deletion's SIGTERM.
+		st := ended.Obj().Status
+		for i := range st.ContainerStatuses {
+			if term := st.ContainerStatuses[i].State.Terminated; term != nil {
+				term.StartedAt.Time, term.FinishedAt.Time = time.Now().Add(-time.Minute), time.Now()
+			}
+		}
+		setStatus(t, pod, st)
+	}
+	assert.Equal(t, notify.PhaseSent, reportOf(t, arc, notify.GitHub).Phase)
+	assert.Equal(t, notify.PhaseSent, reportOf(t, build, notify.GitLab).Phase)
+	rec := oneDeath(t, arc)
+	assert.Equal(t, string(runnerpod.RuleOverride), rec.DeleteRule)
+
+	runs := r.gh.CheckRuns()
+	require.Len(t, runs, 1)
+	assert.Equal(t, "neutral", runs[0].Conclusion, "GitHub counts neutral as passing")
+	assert.Contains(t, runs[0].Output.Title, "Job ended on purpose")
+	statuses := r.gl.Statuses()
+	require.Len(t, statuses, 1)
+	assert.Equal(t, "skipped", statuses[0].State, "a skipped status leaves the pipeline's result to its jobs")
+	assert.Contains(t, statuses[0].Description, "Job ended on purpose")
+	told := runs[0].Output.Title + runs[0].Output.Summary + statuses[0].Description
+	for what, s := range map[string]string{"the deleter": reaper, "the reason": "INC-4711", "the pod's UID": string(arc.UID), "the node": arc.Spec.NodeName} {
+		if s != "" {
+			assert.NotContains(t, told, s, "a report names not %s", what)
+		}
+	}
+	assert.Contains(t, runs[0].Output.Summary, notify.Withheld)
+	assert.Empty(t, append(r.gh.Errors(), r.gl.Errors()...), "every request had the published shape")
 }

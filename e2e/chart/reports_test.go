@@ -20,6 +20,7 @@ func TestReportsValuesReachTheConfigAndTheLeaderReadsOnlyTheirSecrets(t *testing
 reports:
   namespaces: [ci]
   presets: [gitlab]
+  disclose: {namespaces: [private-ci], presets: [arc-legacy]}
   github: {enabled: true, url: "https://ghes.example.com/api/v3/", appID: 12, installationID: 34, secret: gh-app}
   gitlab: {enabled: true, url: "https://gitlab.example.com", secret: gl-token, managers: [system:serviceaccount:gitlab-runner:gitlab-runner]}
   sinks: [{name: alerts, url: "https://hooks.example.com/rg", secret: gl-token, lastWords: true}]
@@ -28,9 +29,10 @@ reports:
 	cfg := renderedConfig(t, objs)
 	assert.Equal(t, config.Reports{Namespaces: []string{"ci"}, Presets: []runnerpod.PresetName{"gitlab"}, SecretNamespace: cfg.Reports.SecretNamespace,
 		MaxAttempts: 6, MaxAge: metav1.Duration{Duration: time.Hour},
-		GitHub: &config.GitHub{URL: "https://ghes.example.com/api/v3/", AppID: 12, InstallationID: 34, Secret: "gh-app"},
-		GitLab: &config.GitLab{URL: "https://gitlab.example.com", Secret: "gl-token", Managers: []string{"system:serviceaccount:gitlab-runner:gitlab-runner"}},
-		Sinks:  []config.Sink{{Name: "alerts", URL: "https://hooks.example.com/rg", Secret: "gl-token", LastWords: true}}}, cfg.Reports)
+		Disclose: config.Disclosure{Namespaces: []string{"private-ci"}, Presets: []runnerpod.PresetName{"arc-legacy"}},
+		GitHub:   &config.GitHub{URL: "https://ghes.example.com/api/v3/", AppID: 12, InstallationID: 34, Secret: "gh-app"},
+		GitLab:   &config.GitLab{URL: "https://gitlab.example.com", Secret: "gl-token", Managers: []string{"system:serviceaccount:gitlab-runner:gitlab-runner"}},
+		Sinks:    []config.Sink{{Name: "alerts", URL: "https://hooks.example.com/rg", Secret: "gl-token", LastWords: true}}}, cfg.Reports)
 	assert.NotEmpty(t, cfg.Reports.SecretNamespace)
 	assert.True(t, cfg.Reports.Enabled())
 	var role rbacv1.Role
@@ -45,5 +47,7 @@ reports:
 func TestReportsAreOffByDefaultAndReadNoSecret(t *testing.T) {
 	objs := helms(t)[0].render(t, "")
 	assert.False(t, renderedConfig(t, objs).Reports.Enabled())
+	on := helms(t)[0].render(t, "reports: {namespaces: [ci], github: {enabled: true, appID: 1, installationID: 2, secret: gh}}")
+	assert.Equal(t, config.Disclosure{}, renderedConfig(t, on).Reports.Disclose, "reports name no principal, node or UID by default")
 	assert.Nil(t, objs.find("Role", release+"-reports"))
 }

@@ -315,8 +315,8 @@ func assertGitLabReport(t *testing.T, m *manager, id int64, pod podRef, class de
 	require.Equal(t, notify.PhaseSent, rep.Phase, rep.Message)
 	sts := statusesNamed(name)
 	require.Len(t, sts, 1, "one commit status for job %d's death", id)
-	want := notifytest.Status{Project: gitlabProject, SHA: headSHA(id), State: "failed", Name: name, Ref: "main",
-		TargetURL: gitlabAPI.URL + "/" + gitlabProject + "/-/jobs/" + job, Description: notify.Description(rec), PipelineID: id}
+	want := notifytest.Status{Project: gitlabProject, SHA: headSHA(id), State: string(notify.State(rec)), Name: name, Ref: "main",
+		TargetURL: gitlabAPI.URL + "/" + gitlabProject + "/-/jobs/" + job, Description: notify.Description(notify.Public(rec)), PipelineID: id}
 	assert.Equal(t, want, sts[0])
 	assert.Equal(t, want.TargetURL, rep.Where, "the record says where it was told")
 	assert.True(t, strings.HasPrefix(sts[0].Description, gitlabTitles[class]), "description %q", sts[0].Description)
@@ -349,7 +349,8 @@ func assertGitLabReportsOfLayout(t *testing.T, m *manager) {
 }
 
 // assertGitHubReport checks the report of an ARC runner's death: one
-// completed check run, concluded failure, on the workflow run's head
+// completed check run (neutral for a runner ended on purpose, else
+// failure), naming no principal, node or UID, on the workflow run's head
 // commit in the job's repository, titled and summed up from the record.
 func assertGitHubReport(t *testing.T, pod podRef, run int64, titled string) notifytest.CheckRun {
 	t.Helper()
@@ -362,8 +363,13 @@ func assertGitHubReport(t *testing.T, pod podRef, run int64, titled string) noti
 	assert.Equal(t, "runnerguard: "+rec.Job.Name, cr.Name)
 	assert.Equal(t, uid, cr.ExternalID, "the record's UID")
 	assert.Equal(t, "completed", cr.Status)
-	assert.Equal(t, "failure", cr.Conclusion)
-	assert.Equal(t, notify.Title(rec), cr.Output.Title)
+	assert.Equal(t, notify.Conclusion(rec), cr.Conclusion, "neutral for a runner ended on purpose, else failure")
+	assert.Equal(t, notify.Title(notify.Public(rec)), cr.Output.Title, "a report names no principal, node or UID by default")
+	for what, name := range map[string]string{"the deleter": rec.DeletedBy, "the node": rec.Node, "the pod's UID": rec.UID} {
+		if len(name) >= 3 {
+			assert.NotContains(t, cr.Output.Title+cr.Output.Summary, name, "a report names not %s", what)
+		}
+	}
 	assert.True(t, strings.HasPrefix(cr.Output.Title, titled), "title %q", cr.Output.Title)
 	assert.Contains(t, cr.Output.Summary, "died: "+rec.Class)
 	assert.Contains(t, cr.Output.Summary, "pod "+pod.namespace+"/"+pod.name)

@@ -27,11 +27,26 @@ type Reports struct {
 	// MaxAge: a record older than this when the reporter first sees it is
 	// not told (an install that opts in later, a leader down for long).
 	MaxAge metav1.Duration `json:"maxAge,omitempty"`
+	// Disclose names whose reports to GitHub and GitLab may name
+	// principals, nodes and UIDs: a check run or a commit status is as
+	// public as its repository, so by default they are withheld.
+	Disclose Disclosure `json:"disclose,omitempty"`
 	// MaxAttempts bounds each report's attempts; then it is Failed.
 	MaxAttempts int     `json:"maxAttempts,omitempty"`
 	GitHub      *GitHub `json:"github,omitempty"`
 	GitLab      *GitLab `json:"gitlab,omitempty"`
 	Sinks       []Sink  `json:"sinks,omitempty"`
+}
+
+// Disclosure selects deaths by namespace or by preset.
+type Disclosure struct {
+	Namespaces []string               `json:"namespaces,omitempty"`
+	Presets    []runnerpod.PresetName `json:"presets,omitempty"`
+}
+
+// Has reports whether a death in namespace ns of preset p is selected.
+func (d Disclosure) Has(ns string, p runnerpod.PresetName) bool {
+	return slices.Contains(d.Namespaces, ns) || slices.Contains(d.Presets, p)
 }
 
 // GitHub: a check run on the workflow run's head commit, as a GitHub App.
@@ -109,6 +124,11 @@ func validateReports(c Config) []error {
 	for _, p := range r.Presets {
 		if !presets.Known(p) {
 			bad("presets: unknown preset %q", p)
+		}
+	}
+	for _, p := range r.Disclose.Presets {
+		if !presets.Known(p) {
+			bad("disclose.presets: unknown preset %q", p)
 		}
 	}
 	if r.MaxAttempts < 1 {

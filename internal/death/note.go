@@ -131,3 +131,15 @@ func (r Record) ending() string {
 func bytes(n int64) string {
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }
+
+// Deliberate reports whether the runner was ended on purpose: its pod's
+// deletion was allowed by the override annotation or by its node's drain
+// deadline, each set by someone entitled to end a busy runner. Its job
+// was lost by a choice, not a fault, which a report tells as information.
+func (r Record) Deliberate() bool {
+	switch runnerpod.Rule(r.DeleteRule) {
+	case runnerpod.RuleOverride, runnerpod.RuleNodeDrain:
+		return r.Deleted
+	}
+	return false
+}

@@ -49,7 +49,7 @@ type EventData struct {
 // Event is the CloudEvent of a delivery. Its id is the record's UID, its
 // source the record's collection: a receiver drops a repeat by the two.
 func Event(d Delivery) cloudevents.Event {
-	r := d.Record
+	r := d.Shown()
 	if !d.Target.LastWords {
 		r.Message, r.MessageTruncated = "", false
 	}
@@ -61,7 +61,7 @@ func Event(d Delivery) cloudevents.Event {
 	if r.FinishedAt != nil {
 		e.SetTime(r.FinishedAt.Time)
 	}
-	_ = e.SetData(cloudevents.ApplicationJSON, EventData{Record: r, Name: d.Name, Title: Title(d.Record), Meaning: meaning(d.Record), Command: Command(d.Record)})
+	_ = e.SetData(cloudevents.ApplicationJSON, EventData{Record: r, Name: d.Name, Title: Title(r), Meaning: meaning(r), Command: Command(r)})
 	return e
 }
 

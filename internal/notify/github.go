@@ -12,6 +12,8 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v75/github"
+
+	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 // GitHubSender creates a completed check run on the workflow run's head
@@ -115,7 +117,17 @@ func (s *GitHubSender) Find(ctx context.Context, d Delivery) (string, bool, erro
 	return "", false, nil
 }
 
-// Send creates the check run, completed, concluded failure.
+// Conclusion is the check run's: neutral for a runner ended on purpose,
+// which GitHub counts as passing for a required check, so that a re-run
+// that passes leaves the commit green; failure for any other death.
+func Conclusion(r death.Record) string {
+	if r.Deliberate() {
+		return "neutral"
+	}
+	return "failure"
+}
+
+// Send creates the check run, completed, with its Conclusion.
 func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
 	c, err := s.client(ctx)
 	if err != nil {
@@ -126,11 +138,12 @@ func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
 		return "", err
 	}
 	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
+	shown := d.Shown()
 	opt := github.CreateCheckRunOptions{
 		Name: CheckRunName(d), HeadSHA: run.GetHeadSHA(), ExternalID: github.Ptr(d.ID),
-		Status: github.Ptr("completed"), Conclusion: github.Ptr("failure"),
+		Status: github.Ptr("completed"), Conclusion: github.Ptr(Conclusion(d.Record)),
 		CompletedAt: &github.Timestamp{Time: s.Now()},
-		Output:      &github.CheckRunOutput{Title: github.Ptr(Title(d.Record)), Summary: github.Ptr(Summary(d.Record, d.Target.LastWords))},
+		Output:      &github.CheckRunOutput{Title: github.Ptr(Title(shown)), Summary: github.Ptr(Summary(shown, d.Target.LastWords))},
 	}
 	if j := d.Record.Job; j != nil && number.MatchString(j.ID) && run.GetHTMLURL() != "" {
 		opt.DetailsURL = github.Ptr(run.GetHTMLURL() + "/job/" + j.ID)

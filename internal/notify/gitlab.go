@@ -8,6 +8,8 @@ import (
 	"time"
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 // GitLabSender sets an external commit status on the job's commit, in the
@@ -78,7 +80,19 @@ func (s *GitLabSender) Find(ctx context.Context, d Delivery) (string, bool, erro
 	return "", false, nil
 }
 
-// Send sets the status: failed, the death's title, the job's page.
+// State is the commit status's: skipped for a runner ended on purpose,
+// failed for any other death. GitLab puts the status in the job's
+// pipeline and sets no allow_failure on it (gitlab-org/gitlab#22536): a
+// failed one keeps the pipeline failed after the job's retry passes; a
+// skipped one leaves the pipeline's result to its jobs.
+func State(r death.Record) gitlab.BuildStateValue {
+	if r.Deliberate() {
+		return gitlab.Skipped
+	}
+	return gitlab.Failed
+}
+
+// Send sets the status: its State, the death's title, the job's page.
 func (s *GitLabSender) Send(ctx context.Context, d Delivery) (string, error) {
 	c, err := s.client(ctx)
 	if err != nil {
@@ -89,8 +103,8 @@ func (s *GitLabSender) Send(ctx context.Context, d Delivery) (string, error) {
 		return "", err
 	}
 	opt := &gitlab.SetCommitStatusOptions{
-		State: gitlab.Failed, Name: gitlab.Ptr(StatusName(d.Target.Job)), Ref: gitlab.Ptr(j.Ref),
-		TargetURL: gitlab.Ptr(j.WebURL), Description: gitlab.Ptr(Description(d.Record)),
+		State: State(d.Record), Name: gitlab.Ptr(StatusName(d.Target.Job)), Ref: gitlab.Ptr(j.Ref),
+		TargetURL: gitlab.Ptr(j.WebURL), Description: gitlab.Ptr(Description(d.Shown())),
 	}
 	if j.Pipeline.ID != 0 {
 		opt.PipelineID = gitlab.Ptr(j.Pipeline.ID)

@@ -35,6 +35,10 @@ type Target struct {
 	Repository, Run, Project, Job string
 	Sink                          *config.Sink
 	LastWords                     bool
+	// Disclose: the report may name principals, nodes and UIDs (the
+	// operator's own sinks always may; GitHub and GitLab where the
+	// operator opted in), else they are withheld (Public).
+	Disclose bool
 }
 
 // Told reports whether a death of this class is told at all: not a job's
@@ -59,16 +63,19 @@ func Plan(r death.Record, cfg config.Reports) []Target {
 	}
 	var ts []Target
 	if f, ok := presets.For(runnerpod.PresetName(r.Preset)); ok {
+		disclose := cfg.Disclose.Has(r.Namespace, runnerpod.PresetName(r.Preset))
 		switch t := f.Traits(); {
 		case t.ToldOn == fleet.GitHubCheckRun && cfg.GitHub != nil:
 			ts = append(ts, githubTarget(r, cfg.GitHub, t.RecordKind))
+			ts[len(ts)-1].Disclose = disclose
 		case t.ToldOn == fleet.GitLabCommitStatus && cfg.GitLab != nil:
 			ts = append(ts, gitlabTarget(r, cfg.GitLab))
+			ts[len(ts)-1].Disclose = disclose
 		}
 	}
 	for i := range cfg.Sinks {
 		s := &cfg.Sinks[i]
-		ts = append(ts, Target{Destination: sinkPrefix + s.Name, Sink: s, LastWords: s.LastWords})
+		ts = append(ts, Target{Destination: sinkPrefix + s.Name, Sink: s, LastWords: s.LastWords, Disclose: true})
 	}
 	return ts
 }

@@ -36,7 +36,7 @@ var (
 )
 
 func TestPlan(t *testing.T) {
-	sink := Target{Destination: "sink/alerts", Sink: &cfg().Sinks[0], LastWords: true}
+	sink := Target{Destination: "sink/alerts", Sink: &cfg().Sinks[0], LastWords: true, Disclose: true}
 	withLabJob := func(mod func(j *v1alpha1.Job)) *v1alpha1.Job { j := *labJob; mod(&j); return &j }
 	off := cfg()
 	off.Namespaces = nil
@@ -73,6 +73,12 @@ func TestPlan(t *testing.T) {
 		{"a project given by path is told", build("ci", withLabJob(func(j *v1alpha1.Job) { j.Project = "group/sub/app" })), cfg(),
 			[]Target{{Destination: GitLab, Project: "group/sub/app", Job: "42"}, sink}},
 		{"a preset opts in in any namespace", build("elsewhere", labJob), byPresetCfg(), []Target{{Destination: GitLab, Project: "1234", Job: "42"}, sink}},
+		{"a namespace the operator named may be told names", arc(death.CgroupOOM, erJob), disclosing(cfg(), config.Disclosure{Namespaces: []string{"ci"}}),
+			[]Target{{Destination: GitHub, Repository: "acme/app", Run: "900123", Disclose: true}, sink}},
+		{"and a preset", build("ci", labJob), disclosing(cfg(), config.Disclosure{Presets: []runnerpod.PresetName{"gitlab"}}),
+			[]Target{{Destination: GitLab, Project: "1234", Job: "42", Disclose: true}, sink}},
+		{"another namespace's is not", arc(death.CgroupOOM, erJob), disclosing(cfg(), config.Disclosure{Namespaces: []string{"private"}, Presets: []runnerpod.PresetName{"gitlab"}}),
+			[]Target{{Destination: GitHub, Repository: "acme/app", Run: "900123"}, sink}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -91,6 +97,11 @@ func TestPlan(t *testing.T) {
 
 func withNamespace(c config.Reports, ns string) config.Reports {
 	c.Namespaces = append(c.Namespaces, ns)
+	return c
+}
+
+func disclosing(c config.Reports, d config.Disclosure) config.Reports {
+	c.Disclose = d
 	return c
 }
 

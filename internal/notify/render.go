@@ -11,6 +11,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/report"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // The services' limits: a check run's output.summary holds at most 65535
@@ -42,8 +43,12 @@ var titles = map[death.Class]string{
 	death.Preempted:       "Runner preempted by a higher-priority pod",
 }
 
-// Title is the death in one line: what the developer reads first.
+// Title is the death in one line: what the developer reads first. A
+// runner ended on purpose is told as that, whatever its class.
 func Title(r death.Record) string {
+	if r.Deliberate() {
+		return cut("Job ended on purpose: "+onPurpose(r), maxTitle)
+	}
 	c := death.Class(r.Class)
 	t, ok := titles[c]
 	switch {
@@ -58,12 +63,22 @@ func Title(r death.Record) string {
 		}
 	}
 	if c == death.DeletedRunning && r.DeletedBy != "" {
-		t += " by " + line(r.DeletedBy)
+		if r.DeletedBy != Withheld {
+			t += " by " + line(r.DeletedBy)
+		}
 		if r.DeleteRule != "" {
 			t += " (rule " + line(r.DeleteRule) + ")"
 		}
 	}
 	return cut(t, maxTitle)
+}
+
+// onPurpose says how a runner ended on purpose was let go.
+func onPurpose(r death.Record) string {
+	if runnerpod.Rule(r.DeleteRule) == runnerpod.RuleNodeDrain {
+		return "its runner's node was drained and the drain's deadline passed"
+	}
+	return "its runner's pod was deleted with the override, which the cluster's operators hold"
 }
 
 // line is text someone else wrote, made one line of printable characters:
@@ -115,6 +130,13 @@ func Summary(r death.Record, lastWords bool) string {
 		facts += report.LastWords(r)
 	}
 	head := "runnerguard recorded how this job's runner died in the cluster: " + report.Meaning[death.Class(r.Class)] + ".\n\n"
+	if r.Deliberate() {
+		head = "The cluster's operators ended this job on purpose: " + onPurpose(r) + ". This is information, not a failure of the job's own work: re-run the job.\n\n" + head
+	}
+	tail := ""
+	if r.UID == Withheld {
+		tail = "Who deleted the pod or was refused, the node and the ids are withheld from this report; the command above shows them to whoever may read the record in the cluster.\n"
+	}
 	const more = "\n(cut: the record holds more)\n"
 	keep := utf8.RuneCountInString(facts)
 	// A cut shortens the fence too (the longest run of backticks it must
@@ -125,7 +147,7 @@ func Summary(r death.Record, lastWords bool) string {
 			f = cut(f, keep) + more
 		}
 		fence := strings.Repeat("`", max(3, longestRun(f, '`')+1))
-		s := head + fence + "text\n" + f + "\n" + fence + "\n\nThe whole record: `" + Command(r) + "`\n"
+		s := head + fence + "text\n" + f + "\n" + fence + "\n\nThe whole record: `" + Command(r) + "`\n" + tail
 		over := utf8.RuneCountInString(s) - MaxSummary
 		if over <= 0 || keep == 0 {
 			return s

@@ -158,7 +158,7 @@ func FuzzEvent(f *testing.F) {
 	f.Add("Error", "日本語\xff", 8192, int64(-5), int64(0), int32(-1), uint8(1), true)
 	f.Fuzz(func(t *testing.T, reason, unit string, n int, peak, limit int64, exit int32, class uint8, lastWords bool) {
 		r := limits(reason, unit, n, peak, limit, exit, classes[int(class)%len(classes)])
-		e := Event(Delivery{Record: r, ID: "uid-1", Name: "rd-1", Target: Target{LastWords: lastWords}})
+		e := Event(Delivery{Record: r, ID: "uid-1", Name: "rd-1", Target: Target{LastWords: lastWords, Disclose: true}})
 		require.NoError(t, e.Validate())
 		raw, err := json.Marshal(e)
 		require.NoError(t, err)
