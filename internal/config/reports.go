@@ -54,8 +54,11 @@ func (d Disclosure) Has(ns string, p runnerpod.PresetName) bool {
 type GitHub struct {
 	// URL is the API's base: https://api.github.com/ or a GitHub
 	// Enterprise Server's https://HOST/api/v3/.
-	URL            string `json:"url"`
-	AppID          int64  `json:"appID"`
+	URL   string `json:"url"`
+	AppID int64  `json:"appID"`
+	// InstallationID is the App's installation, or 0: the installation of
+	// each report's repository, looked up (an App installed on several
+	// organisations).
 	InstallationID int64  `json:"installationID"`
 	Secret         string `json:"secret"`
 	LastWords      bool   `json:"lastWords,omitempty"`
@@ -147,8 +150,8 @@ func validateReports(c Config) []error {
 	}
 	if g := r.GitHub; g != nil {
 		errs = append(errs, baseURL("reports.github.url", g.URL)...)
-		if g.AppID <= 0 || g.InstallationID <= 0 {
-			bad("github: appID and installationID are needed")
+		if g.AppID <= 0 || g.InstallationID < 0 {
+			bad("github: appID is needed, and installationID is an installation's id or 0 (each repository's)")
 		}
 		secret("github", g.Secret)
 	}

@@ -22,40 +22,80 @@ import (
 type GitHubSender struct {
 	// BaseURL: https://api.github.com/, or a GitHub Enterprise Server's
 	// https://HOST/api/v3/.
-	BaseURL        string
-	AppID          int64
+	BaseURL string
+	AppID   int64
+	// InstallationID is the App's one installation; 0 looks up the
+	// installation of each report's repository, so one App installed on
+	// several organisations (or an enterprise) reports to each.
 	InstallationID int64
 	// Key is the App's private key (PEM), read from the Secret at each
-	// report; a changed key makes a new installation transport.
+	// report; a changed key makes new transports.
 	Key       func(ctx context.Context) ([]byte, error)
 	Transport http.RoundTripper
 	Now       func() time.Time
 
-	mu  sync.Mutex
-	key string
-	tr  *ghinstallation.Transport
+	mu    sync.Mutex
+	key   string
+	app   *ghinstallation.AppsTransport
+	inst  map[int64]*ghinstallation.Transport
+	found map[string]int64 // repository -> installation, when looked up
 }
 
-func (s *GitHubSender) client(ctx context.Context) (*github.Client, error) {
+// client is a client of the installation that may act on repository.
+func (s *GitHubSender) client(ctx context.Context, repository string) (*github.Client, error) {
 	key, err := s.Key(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.tr == nil || s.key != string(key) {
+	if s.app == nil || s.key != string(key) {
 		base := s.Transport
 		if base == nil {
 			base = http.DefaultTransport
 		}
-		tr, err := ghinstallation.New(base, s.AppID, s.InstallationID, key)
+		app, err := ghinstallation.NewAppsTransport(base, s.AppID, key)
 		if err != nil {
 			return nil, fmt.Errorf("the GitHub App's private key: %w", err)
 		}
-		tr.BaseURL = strings.TrimRight(s.BaseURL, "/")
-		s.tr, s.key = tr, string(key)
+		app.BaseURL = strings.TrimRight(s.BaseURL, "/")
+		s.app, s.key, s.inst, s.found = app, string(key), map[int64]*ghinstallation.Transport{}, map[string]int64{}
 	}
-	c := github.NewClient(&http.Client{Transport: s.tr})
+	id := s.InstallationID
+	if id == 0 {
+		if id, err = s.installation(ctx, repository); err != nil {
+			return nil, err
+		}
+	}
+	tr, ok := s.inst[id]
+	if !ok {
+		tr = ghinstallation.NewFromAppsTransport(s.app, id)
+		s.inst[id] = tr
+	}
+	return s.api(tr)
+}
+
+// installation asks GitHub, as the App, which of its installations covers
+// repository (owner/name); the answer is kept.
+func (s *GitHubSender) installation(ctx context.Context, repository string) (int64, error) {
+	if id, ok := s.found[repository]; ok {
+		return id, nil
+	}
+	c, err := s.api(s.app)
+	if err != nil {
+		return 0, err
+	}
+	owner, repo, _ := strings.Cut(repository, "/")
+	inst, resp, err := c.Apps.FindRepositoryInstallation(ctx, owner, repo)
+	if err != nil {
+		return 0, githubFailure(resp, fmt.Errorf("finding the App's installation on %s (is the App installed there?): %w", repository, err), s.Now())
+	}
+	s.found[repository] = inst.GetID()
+	return inst.GetID(), nil
+}
+
+func (s *GitHubSender) api(tr http.RoundTripper) (*github.Client, error) {
+	c := github.NewClient(&http.Client{Transport: tr})
 	u, err := url.Parse(strings.TrimRight(s.BaseURL, "/") + "/")
 	if err != nil {
 		return nil, err
@@ -95,7 +135,7 @@ func (s *GitHubSender) run(ctx context.Context, c *github.Client, d Delivery) (*
 
 // Find looks for the check run by its external_id, the record's UID.
 func (s *GitHubSender) Find(ctx context.Context, d Delivery) (string, bool, error) {
-	c, err := s.client(ctx)
+	c, err := s.client(ctx, d.Target.Repository)
 	if err != nil {
 		return "", false, err
 	}
@@ -129,7 +169,7 @@ func Conclusion(r death.Record) string {
 
 // Send creates the check run, completed, with its Conclusion.
 func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
-	c, err := s.client(ctx)
+	c, err := s.client(ctx, d.Target.Repository)
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/runnerguard/runnerguard/internal/death"
@@ -61,6 +62,11 @@ func Title(r death.Record) string {
 		if v := r.Vitals; v != nil && v.Peak != nil && v.Limit != nil && *v.Peak >= 0 && *v.Limit > 0 {
 			t += fmt.Sprintf(": %s of its %s", gib(*v.Peak), gib(*v.Limit))
 		}
+	}
+	if st := r.Stall; st != nil && st.For.Duration > 0 {
+		// GitLab shows only the title: a stall before the death is the
+		// developer's first clue to a limit too tight.
+		t += ", after " + duration.HumanDuration(st.For.Duration) + " stalled at its memory limit"
 	}
 	if c == death.DeletedRunning && r.DeletedBy != "" {
 		if r.DeletedBy != Withheld {

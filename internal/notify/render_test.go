@@ -5,10 +5,12 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
@@ -25,6 +27,9 @@ func TestTitle(t *testing.T) {
 	exit.ExitCode = ptr.To(int32(3))
 	escaped := arc(death.DeletedRunning, erJob)
 	escaped.DeletedBy, escaped.DeleteRule = "mallory\n\x1b[2J", "over\u202eride"
+	stalled := arc(death.CgroupOOM, erJob)
+	stalled.Vitals = oom.Vitals
+	stalled.Stall = &v1alpha1.Stall{For: metav1.Duration{Duration: 12 * time.Minute}, Basis: "pressure"}
 	negative := arc(death.CgroupOOM, erJob)
 	negative.Vitals = &v1alpha1.Vitals{Memory: v1alpha1.Memory{Peak: ptr.To(int64(-1)), Limit: ptr.To(int64(8 << 30))}}
 	for _, c := range []struct {
@@ -34,6 +39,8 @@ func TestTitle(t *testing.T) {
 	}{
 		{"an OOM kill says the memory against the limit", oom, "Runner OOM-killed: 7.9 GiB of its 8 GiB"},
 		{"an OOM kill without vitals says only the kill", arc(death.CgroupOOM, erJob), "Runner OOM-killed"},
+		{"a stall before the death is in the title", stalled, "Runner OOM-killed: 7.9 GiB of its 8 GiB, after 12m stalled at its memory limit"},
+		{"a withheld deleter is not named", withheldBy(deleted), "Runner's pod deleted while its job ran (rule override)"},
 		{"a delete says who and under which rule", deleted, "Runner's pod deleted while its job ran by alice (rule override)"},
 		{"an error exit says its code", exit, "Runner exited with code 3"},
 		{"a probe kill says so", arc(death.ProbeKill, erJob), "Runner killed for failing its liveness probe"},
@@ -44,6 +51,11 @@ func TestTitle(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, Title(c.r)) })
 	}
+}
+
+func withheldBy(r death.Record) death.Record {
+	r.DeletedBy = Withheld
+	return r
 }
 
 func TestCommand(t *testing.T) {

@@ -233,3 +233,26 @@ func TestRefusalsAreRetriedAsTheServiceAsksThenCountedAndFailed(t *testing.T) {
 		})
 	}
 }
+
+// An App installed on several organisations needs no installation id: the
+// installation of each report's repository is asked of GitHub, as the App;
+// a repository the App is not installed on fails the report, saying so.
+func TestAnAppWithoutAnInstallationIDReportsThroughEachRepositorysInstallation(t *testing.T) {
+	elsewhere := oom()
+	elsewhere.Name, elsewhere.UID = "elsewhere", "uid-elsewhere"
+	elsewhere.Record.Job = &v1alpha1.Job{ID: "7312", Run: "900124", Project: "other-org/app", Name: "build", Source: "EphemeralRunner/runner-x"}
+	w := newWorld(t, oom(), elsewhere)
+	w.cfg.GitHub.InstallationID = 0
+	w.cfg.Sinks = nil
+	r := w.leader()
+	w.reconcile(t, r, "oom")
+	require.Len(t, w.gh.CheckRuns(), 1, "the installation on acme/app was found")
+	assert.Equal(t, "acme/app", w.gh.CheckRuns()[0].Repository)
+	assert.Empty(t, w.gh.Errors(), "each request as the App or its installation, in GitHub's shapes")
+
+	w.reconcile(t, r, "elsewhere")
+	rep := w.status(t, "elsewhere").Reports[0]
+	assert.Equal(t, notify.PhaseRetrying, rep.Phase)
+	assert.Contains(t, rep.Message, "finding the App's installation on other-org/app (is the App installed there?)")
+	assert.Len(t, w.gh.CheckRuns(), 1)
+}

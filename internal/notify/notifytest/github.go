@@ -95,6 +95,10 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		g.exchange(w, r)
 		return
 	}
+	if p := strings.Split(path, "/"); len(p) == 4 && p[0] == "repos" && p[3] == "installation" && r.Method == http.MethodGet {
+		g.installation(w, r, p[1]+"/"+p[2])
+		return
+	}
 	if r.Header.Get("Authorization") != "token "+g.token {
 		g.bad(w, "%s %s: authorization %q is not the installation's token", r.Method, path, r.Header.Get("Authorization"))
 		return
@@ -118,13 +122,38 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// exchange checks the App's JWT (RS256, iss the App id, iat and exp within
-// ten minutes) and hands out the installation token.
+// exchange checks the App's JWT and hands out the installation token.
 func (g *GitHub) exchange(w http.ResponseWriter, r *http.Request) {
+	if !g.asApp(w, r, "access_tokens") {
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(map[string]any{"token": g.token, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+}
+
+// installation is "Get a repository installation for the authenticated
+// app": the one installation, for a repository it knows a run of.
+func (g *GitHub) installation(w http.ResponseWriter, r *http.Request, repo string) {
+	if !g.asApp(w, r, "installation") {
+		return
+	}
+	for k := range g.Runs {
+		if strings.HasPrefix(k, repo+"/") {
+			_ = json.NewEncoder(w).Encode(map[string]any{"id": g.InstallationID, "app_id": g.AppID,
+				"access_tokens_url": fmt.Sprintf("%s/api/v3/app/installations/%d/access_tokens", g.Server.URL, g.InstallationID)})
+			return
+		}
+	}
+	http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+}
+
+// asApp checks that the request is the App's own, with its JWT (RS256, iss
+// the App id, exp within ten minutes), and answers it if not.
+func (g *GitHub) asApp(w http.ResponseWriter, r *http.Request, what string) bool {
 	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
-		g.bad(w, "access_tokens: no Bearer JWT")
-		return
+		g.bad(w, "%s: no Bearer JWT", what)
+		return false
 	}
 	claims := &jwt.RegisteredClaims{}
 	_, err := jwt.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
@@ -135,17 +164,16 @@ func (g *GitHub) exchange(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case err != nil:
-		g.bad(w, "access_tokens: the JWT: %v", err)
-		return
+		g.bad(w, "%s: the JWT: %v", what, err)
+		return false
 	case claims.Issuer != strconv.FormatInt(g.AppID, 10):
-		g.bad(w, "access_tokens: iss %q is not the App's id", claims.Issuer)
-		return
+		g.bad(w, "%s: iss %q is not the App's id", what, claims.Issuer)
+		return false
 	case claims.ExpiresAt == nil || claims.ExpiresAt.Sub(time.Now()) > 10*time.Minute:
-		g.bad(w, "access_tokens: exp more than ten minutes ahead")
-		return
+		g.bad(w, "%s: exp more than ten minutes ahead", what)
+		return false
 	}
-	w.WriteHeader(http.StatusCreated)
-	_ = json.NewEncoder(w).Encode(map[string]any{"token": g.token, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	return true
 }
 
 func (g *GitHub) create(w http.ResponseWriter, r *http.Request, repo string) {
