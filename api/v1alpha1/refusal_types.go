@@ -4,8 +4,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Refusals is what runnerguard refused to let be done to a runner: one
-// entry per requester and verb, kept on the runner's pod while it lives
+// Refusals is what runnerguard refused to let be done to a runner, or in
+// warn mode would have refused: one entry per requester, verb and mode, kept on the runner's pod while it lives
 // (the annotation runnerguard.io/refusals, which only runnerguard may
 // write) and copied onto its death record.
 type Refusals struct {
@@ -43,6 +43,11 @@ type Refusal struct {
 	// rather than wrap.
 	// +kubebuilder:validation:Minimum=1
 	Count int32 `json:"count"`
+	// Warned: the guard was in warn mode and let the attempts through;
+	// enforce mode would have refused them. Kept as a refusal is, so a
+	// rollout's warn week leaves evidence.
+	// +optional
+	Warned bool `json:"warned,omitempty"`
 	// Version is the pod's resourceVersion the latest refusal was decided
 	// on.
 	// +optional

@@ -14,34 +14,41 @@ import (
 	"github.com/runnerguard/runnerguard/internal/report"
 )
 
-const refusalsSynopsis = "refusals [POD] [-n NAMESPACE | -A] [-o json]"
+const refusalsSynopsis = "refusals [POD] [-n NAMESPACE | -A] [--warned] [-o json]"
 
 // refusalsOptions are refusals' own flags.
 type refusalsOptions struct {
 	all        bool
+	warned     bool
 	output     string
 	configPath string
 }
 
 // newRefusalsCommand is `refusals [POD]`: who the guard refused, and what,
-// on the live runner pods.
+// on the live runner pods and on the records of those that died.
 func newRefusalsCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var o refusalsOptions
 	cmd := &cobra.Command{
 		Use:   "refusals [POD]",
-		Short: "List who was refused a delete, eviction, exec or attach of a live runner, how often and when",
-		Long: `refusals lists what runnerguard's guard refused on the live runner pods of
-a namespace (or of one pod): one line per requester and verb, with the
-count, the first and the latest time and the rule. runnerguard keeps them
-on the pod itself, where only it may write them, so they outlive the
-Events; when the runner dies they are copied onto its RunnerDeath record,
-where "why" and "deaths" show them.
+		Short: "List who was refused a delete, eviction, exec or attach of a runner (or let through by warn mode), how often and when",
+		Long: `refusals lists what runnerguard's guard refused on the runner pods of a
+namespace (or of one pod): one line per requester, verb and answer, with
+the count, the first and the latest time and the rule. runnerguard keeps
+them on the live pod itself, where only it may write them, so they
+outlive the Events; when the runner dies they are copied onto its
+RunnerDeath record, and are listed from there (RUNNER died).
+
+In warn mode nothing is refused: what enforce would have refused is kept
+the same way, answered "warned" (a deletion warn mode let through is on
+the runner's record). --warned lists only those: the rollout's question,
+what enforce would have refused this week.
 
 Exit status: 0 listed (none found included); 1 the cluster could not be
-read; 2 a usage error; 3 the pod named is gone (its record, if it died,
-keeps its refusals: see "why").`,
+read; 2 a usage error; 3 the pod named is gone and no record of it keeps
+refusals.`,
 		Example: `  runnerguard refusals -n ci
   runnerguard refusals runner-abc12 -n ci
+  runnerguard refusals -A --warned
   runnerguard refusals -A -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -51,7 +58,8 @@ keeps its refusals: see "why").`,
 		},
 	}
 	k := newKube(cmd)
-	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "the runner pods of every namespace")
+	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "the runner pods and records of every namespace")
+	cmd.Flags().BoolVar(&o.warned, "warned", false, "only what warn mode let through that enforce would have refused")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json, or none for the text for people")
 	cmd.Flags().StringVar(&o.configPath, "config", "", "runnerguard config file, for non-default presets")
 	cmd.ValidArgsFunction = k.completePods
@@ -72,7 +80,7 @@ keeps its refusals: see "why").`,
 }
 
 // errPodGone ends refusals with exitNoRecord once it has said so.
-var errPodGone = exitError{exitNoRecord, errors.New("the pod is gone: its refusals, if it died, are on its record (runnerguard why POD)")}
+var errPodGone = exitError{exitNoRecord, errors.New("the pod is gone, and no record of it keeps refusals (runnerguard why POD)")}
 
 func refusals(ctx context.Context, k kube, o refusalsOptions, pod string, w io.Writer) error {
 	// Without the chart's config every preset's pods are runners: the
@@ -96,11 +104,20 @@ func refusals(ctx context.Context, k kube, o refusalsOptions, pod string, w io.W
 		return err
 	}
 	pods, err := report.Refusals(ctx, c, cfg.Presets, ns, pod)
-	if errors.Is(err, report.ErrPodGone) {
-		return errPodGone
+	gone := errors.Is(err, report.ErrPodGone)
+	if err != nil && !gone {
+		return err
 	}
+	dead, err := report.DeadRefusals(ctx, c, ns, pod)
 	if err != nil {
 		return err
+	}
+	if gone && len(dead) == 0 {
+		return errPodGone
+	}
+	pods = append(pods, dead...)
+	if o.warned {
+		pods = report.OnlyWarned(pods)
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(w)

@@ -83,6 +83,30 @@ func TestWarnModeAllowsWhatEnforceRefusesAndSaysSo(t *testing.T) {
 	r := oneDeath(t, deleted)
 	assert.Equal(t, "busy", r.DeleteRule)
 	assert.Contains(t, runWhy(t, "reaped", "-n", warnNS), "allowed only because the guard was in warn mode; enforce would have refused it")
+	// What enforce would have refused is kept on the record as a refusal
+	// is, for the records' retention (far past a warn week), and listed.
+	require.NotNil(t, r.Refusals)
+	require.Len(t, r.Refusals.Entries, 1)
+	w := r.Refusals.Entries[0]
+	assert.True(t, w.Warned, "let through by warn mode")
+	assert.Equal(t, reaper, w.By)
+	assert.Equal(t, "delete", w.Verb)
+	assert.Equal(t, int32(1), w.Count)
+	assert.GreaterOrEqual(t, suiteCfg.Records.MaxAge.Duration, 7*24*time.Hour, "a warn week's evidence outlives the week")
+	out, errOut, code := runCLI(t, nil, "refusals", "--warned", "--kubeconfig", adminKubeconfig, "-n", warnNS)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^`+warnNS+`\s+reaped\s+died\s+delete\s+`+reaper+`\s+warned\s+1\s`, out)
+	assert.Contains(t, runWhy(t, "reaped", "-n", warnNS), "(warn mode let it through; enforce would refuse it) delete by "+reaper)
+
+	// An exec warn mode lets through leaves the live pod that evidence.
+	olga := may(t, warnNS, person("olga@example.com"), "edit")
+	execd := create(t, nil, busyRunner(warnNS, "execd"))
+	err = connect(t, olga, execd, "exec", "runner")
+	assert.False(t, apierrors.IsForbidden(err), "warn lets the exec through (no kubelet here to run it): %v", err)
+	eventually(t, func() bool {
+		l := storedRefusals(t, execd)
+		return l != nil && len(l.Entries) == 1 && l.Entries[0].Warned && l.Entries[0].Verb == "exec" && l.Entries[0].By == olga.user
+	}, "the exec enforce would refuse is kept on the pod")
 
 	// Switching the namespace to enforce takes effect without a restart.
 	ns := &corev1.Namespace{}

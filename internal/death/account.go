@@ -211,6 +211,15 @@ func Refusals(pod *corev1.Pod) *v1alpha1.Refusals {
 	return l
 }
 
+// warned is l with the deletion n added as what enforce would have
+// refused: a deletion admitted as busy, which only warn mode admits. It is
+// kept on the record as a refusal is, from the note, whether or not the
+// pod's own list took it before the pod went (counted once if it did).
+func warned(l *v1alpha1.Refusals, n *v1alpha1.DeletionNote) *v1alpha1.Refusals {
+	out := refusal.Add(ptr.Deref(l, v1alpha1.Refusals{}), refusal.One{By: n.Requester, Verb: n.Operation, Rule: n.Rule, At: n.Time.Time, Warned: true})
+	return &out
+}
+
 // vitalsLeft is how long r still waits for the vitals' final reading: while
 // the sidecar runs after the runner ended, up to VitalsWait past the end or,
 // once the pod's deletion is under way, past that deletion's deadline. The

@@ -151,7 +151,7 @@ func refusedNear(refused *v1alpha1.Refusals, set time.Time, author string) strin
 	var out []string
 	from, to := set.Add(-disruptionSkew), set.Add(disruptionLead)
 	for _, r := range refused.Entries {
-		if r.Last.Time.Before(from) || r.By != author && r.First.Time.After(to) {
+		if r.Warned || r.Last.Time.Before(from) || r.By != author && r.First.Time.After(to) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s by %s at %s", r.Verb, r.By, r.First.UTC().Format(time.RFC3339)))

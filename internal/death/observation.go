@@ -172,6 +172,8 @@ func (d *decision) deletedBy(r *Record) {
 	r.Job = n.Job
 	switch {
 	case !r.Deleted:
+	case runnerpod.Rule(n.Rule) == runnerpod.RuleBusy:
+		r.Refusals = warned(r.Refusals, n)
 	case runnerpod.Rule(n.Rule) == runnerpod.RuleJobOwner && presets.OwnerOf(d.Runner.Preset.Name).EndsJob:
 		EndedByOwner(r)
 		TimedOut(d.Pod, r)

@@ -14,6 +14,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/presets"
+	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -331,6 +332,58 @@ func TestDecide(t *testing.T) {
 			// node only for one an operator must look at.
 			assert.Equal(t, min(len(p.Records), 1), reads["job"], "job reads")
 			assert.Equal(t, map[bool]int{true: 1}[abnormal], reads["node"], "node reads")
+		})
+	}
+}
+
+// A delete warn mode let through (noted with rule busy) leaves on the
+// record what enforce would have refused, as a refusal is kept: beside
+// the pod's real refusals, never merged into them, counted once even when
+// the pod's own list took it before the pod went.
+func TestAWarnModeDeleteLeavesAWouldBeRefusalOnTheRecord(t *testing.T) {
+	cfg := configtest.Enforcing()
+	deletedAt := end.Add(-time.Second)
+	warned := refusal.One{By: "reaper", Verb: "delete", Rule: "busy", At: deletedAt, Version: "7", Warned: true}
+	refused := refusal.One{By: "reaper", Verb: "delete", Rule: "busy", At: end.Add(-time.Hour), Version: "3"}
+	for _, c := range []struct {
+		name   string
+		onPod  []refusal.One
+		note   *v1alpha1.DeletionNote
+		want   []v1alpha1.Refusal
+		reason string
+	}{
+		{name: "warn mode's delete", note: note("reaper", "busy", deletedAt),
+			want: []v1alpha1.Refusal{{By: "reaper", Verb: "delete", Rule: "busy", Count: 1, Warned: true}}},
+		{name: "beside an earlier real refusal", onPod: []refusal.One{refused}, note: note("reaper", "busy", deletedAt),
+			want: []v1alpha1.Refusal{{By: "reaper", Verb: "delete", Rule: "busy", Count: 1, Version: "3"}, {By: "reaper", Verb: "delete", Rule: "busy", Count: 1, Warned: true}}},
+		{name: "counted once when the pod's list took it", onPod: []refusal.One{warned}, note: note("reaper", "busy", deletedAt),
+			want: []v1alpha1.Refusal{{By: "reaper", Verb: "delete", Rule: "busy", Count: 1, Warned: true}}},
+		{name: "an override's delete is no refusal", note: note("reaper", "override", deletedAt)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(deletedAt, 30)
+			if len(c.onPod) > 0 {
+				var l v1alpha1.Refusals
+				for _, o := range c.onPod {
+					l = refusal.Add(l, o)
+				}
+				v, err := refusal.Format(l)
+				require.NoError(t, err)
+				w.Annotate(refusal.Annotation, v)
+			}
+			pod := w.Obj()
+			runner, ok := presets.Match(pod, cfg.Presets)
+			require.True(t, ok)
+			p := Decide(Observation{Pod: pod, Runner: runner, Note: c.note, Now: end.Add(time.Second), KeepSince: end.Add(-time.Hour * 24)})
+			require.Len(t, p.Records, 1)
+			var got []v1alpha1.Refusal
+			if l := p.Records[0].Refusals; l != nil {
+				for _, e := range l.Entries {
+					e.First, e.Last = metav1.MicroTime{}, metav1.MicroTime{}
+					got = append(got, e)
+				}
+			}
+			assert.Equal(t, c.want, got)
 		})
 	}
 }

@@ -60,12 +60,14 @@ type One struct {
 	By, Verb, Rule string
 	At             time.Time
 	Version        string
+	// Warned: allowed in warn mode, which enforce would have refused.
+	Warned bool
 }
 
 // entry is o as a list entry, its strings cut to their bounds.
 func (o One) entry() v1alpha1.Refusal {
 	at := metav1.NewMicroTime(o.At.UTC().Truncate(time.Microsecond))
-	return v1alpha1.Refusal{By: cut(o.By, MaxBy), Verb: cut(o.Verb, MaxVerb), Rule: cut(o.Rule, MaxRule), First: at, Last: at, Count: 1, Version: cut(o.Version, MaxVersion)}
+	return v1alpha1.Refusal{By: cut(o.By, MaxBy), Verb: cut(o.Verb, MaxVerb), Rule: cut(o.Rule, MaxRule), First: at, Last: at, Count: 1, Version: cut(o.Version, MaxVersion), Warned: o.Warned}
 }
 
 // Add merges o into l.
@@ -73,8 +75,8 @@ func Add(l v1alpha1.Refusals, o One) v1alpha1.Refusals { return Merge(l, entries
 
 func entries(e ...v1alpha1.Refusal) v1alpha1.Refusals { return v1alpha1.Refusals{Entries: e} }
 
-// Merge folds more's entries into l: an entry of the same requester and
-// verb adds its count and widens its times (its rule is the later one's);
+// Merge folds more's entries into l: an entry of the same requester,
+// verb and mode (refused, or warned) adds its count and widens its times (its rule is the later one's);
 // a new one is added; beyond MaxEntries the entry with the fewest refusals,
 // then the least lately refused, is dropped and counted. Keeping the
 // persistent requesters is the point: a reaper that retries is the one
@@ -83,7 +85,7 @@ func entries(e ...v1alpha1.Refusal) v1alpha1.Refusals { return v1alpha1.Refusals
 func Merge(l, more v1alpha1.Refusals) v1alpha1.Refusals {
 	out := v1alpha1.Refusals{Entries: slices.Clone(l.Entries), Dropped: addSat(l.Dropped, more.Dropped)}
 	for _, e := range more.Entries {
-		i := slices.IndexFunc(out.Entries, func(x v1alpha1.Refusal) bool { return x.By == e.By && x.Verb == e.Verb })
+		i := slices.IndexFunc(out.Entries, func(x v1alpha1.Refusal) bool { return keyOf(x) == keyOf(e) })
 		if i < 0 {
 			out.Entries = append(out.Entries, e)
 			continue
@@ -109,6 +111,15 @@ func Merge(l, more v1alpha1.Refusals) v1alpha1.Refusals {
 	sortEntries(out.Entries)
 	return out
 }
+
+// key is what an entry counts: one requester's attempts at one verb,
+// refused or (Warned) let through by warn mode.
+type key struct {
+	by, verb string
+	warned   bool
+}
+
+func keyOf(e v1alpha1.Refusal) key { return key{e.By, e.Verb, e.Warned} }
 
 // Repeat is how close two refusals of one requester's verb, decided on
 // two copies of the pod, are decided to be one attempt: the API server
@@ -137,8 +148,18 @@ func weakest(es []v1alpha1.Refusal) int {
 
 func sortEntries(es []v1alpha1.Refusal) {
 	slices.SortStableFunc(es, func(a, b v1alpha1.Refusal) int {
-		return cmp.Or(a.First.Compare(b.First.Time), cmp.Compare(a.By, b.By), cmp.Compare(a.Verb, b.Verb))
+		return cmp.Or(a.First.Compare(b.First.Time), cmp.Compare(a.By, b.By), cmp.Compare(a.Verb, b.Verb), compareBool(a.Warned, b.Warned))
 	})
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func addSat(a, b int32) int32 {
@@ -196,16 +217,15 @@ func Validate(l v1alpha1.Refusals) error {
 	if l.Dropped < 0 {
 		return fmt.Errorf("refusals: dropped %d is negative", l.Dropped)
 	}
-	seen := map[[2]string]bool{}
+	seen := map[key]bool{}
 	for i, e := range l.Entries {
 		if err := validEntry(e); err != nil {
 			return fmt.Errorf("refusals: entry %d: %w", i, err)
 		}
-		k := [2]string{e.By, e.Verb}
-		if seen[k] {
+		if seen[keyOf(e)] {
 			return fmt.Errorf("refusals: entry %d: %q refused %s twice in the list", i, e.By, e.Verb)
 		}
-		seen[k] = true
+		seen[keyOf(e)] = true
 	}
 	return nil
 }

@@ -41,15 +41,35 @@ func refusedTwice() *v1alpha1.Refusals {
 }
 
 func TestRefusalsTable(t *testing.T) {
-	got := RefusalsTable([]PodRefusals{{Namespace: "ci", Pod: "r", Refusals: refusedTwice()}, {Namespace: "ci", Pod: "bad", Error: "refusals: version 2, want 1"}})
+	got := RefusalsTable([]PodRefusals{{Namespace: "ci", Pod: "r", Refusals: refusedTwice()}, {Namespace: "ci", Pod: "bad", Error: "refusals: version 2, want 1"},
+		{Namespace: "ci", Pod: "gone", Record: "gone.0123", Refusals: warnedOnce()}})
 	lines := strings.Split(strings.TrimRight(got, "\n"), "\n")
-	assert.Regexp(t, `^NAMESPACE\s+POD\s+VERB\s+REQUESTER\s+COUNT\s+FIRST\s+LAST\s+RULE$`, lines[0])
-	assert.Regexp(t, `^ci\s+r\s+delete\s+system:serviceaccount:ci:reaper\s+2\s+2026-11-27T12:00:00Z\s+2026-11-27T12:01:00Z\s+busy$`, lines[1])
+	assert.Regexp(t, `^NAMESPACE\s+POD\s+RUNNER\s+VERB\s+REQUESTER\s+ANSWER\s+COUNT\s+FIRST\s+LAST\s+RULE$`, lines[0])
+	assert.Regexp(t, `^ci\s+r\s+live\s+delete\s+system:serviceaccount:ci:reaper\s+refused\s+2\s+2026-11-27T12:00:00Z\s+2026-11-27T12:01:00Z\s+busy$`, lines[1])
 	assert.Contains(t, lines[2], `mallory\x1b[2J`)
+	assert.Regexp(t, `^ci\s+gone\s+died\s+delete\s+system:serviceaccount:ci:reaper\s+warned\s+1\s`, lines[3])
 	assert.NotContains(t, got, "\x1b")
 	assert.Contains(t, got, "ci/bad: refusals unreadable: refusals: version 2, want 1")
 	assert.Contains(t, got, "ci/r: 3 more not kept")
-	assert.Equal(t, "no refusals on any live runner pod\n", RefusalsTable(nil))
+	assert.Equal(t, "no refusals on any live runner pod or death record\n", RefusalsTable(nil))
+}
+
+func warnedOnce() *v1alpha1.Refusals {
+	at := metav1.NewMicroTime(time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC))
+	return &v1alpha1.Refusals{Entries: []v1alpha1.Refusal{{By: "system:serviceaccount:ci:reaper", Verb: "delete", Rule: "busy", First: at, Last: at, Count: 1, Warned: true}}}
+}
+
+// The warn week's question, what enforce would have refused, is what
+// OnlyWarned keeps: the warned entries, of every runner that has any.
+func TestOnlyWarnedKeepsWhatEnforceWouldHaveRefused(t *testing.T) {
+	both := refusedTwice()
+	both.Entries = append(both.Entries, warnedOnce().Entries...)
+	got := OnlyWarned([]PodRefusals{{Namespace: "ci", Pod: "r", Refusals: refusedTwice()}, {Namespace: "ci", Pod: "w", Refusals: both}, {Namespace: "ci", Pod: "bad"}})
+	require.Len(t, got, 1)
+	assert.Equal(t, "w", got[0].Pod)
+	assert.Equal(t, warnedOnce().Entries, got[0].Refusals.Entries)
+	assert.Equal(t, "3 by 2 +1 warned", refused(both))
+	assert.Equal(t, "1 warned", refused(warnedOnce()))
 }
 
 func TestARecordAndALivePodSayWhatWasRefused(t *testing.T) {

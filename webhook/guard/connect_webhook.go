@@ -26,12 +26,15 @@ const ConnectPath = "/validate-runner-connect"
 
 // ConnectHandler is the room of connections into pods: it judges CONNECT
 // reviews of pods/exec, pods/attach, pods/portforward and pods/proxy
-// (DecideConnect) with the pod guard's readers. It writes nothing: no note, Event or metric (a review
-// anyone on the pod network can post must not change a record); a refusal
-// is said to the caller and logged.
+// (DecideConnect) with the pod guard's readers. It writes no note, Event
+// or metric (a review anyone on the pod network can post must not change a
+// record); a refusal is said to the caller and logged, and kept on the pod
+// (as is what warn mode let through) only for a pod the API server has
+// with that name (Handler.keepConnectRefusal).
 type ConnectHandler struct {
 	Readers
-	// refused keeps a refusal on the pod after the answer
+	// refused keeps a refusal, or what warn mode let through that enforce
+	// would refuse, on the pod after the answer
 	// (Handler.keepConnectRefusal); nil keeps none.
 	refused func(ctx context.Context, f Facts, d Decision)
 }
@@ -108,6 +111,11 @@ func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admis
 	}
 	r := admission.Allowed(d.Message)
 	if d.Warned {
+		// What enforce would refuse is kept as a refusal is: the warn
+		// week's evidence.
+		if c.refused != nil {
+			c.refused(ctx, f, d)
+		}
 		r = r.WithWarnings(d.Message)
 	}
 	return r

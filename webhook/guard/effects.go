@@ -226,7 +226,7 @@ func (e refusalOnRecord) carryOut(ctx context.Context, h *Handler, _ string) {
 // refusalOf is what a refusal keeps: who asked, what, by which rule, when,
 // and the pod's version it was judged on.
 func refusalOf(f Facts, d Decision) refusal.One {
-	return refusal.One{By: f.Requester, Verb: string(f.Operation), Rule: string(d.Rule), At: f.Now, Version: f.Pod.ResourceVersion}
+	return refusal.One{By: f.Requester, Verb: string(f.Operation), Rule: string(d.Rule), At: f.Now, Version: f.Pod.ResourceVersion, Warned: d.Warned}
 }
 
 // regarding is the pod as an Event names it: without its resourceVersion,
