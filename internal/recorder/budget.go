@@ -67,17 +67,40 @@ func BudgetLabelPlan(pod *corev1.Pod, budget bool) (value *string, ok bool) {
 	return nil, false
 }
 
-// ensureBudget creates pod's budget unless the cache holds it.
-func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) error {
+// ensureBudget creates pod's budget unless the cache holds it; created
+// false and no error: the budget is no longer wanted (stillWanted), and
+// the pod is judged again.
+func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (created bool, err error) {
 	b := Budget(pod)
-	err := m.Client.Get(ctx, client.ObjectKeyFromObject(b), &policyv1.PodDisruptionBudget{})
+	err = m.Client.Get(ctx, client.ObjectKeyFromObject(b), &policyv1.PodDisruptionBudget{})
 	if !apierrors.IsNotFound(err) {
-		return err
+		return err == nil, err
+	}
+	if ok, err := m.stillWanted(ctx, pod); !ok || err != nil {
+		return false, err
 	}
 	if err := m.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+		return false, err
 	}
-	return nil
+	return true, nil
+}
+
+// stillWanted judges pod again, with the registration and its namespace
+// read afresh, before its missing budget is created: a busy runner's
+// budget is new, or was removed, and the README's emergency rows remove
+// the budgets right after they switch the registration off or the
+// namespace to warn, sooner than the periodic read or the cache may show
+// it. A budget put back then would hold an eviction the operator freed;
+// read after the removal, the switch that came before it is seen.
+func (m *Marker) stillWanted(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	if m.Modes == nil {
+		return true, nil
+	}
+	if err := m.Modes.Refresh(ctx); err != nil {
+		return false, err
+	}
+	j, known, err := m.judgeIn(ctx, pod, m.Modes.Reader)
+	return known && j.Budget, err
 }
 
 // removeBudget deletes pod's budget, if any.

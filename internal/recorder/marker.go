@@ -144,8 +144,14 @@ func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		logf.FromContext(ctx).V(1).Info("runner pod marks follow its protection", "pod", req.NamespacedName, "busy", j.Busy, "budget", budget)
 	}
 	if budget {
-		if err := m.ensureBudget(ctx, pod); err != nil {
+		created, err := m.ensureBudget(ctx, pod)
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if !created {
+			// Its namespace or the registration changed since it was
+			// judged: its marks follow once the cache has the change.
+			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 		}
 	}
 	switch {
@@ -213,7 +219,12 @@ func (m *Marker) podsOf(_ context.Context, o client.Object) []reconcile.Request 
 // judge is the marker's judgement of pod now, for any requester the guard
 // does not exempt; known false while the namespace's mode is not.
 func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, error) {
-	nsLabels, err := namespace.Labels(ctx, m.Client, nil, pod.Namespace)
+	return m.judgeIn(ctx, pod, m.Client)
+}
+
+// judgeIn is judge with the pod's namespace read through ns.
+func (m *Marker) judgeIn(ctx context.Context, pod *corev1.Pod, ns client.Reader) (Judgement, bool, error) {
+	nsLabels, err := namespace.Labels(ctx, ns, nil, pod.Namespace)
 	if err != nil {
 		return Judgement{}, true, client.IgnoreNotFound(err)
 	}

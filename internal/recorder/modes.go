@@ -67,6 +67,14 @@ func (m *Modes) Start(ctx context.Context) error {
 	return nil
 }
 
+// Refresh reads the registration now, as the next periodic read would.
+func (m *Modes) Refresh(ctx context.Context) error {
+	if m.Name == "" {
+		return nil
+	}
+	return m.read(ctx)
+}
+
 func (m *Modes) read(ctx context.Context) error {
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	// A registration deleted (break-glass, an uninstall) enforces nowhere:
