@@ -90,12 +90,9 @@ func Protected(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now
 	if _, ok := runnerpod.Overridden(pod); ok {
 		return Protection{}
 	}
-	if _, passed := runnerpod.CapPassed(s, r.Preset, now); passed {
+	t := runnerpod.TermOf(pod, s, r.Preset, now)
+	if t.Expired != "" {
 		return Protection{}
 	}
-	if _, passed := runnerpod.DeadlinePassed(pod, now); passed {
-		return Protection{}
-	}
-	until, _ := runnerpod.ProtectionEnds(pod, s, r.Preset)
-	return Protection{Busy: true, Until: until}
+	return Protection{Busy: true, Until: t.Ends}
 }

@@ -51,17 +51,57 @@ func Overridden(pod *corev1.Pod) (string, bool) {
 	return reason, reason != ""
 }
 
-// RunningFor is how long the runner container has been running, from its
-// running.startedAt; false when the kubelet has not reported it.
-func RunningFor(s Status, now time.Time) (time.Duration, bool) {
-	if s.Container == nil {
-		return 0, false
+// Term is a running runner's protection in time, worked out once for the
+// guard's decision, the text a person reads and the marker's requeue:
+// since when the runner has run and how long, when its protection ends and
+// why, and whether it has.
+type Term struct {
+	// Since is the runner container's running.startedAt, zero when the
+	// kubelet has not reported it; Ran is how long it has run by now, in
+	// whole seconds.
+	Since time.Time
+	Ran   time.Duration
+	// Ends is when the protection ends: at the preset's cap counted from
+	// Since or, when sooner, at the pod's own deadline (ByDeadline); zero
+	// when neither is known.
+	Ends       time.Time
+	ByDeadline bool
+	// Expired says how the protection has ended: ExpiredCap, the runner
+	// has run past the cap (whole seconds past it, so at the cap's end
+	// itself it is still protected); ExpiredDeadline, the pod's own
+	// deadline has come; "" while it holds.
+	Expired Expiry
+}
+
+// Expiry is how a runner's protection ended.
+type Expiry string
+
+// How a protection ends.
+const (
+	ExpiredCap      Expiry = "cap"
+	ExpiredDeadline Expiry = "deadline"
+)
+
+// TermOf is the runner's Term under preset p at now.
+func TermOf(pod *corev1.Pod, s Status, p Preset, now time.Time) Term {
+	var t Term
+	if s.Container != nil && s.Container.State.Running != nil && !s.Container.State.Running.StartedAt.IsZero() {
+		t.Since = s.Container.State.Running.StartedAt.Time
+		t.Ran = now.Sub(t.Since).Truncate(time.Second)
+		t.Ends = t.Since.Add(p.MaxProtected.Duration)
+		if t.Ran > p.MaxProtected.Duration {
+			t.Expired = ExpiredCap
+		}
 	}
-	run := s.Container.State.Running
-	if run == nil || run.StartedAt.IsZero() {
-		return 0, false
+	if dl, known := PodDeadline(pod); known {
+		if t.Ends.IsZero() || dl.Before(t.Ends) {
+			t.Ends, t.ByDeadline = dl, true
+		}
+		if t.Expired == "" && !now.Before(dl) {
+			t.Expired = ExpiredDeadline
+		}
 	}
-	return now.Sub(run.StartedAt.Time).Truncate(time.Second), true
+	return t
 }
 
 // PodDeadline is when the kubelet ends the pod by its own
@@ -73,34 +113,4 @@ func PodDeadline(pod *corev1.Pod) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return start.Add(time.Duration(*ads) * time.Second), true
-}
-
-// CapPassed reports whether a running runner has run past its preset's
-// maxProtected, and for how long it has run.
-func CapPassed(s Status, p Preset, now time.Time) (time.Duration, bool) {
-	ran, ok := RunningFor(s, now)
-	return ran, ok && ran > p.MaxProtected.Duration
-}
-
-// DeadlinePassed reports whether the pod's own deadline has come.
-func DeadlinePassed(pod *corev1.Pod, now time.Time) (time.Time, bool) {
-	end, ok := PodDeadline(pod)
-	return end, ok && !now.Before(end)
-}
-
-// ProtectionEnds is when a busy runner's protection ends: at its preset's
-// cap counted from the runner's start or, when sooner, at the pod's own
-// deadline; false when neither is known. CapPassed counts whole seconds
-// run past the cap, so at the cap's end itself the runner is still
-// protected, for one second more.
-func ProtectionEnds(pod *corev1.Pod, s Status, p Preset) (time.Time, bool) {
-	var end time.Time
-	ok := false
-	if s.Container != nil && s.Container.State.Running != nil && !s.Container.State.Running.StartedAt.IsZero() {
-		end, ok = s.Container.State.Running.StartedAt.Add(p.MaxProtected.Duration), true
-	}
-	if dl, known := PodDeadline(pod); known && (!ok || dl.Before(end)) {
-		end, ok = dl, true
-	}
-	return end, ok
 }

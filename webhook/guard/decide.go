@@ -2,12 +2,10 @@ package guard
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
@@ -104,8 +102,10 @@ type Decision struct {
 	// NodeDrain is the node's drain deadline and its setter (rule
 	// node-drain-deadline).
 	NodeDrain runnerpod.NodeDrain
-	// Ran is how long the runner has run, when its protection expired.
-	Ran time.Duration
+	// Term is the runner's protection in time (since when it has run, how
+	// long, when and why its protection ends), worked out once for the
+	// rules that read it and the text: set from rule 11 on.
+	Term runnerpod.Term
 	// OwnerDeleting: the pod's EphemeralRunner is being deleted (as
 	// Facts.OwnerDeleting, read by then if it decided).
 	OwnerDeleting bool
@@ -164,8 +164,7 @@ func Decide(f Facts, cfg config.Config) Decision {
 		case ownerUnknown(pod, runner.Preset):
 			shown, how := ownerShown(pod, f, runner.Preset)
 			if shown {
-				return allow(runnerpod.RuleOwnerUnknown, fmt.Sprintf("the job's owner was not recorded: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals; %s",
-					runnerpod.CreatedBy, runner.Preset.Name, how))
+				return allow(runnerpod.RuleOwnerUnknown, ownerUnknownMessage(runner.Preset.Name, how))
 			}
 			d.OwnerUnshown = how
 		}
@@ -189,19 +188,12 @@ func decideProtected(f Facts, cfg config.Config, d Decision) Decision {
 	if f.LookupNode != nil {
 		if nd, passed := runnerpod.NodeDrainPassed(f.LookupNode(), pod, f.Now); passed {
 			d.NodeDrain = nd
-			return allowed(d, runnerpod.RuleNodeDrain, fmt.Sprintf("allowed by node %s's %s %s, set by %s",
-				pod.Spec.NodeName, runnerpod.DrainDeadline, nd.At.UTC().Format(time.RFC3339), nd.By))
+			return allowed(d, runnerpod.RuleNodeDrain, nodeDrainMessage(pod, nd))
 		}
 	}
-	if ran, passed := runnerpod.CapPassed(d.Status, runner.Preset, f.Now); passed {
-		d.Ran = ran
-		return allowed(d, runnerpod.RuleProtectionExpired, fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
-			d.Status.Container.Name, duration.HumanDuration(ran), duration.HumanDuration(runner.Preset.MaxProtected.Duration), runner.Preset.Name))
-	}
-	if end, passed := runnerpod.DeadlinePassed(pod, f.Now); passed {
-		d.Ran, _ = runnerpod.RunningFor(d.Status, f.Now)
-		return allowed(d, runnerpod.RuleProtectionExpired, fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
-			*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)))
+	d.Term = runnerpod.TermOf(pod, d.Status, runner.Preset, f.Now)
+	if d.Term.Expired != "" {
+		return allowed(d, runnerpod.RuleProtectionExpired, expiredMessage(pod, d))
 	}
 	d.Job = f.JobNamed
 	if d.Job == nil {

@@ -60,19 +60,44 @@ func ownerNotTakenGitLab(pod *corev1.Pod, f Facts, preset runnerpod.PresetName) 
 		f.Requester, pod.Namespace, token, preset)
 }
 
-// protectionLeft is how long the busy runner stays protected, when that
-// ends (runnerpod.ProtectionEnds: the marker's requeue counts the same) and
-// why; false when neither the cap nor a deadline is known.
-func protectionLeft(f Facts, d Decision) (time.Duration, time.Time, string, bool) {
-	end, ok := runnerpod.ProtectionEnds(f.Pod, d.Status, d.Runner.Preset)
-	if !ok {
-		return 0, time.Time{}, "", false
+// ownerUnknownMessage says why a requester was let end a job whose owner
+// was not recorded (rule owner-unknown), and how it was shown to own it.
+func ownerUnknownMessage(preset runnerpod.PresetName, how string) string {
+	return fmt.Sprintf("the job's owner was not recorded: the pod was created without runnerguard's injector (no %s) and preset %s has no ownerPrincipals; %s",
+		runnerpod.CreatedBy, preset, how)
+}
+
+// nodeDrainMessage says whose drain deadline let a busy runner go (rule
+// node-drain-deadline).
+func nodeDrainMessage(pod *corev1.Pod, nd runnerpod.NodeDrain) string {
+	return fmt.Sprintf("allowed by node %s's %s %s, set by %s", pod.Spec.NodeName, runnerpod.DrainDeadline, nd.At.UTC().Format(time.RFC3339), nd.By)
+}
+
+// expiredMessage says how a running runner's protection ended (rule
+// protection-expired): past its preset's cap, or at the pod's own
+// deadline.
+func expiredMessage(pod *corev1.Pod, d Decision) string {
+	if d.Term.Expired == runnerpod.ExpiredCap {
+		return fmt.Sprintf("the protection expired: runner %q has run for %s, past the %s cap of preset %s",
+			d.Status.Container.Name, duration.HumanDuration(d.Term.Ran), duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration), d.Runner.Preset.Name)
 	}
-	why := "preset cap " + duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration)
-	if dl, known := runnerpod.PodDeadline(f.Pod); known && dl.Equal(end) {
-		why = fmt.Sprintf("the pod's activeDeadlineSeconds %d", *f.Pod.Spec.ActiveDeadlineSeconds)
+	dl, _ := runnerpod.PodDeadline(pod)
+	return fmt.Sprintf("the protection expired: the pod's own deadline (activeDeadlineSeconds %d from its start at %s) passed at %s",
+		*pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime.UTC().Format(time.RFC3339), dl.UTC().Format(time.RFC3339))
+}
+
+// protectionEnds says when the busy runner's protection ends and why; ""
+// when neither the cap nor a deadline is known.
+func protectionEnds(pod *corev1.Pod, d Decision) (at, why string) {
+	t := d.Term
+	if t.Ends.IsZero() {
+		return "", ""
 	}
-	return end.Sub(f.Now).Truncate(time.Second), end, why, true
+	why = "preset cap " + duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration)
+	if t.ByDeadline {
+		why = fmt.Sprintf("the pod's activeDeadlineSeconds %d", *pod.Spec.ActiveDeadlineSeconds)
+	}
+	return t.Ends.UTC().Format(time.RFC3339), why
 }
 
 // jobText names a job as its fleet does: its id, then what else the fleet
@@ -98,16 +123,12 @@ func jobText(j *v1alpha1.Job) string {
 	return strings.Join(parts, ", ")
 }
 
-// busySince says since when the runner has run, and when its protection
-// ends, for a refusal's reader to plan a drain by: "" for what is unknown.
-func busySince(f Facts, d Decision) (since, ends string) {
-	if run := d.Status.Container; run != nil && run.State.Running != nil && !run.State.Running.StartedAt.IsZero() {
-		since = run.State.Running.StartedAt.UTC().Format(time.RFC3339)
+// since is when the runner started, as a refusal says it; "" when unknown.
+func since(d Decision) string {
+	if d.Term.Since.IsZero() {
+		return ""
 	}
-	if _, end, _, ok := protectionLeft(f, d); ok {
-		ends = end.UTC().Format(time.RFC3339)
-	}
-	return since, ends
+	return d.Term.Since.UTC().Format(time.RFC3339)
 }
 
 // OverridePermission is what setting runnerpod.AllowDelete takes: the
@@ -132,10 +153,8 @@ func busyMessage(f Facts, d Decision) string {
 		b.WriteString("runnerguard: ")
 	}
 	fmt.Fprintf(&b, "runner container %q of pod %s/%s (%s)", d.Status.Container.Name, pod.Namespace, pod.Name, d.Runner.Preset.Name)
-	ran, started := runnerpod.RunningFor(d.Status, f.Now)
-	if started {
-		since, _ := busySince(f, d)
-		fmt.Fprintf(&b, " has been running for %s (since %s)", duration.HumanDuration(ran), since)
+	if s := since(d); s != "" {
+		fmt.Fprintf(&b, " has been running for %s (since %s)", duration.HumanDuration(d.Term.Ran), s)
 	} else {
 		b.WriteString(" is running")
 	}
@@ -162,8 +181,8 @@ func busyMessage(f Facts, d Decision) string {
 	if f.Operation == Eviction && f.Mode != config.ModeWarn {
 		b.WriteString("; the eviction will succeed once the job ends")
 	}
-	if left, end, why, ok := protectionLeft(f, d); ok {
-		fmt.Fprintf(&b, "; its protection expires in %s (%s), at %s", duration.HumanDuration(left), why, end.UTC().Format(time.RFC3339))
+	if at, why := protectionEnds(pod, d); at != "" {
+		fmt.Fprintf(&b, "; its protection expires in %s (%s), at %s", duration.HumanDuration(d.Term.Ends.Sub(f.Now).Truncate(time.Second)), why, at)
 	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)
@@ -190,16 +209,15 @@ func connectBusyMessage(f Facts, container string, d Decision) string {
 // drain: since when the runner has run, the job it runs where the fleet
 // names one, and when its protection ends; all of it from what Decide read.
 func refusalPlan(f Facts, d Decision) string {
-	since, ends := busySince(f, d)
 	var parts []string
-	if since != "" {
-		parts = append(parts, "running since "+since)
+	if s := since(d); s != "" {
+		parts = append(parts, "running since "+s)
 	}
 	if j := jobText(d.Job); j != "" {
 		parts = append(parts, j)
 	}
-	if ends != "" {
-		parts = append(parts, "protection ends at "+ends)
+	if at, _ := protectionEnds(f.Pod, d); at != "" {
+		parts = append(parts, "protection ends at "+at)
 	}
 	if len(parts) == 0 {
 		return ""
