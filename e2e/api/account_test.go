@@ -64,7 +64,7 @@ func TestAnARCRunnersRecordNamesItsJobAndKeepsItsLastWords(t *testing.T) {
 	require.NoError(t, admin.Status().Update(ctx, er))
 	pod := podtest.ARCScaleSet(ns, "arc-7x2k9").RunningSince("runner", time.Now().Add(-time.Minute)).Obj()
 	pod.OwnerReferences[0].UID = er.GetUID()
-	pod = create(t, nil, pod)
+	pod = create(t, as(t, arcController), pod)
 
 	// The runner is OOM-killed; ARC deletes the pod of its finished runner.
 	st := podtest.Runner(ns, pod.Name).Terminated("runner", 137, "OOMKilled").Obj().Status
@@ -74,7 +74,8 @@ func TestAnARCRunnersRecordNamesItsJobAndKeepsItsLastWords(t *testing.T) {
 
 	r := oneDeath(t, pod)
 	assert.Equal(t, &v1alpha1.Job{ID: "31885502817", RequestID: "41002", Run: "11802293411", Project: "acme/app",
-		Workflow: "acme/app/.github/workflows/ci.yml@refs/heads/main", Name: "build (linux)", Source: "EphemeralRunner/arc-7x2k9"}, r.Job)
+		Workflow: "acme/app/.github/workflows/ci.yml@refs/heads/main", Name: "build (linux)", Source: "EphemeralRunner/arc-7x2k9", CreatedBy: arcController}, r.Job,
+		"the job, and who created its pod")
 	assert.Equal(t, lastWords, r.Message, "the last words outlive the pod")
 	found := deathsOfJob(t, ns, "31885502817")
 	require.Len(t, found, 1, "deaths --job finds it")

@@ -203,14 +203,13 @@ func TestACreatorCannotBeForgedAtCreate(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	t.Run("the injector overwrites a job pod's forged creator", func(t *testing.T) {
-		pod := forged(podtest.GitLab(ns, "injected"))
-		require.NoError(t, ci.client(t).Create(ctx, pod))
-		t.Cleanup(func() { forceRemove(pod) })
-		assert.Equal(t, ci.user, pod.Annotations[runnerpod.CreatedBy])
-	})
-	t.Run("a forged creator on a preset the injector does not record is refused", func(t *testing.T) {
-		requireRefusedByPolicy(t, ci.client(t).Create(ctx, forged(podtest.Runner(ns, "generic"))), forgedCreator)
+	t.Run("the injector overwrites a runner pod's forged creator, whatever its fleet", func(t *testing.T) {
+		for _, w := range []*podtest.Wrapper{podtest.GitLab(ns, "injected"), podtest.Runner(ns, "generic"), podtest.ARCScaleSet(ns, "arc")} {
+			pod := forged(w)
+			require.NoError(t, ci.client(t).Create(ctx, pod))
+			t.Cleanup(func() { forceRemove(pod) })
+			assert.Equal(t, ci.user, pod.Annotations[runnerpod.CreatedBy], pod.Name)
+		}
 	})
 
 	server.Stop()

@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -86,8 +87,15 @@ func registerPolicy(ctx context.Context) error {
 			return err
 		}
 	}
-	probe := podtest.Runner(ns.Name, "probe").Annotate(runnerpod.CreatedBy, "somebody-else").Obj()
+	// A runner pod whose recorded creator someone rewrites, which not even
+	// cluster-admin may (at CREATE the injector overwrites a forged one
+	// before the policy sees it).
+	probe := podtest.Runner(ns.Name, "probe").Obj()
 	probe.UID = ""
+	if err := admin.Create(ctx, probe); err != nil {
+		return err
+	}
+	rewrite := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+runnerpod.CreatedBy+`":"somebody-else"}}}`))
 	// The override's and the namespaces' policies refuse only principals
 	// without their permissions, which the admin holds: a probe principal
 	// that may create pods and update namespaces, and no more, asks.
@@ -105,7 +113,7 @@ func registerPolicy(ctx context.Context) error {
 		policy string
 		try    func() error
 	}{
-		{policyDenied(), func() error { return admin.Create(ctx, probe.DeepCopy(), client.DryRunAll) }},
+		{policyDenied(), func() error { return admin.Patch(ctx, probe.DeepCopy(), rewrite, client.DryRunAll) }},
 		{refusedBy(objs.OverridePolicy.Name), func() error { return prober.Create(ctx, overridden.DeepCopy(), client.DryRunAll) }},
 		{refusedBy(objs.NamespacePolicy.Name), func() error { return prober.Update(ctx, optIn.DeepCopy(), client.DryRunAll) }},
 		{refusedBy(objs.NodePolicy.Name), func() error { return admin.Create(ctx, unnamedDeadline.DeepCopy(), client.DryRunAll) }},

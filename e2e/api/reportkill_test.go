@@ -63,7 +63,8 @@ func killings() []killing {
 }
 
 // arcJobRunner is a busy ARC runner's pod, named as ARC names it (for its
-// EphemeralRunner), whose EphemeralRunner names job id of run reportRun.
+// EphemeralRunner) and created by ARC's controller, whose EphemeralRunner
+// names job id of run reportRun.
 func arcJobRunner(t *testing.T, ns, name, id string, build func(*corev1.Pod)) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
@@ -79,7 +80,7 @@ func arcJobRunner(t *testing.T, ns, name, id string, build func(*corev1.Pod)) *c
 	if build != nil {
 		build(p)
 	}
-	return create(t, nil, p)
+	return create(t, as(t, arcController), p)
 }
 
 // gitlabRunner is a running GitLab build pod its manager created for job id

@@ -95,7 +95,7 @@ func TestRefusalsAreRetriedWithBackoffAsTheServiceAsksThenCountedOnTheRecord(t *
 		require.NoError(t, admin.Update(ctx, s))
 	}
 	cfg := config.Reports{Namespaces: []string{ns}, SecretNamespace: apitest.ReleaseNamespace, MaxAttempts: 3, MaxAge: metav1.Duration{Duration: time.Hour},
-		GitHub: &config.GitHub{URL: gh.URL(), AppID: 101, InstallationID: 202, Secret: "retry-github"},
+		GitHub: &config.GitHub{URL: gh.URL(), AppID: 101, InstallationID: 202, Secret: "retry-github", Controllers: []string{arcController}},
 		GitLab: &config.GitLab{URL: gl.URL, Secret: "retry-gitlab", Managers: []string{ownerPrincipal}}}
 	reg := prometheus.NewRegistry()
 	require.NoError(t, notify.RegisterMetrics(reg))

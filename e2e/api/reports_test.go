@@ -62,7 +62,7 @@ func startReporting(t *testing.T, ns string) *reporting {
 	}
 	r.cfg = suiteCfg
 	r.cfg.Reports = config.Reports{Namespaces: []string{ns}, SecretNamespace: apitest.ReleaseNamespace, MaxAttempts: 2, MaxAge: metav1.Duration{Duration: time.Hour},
-		GitHub: &config.GitHub{URL: r.gh.URL(), AppID: 101, InstallationID: 202, Secret: "reports-github"},
+		GitHub: &config.GitHub{URL: r.gh.URL(), AppID: 101, InstallationID: 202, Secret: "reports-github", Controllers: []string{arcController}},
 		GitLab: &config.GitLab{URL: r.gl.URL, Secret: "reports-gitlab", Managers: []string{ownerPrincipal}},
 		Sinks:  []config.Sink{{Name: "alerts", URL: r.sink.URL, Secret: "reports-sink"}}}
 	replica.Stop()
@@ -110,7 +110,8 @@ func reportOf(t *testing.T, pod *corev1.Pod, destination string) v1alpha1.Report
 }
 
 // runningJob is an ARC runner's pod whose EphemeralRunner, created here,
-// runs job of the fake GitHub's workflow run in acme/app.
+// runs job of the fake GitHub's workflow run in acme/app; ARC's controller
+// creates the pod.
 func runningJob(t *testing.T, ns, name, job, display string) *podtest.Wrapper {
 	t.Helper()
 	ctx := context.Background()
@@ -137,7 +138,7 @@ func TestDeathsAreReportedOnceWhereTheFleetSaysAcrossALeaderRestart(t *testing.T
 	manager := as(t, ownerPrincipal)
 
 	// An ARC runner OOM-killed: a check run on the workflow run's commit.
-	arc := create(t, nil, runningJob(t, ns, "arc-rep1", "31885502817", "build (linux)").Obj())
+	arc := create(t, as(t, arcController), runningJob(t, ns, "arc-rep1", "31885502817", "build (linux)").Obj())
 	st := podtest.Runner(ns, arc.Name).Terminated("runner", 137, "OOMKilled").Obj().Status
 	st.ContainerStatuses[0].State.Terminated.Message = "secret=do-not-send"
 	setStatus(t, arc, st)
@@ -259,6 +260,17 @@ func TestAnEditorCannotSendAReportToAnotherProject(t *testing.T) {
 	assert.Equal(t, notify.PhaseSkipped, rep.Phase)
 	assert.Contains(t, rep.Message, "the record names no job")
 	assert.Nil(t, deathsOf(t, impostor)[0].Job, "the recorder names no job from another pod's EphemeralRunner")
+
+	// A pod the editor created under a runner's own name while the runner
+	// has no pod (between ARC's removal of one and its next), owned by its
+	// EphemeralRunner: the record names the runner's job, but the pod is
+	// not ARC's controller's, so nothing is told to the job's repository.
+	vacated := runningJob(t, ns, "arc-vacated", "31885509777", "build (vacated)").Obj()
+	vacated = create(t, editor, vacated)
+	setStatus(t, vacated, podtest.Runner(ns, vacated.Name).Terminated("runner", 137, "OOMKilled").Obj().Status)
+	rep = reportOf(t, vacated, notify.GitHub)
+	assert.Equal(t, notify.PhaseSkipped, rep.Phase)
+	assert.Contains(t, rep.Message, "the runner pod was not created by a configured ARC controller (created by "+reaper+")")
 	assert.Empty(t, r.gh.CheckRuns(), "GitHub was told nothing")
 	assert.Empty(t, append(r.gh.Errors(), r.gl.Errors()...))
 }
@@ -303,7 +315,7 @@ func TestARunnerEndedOnPurposeIsToldAsInformationAndNoReportNamesWhoOrWhere(t *t
 	ctx := context.Background()
 	r := startReporting(t, ns)
 
-	arc := create(t, nil, runningJob(t, ns, "arc-purpose", "31885509001", "deploy (linux)").Annotate(runnerpod.AllowDelete, "kernel patch, INC-4711").Obj())
+	arc := create(t, as(t, arcController), runningJob(t, ns, "arc-purpose", "31885509001", "deploy (linux)").Annotate(runnerpod.AllowDelete, "kernel patch, INC-4711").Obj())
 	build := gitlabBuild(t, as(t, ownerPrincipal), ns, "runner-purpose-project-42-concurrent-0", "6001", "42")
 	// An operator sets the override on the running build pod.
 	patch := []byte(`{"metadata":{"annotations":{"` + runnerpod.AllowDelete + `":"kernel patch, INC-4711"}}}`)

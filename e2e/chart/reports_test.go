@@ -21,7 +21,7 @@ reports:
   namespaces: [ci]
   presets: [gitlab]
   disclose: {namespaces: [private-ci], presets: [arc-legacy]}
-  github: {enabled: true, url: "https://ghes.example.com/api/v3/", appID: 12, installationID: 34, secret: gh-app}
+  github: {enabled: true, url: "https://ghes.example.com/api/v3/", appID: 12, installationID: 34, secret: gh-app, controllers: [system:serviceaccount:arc-systems:arc-gha-rs-controller]}
   gitlab: {enabled: true, url: "https://gitlab.example.com", secret: gl-token, managers: [system:serviceaccount:gitlab-runner:gitlab-runner]}
   sinks: [{name: alerts, url: "https://hooks.example.com/rg", secret: gl-token, lastWords: true}]
 `
@@ -30,7 +30,7 @@ reports:
 	assert.Equal(t, config.Reports{Namespaces: []string{"ci"}, Presets: []runnerpod.PresetName{"gitlab"}, SecretNamespace: cfg.Reports.SecretNamespace,
 		MaxAttempts: 6, MaxAge: metav1.Duration{Duration: time.Hour},
 		Disclose: config.Disclosure{Namespaces: []string{"private-ci"}, Presets: []runnerpod.PresetName{"arc-legacy"}},
-		GitHub:   &config.GitHub{URL: "https://ghes.example.com/api/v3/", AppID: 12, InstallationID: 34, Secret: "gh-app"},
+		GitHub:   &config.GitHub{URL: "https://ghes.example.com/api/v3/", AppID: 12, InstallationID: 34, Secret: "gh-app", Controllers: []string{"system:serviceaccount:arc-systems:arc-gha-rs-controller"}},
 		GitLab:   &config.GitLab{URL: "https://gitlab.example.com", Secret: "gl-token", Managers: []string{"system:serviceaccount:gitlab-runner:gitlab-runner"}},
 		Sinks:    []config.Sink{{Name: "alerts", URL: "https://hooks.example.com/rg", Secret: "gl-token", LastWords: true}}}, cfg.Reports)
 	assert.NotEmpty(t, cfg.Reports.SecretNamespace)
@@ -47,7 +47,7 @@ reports:
 func TestReportsAreOffByDefaultAndReadNoSecret(t *testing.T) {
 	objs := helms(t)[0].render(t, "")
 	assert.False(t, renderedConfig(t, objs).Reports.Enabled())
-	on := helms(t)[0].render(t, "reports: {namespaces: [ci], github: {enabled: true, appID: 1, installationID: 2, secret: gh}}")
+	on := helms(t)[0].render(t, "reports: {namespaces: [ci], github: {enabled: true, appID: 1, installationID: 2, secret: gh, controllers: [arc]}}")
 	assert.Equal(t, config.Disclosure{}, renderedConfig(t, on).Reports.Disclose, "reports name no principal, node or UID by default")
 	assert.Nil(t, objs.find("Role", release+"-reports"))
 }

@@ -139,7 +139,8 @@ func reportsValues() ([]byte, error) {
 	return yaml.Marshal(map[string]any{"reports": map[string]any{
 		"presets": []string{"gitlab", "arc-scale-set"},
 		"github": map[string]any{"enabled": true, "url": githubAPI.URL(), "appID": githubAppID,
-			"installationID": githubInstallationID, "secret": githubSecret},
+			"installationID": githubInstallationID, "secret": githubSecret,
+			"controllers": []string{"system:serviceaccount:" + arcSystem + ":" + arcControllerSA}},
 		"gitlab": map[string]any{"enabled": true, "url": gitlabAPI.URL, "secret": gitlabSecret,
 			"managers": managerUsernames()},
 	}})

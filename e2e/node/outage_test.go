@@ -543,39 +543,31 @@ func TestWithTheWebhookUnreachableEachRowLetsBusyRunnersGoWhileItsPodsRun(t *tes
 		stillRun(t, running)
 	})
 
+	// A row for every namespace: its own namespace's busy runners go, and
+	// one elsewhere (other: evicted, or deleted), while the leader runs;
+	// undone, the busy runners kept are protected again.
+	everywhere := func(t *testing.T, row, ns string, other *corev1.Pod, evictOther bool, keptElsewhere ...*corev1.Pod) {
+		r := trios[ns]
+		rowFor(t, rows, row).run(t, "")
+		noBudgetRightAfter(t, control, rowNS, rowAll, rowGlass)
+		held := append([]*corev1.Pod{r.kept}, keptElsewhere...)
+		leaderLets(t, false, append([]*corev1.Pod{r.deleted, r.evicted, other}, held...)...)
+		letThrough(t, r.deleted, false, "a busy runner's delete")
+		letThrough(t, r.evicted, true, "and a busy runner's eviction")
+		letThrough(t, other, evictOther, "in every namespace")
+		signalPolicyHolds(t, ns)
+		stillRun(t, running)
+		staysReleased(t, false, []string{control, rowNS, rowAll, rowGlass}, held...)
+
+		restore()
+		protectedAgain(t, held...)
+		stillRun(t, running)
+	}
 	t.Run("the row for every namespace lets busy runners go everywhere while the leader runs", func(t *testing.T) {
-		r := trios[rowAll]
-		rowFor(t, rows, "everywhere must go").run(t, "")
-		noBudgetRightAfter(t, control, rowNS, rowAll, rowGlass)
-		released := []*corev1.Pod{r.deleted, r.evicted, r.kept, kept, evictedAll, trios[rowNS].kept, trios[rowGlass].kept}
-		leaderLets(t, false, released...)
-		letThrough(t, r.deleted, false, "a busy runner's delete")
-		letThrough(t, r.evicted, true, "and a busy runner's eviction")
-		letThrough(t, evictedAll, true, "in every namespace")
-		signalPolicyHolds(t, rowAll)
-		stillRun(t, running)
-		staysReleased(t, false, []string{control, rowNS, rowAll, rowGlass}, r.kept, kept, trios[rowNS].kept, trios[rowGlass].kept)
-
-		restore()
-		protectedAgain(t, r.kept, kept, trios[rowNS].kept, trios[rowGlass].kept)
-		stillRun(t, running)
+		everywhere(t, "everywhere must go", rowAll, evictedAll, true, kept, trios[rowNS].kept, trios[rowGlass].kept)
 	})
-
 	t.Run("break-glass lets busy runners go everywhere while the leader runs", func(t *testing.T) {
-		r := trios[rowGlass]
-		rowFor(t, rows, "break-glass").run(t, "")
-		noBudgetRightAfter(t, control, rowNS, rowAll, rowGlass)
-		leaderLets(t, false, r.deleted, r.evicted, r.kept, kept, deletedAll, trios[rowNS].kept, trios[rowAll].kept)
-		letThrough(t, r.deleted, false, "a busy runner's delete")
-		letThrough(t, r.evicted, true, "and a busy runner's eviction")
-		letThrough(t, deletedAll, false, "in every namespace")
-		signalPolicyHolds(t, rowGlass)
-		stillRun(t, running)
-		staysReleased(t, false, []string{control, rowNS, rowAll, rowGlass}, r.kept, kept, trios[rowNS].kept, trios[rowAll].kept)
-
-		restore()
-		protectedAgain(t, r.kept, kept, trios[rowNS].kept, trios[rowAll].kept)
-		stillRun(t, running)
+		everywhere(t, "break-glass", rowGlass, deletedAll, false, kept, trios[rowNS].kept, trios[rowAll].kept)
 	})
 
 	t.Run("reachable again, the guard answers for itself", func(t *testing.T) {

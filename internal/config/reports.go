@@ -62,6 +62,11 @@ type GitHub struct {
 	InstallationID int64  `json:"installationID"`
 	Secret         string `json:"secret"`
 	LastWords      bool   `json:"lastWords,omitempty"`
+	// Controllers are ARC's controllers' usernames: a runner pod's death
+	// is told only when one of them created the pod (its recorded
+	// creator), so the repository its EphemeralRunner names is that pod's,
+	// never a pod an editor created under a vacated runner's name.
+	Controllers []string `json:"controllers"`
 }
 
 // GitLab: an external commit status on the job's commit. The Secret holds
@@ -152,6 +157,9 @@ func validateReports(c Config) []error {
 		errs = append(errs, baseURL("reports.github.url", g.URL)...)
 		if g.AppID <= 0 || g.InstallationID < 0 {
 			bad("github: appID is needed, and installationID is an installation's id or 0 (each repository's)")
+		}
+		if len(g.Controllers) == 0 || slices.Contains(g.Controllers, "") {
+			bad("github.controllers: ARC's controllers' usernames are needed: a runner pod's repository is trusted only when one of them created the pod")
 		}
 		secret("github", g.Secret)
 	}

@@ -91,7 +91,10 @@ var (
 // runner's pod for its EphemeralRunner: a pod of another name that claims
 // the EphemeralRunner as its owner (anyone who may create pods can write
 // any ownerReferences at CREATE) is not its runner, and its death is not
-// the job's. The commit is the workflow run's head, asked of GitHub.
+// the job's. Nor is a pod an editor created under that name while the
+// runner had none (between ARC's removal of a pod and its next): only a
+// pod one of the configured ARC controllers created (its recorded creator)
+// is. The commit is the workflow run's head, asked of GitHub.
 func githubTarget(r death.Record, g *config.GitHub, record string) Target {
 	t := Target{Destination: GitHub, LastWords: g.LastWords}
 	j := r.Job
@@ -106,6 +109,8 @@ func githubTarget(r death.Record, g *config.GitHub, record string) Target {
 		t.Skip = "the job's repository is not owner/name"
 	case !number.MatchString(j.Run):
 		t.Skip = "the job names no workflow run"
+	case !slices.Contains(g.Controllers, j.CreatedBy):
+		t.Skip = "the runner pod was not created by a configured ARC controller (created by " + quoteOrNone(j.CreatedBy) + ")"
 	default:
 		t.Repository, t.Run = j.Project, j.Run
 	}

@@ -11,12 +11,15 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-const manager = "system:serviceaccount:gitlab-runner:gitlab-runner"
+const (
+	manager       = "system:serviceaccount:gitlab-runner:gitlab-runner"
+	arcController = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
+)
 
 func cfg() config.Reports {
 	return config.Reports{
 		Namespaces: []string{"ci"},
-		GitHub:     &config.GitHub{URL: "https://api.github.com/", AppID: 1, InstallationID: 2, Secret: "gh"},
+		GitHub:     &config.GitHub{URL: "https://api.github.com/", AppID: 1, InstallationID: 2, Secret: "gh", Controllers: []string{arcController}},
 		GitLab:     &config.GitLab{URL: "https://gitlab.com", Secret: "gl", Managers: []string{manager}},
 		Sinks:      []config.Sink{{Name: "alerts", URL: "https://hooks.example.com/", Secret: "s", LastWords: true}},
 	}
@@ -31,7 +34,7 @@ func build(ns string, job *v1alpha1.Job) death.Record {
 }
 
 var (
-	erJob  = &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/r"}
+	erJob  = &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/r", CreatedBy: arcController}
 	labJob = &v1alpha1.Job{ID: "42", Project: "1234", Source: runnerpod.JobFromPodMarks, CreatedBy: manager}
 )
 
@@ -56,6 +59,10 @@ func TestPlan(t *testing.T) {
 			[]Target{{Destination: GitHub, Skip: "the job was not read from the pod's EphemeralRunner (source pod)"}, sink}},
 		{"a pod an editor created owned by another runner's EphemeralRunner is not told to GitHub", arc(death.CgroupOOM, &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Source: "EphemeralRunner/other"}), cfg(),
 			[]Target{{Destination: GitHub, Skip: "the pod is not named for the EphemeralRunner it claims as its owner, as ARC names its runner's pod (EphemeralRunner/other)"}, sink}},
+		{"a pod an editor created under the runner's name is not told to GitHub", arc(death.CgroupOOM, withJob(erJob, func(j *v1alpha1.Job) { j.CreatedBy = "system:serviceaccount:ci:reaper" })), cfg(),
+			[]Target{{Destination: GitHub, Skip: "the runner pod was not created by a configured ARC controller (created by system:serviceaccount:ci:reaper)"}, sink}},
+		{"nor one whose creator was not recorded", arc(death.CgroupOOM, withJob(erJob, func(j *v1alpha1.Job) { j.CreatedBy = "" })), cfg(),
+			[]Target{{Destination: GitHub, Skip: "the runner pod was not created by a configured ARC controller (created by no one recorded)"}, sink}},
 		{"an ARC death without a job is skipped for GitHub and still goes to the sink", arc(death.NodeLost, nil), cfg(),
 			[]Target{{Destination: GitHub, Skip: "the record names no job"}, sink}},
 		{"an ARC job without a workflow run is skipped", arc(death.NodeLost, &v1alpha1.Job{ID: "1", Project: "acme/app", Source: "EphemeralRunner/r"}), cfg(),
@@ -98,6 +105,12 @@ func TestPlan(t *testing.T) {
 func withNamespace(c config.Reports, ns string) config.Reports {
 	c.Namespaces = append(c.Namespaces, ns)
 	return c
+}
+
+func withJob(j *v1alpha1.Job, mod func(*v1alpha1.Job)) *v1alpha1.Job {
+	c := *j
+	mod(&c)
+	return &c
 }
 
 func disclosing(c config.Reports, d config.Disclosure) config.Reports {

@@ -29,8 +29,9 @@ import (
 )
 
 const (
-	sha     = "0123456789abcdef0123456789abcdef01234567"
-	manager = "system:serviceaccount:gitlab-runner:gitlab-runner"
+	sha           = "0123456789abcdef0123456789abcdef01234567"
+	manager       = "system:serviceaccount:gitlab-runner:gitlab-runner"
+	arcController = "system:serviceaccount:arc-systems:arc-gha-rs-controller"
 )
 
 type world struct {
@@ -61,7 +62,7 @@ func newWorld(t *testing.T, records ...*v1alpha1.RunnerDeath) *world {
 	}
 	w.kube = fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&v1alpha1.RunnerDeath{}).Build()
 	w.cfg = config.Reports{Namespaces: []string{"ci"}, SecretNamespace: "runnerguard", MaxAttempts: 3, MaxAge: metav1.Duration{Duration: time.Hour},
-		GitHub: &config.GitHub{URL: w.gh.URL(), AppID: 11, InstallationID: 22, Secret: "github-app"},
+		GitHub: &config.GitHub{URL: w.gh.URL(), AppID: 11, InstallationID: 22, Secret: "github-app", Controllers: []string{arcController}},
 		GitLab: &config.GitLab{URL: w.gl.URL, Secret: "gitlab", Managers: []string{manager}},
 		Sinks:  []config.Sink{{Name: "alerts", URL: w.sink.URL, Secret: "sink"}},
 	}
@@ -94,7 +95,7 @@ func oom() *v1alpha1.RunnerDeath {
 	return record("oom", v1alpha1.DeathRecord{Pod: "runner-x", Preset: "arc-scale-set", Container: "runner", Class: string(death.CgroupOOM), Reason: "OOMKilled",
 		ExitCode: ptr.To(int32(137)), Message: "token=s3cret",
 		Vitals: &v1alpha1.Vitals{Cgroup: "v2", Scope: death.ScopeContainer, Memory: v1alpha1.Memory{Peak: ptr.To(int64(8482560409)), Limit: ptr.To(int64(8 << 30)), OOMKill: 1}},
-		Job:    &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Name: "build", Source: "EphemeralRunner/runner-x"}})
+		Job:    &v1alpha1.Job{ID: "7311", Run: "900123", Project: "acme/app", Name: "build", Source: "EphemeralRunner/runner-x", CreatedBy: arcController}})
 }
 
 func build(name, createdBy, project string) *v1alpha1.RunnerDeath {
@@ -240,7 +241,7 @@ func TestRefusalsAreRetriedAsTheServiceAsksThenCountedAndFailed(t *testing.T) {
 func TestAnAppWithoutAnInstallationIDReportsThroughEachRepositorysInstallation(t *testing.T) {
 	elsewhere := oom()
 	elsewhere.Name, elsewhere.UID = "elsewhere", "uid-elsewhere"
-	elsewhere.Record.Job = &v1alpha1.Job{ID: "7312", Run: "900124", Project: "other-org/app", Name: "build", Source: "EphemeralRunner/runner-x"}
+	elsewhere.Record.Job = &v1alpha1.Job{ID: "7312", Run: "900124", Project: "other-org/app", Name: "build", Source: "EphemeralRunner/runner-x", CreatedBy: arcController}
 	w := newWorld(t, oom(), elsewhere)
 	w.cfg.GitHub.InstallationID = 0
 	w.cfg.Sinks = nil

@@ -31,25 +31,37 @@ import (
 // names.
 func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
 	if presets.KeepsRecord(runner) {
-		er, err := presets.ReadRecord(ctx, w.Reader, runner, pod)
-		switch {
-		case errors.Is(err, fleet.ErrNotOwner):
-			logf.FromContext(ctx).Info("the record names no job from the fleet's record", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
-		case apierrors.IsNotFound(err):
-			// The leader's own watch first: no wait, no review's word.
-			if j := w.Jobs.Job(presets.RecordRef(runner, pod).UID); j != nil {
-				return j
-			}
-			if j := w.ownerNoteJob(ctx, pod, runner); j != nil {
-				return j
-			}
-		case err != nil:
-			logf.FromContext(ctx).V(1).Info("cannot read the fleet's record; the death record names no job from it", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
-		case er.Job != nil:
-			return er.Job
+		if j := w.recordJob(ctx, pod, runner); j != nil {
+			// Whether the fleet's controller created the pod: only then is
+			// the job the fleet's record names this pod's (a report's
+			// destination rests on it).
+			j = j.DeepCopy()
+			j.CreatedBy = runnerpod.JobField(pod.Annotations[runnerpod.CreatedBy])
+			return j
 		}
 	}
 	return runnerpod.JobFromPod(pod, runner.Preset.Job)
+}
+
+// recordJob is the job the fleet's record of the pod names, as job reads
+// it; nil when none does.
+func (w *Watcher) recordJob(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
+	er, err := presets.ReadRecord(ctx, w.Reader, runner, pod)
+	switch {
+	case errors.Is(err, fleet.ErrNotOwner):
+		logf.FromContext(ctx).Info("the record names no job from the fleet's record", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+	case apierrors.IsNotFound(err):
+		// The leader's own watch first: no wait, no review's word.
+		if j := w.Jobs.Job(presets.RecordRef(runner, pod).UID); j != nil {
+			return j
+		}
+		return w.ownerNoteJob(ctx, pod, runner)
+	case err != nil:
+		logf.FromContext(ctx).V(1).Info("cannot read the fleet's record; the death record names no job from it", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+	default:
+		return er.Job
+	}
+	return nil
 }
 
 // ownerNoteJob is the job the guard's note of the deletion of the fleet's

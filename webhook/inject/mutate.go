@@ -148,8 +148,10 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 }
 
 // annotate adds the configured pod annotations where absent and records the
-// preset and, for presets whose owner ends the job by deleting the pod, the
-// creator, overwriting any value the pod came with.
+// preset and the creator, overwriting any value the pod came with: the
+// creator names the owner of a job its owner ends by deleting the pod
+// (GitLab), and the fleet's controller as the maker of a pod whose death is
+// told on the job its record names (ARC).
 func annotate(pod *corev1.Pod, preset runnerpod.PresetName, facts Facts, extra map[string]string) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
@@ -160,9 +162,7 @@ func annotate(pod *corev1.Pod, preset runnerpod.PresetName, facts Facts, extra m
 		}
 	}
 	pod.Annotations[runnerpod.PresetAnnotation] = string(preset)
-	if presets.OwnerOf(preset).EndsJob {
-		recordCreator(pod, facts)
-	}
+	recordCreator(pod, facts)
 }
 
 // recordCreator writes who created the pod and with which credential,

@@ -29,7 +29,7 @@ const (
 // marked adds what every instrumented runner pod gets in its metadata (the
 // autoscalers' marks are the leader's to set, while the runner is busy).
 func marked(w *podtest.Wrapper, preset runnerpod.PresetName) *podtest.Wrapper {
-	return w.Annotate(runnerpod.PresetAnnotation, string(preset)).Label(runnerpod.RunnerLabel, "true")
+	return w.Annotate(runnerpod.PresetAnnotation, string(preset)).Annotate(runnerpod.CreatedBy, requester).Label(runnerpod.RunnerLabel, "true")
 }
 
 // withVitals adds the sidecar, its volumes and the runners' mounts the way
