@@ -44,8 +44,8 @@ Warnings (exit status 0): the operator's off switch on, opted-in
 namespaces that allow privileged pods, others' PodDisruptionBudgets over
 runner pods.
 
-Exit status: 0 all is well; 1 something is wrong (said in one line) or the
-cluster could not be read; 2 a usage error.`,
+Exit status: 0 all is well; 3 something is wrong (said in one line); 1 the
+cluster could not be asked; 2 a usage error.`,
 		Example: `  kubectl runnerguard check
   kubectl runnerguard check --wait 2m      # after helm install, until it is green
   kubectl runnerguard check -n ci --release runnerguard`,
@@ -119,5 +119,5 @@ func printCheck(w io.Writer, f check.Facts, v check.Verdict) error {
 	for _, p := range v.Problems[1:] {
 		fmt.Fprintf(w, "also: %s\n", p)
 	}
-	return errors.New(v.Problems[0])
+	return exitError{exitUnhealthy, errors.New(v.Problems[0])}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,14 +18,14 @@ import (
 	"github.com/runnerguard/runnerguard/internal/drain"
 )
 
-const drainSynopsis = "drain NODE... [--selector LABELS] [--deadline 2h|RFC3339 --reason TEXT] [--dry-run]"
+const drainSynopsis = "drain NODE... [--selector LABELS] [--deadline 2h|RFC3339 --reason TEXT] [--dry-run=none|client|server]"
 
 // drainOptions are drain's flags: kubectl drain's own, for the node's
 // other pods, and runnerguard's for its runners.
 type drainOptions struct {
 	selector, podSelector      string
 	deadline, reason           string
-	dryRun                     bool
+	dryRun                     string
 	force, ignoreDaemonSets    bool
 	deleteEmptyDirData         bool
 	timeout                    time.Duration
@@ -51,13 +52,18 @@ drain's rules (--force, --ignore-daemonsets, --delete-emptydir-data).
 Before changing anything it asks the API server for each permission it
 needs, and names those you lack.
 
-Exit status: 0 drained; 4 drained, and the deadline ended jobs; 5 --timeout
-passed with pods still on the nodes (they stay cordoned); 6 refused,
-nothing changed (a permission missing, or kubectl's rules refuse a pod);
-1 failed; 2 a usage error.`,
+--dry-run=client prints what the drain would do and changes nothing;
+--dry-run=server also asks the API server (and so the guard and the
+disruption budgets) to judge each eviction it would make now, as a dry
+run.
+
+Exit status: 0 drained (the jobs the deadline ended, if any, said in the
+output); 5 --timeout passed with pods still on the nodes (they stay
+cordoned); 6 refused, nothing changed (a permission missing, or kubectl's
+rules refuse a pod); 1 failed; 2 a usage error.`,
 		Example: `  kubectl runnerguard drain node-7
   kubectl runnerguard drain --selector pool=ci --deadline 2h --reason "node pool upgrade"
-  kubectl runnerguard drain node-7 --dry-run`,
+  kubectl runnerguard drain node-7 --dry-run=server`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && o.selector == "" {
 				return usageErrorf("drain takes node names or --selector: %s", drainSynopsis)
@@ -69,6 +75,9 @@ nothing changed (a permission missing, or kubectl's rules refuse a pod);
 	o.bind(cmd.Flags())
 	cmd.ValidArgsFunction = cobra.NoFileCompletions
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if !slices.Contains([]string{"none", "client", "server"}, o.dryRun) {
+			return usageErrorf("--dry-run=%q: none, client or server", o.dryRun)
+		}
 		if o.deadline != "" && o.reason == "" {
 			return usageErrorf("--deadline ends the jobs still running then, and each one's record says why: give --reason")
 		}
@@ -79,14 +88,10 @@ nothing changed (a permission missing, or kubectl's rules refuse a pod);
 		if err != nil {
 			return failed(err)
 		}
-		switch code := out.Code(); code {
-		case drain.ExitDrained:
-			return nil
-		case drain.ExitDeadline:
-			return saidExit{code}
-		default:
+		if code := out.Code(); code != drain.ExitDrained {
 			return exitError{code, errors.New(outcomeText(out))}
 		}
+		return nil
 	}
 	return cmd
 }
@@ -97,7 +102,8 @@ func (o *drainOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&o.podSelector, "pod-selector", "", "only pods with these labels, as kubectl drain's")
 	f.StringVar(&o.deadline, "deadline", "", "end the jobs still running then: a duration (2h) or an RFC3339 time; none by default")
 	f.StringVar(&o.reason, "reason", "", "why jobs are ended at the deadline: the override's reason, on each death's record (required with --deadline)")
-	f.BoolVar(&o.dryRun, "dry-run", false, "print what would happen and change nothing")
+	f.StringVar(&o.dryRun, "dry-run", "none", `"none", "client" (print what would happen, change nothing) or "server" (also have the API server judge each eviction, as a dry run); bare --dry-run is "client"`)
+	f.Lookup("dry-run").NoOptDefVal = "client"
 	f.BoolVar(&o.force, "force", false, "as kubectl drain: also evict the node's pods that no controller manages (runner pods need no --force)")
 	f.BoolVar(&o.ignoreDaemonSets, "ignore-daemonsets", false, "as kubectl drain: leave DaemonSet-managed pods")
 	f.BoolVar(&o.deleteEmptyDirData, "delete-emptydir-data", false, "as kubectl drain: evict pods with emptyDir data (runner pods need no flag)")
@@ -179,7 +185,7 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 	if err != nil || refused {
 		return drain.Outcome{Refused: refused}, err
 	}
-	if o.dryRun {
+	if o.dryRun != "none" {
 		return drain.Outcome{}, r.plan(ctx, others)
 	}
 	if o.timeout > 0 {

@@ -98,10 +98,11 @@ func (r *drainRun) plan(ctx context.Context, others []corev1.Pod) error {
 	}
 	tick := drain.Next(steps, now, time.Time{})
 	for _, s := range tick.Evict {
-		r.screen.Logf("would evict now: %s/%s (%s): %s", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why)
+		r.screen.Logf("would evict now: %s/%s (%s): %s%s", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why, r.serverSays(ctx, s.Pod))
 	}
-	for _, p := range others {
-		r.screen.Logf("would evict, by kubectl drain's rules: %s/%s", p.Namespace, p.Name)
+	for i := range others {
+		p := &others[i]
+		r.screen.Logf("would evict, by kubectl drain's rules: %s/%s%s", p.Namespace, p.Name, r.serverSays(ctx, p))
 	}
 	for _, s := range tick.Waiting {
 		r.screen.Logf("would wait for its job: %s", drain.Line(s, now))
@@ -113,6 +114,21 @@ func (r *drainRun) plan(ctx context.Context, others []corev1.Pod) error {
 	}
 	r.screen.Logf("dry run: nothing was changed")
 	return nil
+}
+
+// serverSays is, with --dry-run=server, what the API server answers the
+// pod's eviction as a dry run: the guard and the disruption budgets judge
+// it, and nothing changes; "" otherwise.
+func (r *drainRun) serverSays(ctx context.Context, pod *corev1.Pod) string {
+	if r.o.dryRun != "server" {
+		return ""
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
+	if err := r.cs.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev); err != nil {
+		return "; the API server would refuse it now: " + err.Error()
+	}
+	return "; the API server would allow it now"
 }
 
 // drain cordons the nodes, hands the other pods to kubectl's drain library

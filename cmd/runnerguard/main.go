@@ -12,13 +12,16 @@
 // The CLI is built as kubectl plugins are: cobra and pflag for commands and
 // flags, k8s.io/cli-runtime for the kubeconfig flags and the printers.
 //
-// Exit codes, which scripts may rely on: 0 the command did what was asked
-// (why: the pod has a death on record or in its status); 1 it failed (the
-// API server could not be reached, refused the request, no kubeconfig);
-// 2 a usage error (unknown command or flag, wrong arguments, an unknown
-// output format); 3 why found no death for the pod (gone and no record of
-// it left, or alive and its runner has not died): the report is printed
-// all the same.
+// Exit codes, which scripts may rely on, one scheme for every command: 0
+// the command did what was asked, its outcome in its output (why: the pod
+// has a death on record or in its status; drain: the nodes are drained,
+// jobs the deadline ended included); 1 it could not (the API server could
+// not be reached, refused the request, no kubeconfig); 2 a usage error
+// (unknown command or flag, wrong arguments, an unknown output format); 3
+// the cluster answered "no" (why: no death for the pod; refusals: the pod
+// is gone with no record; check: something is wrong), the report printed
+// all the same. drain adds 5 (--timeout passed) and 6 (refused, nothing
+// changed).
 package main
 
 import (
@@ -42,6 +45,8 @@ const (
 	exitFailed   = 1
 	exitUsage    = 2
 	exitNoRecord = 3
+	// exitUnhealthy: check asked, and something is wrong.
+	exitUnhealthy = 3
 )
 
 // exitError is an error that ends the command with its code.

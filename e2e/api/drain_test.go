@@ -184,7 +184,7 @@ func TestDrainEndsTheJobsStillRunningAtTheDeadlineThroughTheOverride(t *testing.
 	busy := create(t, nil, podtest.Runner(ns, "busy").Node(n.Name).RunningSince("runner", time.Now().Add(-3*time.Minute)).Obj())
 
 	out, code := runDrain(t, n.Name, "--deadline=2s", "--reason=node pool upgrade", "--timeout=1m")
-	require.Equal(t, drain.ExitDeadline, code, "drained, and the deadline ended a job")
+	require.Equal(t, drain.ExitDrained, code, "drained: the job the deadline ended is an outcome, said in the output")
 	reason := "node pool upgrade (runnerguard drain of node " + n.Name + " by " + operator + ")"
 	assert.Contains(t, out, "deadline reached: ending "+ns+"/busy (generic, job -): runnerguard.io/allow-delete=\""+reason+"\"")
 	assert.Contains(t, out, "the deadline ended 1 job(s)")
@@ -215,6 +215,19 @@ func TestADrainDryRunChangesNothing(t *testing.T) {
 		"would wait for its job: waiting for " + ns + "/busy", "would set runnerguard.io/allow-delete=", "dry run: nothing was changed"} {
 		assert.Contains(t, out, want)
 	}
+	assert.NotContains(t, out, "the API server would", "a client dry run asks the API server nothing")
+
+	// A server dry run has the API server (the guard, the budgets) judge
+	// each eviction it would make now, and still changes nothing.
+	out, code = runDrain(t, n.Name, "--dry-run=server")
+	require.Equal(t, drain.ExitDrained, code, out)
+	assert.Contains(t, out, "would evict now: "+ns+"/idle (arc-scale-set): ")
+	assert.Regexp(t, `would evict now: `+ns+`/idle \(arc-scale-set\): [^\n]*; the API server would allow it now`, out)
+	assert.False(t, cordoned(t, n.Name))
+	assert.True(t, alive(t, idle) && alive(t, busy))
+
+	_, code = runDrain(t, n.Name, "--dry-run=maybe")
+	assert.Equal(t, 2, code, "a dry-run strategy kubectl does not know is a usage error")
 }
 
 func TestADrainThatTimesOutLeavesTheBusyRunnerAndTheNodeCordoned(t *testing.T) {

@@ -77,7 +77,7 @@ func TestCheckOnTheInstalledChart(t *testing.T) {
 			waitInjection(t, ns)
 		})
 		out, errOut, code := kc("runnerguard", "check", "-n", ns)
-		assert.Equal(t, 1, code, out)
+		assert.Equal(t, 3, code, out)
 		assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %s", errOut)
 		assert.Contains(t, errOut, "error: the guard did not answer a dry-run eviction in "+ns+" (eviction.guard.runnerguard.io, ")
 		assert.Contains(t, errOut, "no ready pod behind Service "+releaseNamespace+"/"+releaseName)
@@ -106,7 +106,7 @@ func TestCheckOnTheInstalledChart(t *testing.T) {
 		require.Eventually(t, func() bool {
 			var code int
 			_, errOut, code = kc("runnerguard", "check", "-n", ns)
-			return code == 1
+			return code == 3
 		}, time.Minute, time.Second, "check turns red")
 		assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %s", errOut)
 		assert.Contains(t, errOut, "error: certificate "+releaseNamespace+"/"+servingCert+" is not ready: ")

@@ -193,7 +193,8 @@ func TestRunnerguardDrainEndsTheRemainingJobsAtTheDeadlineOnRecord(t *testing.T)
 	build := startBuild(t, buildPod(ns, "build"))
 
 	out, code := rgDrain(t, ns, "--deadline=10s", "--reason=e2e node pool upgrade", "--timeout=2m")
-	require.Equal(t, rgdrain.ExitDeadline, code, "drained, and the deadline ended jobs")
+	require.Equal(t, rgdrain.ExitDrained, code, "drained: the jobs the deadline ended are an outcome, said in the output")
+	assert.Contains(t, out, "the deadline ended 2 job(s)")
 	assert.Contains(t, out, "deadline reached: ending "+ns+"/arc-busy")
 	assert.Contains(t, out, "deadline reached: ending "+ns+"/build")
 	for _, p := range []*corev1.Pod{busy, build} {

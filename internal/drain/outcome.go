@@ -12,10 +12,9 @@ import (
 // (the API server could not be reached, an eviction failed), or a usage
 // error.
 const (
-	// ExitDrained: every pod the drain was to remove is gone, no job ended.
+	// ExitDrained: every pod the drain was to remove is gone; the jobs
+	// the deadline ended, if any, are said in the output.
 	ExitDrained = 0
-	// ExitDeadline: drained, and the deadline ended at least one job.
-	ExitDeadline = 4
 	// ExitTimeout: --timeout passed with pods still on the nodes (busy
 	// runners whose jobs still run, or others still going); the nodes
 	// stay cordoned.
@@ -43,8 +42,6 @@ func (o Outcome) Code() int {
 		return ExitRefused
 	case o.TimedOut:
 		return ExitTimeout
-	case o.Ended > 0:
-		return ExitDeadline
 	}
 	return ExitDrained
 }
