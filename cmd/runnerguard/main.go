@@ -58,11 +58,6 @@ type exitError struct {
 func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
-// saidExit ends a command with its code, having said why itself: an
-// outcome, not an error.
-type saidExit struct{ code int }
-
-func (e saidExit) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func usageErrorf(format string, a ...any) error {
 	return exitError{exitUsage, fmt.Errorf(format, a...)}
@@ -85,10 +80,6 @@ func run(args []string, streams genericiooptions.IOStreams) int {
 	}
 	if errors.Is(err, errNoRecord) {
 		return exitNoRecord // the report said it
-	}
-	var said saidExit
-	if errors.As(err, &said) {
-		return said.code // the command said how it ended
 	}
 	fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
 	var e exitError

@@ -3,7 +3,6 @@ package refusal
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -202,15 +201,6 @@ func current(value string) (v1alpha1.Refusals, error) {
 		return v1alpha1.Refusals{Dropped: 1}, err
 	}
 	return l, nil
-}
-
-func with(m map[string]string, k, v string) map[string]string {
-	out := maps.Clone(m)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out[k] = v
-	return out
 }
 
 // Start waits for the replica to stop, then for the writes in flight; a
