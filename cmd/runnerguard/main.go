@@ -58,7 +58,6 @@ type exitError struct {
 func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
-
 func usageErrorf(format string, a ...any) error {
 	return exitError{exitUsage, fmt.Errorf(format, a...)}
 }

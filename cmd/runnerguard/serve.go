@@ -155,12 +155,12 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	// The marker's watch of ARC's EphemeralRunners keeps each one's job
 	// for the watcher's records, written after ARC deleted it.
 	jobs := recorder.NewLastJobs(recorder.LastJobsKept)
+	modes := &recorder.Modes{Reader: mgr.GetAPIReader(), Name: o.webhookConfig, Default: cfg.Guard.Mode, Interval: 5 * time.Second}
 	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: printable.Recorder(mgr.GetEventRecorder("runnerguard")), Config: cfg,
-		Namespaces: sel, StuckAfter: o.stuckAfter, Now: time.Now, Jobs: jobs}
+		Namespaces: sel, Modes: modes, StuckAfter: o.stuckAfter, Now: time.Now, Jobs: jobs}
 	if err := w.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	modes := &recorder.Modes{Reader: mgr.GetAPIReader(), Name: o.webhookConfig, Default: cfg.Guard.Mode, Interval: 5 * time.Second}
 	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now, Jobs: jobs}
 	if err := marker.SetupWithManager(mgr); err != nil {
 		return err

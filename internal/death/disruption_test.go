@@ -100,7 +100,7 @@ func TestADisruptionCountsOnlyWhenItsDeletionEndedTheRunner(t *testing.T) {
 	cfg := configtest.Enforcing()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := tc.pod.Obj()
+			pod := overriddenFor(tc.pod, tc.note).Obj()
 			runner, ok := presets.Match(pod, cfg.Presets)
 			require.True(t, ok)
 			now := end.Add(deletion.NoteWait + time.Minute)

@@ -23,9 +23,11 @@ type Observation struct {
 	Runner runnerpod.Runner
 	// GoneAt is when the watcher saw the pod removed; zero while it exists.
 	GoneAt time.Time
-	// Note is the guard's note of an admitted deletion of this pod, if any.
-	Note *v1alpha1.DeletionNote
-	Now  time.Time
+	// Note is the guard's note of an admitted deletion of this pod, if
+	// any; Enforced: its namespace is in enforce mode (deletion.Valid).
+	Note     *v1alpha1.DeletionNote
+	Enforced bool
+	Now      time.Time
 	// KeepSince: deaths that ended before it are past retention and would
 	// be collected at once, so they are not recorded (a watcher restarted
 	// long after does not write them again).
@@ -52,9 +54,8 @@ type Observation struct {
 }
 
 // VitalsWait bounds how long a death waits for the vitals sidecar's final
-// reading. On a real node the kubelet reports the runner's end first and
-// only then stops the sidecar, which leaves its reading as it exits: a
-// record made at the first report would never carry it.
+// reading: the kubelet reports the runner's end first and only then stops
+// the sidecar, which leaves its reading as it exits.
 const VitalsWait = 15 * time.Second
 
 // Plan is what to record now, and when to look again.
@@ -71,7 +72,7 @@ type Plan struct {
 // death waits briefly for the sidecar's final reading and for the guard's
 // note of the deleter; it is recorded without them once the wait is over.
 func Decide(o Observation) Plan {
-	note := deletion.Valid(o.Note, o.Pod, o.GoneAt)
+	note := deletion.Valid(o.Note, o.Pod, o.GoneAt, o.Enforced)
 	e := endingIn(o.Pod, o.GoneAt, note)
 	deaths := deathsIn(o.Pod, o.Runner, e)
 	if st := runnerpod.RunnerStatus(o.Pod, o.Runner.Containers); !o.GoneAt.IsZero() && st.State == runnerpod.Running {
@@ -95,8 +96,7 @@ func Decide(o Observation) Plan {
 	return p
 }
 
-// decision is one Decide: its observation, the guard's note if it is this
-// pod's, and the reads it makes once.
+// decision is one Decide: its observation, its valid note, the reads once.
 type decision struct {
 	Observation
 	note *v1alpha1.DeletionNote

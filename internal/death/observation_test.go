@@ -37,6 +37,15 @@ func note(requester, rule string, at time.Time) *v1alpha1.DeletionNote {
 	return &v1alpha1.DeletionNote{Pod: "r", UID: "uid-r", Requester: requester, Rule: rule, Operation: "delete", Time: metav1.NewTime(at)}
 }
 
+// overriddenFor is w as the guard admits a delete under note: an
+// override's note stands only for a pod that carries the override.
+func overriddenFor(w *podtest.Wrapper, note *v1alpha1.DeletionNote) *podtest.Wrapper {
+	if note != nil && note.Rule == string(runnerpod.RuleOverride) {
+		w.Annotate(runnerpod.AllowDelete, "drain")
+	}
+	return w
+}
+
 func TestDecide(t *testing.T) {
 	type want struct {
 		classes   []Class
@@ -286,7 +295,7 @@ func TestDecide(t *testing.T) {
 	cfg := configtest.Enforcing()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := tc.pod.Obj()
+			pod := overriddenFor(tc.pod, tc.note).Obj()
 			runner, ok := presets.Match(pod, cfg.Presets)
 			require.True(t, ok)
 			reads := map[string]int{}
@@ -361,7 +370,7 @@ func TestAWarnModeDeleteLeavesAWouldBeRefusalOnTheRecord(t *testing.T) {
 		{name: "an override's delete is no refusal", note: note("reaper", "override", deletedAt)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(deletedAt, 30)
+			w := overriddenFor(podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Deleted(deletedAt, 30), c.note)
 			if len(c.onPod) > 0 {
 				var l v1alpha1.Refusals
 				for _, o := range c.onPod {

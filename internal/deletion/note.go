@@ -1,12 +1,14 @@
 package deletion
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // Timing of the note, shared by its writer (the guard) and its reader (the
@@ -51,19 +53,36 @@ func New(pod *corev1.Pod, requester, operation, rule string, now time.Time) *v1a
 }
 
 // Valid is the note when it is of this pod and of the deletion that
-// followed it, else nil. goneAt is when the recorder saw the pod removed
+// followed it, and agrees with the pod and its namespace's mode (enforced),
+// else nil. goneAt is when the recorder saw the pod removed
 // (zero while it exists). The deletion seen may be a later one than the
 // note's: the kubelet's final delete (grace 0) moves the deletionTimestamp
 // to when it comes, a grace period after the noted delete or later when the
 // kubelet lags. So the note counts from a grace period and NoteLag before
 // the deletion seen to NoteSkew after it; a note no deletion followed names
 // nobody.
-func Valid(n *v1alpha1.DeletionNote, pod *corev1.Pod, goneAt time.Time) *v1alpha1.DeletionNote {
+func Valid(n *v1alpha1.DeletionNote, pod *corev1.Pod, goneAt time.Time, enforced bool) *v1alpha1.DeletionNote {
 	if n == nil || n.UID != string(pod.UID) {
+		return nil
+	}
+	if enforced && runnerpod.Rule(n.Rule) == runnerpod.RuleBusy {
+		// A busy runner's delete is admitted only in warn mode: in an
+		// enforce namespace (as the registrations select it) such a note
+		// is of a review posted to the warn registration's path by anyone
+		// but the API server.
 		return nil
 	}
 	if !Near(pod, goneAt, n.Time.Time) {
 		return nil // no deletion followed (yet), or not this one
+	}
+	if runnerpod.Rule(n.Rule) == runnerpod.RuleOverride {
+		// The guard judged the review's copy of the pod, which a review
+		// posted by anyone but the API server can forge: the override
+		// must be on the pod itself (only its holders may set it), with
+		// the reason the note gives.
+		if reason, ok := runnerpod.Overridden(pod); !ok || !strings.HasPrefix(reason, strings.TrimSpace(n.Reason)) {
+			return nil
+		}
 	}
 	return n
 }

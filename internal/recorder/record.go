@@ -25,7 +25,8 @@ import (
 // does not record (outside the opted-in namespaces, or not a runner).
 // goneAt is when the pod was seen removed, zero while it exists.
 func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time) (time.Duration, *runnerpod.Runner, error) {
-	if ok, err := w.optedIn(ctx, pod.Namespace); err != nil || !ok {
+	nsLabels, ok, err := w.optedIn(ctx, pod.Namespace)
+	if err != nil || !ok {
 		return 0, nil, err
 	}
 	runner, ok := presets.Match(pod, w.Config.Presets)
@@ -39,7 +40,7 @@ func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time)
 		// one on record.
 		Job:      func() *v1alpha1.Job { return w.job(ctx, pod, runner) },
 		Node:     func() *v1alpha1.NodeState { return w.nodeState(ctx, pod.Spec.NodeName) },
-		Recorded: w.seen.Has}
+		Recorded: w.seen.Has, Enforced: w.enforced(nsLabels)}
 	if pod.DeletionTimestamp != nil || !goneAt.IsZero() {
 		var err error
 		if o.Note, err = w.note(ctx, pod); err != nil {
@@ -101,11 +102,21 @@ func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) er
 	return nil
 }
 
-func (w *Watcher) optedIn(ctx context.Context, name string) (bool, error) {
+func (w *Watcher) optedIn(ctx context.Context, name string) (map[string]string, bool, error) {
 	// Metadata only: the same namespace informer the injector reads.
 	nsLabels, err := namespace.Labels(ctx, w.Client, nil, name)
 	if err != nil {
-		return false, client.IgnoreNotFound(err)
+		return nil, false, client.IgnoreNotFound(err)
 	}
-	return w.Namespaces.Matches(labels.Set(nsLabels)), nil
+	return nsLabels, w.Namespaces.Matches(labels.Set(nsLabels)), nil
+}
+
+// enforced reports whether a namespace with nsLabels is in enforce mode as
+// the registrations select it (Modes); false when not known.
+func (w *Watcher) enforced(nsLabels map[string]string) bool {
+	if w.Modes == nil {
+		return false
+	}
+	enforce, known, _ := w.Modes.Enforce(nsLabels)
+	return enforce && known
 }

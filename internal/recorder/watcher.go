@@ -49,6 +49,10 @@ type Watcher struct {
 	Config   config.Config
 	// Namespaces selects the opted-in namespaces by their labels.
 	Namespaces labels.Selector
+	// Modes says which namespaces the registrations select as enforce: a
+	// note of warn mode's admitted delete there is not the API server's.
+	// nil: none is.
+	Modes *Modes
 	// StuckAfter is how long a runner may wait to start before it is
 	// reported stuck.
 	StuckAfter time.Duration

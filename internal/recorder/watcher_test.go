@@ -166,7 +166,7 @@ func TestADeathCausedByDeletionNamesTheDeleterTheGuardNoted(t *testing.T) {
 	// The runner ended at Start+10m, of the SIGTERM of a deletion begun at
 	// Start+9m50s.
 	began := podtest.Start.Add(9*time.Minute + 50*time.Second)
-	pod := terminating(podtest.Runner("ci", "r").Terminated("runner", 143, "Error"), began)
+	pod := terminating(podtest.Runner("ci", "r").Terminated("runner", 143, "Error").Annotate(runnerpod.AllowDelete, "drain"), began)
 	w := newWatcher(t, pod)
 	noteOf(t, w, pod, "alice", "override", began)
 	reconcileOnce(t, w, pod)
@@ -296,7 +296,7 @@ func TestAPodRemovedWhileItsRunnerRanIsRecordedAsSuch(t *testing.T) {
 
 func TestAForceDeletedRunnerNamesTheDeleterWhoseNoteArrivesLate(t *testing.T) {
 	w := newWatcher(t)
-	last := podtest.Runner("ci", "forced").Running("runner").Obj()
+	last := podtest.Runner("ci", "forced").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
 	at := w.Now()
 	assert.Positive(t, gone(t, w, last, at).RequeueAfter)
 	noteOf(t, w, last, "alice", "override", at.Add(-50*time.Millisecond))
