@@ -51,3 +51,11 @@ func TestReportsAreOffByDefaultAndReadNoSecret(t *testing.T) {
 	assert.Equal(t, config.Disclosure{}, renderedConfig(t, on).Reports.Disclose, "reports name no principal, node or UID by default")
 	assert.Nil(t, objs.find("Role", release+"-reports"))
 }
+
+// GitHub reports without ARC's controllers named would be refused by the
+// server's config check at start: the install fails first and says so.
+func TestGitHubReportsWithoutARCsControllersFailTheInstall(t *testing.T) {
+	_, err := helm4(t).template(t, "reports: {namespaces: [ci], github: {enabled: true, appID: 1, secret: gh}}")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "reports.github.controllers: name ARC's controllers")
+}

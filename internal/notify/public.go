@@ -29,7 +29,11 @@ func (d Delivery) Shown() death.Record {
 // text the kubelet, the scheduler or the runner wrote repeats them; the
 // class, the job, the figures and what to do stay.
 func Public(r death.Record) death.Record {
-	names := []string{r.UID, r.ContainerID, r.Node, r.DeletedBy, r.StartedBy, r.DeleteReason}
+	// The ids also as cgroup paths and the kubelet write them: the UID
+	// with underscores (systemd's slices), the container id without its
+	// runtime's prefix.
+	_, bareID, _ := strings.Cut(r.ContainerID, "://")
+	names := []string{r.UID, strings.ReplaceAll(r.UID, "-", "_"), r.ContainerID, bareID, r.Node, r.DeletedBy, r.StartedBy, r.DeleteReason}
 	r.UID, r.ContainerID, r.Node = withhold(r.UID), withhold(r.ContainerID), withhold(r.Node)
 	r.DeletedBy, r.StartedBy, r.DeleteReason = withhold(r.DeletedBy), withhold(r.StartedBy), withhold(r.DeleteReason)
 	if l := r.Refusals; l != nil {

@@ -17,14 +17,16 @@ import (
 // secrets are the names a death record holds that a public report must
 // not show: principals, the node, the ids.
 var secrets = map[string]string{
-	"uid":          "5f0c2a51-7d3e-4f5b-9a43-0c1f8e6b2d17",
-	"container id": "containerd://0e1f2a3b4c5d",
-	"node":         "ip-10-0-3-17.eu-west-1.compute.internal",
-	"deleter":      "arn:aws:iam::123456789012:role/ci-reaper",
-	"starter":      "system:serviceaccount:arc-systems:arc-gha-rs-controller",
-	"reason":       "olga@example.com: draining for the kernel patch",
-	"refused":      "system:serviceaccount:ci:stale-runner-reaper",
-	"creator":      "system:serviceaccount:gitlab-runner:manager",
+	"uid":                  "5f0c2a51-7d3e-4f5b-9a43-0c1f8e6b2d17",
+	"container id":         "containerd://0e1f2a3b4c5d",
+	"node":                 "ip-10-0-3-17.eu-west-1.compute.internal",
+	"deleter":              "arn:aws:iam::123456789012:role/ci-reaper",
+	"starter":              "system:serviceaccount:arc-systems:arc-gha-rs-controller",
+	"reason":               "olga@example.com: draining for the kernel patch",
+	"refused":              "system:serviceaccount:ci:stale-runner-reaper",
+	"creator":              "system:serviceaccount:gitlab-runner:manager",
+	"uid in a cgroup path": "5f0c2a51_7d3e_4f5b_9a43_0c1f8e6b2d17",
+	"bare container id":    "0e1f2a3b4c5d",
 }
 
 // leaky is a death of class c as a real one leaves it, the node's name
@@ -36,6 +38,7 @@ func leaky(c death.Class, rule runnerpod.Rule) death.Record {
 	r.UID, r.ContainerID, r.Node, r.Container, r.ExitCode = secrets["uid"], secrets["container id"], secrets["node"], "runner", &exit
 	r.Deleted, r.DeletedBy, r.StartedBy, r.DeleteRule, r.DeleteReason, r.DeletedAt = true, secrets["deleter"], secrets["starter"], string(rule), secrets["reason"], &at
 	r.PodMessage = "The node " + secrets["node"] + " was low on resource: memory."
+	r.Message = "oom in /kubepods/burstable/pod" + secrets["uid in a cgroup path"] + ".slice/cri-containerd-" + secrets["bare container id"] + ".scope"
 	r.ClassBasis = "node " + secrets["node"] + " reported the container's end"
 	r.Disruption = &v1alpha1.Disruption{Reason: "PreemptionByScheduler", Message: "Preempted by pod " + secrets["uid"] + " on node " + secrets["node"]}
 	r.NodeState = &v1alpha1.NodeState{Conditions: []string{"Ready=Unknown"}}

@@ -41,6 +41,9 @@ type Modes struct {
 	// again.
 	Changed func()
 
+	// reading makes the reads one at a time, so a slow periodic read
+	// cannot apply an older registration over a Refresh's newer one.
+	reading  sync.Mutex
 	mu       sync.Mutex
 	selector labels.Selector
 	// released selects the namespaces the operator switched off: those
@@ -76,6 +79,8 @@ func (m *Modes) Refresh(ctx context.Context) error {
 }
 
 func (m *Modes) read(ctx context.Context) error {
+	m.reading.Lock()
+	defer m.reading.Unlock()
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	// A registration deleted (break-glass, an uninstall) enforces nowhere:
 	// the budgets go too, or they would hold what the operator freed.

@@ -135,11 +135,18 @@ func sameAttempt(a, b metav1.MicroTime) bool {
 	return d > -Repeat && d < Repeat
 }
 
-// weakest is the entry Merge drops first.
+// weakest is the entry Merge drops first: what warn mode let through
+// before any real refusal (a warn namespace's execs, cheap to repeat, must
+// not push out what enforce refused), then the fewest, least lately.
 func weakest(es []v1alpha1.Refusal) int {
 	w := 0
 	for i, e := range es {
-		if e.Count < es[w].Count || e.Count == es[w].Count && e.Last.Before(&es[w].Last) {
+		switch {
+		case e.Warned != es[w].Warned:
+			if e.Warned {
+				w = i
+			}
+		case e.Count < es[w].Count || e.Count == es[w].Count && e.Last.Before(&es[w].Last):
 			w = i
 		}
 	}

@@ -3,6 +3,7 @@ package refusal
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,17 @@ func entry(by, verb, rule string, first, last int, count int32) v1alpha1.Refusal
 
 func one(by, verb, rule string, s int) One {
 	return One{By: by, Verb: verb, Rule: rule, At: t0.Add(time.Duration(s) * time.Second), Version: "1"}
+}
+
+// warnedFull is a full list whose second entry is warn mode's, refused
+// more often than any other.
+func warnedFull() v1alpha1.Refusals {
+	l := v1alpha1.Refusals{}
+	for i := range MaxEntries {
+		l.Entries = append(l.Entries, entry(fmt.Sprintf("u%d", i), "delete", "busy", i, i, 2))
+	}
+	l.Entries[1].Warned, l.Entries[1].Count = true, 50
+	return l
 }
 
 func TestAdd(t *testing.T) {
@@ -76,6 +88,13 @@ func TestAdd(t *testing.T) {
 						w.Entries = append(w.Entries, e)
 					}
 				}
+				w.Entries = append(w.Entries, entry("new", "delete", "busy", 100, 100, 1))
+				return w
+			}()},
+		{"a full list drops what warn mode let through before any real refusal", warnedFull(), one("new", "delete", "busy", 100),
+			func() v1alpha1.Refusals {
+				w := warnedFull()
+				w.Entries, w.Dropped = slices.Delete(w.Entries, 1, 2), 1
 				w.Entries = append(w.Entries, entry("new", "delete", "busy", 100, 100, 1))
 				return w
 			}()},
