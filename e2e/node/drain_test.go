@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/death"
@@ -69,7 +70,9 @@ func TestDrainWithTheOverrideAnnotationEvictsABusyRunnerAtOnce(t *testing.T) {
 	ns := newNamespace(t)
 	pod := start(t, runnerPod(ns, "busy", "64Mi", "job", "300"))
 	patch := client.MergeFrom(pod.DeepCopy())
-	pod.Annotations = map[string]string{runnerpod.AllowDelete: "node maintenance"}
+	// Added to the pod's own annotations: the record of its creator is
+	// kept as written at CREATE.
+	metav1.SetMetaDataAnnotation(&pod.ObjectMeta, runnerpod.AllowDelete, "node maintenance")
 	require.NoError(t, admin.Patch(context.Background(), pod, patch))
 
 	// Its job would run for minutes: the drain completes within its
