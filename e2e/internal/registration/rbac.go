@@ -37,7 +37,8 @@ func RenderRBAC(o Options, secrets ReportSecrets) (*RBAC, error) {
 		"watcher": map[string]any{"enabled": true},
 		"metrics": map[string]any{"enabled": true, "secure": true},
 		"reports": map[string]any{
-			"github": map[string]any{"enabled": true, "appID": 1, "installationID": 1, "secret": secrets.GitHub},
+			"github": map[string]any{"enabled": true, "appID": 1, "installationID": 1, "secret": secrets.GitHub,
+				"controllers": []string{"system:serviceaccount:arc-systems:arc-gha-rs-controller"}},
 			"gitlab": map[string]any{"enabled": true, "secret": secrets.GitLab},
 			"sinks":  []any{map[string]any{"name": "sink", "url": "https://sink.invalid/", "secret": secrets.Sink}},
 		},
