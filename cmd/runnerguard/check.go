@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 // checkOptions are check's own flags.
 type checkOptions struct {
+	output  string
 	wait    time.Duration
 	release string
 }
@@ -55,22 +57,26 @@ cluster could not be asked; 2 a usage error.`,
 	k := newKube(cmd)
 	cmd.Flags().DurationVar(&o.wait, "wait", 0, "ask again every 2s until all is well or this long has passed")
 	cmd.Flags().StringVar(&o.release, "release", "", "the Helm release to check, when the cluster has several")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json (what was found, the problems and the warnings), or none for the text for people")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.wait < 0 {
 			return usageErrorf("--wait must not be negative")
+		}
+		if o.output != "" && o.output != "json" {
+			return usageErrorf("-o %q: check prints json, or the text for people without -o", o.output)
 		}
 		opts := check.Options{Release: o.release}
 		if cmd.Flags().Changed("namespace") {
 			opts.ProbeNamespace = *k.flags.Namespace
 		}
-		return failed(runCheck(cmd.Context(), k, opts, o.wait, streams))
+		return failed(runCheck(cmd.Context(), k, opts, o.wait, o.output == "json", streams))
 	}
 	return cmd
 }
 
 // runCheck gathers and judges until all is well or the wait is over, then
 // prints the report; the first problem is the error.
-func runCheck(ctx context.Context, k kube, opts check.Options, wait time.Duration, streams genericiooptions.IOStreams) error {
+func runCheck(ctx context.Context, k kube, opts check.Options, wait time.Duration, asJSON bool, streams genericiooptions.IOStreams) error {
 	cfg, err := k.restConfig()
 	if err != nil {
 		return err
@@ -91,6 +97,9 @@ func runCheck(ctx context.Context, k kube, opts check.Options, wait time.Duratio
 		}
 		v := check.Judge(facts)
 		if v.OK() || !time.Now().Add(checkInterval).Before(deadline) {
+			if asJSON {
+				return printCheckJSON(streams.Out, facts, v)
+			}
 			return printCheck(streams.Out, facts, v)
 		}
 		if v.Problems[0] != last {
@@ -120,4 +129,22 @@ func printCheck(w io.Writer, f check.Facts, v check.Verdict) error {
 		fmt.Fprintf(w, "also: %s\n", p)
 	}
 	return exitError{exitUnhealthy, errors.New(v.Problems[0])}
+}
+
+// printCheckJSON prints what check found and judged, for scripts: the
+// exit status is the same as the text's.
+func printCheckJSON(w io.Writer, f check.Facts, v check.Verdict) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
+		OK bool `json:"ok"`
+		check.Verdict
+		Facts check.Facts `json:"facts"`
+	}{v.OK(), v, f}); err != nil {
+		return err
+	}
+	if !v.OK() {
+		return exitError{exitUnhealthy, errors.New(v.Problems[0])}
+	}
+	return nil
 }

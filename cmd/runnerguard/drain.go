@@ -73,7 +73,7 @@ rules refuse a pod); 1 failed; 2 a usage error.`,
 	}
 	k := newKube(cmd)
 	o.bind(cmd.Flags())
-	cmd.ValidArgsFunction = cobra.NoFileCompletions
+	cmd.ValidArgsFunction = k.completeNodes
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if !slices.Contains([]string{"none", "client", "server"}, o.dryRun) {
 			return usageErrorf("--dry-run=%q: none, client or server", o.dryRun)

@@ -130,6 +130,24 @@ func (k kube) completePods(_ *cobra.Command, args []string, prefix string) ([]co
 	})
 }
 
+// completeNodes offers the cluster's nodes not already named (drain takes
+// several).
+func (k kube) completeNodes(_ *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return k.names(prefix, func(ctx context.Context, c *corev1client.CoreV1Client) ([]string, error) {
+		list, err := c.Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, n := range list.Items {
+			if !slices.Contains(args, n.Name) {
+				names = append(names, n.Name)
+			}
+		}
+		return names, nil
+	})
+}
+
 // names completes prefix from what list reads; nothing when the cluster
 // cannot be read (a completion has nowhere to say why).
 func (k kube) names(prefix string, list func(context.Context, *corev1client.CoreV1Client) ([]string, error)) ([]cobra.Completion, cobra.ShellCompDirective) {

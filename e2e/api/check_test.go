@@ -3,6 +3,7 @@
 package api
 
 import (
+	"encoding/json"
 	"bytes"
 	"context"
 	"os"
@@ -133,6 +134,30 @@ func TestCheckProvesBothWebhooksAnswerAndSaysWhatIsWrongInOneLine(t *testing.T) 
 	assert.Contains(t, out, "namespaces   "+c.ns+" ("+string(suiteCfg.Guard.Mode)+")\n")
 	assert.Contains(t, out, "ok: the API server reaches the guard and the injector, and the certificate is ready\n")
 	assert.Empty(t, errOut)
+	// The same for a script, and the same exit status.
+	out, errOut, code = kc("runnerguard", "check", "--release", "check", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var said struct {
+		OK       bool     `json:"ok"`
+		Warnings []string `json:"warnings"`
+		Facts    struct {
+			Release     string `json:"release"`
+			Certificate struct {
+				Ready bool `json:"ready"`
+			} `json:"certificate"`
+			Guard []struct {
+				Webhook string `json:"webhook"`
+				Outcome string `json:"outcome"`
+			} `json:"guard"`
+		} `json:"facts"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &said), out)
+	assert.True(t, said.OK)
+	assert.Equal(t, "check-runnerguard", said.Facts.Release, "the installation's webhook configurations' name")
+	assert.True(t, said.Facts.Certificate.Ready)
+	require.NotEmpty(t, said.Facts.Guard)
+	assert.Equal(t, "answered", said.Facts.Guard[0].Outcome)
+	assert.NotEmpty(t, said.Warnings, "the warnings, as the text says them")
 	pods := &corev1.PodList{}
 	require.NoError(t, admin.List(context.Background(), pods, client.InNamespace(c.ns)))
 	require.Len(t, pods.Items, 1, "the dry runs created nothing")

@@ -194,12 +194,14 @@ func TestTheKubectlPluginFindsADeath(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		assert.NoError(t, err, "the bash script parses: %s", out)
 	}
+	compNode := node(t, "e2e-complete-me")
 	// `kubectl runnerguard <TAB>`: kubectl runs kubectl_complete-runnerguard.
 	for _, tc := range []struct{ args, want []string }{
 		{[]string{"runnerguard", ""}, []string{"why\t", "deaths\t", "version\t", "completion\t"}},
 		{[]string{"runnerguard", "why", "-n", ns, ""}, []string{"alive\n", "plugged\n"}},
 		{[]string{"runnerguard", "why", "-n", ""}, []string{ns + "\n"}},
 		{[]string{"runnerguard", "deaths", "-o", ""}, []string{"wide\n", "custom-columns\n", "jsonpath\n"}},
+		{[]string{"runnerguard", "drain", ""}, []string{compNode.Name + "\n"}},
 	} {
 		out, errOut, code = kc(append([]string{"__complete"}, tc.args...)...)
 		require.Equal(t, 0, code, errOut)

@@ -14,71 +14,71 @@ import (
 type Facts struct {
 	// Release is the installation's name (its webhook configurations'),
 	// "" when none was found: NotInstalled then says why.
-	Release      string
-	NotInstalled string
+	Release      string `json:"release,omitempty"`
+	NotInstalled string `json:"notInstalled,omitempty"`
 	// Namespace is the release's namespace.
-	Namespace   string
-	Certificate Certificate
+	Namespace   string      `json:"namespace,omitempty"`
+	Certificate Certificate `json:"certificate"`
 	// CAMissing names the webhook configurations with a webhook whose CA
 	// bundle is empty: the API server cannot trust the webhook's
 	// certificate until cert-manager's cainjector fills it.
-	CAMissing []string
+	CAMissing []string `json:"caMissing,omitempty"`
 	// Namespaces are the namespaces the webhooks act in; NamespacesUnread
 	// says why they could not be listed.
-	Namespaces       []Namespace
-	NamespacesUnread string
+	Namespaces       []Namespace `json:"namespaces,omitempty"`
+	NamespacesUnread string      `json:"namespacesUnread,omitempty"`
 	// Guard and Injector are the webhooks' answers to a dry run each.
-	Guard    []Probe
-	Injector []Probe
+	Guard    []Probe `json:"guard,omitempty"`
+	Injector []Probe `json:"injector,omitempty"`
 	// Presets are those the injector's answers show on.
-	Presets []runnerpod.PresetName
+	Presets []runnerpod.PresetName `json:"presets,omitempty"`
 	// Service is the webhooks' Service (namespace/name), "" when they are
 	// reached by URL; ReadyEndpoints counts its ready endpoints, -1 when
 	// they could not be read.
-	Service        string
-	ReadyEndpoints int
+	Service        string `json:"service,omitempty"`
+	ReadyEndpoints int    `json:"readyEndpoints"`
 	// SwitchedOff: the operator's off switch is on (recorder.SwitchedOff):
 	// the enforce registration answers Ignore where the chart said Fail.
-	SwitchedOff bool
+	SwitchedOff bool `json:"switchedOff"`
 	// ForeignBudgets are PodDisruptionBudgets (namespace/name) that are not
 	// runnerguard's and select runner pods; BudgetsUnread says why they
 	// could not be looked for.
-	ForeignBudgets []string
-	BudgetsUnread  string
+	ForeignBudgets []string `json:"foreignBudgets,omitempty"`
+	BudgetsUnread  string   `json:"budgetsUnread,omitempty"`
 }
 
 // Certificate is cert-manager's serving Certificate of the webhooks.
 type Certificate struct {
 	// Name is namespace/name, from the webhook configuration's
 	// cert-manager.io/inject-ca-from annotation; "" when it has none.
-	Name  string
-	Ready bool
+	Name  string `json:"name,omitempty"`
+	Ready bool   `json:"ready"`
 	// Problem says why it is not ready, or could not be read.
-	Problem string
+	Problem string `json:"problem,omitempty"`
 }
 
 // Namespace is one opted-in namespace and the guard's mode there.
 type Namespace struct {
-	Name string
-	Mode config.Mode
+	Name string      `json:"name,omitempty"`
+	Mode config.Mode `json:"mode,omitempty"`
 	// Labelled: the mode comes from the namespace's runnerguard.io/mode
 	// label, not the chart-wide mode.
-	Labelled bool
+	Labelled bool `json:"labelled,omitempty"`
 	// PodSecurity is its Pod Security enforce level (the label
 	// pod-security.kubernetes.io/enforce), "" when none.
-	PodSecurity string
+	PodSecurity string `json:"podSecurity,omitempty"`
 }
 
 // Probe is one webhook's answer to a dry run.
 type Probe struct {
-	Webhook       string
-	FailurePolicy string
+	Webhook       string `json:"webhook,omitempty"`
+	FailurePolicy string `json:"failurePolicy,omitempty"`
 	// Namespace is where the dry run was sent.
-	Namespace string
-	Outcome   Outcome
+	Namespace string  `json:"namespace,omitempty"`
+	Outcome   Outcome `json:"outcome,omitempty"`
 	// Detail is the API server's error, or what the answer showed.
-	Detail string
-	Took   time.Duration
+	Detail string        `json:"detail,omitempty"`
+	Took   time.Duration `json:"tookNanoseconds"`
 }
 
 // Outcome is what a dry run showed of a webhook.
@@ -107,8 +107,8 @@ const (
 // fundamental first; and warnings, which hold nothing back but say what
 // the installation leaves open or has been told to stop holding.
 type Verdict struct {
-	Problems []string
-	Warnings []string
+	Problems []string `json:"problems,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // OK reports whether nothing is wrong.
