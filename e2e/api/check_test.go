@@ -3,9 +3,9 @@
 package api
 
 import (
-	"encoding/json"
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
