@@ -38,7 +38,7 @@ type GitHubSender struct {
 	key   string
 	app   *ghinstallation.AppsTransport
 	inst  map[int64]*ghinstallation.Transport
-	found map[string]int64 // repository -> installation, when looked up
+	found map[string]found // repository -> its installation, as looked up
 }
 
 // client is a client of the installation that may act on repository.
@@ -59,7 +59,7 @@ func (s *GitHubSender) client(ctx context.Context, repository string) (*github.C
 			return nil, fmt.Errorf("the GitHub App's private key: %w", err)
 		}
 		app.BaseURL = strings.TrimRight(s.BaseURL, "/")
-		s.app, s.key, s.inst, s.found = app, string(key), map[int64]*ghinstallation.Transport{}, map[string]int64{}
+		s.app, s.key, s.inst, s.found = app, string(key), map[int64]*ghinstallation.Transport{}, map[string]found{}
 	}
 	id := s.InstallationID
 	if id == 0 {
@@ -75,11 +75,21 @@ func (s *GitHubSender) client(ctx context.Context, repository string) (*github.C
 	return s.api(tr)
 }
 
+// found is a repository's installation and when it was looked up.
+type found struct {
+	id int64
+	at time.Time
+}
+
+// installationKept is how long a repository's installation is taken as
+// looked up: an App removed and installed again there has a new one.
+const installationKept = time.Hour
+
 // installation asks GitHub, as the App, which of its installations covers
 // repository (owner/name); the answer is kept.
 func (s *GitHubSender) installation(ctx context.Context, repository string) (int64, error) {
-	if id, ok := s.found[repository]; ok {
-		return id, nil
+	if f, ok := s.found[repository]; ok && s.Now().Sub(f.at) < installationKept {
+		return f.id, nil
 	}
 	c, err := s.api(s.app)
 	if err != nil {
@@ -90,7 +100,7 @@ func (s *GitHubSender) installation(ctx context.Context, repository string) (int
 	if err != nil {
 		return 0, githubFailure(resp, fmt.Errorf("finding the App's installation on %s (is the App installed there?): %w", repository, err), s.Now())
 	}
-	s.found[repository] = inst.GetID()
+	s.found[repository] = found{inst.GetID(), s.Now()}
 	return inst.GetID(), nil
 }
 

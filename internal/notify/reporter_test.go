@@ -257,3 +257,30 @@ func TestAnAppWithoutAnInstallationIDReportsThroughEachRepositorysInstallation(t
 	assert.Contains(t, rep.Message, "finding the App's installation on other-org/app (is the App installed there?)")
 	assert.Len(t, w.gh.CheckRuns(), 1)
 }
+
+// A repository's installation is looked up once and kept for a while, so
+// that a burst of deaths costs one lookup, and looked up again after: an
+// App removed and installed again there has a new installation.
+func TestARepositorysInstallationIsLookedUpOnceAndAgainLater(t *testing.T) {
+	second, third := oom(), oom()
+	second.Name, second.UID = "oom-2", "uid-oom-2"
+	third.Name, third.UID = "oom-3", "uid-oom-3"
+	w := newWorld(t, oom(), second, third)
+	w.cfg.GitHub.InstallationID = 0
+	w.cfg.Sinks = nil
+	lookups := 0
+	w.gh.Fail = func(r *http.Request) (int, http.Header) {
+		if strings.HasSuffix(r.URL.Path, "/installation") {
+			lookups++
+		}
+		return 0, nil
+	}
+	r := w.leader()
+	w.reconcile(t, r, "oom")
+	w.reconcile(t, r, "oom-2")
+	assert.Equal(t, 1, lookups, "looked up once for two deaths")
+	w.now = w.now.Add(2 * time.Hour)
+	w.reconcile(t, r, "oom-3")
+	assert.Equal(t, 2, lookups, "and again later")
+	assert.Len(t, w.gh.CheckRuns(), 3)
+}
