@@ -119,10 +119,9 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 			out.Result = OptedOut
 			// created-by is the guard's evidence, not instrumentation: it is
 			// recorded even on an opted-out pod, so the job's owner can still
-			// end its job and the pod cannot forge an owner.
-			if presets.OwnerOf(runner.Preset.Name).EndsJob {
-				recordCreator(pod, facts)
-			}
+			// end its job, its death is still told where its fleet's
+			// controller made it, and the pod cannot forge either.
+			recordCreator(pod, facts)
 			return out
 		}
 	}

@@ -107,10 +107,10 @@ func TestMutate(t *testing.T) {
 		want: podtest.Runner("ci", "p").Annotate(corev1.MirrorPodAnnotationKey, "x").Obj(),
 		out:  Outcome{Result: Mirror},
 	}, {
-		name: "a runner pod that opts out is left alone but for the watcher's label (its death is on record too)",
+		name: "a runner pod that opts out is left alone but for the watcher's label (its death is on record too) and its creator",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Obj(),
-		want: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Label(runnerpod.RunnerLabel, "true").Obj(),
+		want: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Annotate(runnerpod.CreatedBy, requester).Label(runnerpod.RunnerLabel, "true").Obj(),
 		out:  Outcome{Result: OptedOut, Preset: generic.Name},
 	}, {
 		name: "an opted-out GitLab pod still gets its creator recorded, overwriting a forged one",
