@@ -29,7 +29,7 @@ reports:
 	cfg := renderedConfig(t, objs)
 	assert.Equal(t, config.Reports{Namespaces: []string{"ci"}, Presets: []runnerpod.PresetName{"gitlab"}, SecretNamespace: cfg.Reports.SecretNamespace,
 		MaxAttempts: 6, MaxAge: metav1.Duration{Duration: time.Hour},
-		Disclose: config.Disclosure{Namespaces: []string{"private-ci"}, Presets: []runnerpod.PresetName{"arc-legacy"}},
+		Disclose: config.Selection{Namespaces: []string{"private-ci"}, Presets: []runnerpod.PresetName{"arc-legacy"}},
 		GitHub:   &config.GitHub{URL: "https://ghes.example.com/api/v3/", AppID: 12, InstallationID: 34, Secret: "gh-app", Controllers: []string{"system:serviceaccount:arc-systems:arc-gha-rs-controller"}},
 		GitLab:   &config.GitLab{URL: "https://gitlab.example.com", Secret: "gl-token", Managers: []string{"system:serviceaccount:gitlab-runner:gitlab-runner"}},
 		Sinks:    []config.Sink{{Name: "alerts", URL: "https://hooks.example.com/rg", Secret: "gl-token", LastWords: true}}}, cfg.Reports)
@@ -48,7 +48,7 @@ func TestReportsAreOffByDefaultAndReadNoSecret(t *testing.T) {
 	objs := helms(t)[0].render(t, "")
 	assert.False(t, renderedConfig(t, objs).Reports.Enabled())
 	on := helms(t)[0].render(t, "reports: {namespaces: [ci], github: {enabled: true, appID: 1, installationID: 2, secret: gh, controllers: [arc]}}")
-	assert.Equal(t, config.Disclosure{}, renderedConfig(t, on).Reports.Disclose, "reports name no principal, node or UID by default")
+	assert.Equal(t, config.Selection{}, renderedConfig(t, on).Reports.Disclose, "reports name no principal, node or UID by default")
 	assert.Nil(t, objs.find("Role", release+"-reports"))
 }
 

@@ -30,7 +30,7 @@ type Reports struct {
 	// Disclose names whose reports to GitHub and GitLab may name
 	// principals, nodes and UIDs: a check run or a commit status is as
 	// public as its repository, so by default they are withheld.
-	Disclose Disclosure `json:"disclose,omitempty"`
+	Disclose Selection `json:"disclose,omitempty"`
 	// MaxAttempts bounds each report's attempts; then it is Failed.
 	MaxAttempts int     `json:"maxAttempts,omitempty"`
 	GitHub      *GitHub `json:"github,omitempty"`
@@ -38,14 +38,15 @@ type Reports struct {
 	Sinks       []Sink  `json:"sinks,omitempty"`
 }
 
-// Disclosure selects deaths by namespace or by preset.
-type Disclosure struct {
+// Selection selects deaths by namespace or by preset: those told
+// (Reports' own namespaces and presets), those disclosed.
+type Selection struct {
 	Namespaces []string               `json:"namespaces,omitempty"`
 	Presets    []runnerpod.PresetName `json:"presets,omitempty"`
 }
 
 // Has reports whether a death in namespace ns of preset p is selected.
-func (d Disclosure) Has(ns string, p runnerpod.PresetName) bool {
+func (d Selection) Has(ns string, p runnerpod.PresetName) bool {
 	return slices.Contains(d.Namespaces, ns) || slices.Contains(d.Presets, p)
 }
 
@@ -129,14 +130,14 @@ func validateReports(c Config) []error {
 	r := c.Reports
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("reports."+format, a...)) }
-	for _, p := range r.Presets {
-		if !presets.Known(p) {
-			bad("presets: unknown preset %q", p)
-		}
-	}
-	for _, p := range r.Disclose.Presets {
-		if !presets.Known(p) {
-			bad("disclose.presets: unknown preset %q", p)
+	for _, sel := range []struct {
+		field string
+		ps    []runnerpod.PresetName
+	}{{"presets", r.Presets}, {"disclose.presets", r.Disclose.Presets}} {
+		for _, p := range sel.ps {
+			if !presets.Known(p) {
+				bad("%s: unknown preset %q", sel.field, p)
+			}
 		}
 	}
 	if r.MaxAttempts < 1 {

@@ -53,7 +53,7 @@ func Told(c death.Class) bool {
 
 // OptedIn reports whether the record's namespace or preset opted in.
 func OptedIn(r death.Record, cfg config.Reports) bool {
-	return slices.Contains(cfg.Namespaces, r.Namespace) || slices.Contains(cfg.Presets, runnerpod.PresetName(r.Preset))
+	return config.Selection{Namespaces: cfg.Namespaces, Presets: cfg.Presets}.Has(r.Namespace, runnerpod.PresetName(r.Preset))
 }
 
 // Plan is every report the record is owed under cfg, in a stable order.
@@ -63,14 +63,14 @@ func Plan(r death.Record, cfg config.Reports) []Target {
 	}
 	var ts []Target
 	if f, ok := presets.For(runnerpod.PresetName(r.Preset)); ok {
-		disclose := cfg.Disclose.Has(r.Namespace, runnerpod.PresetName(r.Preset))
 		switch t := f.Traits(); {
 		case t.ToldOn == fleet.GitHubCheckRun && cfg.GitHub != nil:
 			ts = append(ts, githubTarget(r, cfg.GitHub, t.RecordKind))
-			ts[len(ts)-1].Disclose = disclose
 		case t.ToldOn == fleet.GitLabCommitStatus && cfg.GitLab != nil:
 			ts = append(ts, gitlabTarget(r, cfg.GitLab))
-			ts[len(ts)-1].Disclose = disclose
+		}
+		for i := range ts {
+			ts[i].Disclose = cfg.Disclose.Has(r.Namespace, runnerpod.PresetName(r.Preset))
 		}
 	}
 	for i := range cfg.Sinks {

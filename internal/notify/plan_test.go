@@ -80,11 +80,11 @@ func TestPlan(t *testing.T) {
 		{"a project given by path is told", build("ci", withLabJob(func(j *v1alpha1.Job) { j.Project = "group/sub/app" })), cfg(),
 			[]Target{{Destination: GitLab, Project: "group/sub/app", Job: "42"}, sink}},
 		{"a preset opts in in any namespace", build("elsewhere", labJob), byPresetCfg(), []Target{{Destination: GitLab, Project: "1234", Job: "42"}, sink}},
-		{"a namespace the operator named may be told names", arc(death.CgroupOOM, erJob), disclosing(cfg(), config.Disclosure{Namespaces: []string{"ci"}}),
+		{"a namespace the operator named may be told names", arc(death.CgroupOOM, erJob), disclosing(cfg(), config.Selection{Namespaces: []string{"ci"}}),
 			[]Target{{Destination: GitHub, Repository: "acme/app", Run: "900123", Disclose: true}, sink}},
-		{"and a preset", build("ci", labJob), disclosing(cfg(), config.Disclosure{Presets: []runnerpod.PresetName{"gitlab"}}),
+		{"and a preset", build("ci", labJob), disclosing(cfg(), config.Selection{Presets: []runnerpod.PresetName{"gitlab"}}),
 			[]Target{{Destination: GitLab, Project: "1234", Job: "42", Disclose: true}, sink}},
-		{"another namespace's is not", arc(death.CgroupOOM, erJob), disclosing(cfg(), config.Disclosure{Namespaces: []string{"private"}, Presets: []runnerpod.PresetName{"gitlab"}}),
+		{"another namespace's is not", arc(death.CgroupOOM, erJob), disclosing(cfg(), config.Selection{Namespaces: []string{"private"}, Presets: []runnerpod.PresetName{"gitlab"}}),
 			[]Target{{Destination: GitHub, Repository: "acme/app", Run: "900123"}, sink}},
 	}
 	for _, c := range cases {
@@ -113,7 +113,7 @@ func withJob(j *v1alpha1.Job, mod func(*v1alpha1.Job)) *v1alpha1.Job {
 	return &c
 }
 
-func disclosing(c config.Reports, d config.Disclosure) config.Reports {
+func disclosing(c config.Reports, d config.Selection) config.Reports {
 	c.Disclose = d
 	return c
 }
