@@ -67,17 +67,22 @@ func BudgetLabelPlan(pod *corev1.Pod, budget bool) (value *string, ok bool) {
 	return nil, false
 }
 
-// ensureBudget creates pod's budget unless the cache holds it; created
-// false and no error: the budget is no longer wanted (stillWanted), and
-// the pod is judged again.
-func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (created bool, err error) {
+// ensureBudget creates pod's budget unless the cache holds it; inPlace
+// false and no error: a budget someone removed is no longer wanted
+// (stillWanted), and the pod is judged again.
+func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (inPlace bool, err error) {
 	b := Budget(pod)
 	err = m.Client.Get(ctx, client.ObjectKeyFromObject(b), &policyv1.PodDisruptionBudget{})
 	if !apierrors.IsNotFound(err) {
 		return err == nil, err
 	}
-	if ok, err := m.stillWanted(ctx, pod); !ok || err != nil {
-		return false, err
+	// The pod labelled for its budget when this judgement began: the
+	// budget was made, and someone removed it. A first one costs no
+	// fresh reads at a job's start.
+	if pod.Labels[runnerpod.BudgetLabel] == string(pod.UID) {
+		if ok, err := m.stillWanted(ctx, pod); !ok || err != nil {
+			return false, err
+		}
 	}
 	if err := m.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return false, err
@@ -86,12 +91,12 @@ func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (created boo
 }
 
 // stillWanted judges pod again, with the registration and its namespace
-// read afresh, before its missing budget is created: a busy runner's
-// budget is new, or was removed, and the README's emergency rows remove
-// the budgets right after they switch the registration off or the
-// namespace to warn, sooner than the periodic read or the cache may show
-// it. A budget put back then would hold an eviction the operator freed;
-// read after the removal, the switch that came before it is seen.
+// read afresh, before a budget someone removed is put back: the README's
+// emergency rows remove the budgets right after they switch the
+// registration off or the namespace to warn, sooner than the periodic read
+// or the cache may show it. A budget put back then would hold an eviction
+// the operator freed; read after the removal, the switch that came before
+// it is seen.
 func (m *Marker) stillWanted(ctx context.Context, pod *corev1.Pod) (bool, error) {
 	if m.Modes == nil {
 		return true, nil

@@ -144,11 +144,11 @@ func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		logf.FromContext(ctx).V(1).Info("runner pod marks follow its protection", "pod", req.NamespacedName, "busy", j.Busy, "budget", budget)
 	}
 	if budget {
-		created, err := m.ensureBudget(ctx, pod)
+		inPlace, err := m.ensureBudget(ctx, pod)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if !created {
+		if !inPlace {
 			// Its namespace or the registration changed since it was
 			// judged: its marks follow once the cache has the change.
 			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
