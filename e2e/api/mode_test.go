@@ -71,8 +71,10 @@ func TestWarnModeAllowsWhatEnforceRefusesAndSaysSo(t *testing.T) {
 	eventually(t, func() bool { return len(eventsWith(t, deleted, "DeleteRefusedInWarnMode")) == 1 }, "a Warning Event says what enforce would have done")
 	eventually(t, func() bool { return len(eventsWith(t, evicted, "EvictionRefusedInWarnMode")) == 1 }, "for the eviction too")
 	assert.Equal(t, corev1.EventTypeWarning, eventsWith(t, deleted, "DeleteRefusedInWarnMode")[0].Type)
-	assert.Equal(t, warnDeletes+1, decisions(t, "delete", "warn"))
-	assert.Equal(t, warnEvictions+1, decisions(t, "eviction", "warn"))
+	// At least once: the API server calls a webhook again when the first
+	// call's connection was reset, and each call is a decision counted.
+	assert.GreaterOrEqual(t, decisions(t, "delete", "warn"), warnDeletes+1)
+	assert.GreaterOrEqual(t, decisions(t, "eviction", "warn"), warnEvictions+1)
 
 	// The runner killed under warn: its record says enforce would have
 	// refused the delete.
