@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
+	"github.com/runnerguard/runnerguard/internal/check"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -166,8 +167,9 @@ func TestWebhookConfigurations(t *testing.T) {
 				assert.Equal(t, want, inj.NamespaceSelector)
 				assert.Equal(t, admissionregistrationv1.Ignore, *inj.FailurePolicy, "CI goes on when the injector is down")
 				assert.Equal(t, tc.timeout, *inj.TimeoutSeconds)
-				containers := celStrings(cfg.RunnerContainerNames())
-				assert.Contains(t, inj.MatchConditions, admissionregistrationv1.MatchCondition{Name: "runner-pod", Expression: "object.spec.containers.exists(c, c.name in " + containers + ")"})
+				containers, err := check.RunnerContainers(inj.MatchConditions)
+				require.NoError(t, err)
+				assert.Equal(t, cfg.RunnerContainerNames(), containers, "the injector's condition names the runner containers the server's config does")
 
 				// Warn namespaces never fail closed.
 				policies := map[string]admissionregistrationv1.FailurePolicyType{
@@ -198,7 +200,10 @@ func TestWebhookConfigurations(t *testing.T) {
 						case mc.Name == "not-exempt":
 							assert.Equal(t, "!(request.userInfo.username in "+celStrings(cfg.Guard.ExemptPrincipals)+")", mc.Expression)
 						case strings.Contains(mc.Expression, "c.name in") || strings.Contains(mc.Expression, "s.name in"):
-							assert.Contains(t, mc.Expression, " in "+containers, "%s/%s: the enabled presets' runner containers, in preset order", w.Name, mc.Name)
+							mc.Expression = strings.ReplaceAll(mc.Expression, "s.name", "c.name")
+							named, err := check.RunnerContainers([]admissionregistrationv1.MatchCondition{mc})
+							require.NoError(t, err)
+							assert.Equal(t, containers, named, "%s/%s: the enabled presets' runner containers, in preset order", w.Name, mc.Name)
 						}
 					}
 				}

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerguard/runnerguard/internal/check"
 	"github.com/runnerguard/runnerguard/internal/config"
 )
 
@@ -82,8 +83,9 @@ policy: {garbageCollectors: ["system:kube-controller-manager", "system:serviceac
 
 				var policy admissionregistrationv1.ValidatingAdmissionPolicy
 				objs.get(t, "ValidatingAdmissionPolicy", name, &policy)
-				assert.Contains(t, policy.Spec.MatchConditions, admissionregistrationv1.MatchCondition{Name: "runner-pod",
-					Expression: "object.spec.containers.exists(c, c.name in " + celStrings(cfg.RunnerContainerNames()) + ")"}, "the same runner pods the guard protects")
+				containers, err := check.RunnerContainers(policy.Spec.MatchConditions)
+				require.NoError(t, err)
+				assert.Equal(t, cfg.RunnerContainerNames(), containers, "the same runner pods the guard protects")
 				runnerLabel := false
 				for _, v := range policy.Spec.Validations {
 					if strings.Contains(v.Message, "runnerguard.io/runner") {

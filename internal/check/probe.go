@@ -3,6 +3,7 @@ package check
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -23,10 +24,11 @@ const ProbePrefix = "runnerguard-check-"
 // probeImage is never pulled: a dry run creates nothing.
 const probeImage = "registry.k8s.io/pause:3.10"
 
-// RunnerContainers are the container names in the webhook's runner-pod
-// matchCondition (`object.spec.containers.exists(c, c.name in [...])`, as
-// the chart renders it): the API server calls the webhook only for a pod
-// with one of them, so a probe must carry them.
+// RunnerContainers are the runner containers in the webhook's runner-pod
+// matchCondition (`object.spec.containers.exists(c, c.name in [...])`, or'd
+// with `c.name.startsWith("...")` for a prefix, as the chart renders it),
+// prefixes ended by runnerpod.AnyRest: the API server calls the webhook
+// only for a pod with one of them, so a probe must carry them.
 func RunnerContainers(conds []admissionregistrationv1.MatchCondition) ([]string, error) {
 	for _, c := range conds {
 		_, list, ok := strings.Cut(c.Expression, "c.name in ")
@@ -41,9 +43,31 @@ func RunnerContainers(conds []admissionregistrationv1.MatchCondition) ([]string,
 		if err := json.Unmarshal([]byte(list[:end+1]), &names); err != nil {
 			return nil, fmt.Errorf("matchCondition %q: %w", c.Name, err)
 		}
+		for _, m := range startsWith.FindAllStringSubmatch(list[end:], -1) {
+			var prefix string
+			if err := json.Unmarshal([]byte(m[1]), &prefix); err != nil {
+				return nil, fmt.Errorf("matchCondition %q: %w", c.Name, err)
+			}
+			names = append(names, prefix+runnerpod.AnyRest)
+		}
+		if len(names) == 0 {
+			return nil, nil // no preset on
+		}
 		return names, nil
 	}
 	return nil, fmt.Errorf("no matchCondition names the runner containers")
+}
+
+// startsWith is a prefix term of the chart's runner-pod condition.
+var startsWith = regexp.MustCompile(`c\.name\.startsWith\(("(?:[^"\\]|\\.)*")\)`)
+
+// probeName is a probe's container for a runner container's name or
+// prefix.
+func probeName(pattern string) string {
+	if prefix, ok := strings.CutSuffix(pattern, runnerpod.AnyRest); ok {
+		return prefix + "probe"
+	}
+	return pattern
 }
 
 // ProbePod is a pod shaped as preset's runner pod, with every one of
@@ -66,7 +90,7 @@ func ProbePod(ns string, preset runnerpod.PresetName, containers []string) *core
 		},
 	}
 	for _, n := range containers {
-		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: n})
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: probeName(n)})
 	}
 	if f, ok := presets.For(preset); ok {
 		f.Sample(pod)

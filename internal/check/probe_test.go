@@ -22,6 +22,12 @@ func TestRunnerContainersReadsTheChartsCondition(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"job", "build", "runner"}, names)
+	names, err = RunnerContainers([]admissionregistrationv1.MatchCondition{
+		{Name: "runner-pod", Expression: `object.spec.containers.exists(c, (c.name in ["runner"] || c.name.startsWith("step-") || c.name.startsWith("a\"b")))`},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"runner", "step-*", "a\"b*"}, names, "a prefix is read back as the chart was given it")
+	assert.Equal(t, "step-probe", ProbePod("ns", "generic", []string{"step-*"}).Spec.Containers[0].Name, "a probe's container has a name the prefix takes")
 
 	_, err = RunnerContainers([]admissionregistrationv1.MatchCondition{{Name: "x", Expression: "true"}})
 	assert.ErrorContains(t, err, "no matchCondition names the runner containers")

@@ -136,6 +136,23 @@ func validatePresets(c Config) []error {
 	return errs
 }
 
+// containerPatternErrors checks a runner container's name, or a prefix
+// and runnerpod.AnyRest: a prefix must begin a valid name and may not be
+// empty, so no pattern takes every container of every pod.
+func containerPatternErrors(n string) []string {
+	prefix, ok := strings.CutSuffix(n, runnerpod.AnyRest)
+	if !ok {
+		return validation.IsDNS1123Label(n)
+	}
+	if prefix == "" {
+		return []string{"a prefix before " + runnerpod.AnyRest + " is required: alone it would take every pod's containers"}
+	}
+	if strings.Contains(prefix, runnerpod.AnyRest) {
+		return []string{runnerpod.AnyRest + " may only end the name"}
+	}
+	return validation.IsDNS1123Label(prefix + "x")
+}
+
 // validatePreset checks one enabled preset.
 func validatePreset(p runnerpod.Preset) []error {
 	var errs []error
@@ -143,7 +160,7 @@ func validatePreset(p runnerpod.Preset) []error {
 		errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: must name at least one container", p.Name))
 	}
 	for _, n := range p.RunnerContainers {
-		for _, msg := range validation.IsDNS1123Label(n) {
+		for _, msg := range containerPatternErrors(n) {
 			errs = append(errs, fmt.Errorf("presets[%s].runnerContainers: %q: %s", p.Name, n, msg))
 		}
 	}

@@ -82,7 +82,7 @@ func Match(pod *corev1.Pod, ps []runnerpod.Preset) (runnerpod.Runner, bool) {
 		}
 		var names []string
 		for _, c := range pod.Spec.Containers {
-			if slices.Contains(p.RunnerContainers, c.Name) {
+			if runnerpod.IsRunnerContainer(p.RunnerContainers, c.Name) {
 				names = append(names, c.Name)
 			}
 		}

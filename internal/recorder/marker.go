@@ -80,7 +80,7 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 	names := m.Config.RunnerContainerNames()
 	hasRunner := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pod, ok := o.(*cachedPod)
-		return ok && slices.ContainsFunc(pod.containers, func(c string) bool { return slices.Contains(names, c) })
+		return ok && slices.ContainsFunc(pod.containers, func(c string) bool { return runnerpod.IsRunnerContainer(names, c) })
 	})
 	m.again = make(chan event.TypedGenericEvent[client.Object], 1024)
 	if m.Modes != nil {

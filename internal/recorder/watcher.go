@@ -93,7 +93,7 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	names := w.Config.RunnerContainerNames()
 	hasRunner := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pod, ok := o.(*cachedPod)
-		return ok && slices.ContainsFunc(pod.containers, func(c string) bool { return slices.Contains(names, c) })
+		return ok && slices.ContainsFunc(pod.containers, func(c string) bool { return runnerpod.IsRunnerContainer(names, c) })
 	})
 	w.stuck = map[types.NamespacedName]string{}
 	w.gone = map[types.NamespacedName][]gonePod{}

@@ -2,6 +2,7 @@ package runnerpod
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +22,8 @@ type Preset struct {
 	// Enabled presets are matched; a disabled one is skipped.
 	Enabled bool `json:"enabled"`
 	// RunnerContainers are the names of the containers that run the runner
-	// (or, for job pods, the job).
+	// (or, for job pods, the job); a name ending in "*" names every
+	// container that begins with the rest (IsRunnerContainer).
 	RunnerContainers []string `json:"runnerContainers"`
 	// DiagnosticEnv is added to the runner containers where the pod author
 	// has not set the same name.
@@ -54,6 +56,22 @@ type Runner struct {
 	Preset Preset
 	// Containers are the pod's runner containers, in the pod's order.
 	Containers []string
+}
+
+// AnyRest ends a RunnerContainers entry that names every container whose
+// name begins with the rest: a fleet whose job containers are named by the
+// job's author under a prefix of the fleet's own (Tekton's "step-*").
+const AnyRest = "*"
+
+// IsRunnerContainer reports whether a container named name is one of
+// patterns: a name, or a prefix followed by AnyRest.
+func IsRunnerContainer(patterns []string, name string) bool {
+	return slices.ContainsFunc(patterns, func(p string) bool {
+		if prefix, ok := strings.CutSuffix(p, AnyRest); ok {
+			return strings.HasPrefix(name, prefix)
+		}
+		return p == name
+	})
 }
 
 // HasContainer reports whether the pod has a (main) container of that name.

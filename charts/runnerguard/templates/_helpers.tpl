@@ -90,10 +90,31 @@ namespace the CEL expression ns names, as a CEL expression.
 {{- end }}
 
 {{/*
-The enabled presets' runner container names, first seen first, in the
-order the webhook matches presets (presets.Order), as a CEL list literal:
-the container names the server's config (config.RunnerContainerNames) gives.
-None enabled: [], which no container is in, so the webhooks act on no pod.
+Whether a container's name is one of a list of runner containers (names,
+and prefixes ended by "*", runnerpod.IsRunnerContainer), as a CEL format
+whose %[1]s is the name's expression: `%[1]s in [names]`, or'd with
+`%[1]s.startsWith(prefix)` for each prefix.
+*/}}
+{{- define "runnerguard.containersCEL" -}}
+{{- $exact := list }}
+{{- $terms := list }}
+{{- range . }}
+{{- if hasSuffix "*" . }}
+{{- $terms = append $terms (printf "%%[1]s.startsWith(%q)" (trimSuffix "*" .)) }}
+{{- else }}
+{{- $exact = append $exact . }}
+{{- end }}
+{{- end }}
+{{- $terms = prepend $terms (printf "%%[1]s in %s" (include "runnerguard.celList" $exact)) }}
+{{- if gt (len $terms) 1 }}{{ printf "(%s)" (join " || " $terms) }}{{ else }}{{ first $terms }}{{ end }}
+{{- end }}
+
+{{/*
+The enabled presets' runner containers, first seen first, in the order the
+webhook matches presets (presets.Order), as runnerguard.containersCEL's
+format: the names the server's config (config.RunnerContainerNames) gives.
+None enabled: `%[1]s in []`, which no container is, so the webhooks act on
+no pod.
 */}}
 {{- define "runnerguard.runnerContainersCEL" -}}
 {{- $names := list }}
@@ -102,7 +123,7 @@ None enabled: [], which no container is in, so the webhooks act on no pod.
 {{- $names = concat $names (index $.Values.presets .name).runnerContainers }}
 {{- end }}
 {{- end }}
-{{- include "runnerguard.celList" ($names | uniq) }}
+{{- include "runnerguard.containersCEL" ($names | uniq) }}
 {{- end }}
 
 {{/*
@@ -194,10 +215,10 @@ else "". e2e/internal/registration holds it to presets.Match.
 {{- $out := "''" }}
 {{- range reverse (fromJson (include "runnerguard.presets" .root)).presets }}
 {{- if has .name $.root.Values.presets.enabled }}
-{{- $containers := include "runnerguard.celList" (index $.root.Values.presets .name).runnerContainers }}
+{{- $containers := printf (include "runnerguard.containersCEL" (index $.root.Values.presets .name).runnerContainers) "c.name" }}
 {{- $fits := "true" }}
 {{- with .fits }}{{ $fits = printf . $.obj }}{{ end }}
-{{- $out = printf "%s.spec.containers.exists(c, c.name in %s) && (%s) ? %q : %s" $.obj $containers $fits .name $out }}
+{{- $out = printf "%s.spec.containers.exists(c, %s) && (%s) ? %q : %s" $.obj $containers $fits .name $out }}
 {{- end }}
 {{- end }}
 {{- $out }}

@@ -42,6 +42,13 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 				}
 			}
 		},
+		"generic on a prefix": func(c *config.Config) {
+			for i := range c.Presets {
+				if c.Presets[i].Name == generic.Name {
+					c.Presets[i].RunnerContainers = []string{"agent", "step-*"}
+				}
+			}
+		},
 	}
 	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.OptionalTypes())
 	require.NoError(t, err)
@@ -90,7 +97,7 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 // presets.Match reads: containers, the preset labels, legacy ARC's
 // annotation and owner references.
 func markCombinations() []*corev1.Pod {
-	containerSets := [][]string{{"runner"}, {"job"}, {"build", "helper"}, {"build"}, {"runner", "docker"}, {"app"}, {"agent"}, {"job", "runner"}}
+	containerSets := [][]string{{"runner"}, {"job"}, {"build", "helper"}, {"build"}, {"runner", "docker"}, {"app"}, {"agent"}, {"job", "runner"}, {"step-build"}, {"stepbuild"}}
 	labelSets := [][]string{nil, {arcworkflow.PodLabel}, {arcscaleset.Label}, {arclegacy.RunnerSetLabel}, {arcscaleset.Label, arclegacy.RunnerSetLabel}}
 	er := func(apiVersion, kind string, controller bool) metav1.OwnerReference {
 		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "u", Controller: ptr.To(controller)}
