@@ -58,7 +58,7 @@ drift:
 # generated from the fleets' list in internal/presets; `go test
 # ./internal/presets` fails when it is stale.
 fleet-table:
-	go test -count=1 -run TestTheChartsFleetTableIsGeneratedFromTheFleets ./internal/presets -update
+	go test -count=1 -run 'TestTheChartsFleetTableIsGeneratedFromTheFleets|TestTheSchemasFleetListIsTheFleets' ./internal/presets -update
 
 # Helm, which e2e/internal/registration runs to render the chart's webhook
 # configurations and policy for the suites that register them.

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/fleet"
 )
@@ -13,6 +17,36 @@ import (
 // hand; a fast test fails when it is stale.
 const ChartTablePath = "charts/runnerguard/templates/_fleets.tpl"
 
+// SchemaPath is the chart's values schema, whose fleet lists
+// (definitions.presetName, and presets' properties) SchemaNames writes
+// from Order.
+const SchemaPath = "charts/runnerguard/values.schema.json"
+
+// The schema's fleet lists as the file writes them: the enum of
+// definitions.presetName, and the presets' properties after enabled's.
+var (
+	presetNameEnum = regexp.MustCompile(`("presetName": \{\s*"description": "[^"]*",\s*"enum": )\[[^\]]*\]`)
+	presetsProps   = regexp.MustCompile(`(?s)(\n    "presets": \{\n      "type": "object",\n      "additionalProperties": false,\n      "properties": \{\n        "enabled": \{.*?\n        \})(.*?)(\n      \},\n      "description": "One entry per known fleet)`)
+)
+
+// SchemaNames is the values schema with its fleet lists (the names
+// presets.enabled, presets.<name>, reports.presets and
+// reports.disclose.presets may take) set to Order.
+func SchemaNames(schema []byte) ([]byte, error) {
+	if !presetNameEnum.Match(schema) || !presetsProps.Match(schema) {
+		return nil, fmt.Errorf("%s: no definitions.presetName enum or presets' properties", SchemaPath)
+	}
+	names := make([]string, len(Order))
+	var props strings.Builder
+	for i, n := range Order {
+		names[i] = fmt.Sprintf("%q", n)
+		fmt.Fprintf(&props, ",\n        %q: {\n          \"$ref\": \"#/definitions/preset\"\n        }", n)
+	}
+	list := "[\n        " + strings.Join(names, ",\n        ") + "\n      ]"
+	schema = presetNameEnum.ReplaceAll(schema, []byte("${1}"+strings.ReplaceAll(list, "$", "$$")))
+	return presetsProps.ReplaceAll(schema, []byte("${1}"+strings.ReplaceAll(props.String(), "$", "$$")+"${3}")), nil
+}
+
 // chartRow is one fleet as the chart's templates read it.
 type chartRow struct {
 	Name string `json:"name"`
@@ -21,7 +55,17 @@ type chartRow struct {
 	// the runner namespace.
 	JobOwner               bool `json:"jobOwner,omitempty"`
 	OwnerInRunnerNamespace bool `json:"ownerInRunnerNamespace,omitempty"`
+	// Defaults are the preset's values a release that leaves them out
+	// gets, so a fleet needs no block of its own in values.yaml.
+	Defaults chartDefaults `json:"defaults"`
 	fleet.Chart
+}
+
+// chartDefaults are the preset's values the chart fills in (maxProtected
+// and the job keys the server fills in itself, config.mergePresets).
+type chartDefaults struct {
+	RunnerContainers []string        `json:"runnerContainers"`
+	DiagnosticEnv    []corev1.EnvVar `json:"diagnosticEnv"`
 }
 
 // ChartTable is the chart's fleet table: the helper runnerguard.presets,
@@ -31,7 +75,9 @@ func ChartTable() ([]byte, error) {
 	rows := make([]chartRow, len(All))
 	for i, f := range All {
 		t := f.Traits()
-		rows[i] = chartRow{Name: string(f.Name()), JobOwner: t.Owner.EndsJob, OwnerInRunnerNamespace: t.Owner.InRunnerNamespace, Chart: t.Chart}
+		d := f.Defaults()
+		rows[i] = chartRow{Name: string(f.Name()), JobOwner: t.Owner.EndsJob, OwnerInRunnerNamespace: t.Owner.InRunnerNamespace, Chart: t.Chart,
+			Defaults: chartDefaults{RunnerContainers: d.RunnerContainers, DiagnosticEnv: append([]corev1.EnvVar{}, d.DiagnosticEnv...)}}
 	}
 	var table bytes.Buffer
 	enc := json.NewEncoder(&table)
@@ -53,7 +99,8 @@ ownerInRunnerNamespace: its owner may run in the runner namespace.
 needsControllers: why it cannot run without controllerPrincipals.
 ownerRecord: the fleet's object whose deletion the guard notes. jobMarks:
 the job's marks on the pod are the fleet's word, kept as created.
-Read as (fromJson (include "runnerguard.presets" .)).presets.
+defaults: the preset's values where a release leaves them out
+(runnerguard.preset). Read as (fromJson (include "runnerguard.presets" .)).presets.
 */}}
 {{- define "runnerguard.presets" -}}
 %s{{- end }}

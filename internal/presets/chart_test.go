@@ -28,3 +28,18 @@ func TestTheChartsFleetTableIsGeneratedFromTheFleets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(got), "%s is stale: run make fleet-table", presets.ChartTablePath)
 }
+
+// The schema's fleet list is Order: a fleet added in Go is a name the
+// values may take, after `make fleet-table`.
+func TestTheSchemasFleetListIsTheFleets(t *testing.T) {
+	path := filepath.Join("..", "..", presets.SchemaPath)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want, err := presets.SchemaNames(got)
+	require.NoError(t, err)
+	if *update {
+		require.NoError(t, os.WriteFile(path, want, 0o644))
+		got = want
+	}
+	assert.Equal(t, string(want), string(got), "%s is stale: run make fleet-table", presets.SchemaPath)
+}

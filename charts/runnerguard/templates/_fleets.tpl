@@ -11,7 +11,8 @@ ownerInRunnerNamespace: its owner may run in the runner namespace.
 needsControllers: why it cannot run without controllerPrincipals.
 ownerRecord: the fleet's object whose deletion the guard notes. jobMarks:
 the job's marks on the pod are the fleet's word, kept as created.
-Read as (fromJson (include "runnerguard.presets" .)).presets.
+defaults: the preset's values where a release leaves them out
+(runnerguard.preset). Read as (fromJson (include "runnerguard.presets" .)).presets.
 */}}
 {{- define "runnerguard.presets" -}}
 {
@@ -19,6 +20,12 @@ Read as (fromJson (include "runnerguard.presets" .)).presets.
     {
       "name": "arc-workflow",
       "jobOwner": true,
+      "defaults": {
+        "runnerContainers": [
+          "job"
+        ],
+        "diagnosticEnv": []
+      },
       "fits": "%[1]s.metadata.?labels[?\"runner-pod\"].hasValue()",
       "marks": [
         {
@@ -34,11 +41,28 @@ Read as (fromJson (include "runnerguard.presets" .)).presets.
       "name": "gitlab",
       "jobOwner": true,
       "ownerInRunnerNamespace": true,
+      "defaults": {
+        "runnerContainers": [
+          "build"
+        ],
+        "diagnosticEnv": []
+      },
       "fits": "%[1]s.spec.containers.exists(c, c.name == \"helper\")",
       "jobMarks": true
     },
     {
       "name": "arc-scale-set",
+      "defaults": {
+        "runnerContainers": [
+          "runner"
+        ],
+        "diagnosticEnv": [
+          {
+            "name": "ACTIONS_RUNNER_PRINT_LOG_TO_STDOUT",
+            "value": "1"
+          }
+        ]
+      },
       "fits": "%[1]s.metadata.?labels[?\"actions-ephemeral-runner\"].hasValue() || %[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == \"EphemeralRunner\" && r.apiVersion.matches(\"^actions[.]github[.]com/[^/]*$\"))",
       "marks": [
         {
@@ -58,6 +82,17 @@ Read as (fromJson (include "runnerguard.presets" .)).presets.
     },
     {
       "name": "arc-legacy",
+      "defaults": {
+        "runnerContainers": [
+          "runner"
+        ],
+        "diagnosticEnv": [
+          {
+            "name": "ACTIONS_RUNNER_PRINT_LOG_TO_STDOUT",
+            "value": "1"
+          }
+        ]
+      },
       "fits": "%[1]s.metadata.?annotations[?\"actions-runner/unregistration-complete-timestamp\"].hasValue() || %[1]s.spec.containers.exists(c, c.name == \"docker\") || %[1]s.metadata.?labels[?\"runnerset-name\"].hasValue() || %[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.apiVersion.matches(\"^actions[.]summerwind[.]dev/[^/]*$\"))",
       "marks": [
         {
@@ -76,6 +111,17 @@ Read as (fromJson (include "runnerguard.presets" .)).presets.
     },
     {
       "name": "generic",
+      "defaults": {
+        "runnerContainers": [
+          "runner"
+        ],
+        "diagnosticEnv": [
+          {
+            "name": "ACTIONS_RUNNER_PRINT_LOG_TO_STDOUT",
+            "value": "1"
+          }
+        ]
+      },
       "signal": {
         "path": ".metadata.?annotations[?\"runnerguard.io/idle\"]",
         "message": "only your pool's controller (presets.generic.controllerPrincipals) or the garbage collector may change runnerguard.io/idle, the runner's idle signal"

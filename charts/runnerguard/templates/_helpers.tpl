@@ -90,6 +90,23 @@ namespace the CEL expression ns names, as a CEL expression.
 {{- end }}
 
 {{/*
+A preset's values (.name) as the release (.root) gives them, its
+runnerContainers and diagnosticEnv the fleet's defaults (the fleet table's)
+where it leaves them out, as JSON: a fleet needs no block in values.yaml.
+*/}}
+{{- define "runnerguard.preset" -}}
+{{- $p := deepCopy (default dict (index .root.Values.presets .name)) }}
+{{- range (fromJson (include "runnerguard.presets" .root)).presets }}
+{{- if eq .name $.name }}
+{{- range $k, $v := .defaults }}
+{{- if not (hasKey $p $k) }}{{ $_ := set $p $k $v }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson $p }}
+{{- end }}
+
+{{/*
 Whether a container's name is one of a list of runner containers (names,
 and prefixes ended by "*", runnerpod.IsRunnerContainer), as a CEL format
 whose %[1]s is the name's expression: `%[1]s in [names]`, or'd with
@@ -120,7 +137,7 @@ no pod.
 {{- $names := list }}
 {{- range (fromJson (include "runnerguard.presets" .)).presets }}
 {{- if has .name $.Values.presets.enabled }}
-{{- $names = concat $names (index $.Values.presets .name).runnerContainers }}
+{{- $names = concat $names (fromJson (include "runnerguard.preset" (dict "root" $ "name" .name))).runnerContainers }}
 {{- end }}
 {{- end }}
 {{- include "runnerguard.containersCEL" ($names | uniq) }}
@@ -215,7 +232,7 @@ else "". e2e/internal/registration holds it to presets.Match.
 {{- $out := "''" }}
 {{- range reverse (fromJson (include "runnerguard.presets" .root)).presets }}
 {{- if has .name $.root.Values.presets.enabled }}
-{{- $containers := printf (include "runnerguard.containersCEL" (index $.root.Values.presets .name).runnerContainers) "c.name" }}
+{{- $containers := printf (include "runnerguard.containersCEL" (fromJson (include "runnerguard.preset" (dict "root" $.root "name" .name))).runnerContainers) "c.name" }}
 {{- $fits := "true" }}
 {{- with .fits }}{{ $fits = printf . $.obj }}{{ end }}
 {{- $out = printf "%s.spec.containers.exists(c, %s) && (%s) ? %q : %s" $.obj $containers $fits .name $out }}
