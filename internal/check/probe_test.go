@@ -39,7 +39,10 @@ func TestRunnerContainersReadsTheChartsCondition(t *testing.T) {
 // when only that is, and by none otherwise: so the presets the injector's
 // answers name are exactly those on.
 func TestEachProbeIsMatchedByItsOwnPreset(t *testing.T) {
-	containers := []string{"job", "build", "runner"}
+	var containers []string
+	for _, p := range presets.Defaults() {
+		containers = append(containers, p.RunnerContainers...)
+	}
 	for _, shaped := range presets.Order {
 		for _, on := range presets.Order {
 			ps := presets.Defaults()

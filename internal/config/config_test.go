@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
 	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -23,7 +25,15 @@ func TestDefaultIsValid(t *testing.T) {
 		all.Presets[i].Enabled = true
 	}
 	require.NoError(t, all.Validate())
-	assert.Equal(t, []string{"job", "build", "runner"}, all.RunnerContainerNames())
+	var want []string
+	for _, p := range presets.Defaults() {
+		for _, n := range p.RunnerContainers {
+			if !slices.Contains(want, n) {
+				want = append(want, n)
+			}
+		}
+	}
+	assert.Equal(t, want, all.RunnerContainerNames(), "every fleet's, first seen first, in match order")
 }
 
 func TestParse(t *testing.T) {
@@ -41,10 +51,10 @@ presets:
   enabled: true
   runnerContainers: [runner, worker]
 `, check: func(t *testing.T, c Config) {
-			require.Len(t, c.Presets, 5)
-			assert.Equal(t, generic.Name, c.Presets[4].Name, "match order is kept")
-			assert.Equal(t, []string{"runner", "worker"}, c.Presets[4].RunnerContainers)
-			assert.Empty(t, c.Presets[4].DiagnosticEnv, "replaced whole")
+			require.Len(t, c.Presets, len(presets.All))
+			assert.Equal(t, generic.Name, c.Presets[len(c.Presets)-1].Name, "match order is kept")
+			assert.Equal(t, []string{"runner", "worker"}, preset(c, generic.Name).RunnerContainers)
+			assert.Empty(t, preset(c, generic.Name).DiagnosticEnv, "replaced whole")
 			assert.Equal(t, []string{"runner", "worker"}, c.RunnerContainerNames(), "the other presets stay off, as by default")
 		}},
 		{name: "presets in any order are matched most specific first", yaml: `
@@ -62,22 +72,22 @@ inject: {vitals: {enabled: true, image: x, interval: 2s, cgroupHostPath: /sys/fs
 `, check: func(t *testing.T, c Config) {
 			assert.Equal(t, 2*time.Second, c.Inject.Vitals.Interval.Duration)
 			assert.Equal(t, []string{"a"}, c.Guard.ExemptPrincipals)
-			assert.Equal(t, []string{"b"}, c.Presets[1].OwnerPrincipals)
-			assert.Equal(t, 2*time.Hour, c.Presets[1].MaxProtected.Duration)
+			assert.Equal(t, []string{"b"}, preset(c, gitlab.Name).OwnerPrincipals)
+			assert.Equal(t, 2*time.Hour, preset(c, gitlab.Name).MaxProtected.Duration)
 		}},
 		{name: "a listed preset without a cap gets its fleet's default", yaml: "presets: [{name: gitlab, enabled: true, runnerContainers: [build]}]",
 			check: func(t *testing.T, c Config) {
-				assert.Equal(t, 744*time.Hour, c.Presets[1].MaxProtected.Duration, "GitLab: under one month")
-				assert.Equal(t, 120*time.Hour, c.Presets[0].MaxProtected.Duration, "GitHub: 5 days per job")
-				assert.Equal(t, 168*time.Hour, c.Presets[4].MaxProtected.Duration, "GitHub: 5 days, plus up to 2 days queued")
+				assert.Equal(t, 744*time.Hour, preset(c, gitlab.Name).MaxProtected.Duration, "GitLab: under one month")
+				assert.Equal(t, 120*time.Hour, preset(c, arcworkflow.Name).MaxProtected.Duration, "GitHub: 5 days per job")
+				assert.Equal(t, 168*time.Hour, preset(c, generic.Name).MaxProtected.Duration, "GitHub: 5 days, plus up to 2 days queued")
 			}},
 		{name: "a home-grown pool names the labels and annotations of its job, and gitlab keeps its own when left out", yaml: `
 presets:
 - {name: generic, enabled: true, runnerContainers: [runner], job: {id: {label: ci.example.com/job-id}, url: {annotation: ci.example.com/job-url}}}
 - {name: gitlab, enabled: true, runnerContainers: [build]}
 `, check: func(t *testing.T, c Config) {
-			assert.Equal(t, runnerpod.JobKeys{ID: runnerpod.PodKey{Label: "ci.example.com/job-id"}, URL: runnerpod.PodKey{Annotation: "ci.example.com/job-url"}}, c.Presets[4].Job)
-			assert.Equal(t, gitlab.Fleet{}.Defaults().Job, c.Presets[1].Job)
+			assert.Equal(t, runnerpod.JobKeys{ID: runnerpod.PodKey{Label: "ci.example.com/job-id"}, URL: runnerpod.PodKey{Annotation: "ci.example.com/job-url"}}, preset(c, generic.Name).Job)
+			assert.Equal(t, gitlab.Fleet{}.Defaults().Job, preset(c, gitlab.Name).Job)
 		}},
 		{name: "a job key names a label or an annotation, not both, by a valid key", yaml: `
 presets:
@@ -88,8 +98,8 @@ presets:
 			wantErr: []string{"presets[generic].ownerPrincipals: only the presets", "presets[generic].maxProtected: 10s is below the 1m floor", "presets[gitlab].ownerPrincipals: principals must not be empty"}},
 		{name: "gitlab may take an owner of the build pods' own namespace, by an explicit opt-in", yaml: `presets: [{name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [system:serviceaccount:ci:gitlab-runner], ownerInRunnerNamespace: true}]`,
 			check: func(t *testing.T, c Config) {
-				assert.True(t, c.Presets[1].OwnerInRunnerNamespace)
-				assert.False(t, Default().Presets[1].OwnerInRunnerNamespace, "off by default: edit in the runner namespace could wear the owner")
+				assert.True(t, preset(c, gitlab.Name).OwnerInRunnerNamespace)
+				assert.False(t, preset(Default(), gitlab.Name).OwnerInRunnerNamespace, "off by default: edit in the runner namespace could wear the owner")
 			}},
 		{name: "only gitlab takes ownerInRunnerNamespace: arc-workflow's runner proves itself by its pod's token", yaml: `presets: [{name: arc-workflow, enabled: true, runnerContainers: [job], ownerInRunnerNamespace: true}, {name: generic, enabled: true, runnerContainers: [runner], ownerInRunnerNamespace: true}]`,
 			wantErr: []string{"presets[arc-workflow].ownerInRunnerNamespace: only gitlab takes it", "presets[generic].ownerInRunnerNamespace: only gitlab takes it"}},
@@ -183,4 +193,13 @@ inject: {vitals: {enabled: true, image: "", interval: 10ms, cgroupHostPath: rel,
 func TestLoadReportsAMissingFile(t *testing.T) {
 	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// preset is c's preset of that name.
+func preset(c Config, name runnerpod.PresetName) runnerpod.Preset {
+	i := slices.IndexFunc(c.Presets, func(p runnerpod.Preset) bool { return p.Name == name })
+	if i < 0 {
+		return runnerpod.Preset{}
+	}
+	return c.Presets[i]
 }

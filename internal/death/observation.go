@@ -1,7 +1,6 @@
 package death
 
 import (
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -217,31 +216,6 @@ func endedBy(pod *corev1.Pod, r Record) (time.Time, bool) {
 		return r.StartedAt.Time, true
 	}
 	return pod.CreationTimestamp.Time, true
-}
-
-// Deaths lists every runner termination the pod's status shows: each runner
-// container's current terminated state and, after a restart in place, its
-// last one. The same status read twice gives the same records (and keys),
-// so resyncs are harmless to whoever remembers keys.
-func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
-	return deathsIn(pod, runner, endingOf(pod))
-}
-
-// deathsIn is Deaths with the pod's deletion as e knows it.
-func deathsIn(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
-	var out []Record
-	for i := range pod.Status.ContainerStatuses {
-		cs := &pod.Status.ContainerStatuses[i]
-		if !slices.Contains(runner.Containers, cs.Name) {
-			continue
-		}
-		for _, t := range []*corev1.ContainerStateTerminated{cs.LastTerminationState.Terminated, cs.State.Terminated} {
-			if t != nil {
-				out = append(out, newIn(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: cs, Terminated: t}, e))
-			}
-		}
-	}
-	return out
 }
 
 // New builds the record of runner's death on pod from st, the runner's

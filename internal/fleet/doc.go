@@ -6,7 +6,7 @@
 // and the runner label's one writer after a pod's creation (Label).
 //
 // Each fleet is one package below this one: arcscaleset, arcworkflow,
-// arclegacy, gitlab, generic. internal/presets lists them; every other
+// arclegacy, gitlab, tekton, generic. internal/presets lists them; every other
 // package asks the interface through presets and never names a fleet
 // (hack's layers test holds it). To add a fleet: a package here that
 // answers Fleet, from the system's own source; a line in presets.All;

@@ -98,6 +98,10 @@ type Traits struct {
 	// got it a job, so a runner waiting while its pod's init containers
 	// run is idle, not stuck.
 	GatedByInit bool
+	// Steps: the runner containers are one job's steps, run one after
+	// another (Tekton's), so a step's end is no death of its own: the
+	// job's is the first step that failed, or the last once all ended.
+	Steps bool
 	// Chart is what the chart states of the fleet; the chart's fleet table
 	// is generated from it (internal/presets).
 	Chart Chart

@@ -200,3 +200,17 @@ func (w *Wrapper) Deleted(at time.Time, grace int64) *Wrapper {
 	w.DeletionGracePeriodSeconds = ptr.To(grace)
 	return w
 }
+
+// Tekton is a TaskRun's pod as Tekton's controller makes it: its labels
+// and owner, the init containers prepare and place-scripts, and the steps
+// build and test (step-build, step-test).
+func Tekton(ns, taskRun string) *Wrapper {
+	w := Plain(ns, taskRun+"-pod")
+	w.Labels = map[string]string{"tekton.dev/taskRun": taskRun, "tekton.dev/taskRunUID": "uid-" + taskRun,
+		"tekton.dev/pipelineRun": "release-42", "tekton.dev/pipeline": "release", "app.kubernetes.io/managed-by": "tekton-pipelines"}
+	w.OwnerReferences = []metav1.OwnerReference{{APIVersion: "tekton.dev/v1", Kind: "TaskRun", Name: taskRun,
+		UID: types.UID("uid-" + taskRun), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	w.Spec.InitContainers = []corev1.Container{container("prepare"), container("place-scripts")}
+	w.Spec.Containers = []corev1.Container{container("step-build"), container("step-test")}
+	return w
+}

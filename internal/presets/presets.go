@@ -17,6 +17,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
 	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
+	"github.com/runnerguard/runnerguard/internal/fleet/tekton"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -29,6 +30,7 @@ var All = []fleet.Fleet{
 	gitlab.Fleet{},
 	arcscaleset.Fleet{},
 	arclegacy.Fleet{},
+	tekton.Fleet{},
 	generic.Fleet{},
 }
 

@@ -110,6 +110,24 @@ defaults: the preset's values where a release leaves them out
       "needsControllers": "legacy ARC's controller, the only writer of its runners' idle signal (e.g. system:serviceaccount:actions-runner-system:actions-runner-controller); without it legacy ARC's own scale-down would be refused until maxProtected"
     },
     {
+      "name": "tekton",
+      "jobOwner": true,
+      "defaults": {
+        "runnerContainers": [
+          "step-*"
+        ],
+        "diagnosticEnv": []
+      },
+      "fits": "%[1]s.metadata.?labels[?\"tekton.dev/taskRun\"].hasValue()",
+      "marks": [
+        {
+          "path": ".metadata.?labels[?\"tekton.dev/taskRun\"]",
+          "presence": true
+        }
+      ],
+      "jobMarks": true
+    },
+    {
       "name": "generic",
       "defaults": {
         "runnerContainers": [

@@ -18,6 +18,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
 	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
+	"github.com/runnerguard/runnerguard/internal/fleet/tekton"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/presets"
 )
@@ -98,7 +99,7 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 // annotation and owner references.
 func markCombinations() []*corev1.Pod {
 	containerSets := [][]string{{"runner"}, {"job"}, {"build", "helper"}, {"build"}, {"runner", "docker"}, {"app"}, {"agent"}, {"job", "runner"}, {"step-build"}, {"stepbuild"}}
-	labelSets := [][]string{nil, {arcworkflow.PodLabel}, {arcscaleset.Label}, {arclegacy.RunnerSetLabel}, {arcscaleset.Label, arclegacy.RunnerSetLabel}}
+	labelSets := [][]string{nil, {arcworkflow.PodLabel}, {arcscaleset.Label}, {arclegacy.RunnerSetLabel}, {arcscaleset.Label, arclegacy.RunnerSetLabel}, {tekton.TaskRunLabel}, {tekton.TaskRunLabel, arcworkflow.PodLabel}}
 	er := func(apiVersion, kind string, controller bool) metav1.OwnerReference {
 		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "u", Controller: ptr.To(controller)}
 	}

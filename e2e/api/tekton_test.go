@@ -1,0 +1,89 @@
+//go:build e2e
+
+package api
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet/tekton"
+	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// tektonController is Tekton's controller as its release manifests run it
+// (config/200-serviceaccount.yaml): the maker of every TaskRun's pod.
+const tektonController = "system:serviceaccount:tekton-pipelines:tekton-pipelines-controller"
+
+// A TaskRun's pod, played as the principals that would end it: Tekton's
+// controller (a cancel or a timeout) ends the TaskRun it started; a reaper
+// with edit, an editor wearing one of the namespace's ServiceAccounts and
+// a drain wait while a step runs, and take the pod once its steps ended.
+// The record names the TaskRun and its PipelineRun, and the step that
+// ended the job.
+func TestTektonsControllerAloneEndsARunningTaskRun(t *testing.T) {
+	ns := newNamespace(t, nil)
+	controller := may(t, ns, serviceAccount(tektonController), "edit")
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	editor := may(t, ns, person("olga@example.com"), "edit")
+	drainer := as(t, "system:serviceaccount:kube-system:cluster-autoscaler")
+	underWay := podtest.Tekton(ns, "build-x7k2p").Terminated("step-build", 0, "Completed").RunningSince("step-test", time.Now().Add(-2*time.Minute))
+
+	pod := create(t, controller.client(t), podtest.Tekton(ns, "build-x7k2p").Obj())
+	assert.Equal(t, controller.user, pod.Annotations[runnerpod.CreatedBy], "the controller's pod, as the injector recorded it")
+	assert.Equal(t, string(tekton.Name), pod.Annotations[runnerpod.PresetAnnotation])
+	setStatus(t, pod, underWay.Obj().Status)
+
+	err := deletePod(reaperSA.client(t), pod)
+	assert.True(t, apierrors.IsForbidden(err), "a reaper waits for the TaskRun: %v", err)
+	assert.Contains(t, err.Error(), `runner container "step-test"`, "the answer names the step under way")
+	err = deletePod(as(t, "system:serviceaccount:"+ns+":default"), pod)
+	assert.True(t, apierrors.IsForbidden(err), "no ServiceAccount of the namespace, which edit there may wear, is the controller: %v", err)
+	err = deletePod(editor.client(t), pod)
+	assert.True(t, apierrors.IsForbidden(err), "nor a person with edit: %v", err)
+	assert.True(t, apierrors.IsTooManyRequests(evict(drainer, pod, false)), "a drain waits for the TaskRun")
+
+	require.NoError(t, deletePod(controller.client(t), pod), "the controller cancels its TaskRun")
+	st := underWay.Terminated("step-test", 143, "Error").Obj().Status
+	for i := range st.ContainerStatuses {
+		if c := &st.ContainerStatuses[i]; c.Name == "step-test" {
+			c.State.Terminated.StartedAt.Time, c.State.Terminated.FinishedAt.Time = time.Now().Add(-2*time.Minute), time.Now()
+		}
+	}
+	setStatus(t, pod, st)
+	r := oneDeath(t, pod)
+	assert.Equal(t, tekton.Name, runnerpod.PresetName(r.Preset))
+	assert.Equal(t, "step-test", r.Container, "the step the cancel stopped, not the one that ended well")
+	assert.Equal(t, controller.user, r.DeletedBy)
+	assert.Equal(t, "job-owner", r.DeleteRule)
+	assert.Equal(t, string(death.JobEnded), r.Class, "a cancel is the TaskRun's end, not a death")
+	require.NotNil(t, r.Job)
+	assert.Equal(t, "build-x7k2p", r.Job.Name)
+	assert.Equal(t, "release-42", r.Job.Project, "the PipelineRun it ran for")
+	assert.Equal(t, "uid-build-x7k2p", r.Job.ID)
+
+	// A TaskRun whose steps all ended keeps its pod until the TaskRun is
+	// removed; anyone may take it then.
+	done := create(t, controller.client(t), podtest.Tekton(ns, "lint-q9w3e").Terminated("step-build", 0, "Completed").Terminated("step-test", 0, "Completed").Phase(corev1.PodSucceeded).Obj())
+	require.NoError(t, evict(drainer, done, false), "a drain takes a finished TaskRun's pod")
+	assert.Equal(t, "step-test", oneDeath(t, done).Container, "one record for the TaskRun: its last step's")
+}
+
+// A step killed for memory is the TaskRun's death, told once, whatever the
+// steps after it did.
+func TestATaskRunsStepKilledForMemoryIsOneDeath(t *testing.T) {
+	ns := newNamespace(t, nil)
+	controller := may(t, ns, serviceAccount(tektonController), "edit")
+	pod := create(t, controller.client(t), podtest.Tekton(ns, "test-m4n8b").
+		Terminated("step-build", 137, "OOMKilled").Terminated("step-test", 1, "Error").Phase(corev1.PodFailed).Obj())
+	r := oneDeath(t, pod)
+	assert.Equal(t, string(death.CgroupOOM), r.Class)
+	assert.Equal(t, "step-build", r.Container)
+	assert.Equal(t, "test-m4n8b", r.Job.Name)
+}

@@ -1,0 +1,63 @@
+package death
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerguard/runnerguard/internal/presets"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// Deaths lists every runner termination the pod's status shows: each runner
+// container's current terminated state and, after a restart in place, its
+// last one. The same status read twice gives the same records (and keys),
+// so resyncs are harmless to whoever remembers keys.
+func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
+	return deathsIn(pod, runner, endingOf(pod))
+}
+
+// deathsIn is Deaths with the pod's deletion as e knows it.
+func deathsIn(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
+	if f := presets.Of(runner); f != nil && f.Traits().Steps {
+		return jobOfSteps(pod, runner, e)
+	}
+	var out []Record
+	for i := range pod.Status.ContainerStatuses {
+		cs := &pod.Status.ContainerStatuses[i]
+		if !slices.Contains(runner.Containers, cs.Name) {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.LastTerminationState.Terminated, cs.State.Terminated} {
+			if t != nil {
+				out = append(out, newIn(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: cs, Terminated: t}, e))
+			}
+		}
+	}
+	return out
+}
+
+// jobOfSteps is the one death of a job whose runner containers are its
+// steps, run in the pod's order (fleet.Traits.Steps): the first step that
+// ended otherwise than cleanly (the steps after it end because it did),
+// else the last step once it ended; none while a step may still run.
+func jobOfSteps(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
+	var last *corev1.ContainerStatus
+	for _, c := range pod.Spec.Containers {
+		if !slices.Contains(runner.Containers, c.Name) {
+			continue
+		}
+		i := slices.IndexFunc(pod.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == c.Name })
+		if i < 0 || pod.Status.ContainerStatuses[i].State.Terminated == nil {
+			return nil
+		}
+		last = &pod.Status.ContainerStatuses[i]
+		if t := last.State.Terminated; t.ExitCode != 0 || t.Reason != "Completed" {
+			break
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	return []Record{newIn(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: last, Terminated: last.State.Terminated}, e)}
+}
