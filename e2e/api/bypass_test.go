@@ -316,3 +316,31 @@ func TestAPoolsIdleRunnerIsLetGo(t *testing.T) {
 	assert.Equal(t, int32(http.StatusForbidden), statusCode(deletePod(reaperSA.client(t), busy)), "an unmarked runner is held")
 	require.NoError(t, deletePod(reaperSA.client(t), idle), "an idle runner goes")
 }
+
+// A home-grown pool holds a lease on its runner's job (runnerguard.io/idle
+// a time, which only its controller may move): the runner is held while
+// the pool renews it, its busy marks kept, and let go once the pool stops
+// (a hung runner, a pool that lost track of it). A reaper cannot end the
+// lease early.
+func TestAPoolsLeaseHoldsItsRunnerUntilItLapses(t *testing.T) {
+	ns := newNamespace(t, nil)
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	pool := may(t, ns, serviceAccount(poolController), "edit")
+	lease := func(d time.Duration) map[string]any {
+		return annotations(genericfleet.IdleAnnotation, time.Now().Add(d).UTC().Format(time.RFC3339))
+	}
+	pod := create(t, nil, running(podtest.Runner(ns, "leased"), "runner"))
+	require.NoError(t, patchMeta(pool.client(t), pod, lease(time.Hour)))
+	err := deletePod(reaperSA.client(t), pod)
+	require.Equal(t, int32(http.StatusForbidden), statusCode(err), "held while the lease runs: %v", err)
+	assert.Contains(t, err.Error(), "its fleet's lease on the job holds it until")
+	err = patchMeta(reaperSA.client(t), pod, lease(-time.Hour))
+	require.Error(t, err, "a reaper may not end the lease")
+	assert.Contains(t, err.Error(), genericfleet.IdleAnnotation)
+	eventually(t, func() bool { return annotationOf(t, pod, caMark) == "false" }, "busy marks while the lease runs")
+
+	// The pool renews for a few seconds more, then stops renewing.
+	require.NoError(t, patchMeta(pool.client(t), pod, lease(3*time.Second)))
+	eventually(t, func() bool { return annotationOf(t, pod, caMark) == "true" }, "the lapsed lease drops the busy marks, with no write to the pod")
+	eventually(t, func() bool { return deletePod(reaperSA.client(t), pod) == nil }, "the lapsed lease lets the runner go")
+}

@@ -452,7 +452,7 @@ func TestTheChartsJobOwningPresetsAreTheServers(t *testing.T) {
 func TestOwnerInRunnerNamespaceOfOtherPresetsFailsTheInstall(t *testing.T) {
 	_, err := helm4(t).template(t, "presets: {arc-workflow: {ownerInRunnerNamespace: true}}")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "presets.arc-workflow.ownerInRunnerNamespace: only gitlab takes it")
+	assert.Contains(t, err.Error(), "presets.arc-workflow.ownerInRunnerNamespace: only the presets whose job's owner may run in the runner namespace (")
 }
 
 // A job key names a label or an annotation: the schema refuses both, and

@@ -48,13 +48,13 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		},
 		{
 			name:   "a fleet presets.enabled does not know is refused",
-			values: "presets: {enabled: [jenkins]}",
+			values: "presets: {enabled: [drone]}",
 			path:   "/presets/enabled/0", message: "value must be one of",
 		},
 		{
 			name:   "an unknown preset is refused",
-			values: "presets: {jenkins: {enabled: true, runnerContainers: [agent]}}",
-			path:   "/presets", message: "additional properties 'jenkins' not allowed",
+			values: "presets: {drone: {enabled: true, runnerContainers: [agent]}}",
+			path:   "/presets", message: "additional properties 'drone' not allowed",
 		},
 		{
 			name:   "a runner container name that is not a DNS label is refused",

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
 	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
@@ -102,7 +103,7 @@ presets:
 				assert.False(t, preset(Default(), gitlab.Name).OwnerInRunnerNamespace, "off by default: edit in the runner namespace could wear the owner")
 			}},
 		{name: "only gitlab takes ownerInRunnerNamespace: arc-workflow's runner proves itself by its pod's token", yaml: `presets: [{name: arc-workflow, enabled: true, runnerContainers: [job], ownerInRunnerNamespace: true}, {name: generic, enabled: true, runnerContainers: [runner], ownerInRunnerNamespace: true}]`,
-			wantErr: []string{"presets[arc-workflow].ownerInRunnerNamespace: only gitlab takes it", "presets[generic].ownerInRunnerNamespace: only gitlab takes it"}},
+			wantErr: []string{"presets[arc-workflow].ownerInRunnerNamespace: only the presets whose job's owner may run in the runner namespace (" + ownerPresets(func(o fleet.Owner) bool { return o.InRunnerNamespace }) + ") take it", "presets[generic].ownerInRunnerNamespace: only the presets"}},
 		{name: "the policy's trusted principals are read, and empty ones refused", yaml: `
 presets:
 - {name: arc-legacy, enabled: true, runnerContainers: [runner], controllerPrincipals: [legacy, ""]}
@@ -145,7 +146,7 @@ marks: {karpenter: false}
 			assert.Equal(t, map[string]string{"karpenter.sh/do-not-disrupt": "true"}, c.Inject.PodAnnotations)
 		}},
 		{name: "a typo'd key is an error", yaml: "gaurd: {}", wantErr: []string{`unknown field "gaurd"`}},
-		{name: "an unknown preset is an error", yaml: "presets: [{name: jenkins, enabled: true, runnerContainers: [x]}]", wantErr: []string{`unknown preset "jenkins"`}},
+		{name: "an unknown preset is an error", yaml: "presets: [{name: drone, enabled: true, runnerContainers: [x]}]", wantErr: []string{`unknown preset "drone"`}},
 		{name: "a preset listed twice is an error", yaml: "presets: [{name: generic, enabled: true, runnerContainers: [x]}, {name: generic, enabled: true, runnerContainers: [y]}]", wantErr: []string{`"generic" listed twice`}},
 		{name: "an enabled preset needs containers", yaml: "presets: [{name: gitlab, enabled: true}]", wantErr: []string{"presets[gitlab].runnerContainers: must name at least one"}},
 		{name: "container names must be DNS labels", yaml: "presets: [{name: gitlab, enabled: true, runnerContainers: [Build_1]}]", wantErr: []string{`"Build_1"`}},

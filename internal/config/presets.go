@@ -73,7 +73,7 @@ func validatePreset(p runnerpod.Preset) []error {
 		// A runner that proves itself with its own pod's bound token
 		// (arc-workflow) is never replaced by a name alone; other presets
 		// have no owner.
-		errs = append(errs, fmt.Errorf("presets[%s].ownerInRunnerNamespace: only %s takes it (the other owners are recognised by their pods' bound tokens, and other presets have no owner)", p.Name, ownerPresets(func(o fleet.Owner) bool { return o.InRunnerNamespace })))
+		errs = append(errs, fmt.Errorf("presets[%s].ownerInRunnerNamespace: only the presets whose job's owner may run in the runner namespace (%s) take it", p.Name, ownerPresets(func(o fleet.Owner) bool { return o.InRunnerNamespace })))
 	}
 	if slices.Contains(p.OwnerPrincipals, "") {
 		errs = append(errs, fmt.Errorf("presets[%s].ownerPrincipals: principals must not be empty strings", p.Name))

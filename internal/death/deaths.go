@@ -19,8 +19,8 @@ func Deaths(pod *corev1.Pod, runner runnerpod.Runner) []Record {
 
 // deathsIn is Deaths with the pod's deletion as e knows it.
 func deathsIn(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
-	if f := presets.Of(runner); f != nil && f.Traits().Steps {
-		return jobOfSteps(pod, runner, e)
+	if f := presets.Of(runner); f != nil && f.Traits().OneJob {
+		return oneJob(pod, runner, e)
 	}
 	var out []Record
 	for i := range pod.Status.ContainerStatuses {
@@ -37,11 +37,11 @@ func deathsIn(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
 	return out
 }
 
-// jobOfSteps is the one death of a job whose runner containers are its
-// steps, run in the pod's order (fleet.Traits.Steps): the first step that
-// ended otherwise than cleanly (the steps after it end because it did),
-// else the last step once it ended; none while a step may still run.
-func jobOfSteps(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
+// oneJob is the one death of a job whose runner containers are its parts
+// (fleet.Traits.OneJob): the first part, in the pod's order, that ended
+// otherwise than cleanly (the parts after it end because it did), else the
+// last once all ended; none while a part may still run.
+func oneJob(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
 	var last *corev1.ContainerStatus
 	for _, c := range pod.Spec.Containers {
 		if !slices.Contains(runner.Containers, c.Name) {

@@ -69,16 +69,16 @@ func Judge(r Runner, now time.Time) Step {
 		s.Action, s.Until = Wait, p.Until
 		return s
 	}
-	s.Action, s.Why = Evict, freeWhy(r, status)
+	s.Action, s.Why = Evict, freeWhy(r, status, now)
 	return s
 }
 
 // freeWhy says why a runner the guard does not protect may go.
-func freeWhy(r Runner, status runnerpod.Status) string {
+func freeWhy(r Runner, status runnerpod.Status, now time.Time) string {
 	if free, why := runnerpod.FreeByState(r.Pod, status); free != "" {
 		return why
 	}
-	if free, why := presets.FreeByJob(r.Pod, r.Runner, r.Signal); free != "" {
+	if free, why := presets.FreeByJob(r.Pod, r.Runner, r.Signal, now); free != "" {
 		return why
 	}
 	if reason, ok := runnerpod.Overridden(r.Pod); ok {

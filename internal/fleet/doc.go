@@ -6,9 +6,9 @@
 // and the runner label's one writer after a pod's creation (Label).
 //
 // Each fleet is one package below this one: arcscaleset, arcworkflow,
-// arclegacy, gitlab, tekton, generic. internal/presets lists them; every other
-// package asks the interface through presets and never names a fleet
-// (hack's layers test holds it). To add a fleet: a package here that
+// arclegacy, gitlab, tekton, buildkite, woodpecker, jenkins, generic.
+// internal/presets lists them; every other package asks the interface
+// through presets and never names a fleet (hack's layers test holds it). To add a fleet: a package here that
 // answers Fleet, from the system's own source; a line in presets.All;
 // `make fleet-table` for the chart; a section in docs/install/fleets.md.
 package fleet

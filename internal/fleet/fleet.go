@@ -35,9 +35,9 @@ type Fleet interface {
 	Fits(pod *corev1.Pod) bool
 	// Idle is rule 6: the fleet's own signal that a running runner has no
 	// job, or that its job is over (job: the fleet's record as read, see
-	// RecordKeeper; JobNotRead for a fleet that keeps none). "" when the
-	// signal says neither.
-	Idle(pod *corev1.Pod, job runnerpod.JobSignal) (runnerpod.Rule, string)
+	// RecordKeeper; JobNotRead for a fleet that keeps none), as of now.
+	// "" when the signal says neither.
+	Idle(pod *corev1.Pod, job runnerpod.JobSignal, now time.Time) (runnerpod.Rule, string)
 	// JobStart is when the runner's job began, where the cluster tells it
 	// apart from the runner's own start; nil otherwise.
 	JobStart(pod *corev1.Pod) *metav1.Time
@@ -49,13 +49,24 @@ type Fleet interface {
 	Traits() Traits
 }
 
+// Leased is a fleet whose idle signal may be a lease: the runner is busy
+// until a time its fleet keeps moving forward while the job runs, and
+// idle once the fleet stops (a pool that lost track of its runner, a hung
+// runner). IdleFrom is when the pod's lease lapses; false for none.
+type Leased interface {
+	Fleet
+	IdleFrom(pod *corev1.Pod) (time.Time, bool)
+}
+
 // Quiet answers for a fleet what it does not say: no idle signal of its
 // own, no job start apart from the runner's, no marks a probe pod needs.
 // A fleet embeds it and answers the rest.
 type Quiet struct{}
 
 // Idle: the fleet has no idle signal; a running runner is busy.
-func (Quiet) Idle(*corev1.Pod, runnerpod.JobSignal) (runnerpod.Rule, string) { return "", "" }
+func (Quiet) Idle(*corev1.Pod, runnerpod.JobSignal, time.Time) (runnerpod.Rule, string) {
+	return "", ""
+}
 
 // JobStart: not told apart from the runner's.
 func (Quiet) JobStart(*corev1.Pod) *metav1.Time { return nil }
@@ -98,10 +109,12 @@ type Traits struct {
 	// got it a job, so a runner waiting while its pod's init containers
 	// run is idle, not stuck.
 	GatedByInit bool
-	// Steps: the runner containers are one job's steps, run one after
-	// another (Tekton's), so a step's end is no death of its own: the
-	// job's is the first step that failed, or the last once all ended.
-	Steps bool
+	// OneJob: the runner containers are the parts of one job (Tekton's
+	// steps, run one after another; Buildkite's agent and the commands it
+	// runs), so a part's end is no death of its own: the job's is the
+	// first part, in the pod's order, that ended otherwise than cleanly,
+	// or the last once all ended.
+	OneJob bool
 	// Chart is what the chart states of the fleet; the chart's fleet table
 	// is generated from it (internal/presets).
 	Chart Chart

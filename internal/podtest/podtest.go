@@ -214,3 +214,38 @@ func Tekton(ns, taskRun string) *Wrapper {
 	w.Spec.Containers = []corev1.Container{container("step-build"), container("step-test")}
 	return w
 }
+
+// Woodpecker is a step's pod as Woodpecker's Kubernetes backend makes it:
+// pod and container "wp-<ULID>", the step's, workflow's and repository's
+// labels.
+func Woodpecker(ns, step string) *Wrapper {
+	w := Plain(ns, "wp-01j9x2k7m3")
+	w.Labels = map[string]string{"step": step, "woodpecker-ci.org/step": step, "woodpecker-ci.org/task-uuid": "1342",
+		"woodpecker-ci.org/repo-full-name": "acme-app", "woodpecker-ci.org/repo-name": "app"}
+	w.Spec.Containers = []corev1.Container{container(w.Name)}
+	return w
+}
+
+// Buildkite is a job's pod as agent-stack-k8s has the job controller make
+// it: the command container, the agent and the checkout, with the job's
+// marks.
+func Buildkite(ns, jobUUID string) *Wrapper {
+	w := Plain(ns, "buildkite-"+jobUUID+"-x4k2p")
+	w.Labels = map[string]string{"buildkite.com/job-uuid": jobUUID, "buildkite.com/controller-id": "agent-stack-k8s", "job-name": "buildkite-" + jobUUID}
+	w.Annotations = map[string]string{"buildkite.com/job-url": "https://buildkite.com/acme/app/builds/42#" + jobUUID,
+		"buildkite.com/pipeline-slug": "app", "buildkite.com/step-key": "test"}
+	w.Spec.InitContainers = []corev1.Container{container("copy-agent"), container("imagecheck-0")}
+	w.Spec.Containers = []corev1.Container{container("container-0"), container("agent"), container("checkout")}
+	return w
+}
+
+// Jenkins is an agent pod as the kubernetes plugin makes it for a
+// pipeline's podTemplate step: the agent "jnlp" beside a build container,
+// the template's labels and the build's URLs.
+func Jenkins(ns, name string) *Wrapper {
+	w := Plain(ns, name)
+	w.Labels = map[string]string{"jenkins": "slave", "jenkins/label": "app_42-x4k2p", "jenkins/label-digest": "3f786850e387550fdab836ed7e6dc881de23001b"}
+	w.Annotations = map[string]string{"buildUrl": "https://jenkins.example.com/job/app/42/", "runUrl": "job/app/42/"}
+	w.Spec.Containers = []corev1.Container{container("maven"), container("jnlp")}
+	return w
+}

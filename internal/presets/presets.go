@@ -15,9 +15,12 @@ import (
 	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
+	"github.com/runnerguard/runnerguard/internal/fleet/buildkite"
 	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
+	"github.com/runnerguard/runnerguard/internal/fleet/jenkins"
 	"github.com/runnerguard/runnerguard/internal/fleet/tekton"
+	"github.com/runnerguard/runnerguard/internal/fleet/woodpecker"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -31,6 +34,9 @@ var All = []fleet.Fleet{
 	arcscaleset.Fleet{},
 	arclegacy.Fleet{},
 	tekton.Fleet{},
+	buildkite.Fleet{},
+	woodpecker.Fleet{},
+	jenkins.Fleet{},
 	generic.Fleet{},
 }
 

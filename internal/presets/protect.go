@@ -13,9 +13,26 @@ import (
 )
 
 // FreeByJob is rule 6: the runner's fleet's own signal that it has no job
-// (fleet.Fleet.Idle), job being the fleet's record as read.
-func FreeByJob(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal) (runnerpod.Rule, string) {
-	return Of(r).Idle(pod, job)
+// (fleet.Fleet.Idle) as of now, job being the fleet's record as read.
+func FreeByJob(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now time.Time) (runnerpod.Rule, string) {
+	return Of(r).Idle(pod, job, now)
+}
+
+// Lease is when the fleet's lease on the runner's job lapses
+// (fleet.Leased); false for a fleet or pod without one.
+func Lease(pod *corev1.Pod, r runnerpod.Runner) (time.Time, bool) {
+	if l, ok := Of(r).(fleet.Leased); ok {
+		return l.IdleFrom(pod)
+	}
+	return time.Time{}, false
+}
+
+// leaseEnds is until, or the runner's lease when it lapses sooner.
+func leaseEnds(pod *corev1.Pod, r runnerpod.Runner, until time.Time) time.Time {
+	if at, ok := Lease(pod, r); ok && (until.IsZero() || at.Before(until)) {
+		return at
+	}
+	return until
 }
 
 // Keeper is the runner's fleet as a keeper of its own records of jobs
@@ -84,7 +101,7 @@ func Protected(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now
 	if free, _ := runnerpod.FreeByState(pod, s); free != "" {
 		return Protection{}
 	}
-	if free, _ := FreeByJob(pod, r, job); free != "" {
+	if free, _ := FreeByJob(pod, r, job, now); free != "" {
 		return Protection{}
 	}
 	if _, ok := runnerpod.Overridden(pod); ok {
@@ -94,5 +111,5 @@ func Protected(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now
 	if t.Expired != "" {
 		return Protection{}
 	}
-	return Protection{Busy: true, Until: t.Ends}
+	return Protection{Busy: true, Until: leaseEnds(pod, r, t.Ends)}
 }

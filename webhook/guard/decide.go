@@ -152,7 +152,7 @@ func Decide(f Facts, cfg config.Config) Decision {
 		f.Job, f.OwnerDeleting, f.JobNamed = r.Signal, r.OwnerDeleting, r.Job
 	}
 	d.OwnerDeleting, d.Named = f.OwnerDeleting, f.JobNamed
-	if free, why := presets.FreeByJob(pod, runner, f.Job); free != "" {
+	if free, why := presets.FreeByJob(pod, runner, f.Job, f.Now); free != "" {
 		return allow(free, why)
 	}
 	if presets.OwnerOf(runner.Preset.Name).EndsJob {

@@ -75,7 +75,7 @@ func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 		if f.RequesterPod == "" && sameCredential(pod, f.RequesterCredential) {
 			return true, "" // the manager, with the token it created the pod with
 		}
-		return false, ownerNotTakenGitLab(pod, f, p.Name)
+		return false, ownerNotTakenManager(pod, f, p.Name)
 	}
 }
 

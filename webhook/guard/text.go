@@ -39,10 +39,10 @@ func requestedBy(who string) string {
 	return ", requested by " + who
 }
 
-// ownerNotTakenGitLab says why a ServiceAccount of the build pod's own
-// namespace named as its owner is not taken, and the one value that makes
-// the manager pass.
-func ownerNotTakenGitLab(pod *corev1.Pod, f Facts, preset runnerpod.PresetName) string {
+// ownerNotTakenManager says why a ServiceAccount of the job pod's own
+// namespace named as its owner (a manager: GitLab's, Woodpecker's agent,
+// Jenkins) is not taken, and the one value that makes the manager pass.
+func ownerNotTakenManager(pod *corev1.Pod, f Facts, preset runnerpod.PresetName) string {
 	var token string
 	switch {
 	case f.RequesterPod != "":
@@ -183,6 +183,9 @@ func busyMessage(f Facts, d Decision) string {
 	}
 	if at, why := protectionEnds(pod, d); at != "" {
 		fmt.Fprintf(&b, "; its protection expires in %s (%s), at %s", duration.HumanDuration(d.Term.Ends.Sub(f.Now).Truncate(time.Second)), why, at)
+	}
+	if at, ok := presets.Lease(pod, d.Runner); ok {
+		fmt.Fprintf(&b, "; its fleet's lease on the job holds it until %s, unless the fleet renews it", at.UTC().Format(time.RFC3339))
 	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)

@@ -128,6 +128,63 @@ defaults: the preset's values where a release leaves them out
       "jobMarks": true
     },
     {
+      "name": "buildkite",
+      "defaults": {
+        "runnerContainers": [
+          "container-*",
+          "agent",
+          "checkout"
+        ],
+        "diagnosticEnv": []
+      },
+      "fits": "%[1]s.metadata.?labels[?\"buildkite.com/job-uuid\"].hasValue()",
+      "marks": [
+        {
+          "path": ".metadata.?labels[?\"buildkite.com/job-uuid\"]",
+          "presence": true
+        }
+      ],
+      "jobMarks": true
+    },
+    {
+      "name": "woodpecker",
+      "jobOwner": true,
+      "ownerInRunnerNamespace": true,
+      "defaults": {
+        "runnerContainers": [
+          "wp-*"
+        ],
+        "diagnosticEnv": []
+      },
+      "fits": "%[1]s.metadata.?labels[?\"woodpecker-ci.org/step\"].hasValue()",
+      "marks": [
+        {
+          "path": ".metadata.?labels[?\"woodpecker-ci.org/step\"]",
+          "presence": true
+        }
+      ],
+      "jobMarks": true
+    },
+    {
+      "name": "jenkins",
+      "jobOwner": true,
+      "ownerInRunnerNamespace": true,
+      "defaults": {
+        "runnerContainers": [
+          "jnlp"
+        ],
+        "diagnosticEnv": []
+      },
+      "fits": "%[1]s.metadata.?labels[?\"jenkins/label-digest\"].hasValue()",
+      "marks": [
+        {
+          "path": ".metadata.?labels[?\"jenkins/label-digest\"]",
+          "presence": true
+        }
+      ],
+      "jobMarks": true
+    },
+    {
       "name": "generic",
       "defaults": {
         "runnerContainers": [

@@ -16,11 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/check"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/fleet/arclegacy"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcworkflow"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/refusal"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -82,7 +84,7 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 				arcscaleset.Label:      "[" + gc + "]",
 				arcworkflow.PodLabel:   "[" + gc + "]",
 				"ownerReferences":      "[" + gc + "]",
-				"controllers":          `{"arc-workflow": [], "gitlab": [], "arc-scale-set": [], "arc-legacy": [` + legacy + `], "generic": []}`,
+				"controllers":          controllersCEL(map[runnerpod.PresetName]string{arclegacy.Name: legacy}),
 			},
 		},
 		{
@@ -105,7 +107,7 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 				arcscaleset.Label:      `["kcm", "arc", "shared"]`,
 				arcworkflow.PodLabel:   `["kcm", "kube-mode"]`,
 				"ownerReferences":      `["kcm"]`,
-				"controllers":          `{"arc-workflow": ["kube-mode"], "gitlab": [], "arc-scale-set": ["arc", "shared"], "arc-legacy": ["shared"], "generic": []}`,
+				"controllers":          controllersCEL(map[runnerpod.PresetName]string{arcworkflow.Name: `"kube-mode"`, arcscaleset.Name: `"arc", "shared"`, arclegacy.Name: `"shared"`}),
 			},
 		},
 		{
@@ -121,7 +123,7 @@ func TestPolicyTrustsEachFleetWithItsOwnFields(t *testing.T) {
 			},
 			want: map[string]string{
 				arclegacy.Unregistered: "[]", arcscaleset.Label: "[]", arcworkflow.PodLabel: "[]", "ownerReferences": "[]",
-				"controllers": `{"arc-workflow": [], "gitlab": [], "arc-scale-set": [], "arc-legacy": [], "generic": []}`,
+				"controllers": controllersCEL(nil),
 			},
 		},
 	}
@@ -147,8 +149,11 @@ func TestPolicyCoversRunnerPodsAndTheirStatusInTheWebhooksNamespaces(t *testing.
 		"pods/status can change labels and annotations; ephemeral containers and resizes can end a busy runner's job")
 	assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, rule.Operations)
 	assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
-	assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: "runner-pod", Expression: `object.spec.containers.exists(c, c.name in ["job", "build", "runner"])`}},
-		p.Spec.MatchConditions, "the same runner pods the guard protects")
+	require.Len(t, p.Spec.MatchConditions, 1)
+	assert.Equal(t, "runner-pod", p.Spec.MatchConditions[0].Name)
+	containers, err := check.RunnerContainers(p.Spec.MatchConditions)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, cfg.RunnerContainerNames(), containers, "the same runner pods the guard protects")
 	for _, v := range p.Spec.Validations {
 		assert.Equal(t, metav1.StatusReasonForbidden, *v.Reason)
 		assert.True(t, strings.HasPrefix(v.Message, "runnerguard: "), v.Message)
@@ -273,4 +278,14 @@ func TestPolicyKeepsRoomForTheLargestRefusals(t *testing.T) {
 	const apiServerLimit = 256 << 10
 	assert.LessOrEqual(t, refusal.MaxPodMetadataBytes+len(refusal.Annotation)+len(value)+marks, apiServerLimit,
 		"the largest refusals value (%d bytes) fits beside a pod filled to the bound", len(value))
+}
+
+// controllersCEL is the policy's map of each fleet's controllers, in
+// presets.Order, each fleet's list as given (CEL string literals) or none.
+func controllersCEL(given map[runnerpod.PresetName]string) string {
+	var entries []string
+	for _, n := range presets.Order {
+		entries = append(entries, fmt.Sprintf("%q: [%s]", n, given[n]))
+	}
+	return "{" + strings.Join(entries, ", ") + "}"
 }

@@ -98,8 +98,15 @@ func TestPolicyPresetAgreesWithMatch(t *testing.T) {
 // presets.Match reads: containers, the preset labels, legacy ARC's
 // annotation and owner references.
 func markCombinations() []*corev1.Pod {
-	containerSets := [][]string{{"runner"}, {"job"}, {"build", "helper"}, {"build"}, {"runner", "docker"}, {"app"}, {"agent"}, {"job", "runner"}, {"step-build"}, {"stepbuild"}}
-	labelSets := [][]string{nil, {arcworkflow.PodLabel}, {arcscaleset.Label}, {arclegacy.RunnerSetLabel}, {arcscaleset.Label, arclegacy.RunnerSetLabel}, {tekton.TaskRunLabel}, {tekton.TaskRunLabel, arcworkflow.PodLabel}}
+	containerSets := [][]string{{"runner"}, {"job"}, {"build", "helper"}, {"build"}, {"runner", "docker"}, {"app"}, {"agent"}, {"job", "runner"}, {"step-build"}, {"stepbuild"}, {"wp-01j9"}, {"jnlp"}, {"container-0", "agent", "checkout"}}
+	// Each fleet's own labels alone, and pairs that two fleets could both
+	// claim.
+	labelSets := [][]string{nil, {arcscaleset.Label, arclegacy.RunnerSetLabel}, {tekton.TaskRunLabel, arcworkflow.PodLabel}}
+	for _, f := range presets.All {
+		for _, l := range f.Traits().MarkLabels {
+			labelSets = append(labelSets, []string{l})
+		}
+	}
 	er := func(apiVersion, kind string, controller bool) metav1.OwnerReference {
 		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "u", Controller: ptr.To(controller)}
 	}

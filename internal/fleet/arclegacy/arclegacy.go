@@ -6,6 +6,7 @@ package arclegacy
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -69,7 +70,7 @@ func (Fleet) Fits(pod *corev1.Pod) bool {
 }
 
 // Idle: unregistered, by the annotation only its controller may set.
-func (Fleet) Idle(pod *corev1.Pod, _ runnerpod.JobSignal) (runnerpod.Rule, string) {
+func (Fleet) Idle(pod *corev1.Pod, _ runnerpod.JobSignal, _ time.Time) (runnerpod.Rule, string) {
 	if ts, ok := pod.Annotations[Unregistered]; ok {
 		return runnerpod.RuleIdle, "the runner was unregistered at " + ts
 	}

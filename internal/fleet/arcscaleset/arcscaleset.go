@@ -68,7 +68,7 @@ func (Fleet) Fits(pod *corev1.Pod) bool {
 
 // Idle: the EphemeralRunner never had a job, or ARC removed the runner
 // from the Actions service (JobOver).
-func (Fleet) Idle(_ *corev1.Pod, job runnerpod.JobSignal) (runnerpod.Rule, string) {
+func (Fleet) Idle(_ *corev1.Pod, job runnerpod.JobSignal, _ time.Time) (runnerpod.Rule, string) {
 	switch job {
 	case runnerpod.JobOver:
 		return runnerpod.RuleJobOver, "the runner has no job left: ARC removed it from the Actions service, which refuses while a job runs (its EphemeralRunner is being deleted without " + RegistrationFinalizer + ")"

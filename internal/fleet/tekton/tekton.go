@@ -88,7 +88,7 @@ func (Fleet) Traits() fleet.Traits {
 	return fleet.Traits{
 		MarkLabels: []string{TaskRunLabel},
 		Owner:      fleet.Owner{EndsJob: true},
-		Steps:      true,
+		OneJob:     true,
 		Chart: fleet.Chart{
 			Fits:     "%[1]s" + label + ".hasValue()",
 			Marks:    []fleet.ChartMark{{Path: label, Presence: true}},
