@@ -429,3 +429,50 @@ func TestWithTheWebhookUnreachableTheLeaderObeysTheOffSwitch(t *testing.T) {
 		"the row undone: the busy runner's budget and mark are back")
 	stays(t, late, true, "and its eviction is refused again")
 }
+
+// With the injector unreachable (both runnerguard processes stopped: its
+// failurePolicy is Ignore, so pods are admitted), the API server itself
+// still records each runner pod's creator and credential: the job's owner
+// is known, and a reaper is no owner. Served from Kubernetes 1.36.
+func TestWithTheInjectorDownTheAPIServerStillRecordsTheCreator(t *testing.T) {
+	if !creatorPolicyServed() {
+		t.Skip("the API server serves no MutatingAdmissionPolicy (before 1.36)")
+	}
+	ctx := context.Background()
+	ns := newNamespace(t, nil)
+	const managerSA = "gitlab-runner"
+	managerUser := serviceAccountIn(t, ns, managerSA)
+	may(t, ns, serviceAccount(managerUser), "edit")
+	manager := token(t, cs, ns, managerSA, nil)
+	server.Stop()
+	replica.Stop()
+	restarted := false
+	restart := func() {
+		if !restarted {
+			restarted = true
+			require.NoError(t, server.Start(ctx), "restarting runnerguard")
+			require.NoError(t, replica.Start(ctx), "restarting its replica")
+		}
+	}
+	t.Cleanup(restart)
+
+	forged := podtest.GitLab(ns, "build-while-down").Annotate(runnerpod.CreatedBy, "system:serviceaccount:"+ns+":orphan-reaper").Obj()
+	forged.UID = ""
+	forged.Spec.NodeName = "node-e2e"
+	require.NoError(t, manager.client(t).Create(ctx, forged))
+	t.Cleanup(func() { forceRemove(forged) })
+	got := &corev1.Pod{}
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(forged), got))
+	assert.NotContains(t, got.Annotations, runnerpod.PresetAnnotation, "the injector was down")
+	assert.Equal(t, managerUser, got.Annotations[runnerpod.CreatedBy], "the API server recorded the creator, over what the pod came with")
+	assert.True(t, strings.HasPrefix(got.Annotations[runnerpod.CreatedWith], "JTI="), "and its credential: %q", got.Annotations[runnerpod.CreatedWith])
+
+	// With the guard back, the pod's job has a known owner: its creator
+	// ends it, with the token it created it with; a reaper may not.
+	restart()
+	setStatus(t, got, podtest.GitLab(ns, "x").RunningSince("build", time.Now().Add(-time.Minute)).Obj().Status)
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	err := deletePod(reaperSA.client(t), got)
+	assert.True(t, apierrors.IsForbidden(err), "a reaper is no owner: %v", err)
+	require.NoError(t, deletePod(manager.client(t), got), "the recorded creator ends its job")
+}

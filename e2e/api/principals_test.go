@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,11 @@ func registerPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, obj := range objs.PolicyObjects() {
+	registered := objs.PolicyObjects()
+	if creatorPolicyServed() {
+		registered = append(registered, objs.CreatorObjects()...)
+	}
+	for _, obj := range registered {
 		if err := admin.Create(ctx, obj); err != nil {
 			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
 		}
@@ -294,4 +299,12 @@ func mayOverride(t *testing.T, ns string, p principal) {
 	grant(t, ns, p, server.Options().Name+"-override", authorizationv1.ResourceAttributes{
 		Verb: runnerpod.OverrideVerb, Group: runnerpod.OverrideGroup, Resource: runnerpod.OverrideResource,
 	})
+}
+
+// creatorPolicyServed reports whether the API server serves
+// MutatingAdmissionPolicy (GA in 1.36), which records the creator
+// (inject.creatorPolicy).
+func creatorPolicyServed() bool {
+	rs, err := cs.Discovery().ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1")
+	return err == nil && slices.ContainsFunc(rs.APIResources, func(r metav1.APIResource) bool { return r.Kind == "MutatingAdmissionPolicy" })
 }

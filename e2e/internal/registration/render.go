@@ -100,6 +100,11 @@ type Objects struct {
 	// runner's PodDisruptionBudget selects its pod by.
 	BudgetPolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
 	BudgetBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// CreatorPolicy and CreatorBinding: the API server's record of each
+	// runner pod's creator (inject.creatorPolicy; Kubernetes 1.36 and
+	// later).
+	CreatorPolicy  *admissionregistrationv1.MutatingAdmissionPolicy
+	CreatorBinding *admissionregistrationv1.MutatingAdmissionPolicyBinding
 	// OverrideRole is the ClusterRole that grants the override permission,
 	// OptInRole the one that grants the opt-in permission.
 	OverrideRole *rbacv1.ClusterRole
@@ -112,6 +117,13 @@ type Objects struct {
 func (o *Objects) PolicyObjects() []client.Object {
 	return []client.Object{o.Policy, o.Binding, o.OverridePolicy, o.OverrideBinding,
 		o.NamespacePolicy, o.NamespaceBinding, o.NodePolicy, o.NodeBinding, o.BudgetPolicy, o.BudgetBinding, o.OverrideRole, o.OptInRole}
+}
+
+// CreatorObjects are the policy that records each runner pod's creator in
+// the API server and its binding, which a suite registers where the API
+// server serves MutatingAdmissionPolicy (Kubernetes 1.36 and later).
+func (o *Objects) CreatorObjects() []client.Object {
+	return []client.Object{o.CreatorPolicy, o.CreatorBinding}
 }
 
 // Webhook is the validating webhook named name.
@@ -163,6 +175,8 @@ func Render(cfg config.Config, o Options) (*Objects, error) {
 		{"ValidatingAdmissionPolicyBinding", full + "-budget", &objs.BudgetBinding},
 		{"ClusterRole", full + "-override", &objs.OverrideRole},
 		{"ClusterRole", full + "-opt-in", &objs.OptInRole},
+		{"MutatingAdmissionPolicy", full + "-creator", &objs.CreatorPolicy},
+		{"MutatingAdmissionPolicyBinding", full + "-creator", &objs.CreatorBinding},
 	} {
 		if err := docs.get(want.kind, want.name, want.out); err != nil {
 			return nil, err
@@ -222,6 +236,9 @@ func values(cfg config.Config, o Options) (map[string]any, error) {
 		guardValues["evictionFailurePolicy"] = o.EvictionFailurePolicy
 	}
 	v := map[string]any{
+		// Rendered whatever the server: a suite registers it where served
+		// (CreatorObjects).
+		"inject":  map[string]any{"creatorPolicy": true},
 		"presets": presets,
 		"guard":   guardValues,
 		"policy":  map[string]any{"garbageCollectors": nonNil(cfg.Policy.GarbageCollectors)},
