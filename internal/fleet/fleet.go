@@ -109,6 +109,10 @@ type Traits struct {
 	// got it a job, so a runner waiting while its pod's init containers
 	// run is idle, not stuck.
 	GatedByInit bool
+	// ToldOnOwner: a death is told as an Event on the pod's controlling
+	// owner too (Tekton's TaskRun, whose Events its CLI and dashboard
+	// show), beside the pod's.
+	ToldOnOwner bool
 	// OneJob: the runner containers are the parts of one job (Tekton's
 	// steps, run one after another; Buildkite's agent and the commands it
 	// runs), so a part's end is no death of its own: the job's is the

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -96,6 +97,9 @@ func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) er
 	w.seen.Add(key)
 	countDeath(r)
 	w.Recorder.Eventf(pod, nil, r.EventType(), r.EventReason(), "Died", "%s", r.Note())
+	if owner := toldOnOwner(pod, r); owner != nil {
+		w.Recorder.Eventf(owner, pod, r.EventType(), r.EventReason(), "Died", "%s", r.Note())
+	}
 	// One key holding the whole record: its JSON is the record's schema,
 	// and its fields cannot collide with the request's own log keys.
 	logf.FromContext(ctx).WithName("death").Info("runner death recorded", "record", r)
@@ -119,4 +123,19 @@ func (w *Watcher) enforced(nsLabels map[string]string) bool {
 	}
 	enforce, known, _ := w.Modes.Enforce(nsLabels)
 	return enforce && known
+}
+
+// toldOnOwner is the pod's controlling owner, when the pod's fleet tells a
+// death there too (fleet.Traits.ToldOnOwner); nil otherwise.
+func toldOnOwner(pod *corev1.Pod, r death.Record) *metav1.PartialObjectMetadata {
+	f, ok := presets.For(runnerpod.PresetName(r.Preset))
+	if !ok || !f.Traits().ToldOnOwner {
+		return nil
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: ref.Name, UID: ref.UID}}
 }

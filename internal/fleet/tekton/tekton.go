@@ -81,14 +81,16 @@ func (Fleet) Sample(pod *corev1.Pod) {
 
 // Traits: the controller that created the pod ends its TaskRun by
 // deleting it, from its own namespace (tekton-pipelines); the step
-// containers are one TaskRun's steps, in order; the labels that name the
-// TaskRun are the controller's word, kept as created.
+// containers are one TaskRun's steps, in order; a death is told on the
+// TaskRun too, where `tkn taskrun describe` and the dashboard show it; the
+// labels that name the TaskRun are the controller's word, kept as created.
 func (Fleet) Traits() fleet.Traits {
 	label := fmt.Sprintf(fleet.LabelPath, TaskRunLabel)
 	return fleet.Traits{
-		MarkLabels: []string{TaskRunLabel},
-		Owner:      fleet.Owner{EndsJob: true},
-		OneJob:     true,
+		MarkLabels:  []string{TaskRunLabel},
+		Owner:       fleet.Owner{EndsJob: true},
+		OneJob:      true,
+		ToldOnOwner: true,
 		Chart: fleet.Chart{
 			Fits:     "%[1]s" + label + ".hasValue()",
 			Marks:    []fleet.ChartMark{{Path: label, Presence: true}},
