@@ -117,6 +117,9 @@ type ranJob struct {
 // runs gitlab-runner against a fresh coordinator until the test ends.
 func startManager(t *testing.T, l layout) *manager {
 	t.Helper()
+	if _, err := os.Stat(gitlabRunner); err != nil {
+		t.Fatalf("gitlab-runner not built (hack/fleets/gitlab.sh): %v", err)
+	}
 	ctx := context.Background()
 	m := &manager{buildNS: l.buildNS, coord: gitlabapi.New(), trusted: l.managerNS != l.buildNS}
 	build := map[string]string{runnerpod.EnabledNamespaceLabel: "true"}
