@@ -4,327 +4,187 @@ package fleets
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerguard/runnerguard/e2e/internal/nodecluster"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/fleet/tekton"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// Tekton's namespace and controller ServiceAccount, as its release
-// manifests (config/) name them, and the images hack/fleets/tekton.sh
-// built: the pod's binaries where ko puts them, and busybox as the shell
-// image (place-scripts).
-const (
-	tektonSystem     = "tekton-pipelines"
-	tektonController = "tekton-pipelines-controller"
-	tektonImage      = "runnerguard.local/e2e/tekton:1"
-)
-
-// tektonControllerUser is the controller as the API server names it: the
-// creator the injector records and the owner whose delete ends a TaskRun.
-var tektonControllerUser = "system:serviceaccount:" + tektonSystem + ":" + tektonController
-
-// tektonReaperSA is the fleet's cleanup worker: a ServiceAccount with edit
-// in the TaskRuns' namespace.
-const tektonReaperSA = "orphan-reaper"
-
-// tektonFleet is Tekton's controller running against the cluster, and a
-// namespace for its TaskRuns.
-type tektonFleet struct {
-	ns     string
-	reaper *kubernetes.Clientset
-	log    string
-}
-
-// tektonBuilt is Tekton's build (hack/fleets/tekton.sh).
-func tektonBuilt(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(nodecluster.EnvOr("FLEETS_TEKTON", filepath.Join("..", "..", ".cache", "fleets", "tekton")))
-	require.NoError(t, err)
-	for _, f := range []string{"controller", "config"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Fatalf("Tekton not built (hack/fleets/tekton.sh): %v", err)
-		}
+// TestTektonPipelines runs Tekton's real controller (built by
+// hack/fleets/tekton.sh, installed after runnerguard) with TaskRuns in an
+// opted-in namespace, side by side, and checks that each TaskRun's pod
+// gets the one record docs/install/fleets.md "Tekton Pipelines" promises.
+func TestTektonPipelines(t *testing.T) {
+	f := startTekton(t)
+	cases := []struct {
+		name string
+		run  func(t *testing.T, f *tektonFleet)
+	}{
+		{"a TaskRun that succeeds is one clean exit, its last step's", tektonSuccess},
+		{"a reaper's delete and eviction of a running TaskRun are refused and it succeeds", tektonReaped},
+		{"a cancelled TaskRun is ended by the controller's delete", tektonCancel},
+		{"a step killed at its memory limit is one OOM record, the step's", tektonOOM},
+		{"a TaskRun past its timeout is ended by the controller's delete", tektonTimeout},
+		{"a PipelineRun's TaskRun names the PipelineRun as its project", tektonPipelineRun},
 	}
-	return dir
-}
-
-// tektonManifests are the files of Tekton's config/ the controller needs:
-// its namespace, ServiceAccounts, RBAC, config maps and CRDs. Left out:
-// the webhook's Deployment and webhook configurations, the events
-// controller and the resolvers.
-func tektonManifests(dir string) ([]string, error) {
-	files := []string{"100-namespace/100-namespace.yaml", "200-serviceaccount.yaml", "200-clusterrole.yaml", "200-role.yaml",
-		"201-clusterrolebinding.yaml", "201-rolebinding.yaml", "clusterrole-aggregate-edit.yaml", "clusterrole-aggregate-view.yaml"}
-	configs, err := filepath.Glob(filepath.Join(dir, "config", "config-*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	crds, err := filepath.Glob(filepath.Join(dir, "config", "300-crds", "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(files)+len(configs)+len(crds))
-	for _, f := range files {
-		out = append(out, filepath.Join(dir, "config", f))
-	}
-	return append(append(out, configs...), crds...), nil
-}
-
-// installTekton creates Tekton's release objects. Its CRDs name its
-// webhook for conversion between v1beta1 and v1; the webhook does not run
-// here (the suite only ever reads and writes v1, the storage version), so
-// the conversion is dropped: the API server would otherwise call a
-// Service that is not there for any v1beta1 request.
-func installTekton(t *testing.T, dir string) {
-	t.Helper()
-	ctx := context.Background()
-	files, err := tektonManifests(dir)
-	require.NoError(t, err)
-	for _, f := range files {
-		b, err := os.Open(f)
-		require.NoError(t, err)
-		dec := utilyaml.NewYAMLOrJSONDecoder(b, 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			err := dec.Decode(&obj.Object)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err, "decoding %s", f)
-			if len(obj.Object) == 0 {
-				continue
-			}
-			if obj.GetKind() == "CustomResourceDefinition" {
-				unstructured.RemoveNestedField(obj.Object, "spec", "conversion")
-			}
-			if err := admin.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-				require.NoError(t, err, "creating %s %s from %s", obj.GetKind(), obj.GetName(), f)
-			}
-		}
-		_ = b.Close()
-	}
-	require.Eventually(t, func() bool {
-		l := &unstructured.UnstructuredList{}
-		l.SetAPIVersion("tekton.dev/v1")
-		l.SetKind("TaskRunList")
-		return admin.List(ctx, l) == nil
-	}, time.Minute, 250*time.Millisecond, "Tekton's TaskRun CRD served")
-}
-
-// freePort is a loopback port nothing listens on.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// startTektonController runs Tekton's controller on the host as its
-// ServiceAccount (a TokenRequest token in a kubeconfig), with the flags
-// and environment of its release Deployment (config/controller.yaml), the
-// images this suite built. High availability (leader election) is off: one
-// replica, and a rerun on the same cluster does not wait out a dead
-// replica's leases.
-func (f *tektonFleet) startTektonController(t *testing.T, dir string) {
-	t.Helper()
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
-	tok, err := cs.CoreV1().ServiceAccounts(tektonSystem).CreateToken(context.Background(), tektonController, req, metav1.CreateOptions{})
-	require.NoError(t, err)
-	kc := filepath.Join(t.TempDir(), "controller.kubeconfig")
-	conf := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
-users: [{name: u, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`, adminCfg.Host, caFile, tok.Status.Token)
-	require.NoError(t, os.WriteFile(kc, []byte(conf), 0o600))
-	cmd := exec.Command(filepath.Join(dir, "controller"), "-kubeconfig", kc, "-disable-ha",
-		"-entrypoint-image", tektonImage, "-nop-image", tektonImage, "-sidecarlogresults-image", tektonImage,
-		"-workingdirinit-image", tektonImage, "-shell-image", buildImage,
-		"-shell-image-win", "mcr.microsoft.com/powershell:nanoserver")
-	cmd.Env = append(os.Environ(), "SYSTEM_NAMESPACE="+tektonSystem, "KUBERNETES_MIN_VERSION=v1.28.0",
-		"CONFIG_DEFAULTS_NAME=config-defaults", "CONFIG_LOGGING_NAME=config-logging",
-		"CONFIG_OBSERVABILITY_NAME=config-observability", "CONFIG_FEATURE_FLAGS_NAME=feature-flags",
-		"CONFIG_LEADERELECTION_NAME=config-leader-election-controller", "CONFIG_SPIRE=config-spire",
-		"METRICS_DOMAIN=tekton.dev/pipeline",
-		"PROBES_PORT="+freePort(t), "PROFILING_PORT="+freePort(t), "METRICS_PROMETHEUS_PORT="+freePort(t))
-	f.log = artifact(t, "tekton-controller.log")
-	out, err := os.Create(f.log)
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = out, out
-	// It goes with the suite, even when the suite is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = out.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(f.log)
-			t.Logf("Tekton controller log (whole in %s):\n%s", f.log, tail(string(b), 80))
-			keepDiagnostics(t, f.ns, "tekton")
+	t.Run("taskruns", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.run(t, f)
+			})
 		}
 	})
+	if t.Failed() {
+		return // the count is of every case's record
+	}
+	// The OOM and the timeout are deaths; the clean exits and the cancel
+	// are job ends.
+	out := runnerguardDeaths(t, f.ns)
+	t.Logf("kubectl runnerguard deaths -n %s:\n%s", f.ns, out)
+	assert.Equal(t, "2 runner deaths and 4 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
 }
 
-// tektonReaper makes the reaper's ServiceAccount with edit in ns and
-// returns a client with its token.
-func tektonReaper(t *testing.T, ns string) *kubernetes.Clientset {
-	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tektonReaperSA}}))
-	require.NoError(t, admin.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tektonReaperSA},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: tektonReaperSA}},
-	}))
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, tektonReaperSA, req, metav1.CreateOptions{})
+func tektonSuccess(t *testing.T, f *tektonFleet) {
+	name := "build-ok"
+	f.createTaskRun(t, name, "", step{"build", "echo building; sleep 3"}, step{"test", "echo testing; sleep 3"})
+	pod := f.taskRunPod(t, name, "build")
+	f.created(t, pod)
+	status, reason := f.taskRunDone(t, name)
+	assert.Equal(t, "True/Succeeded", status+"/"+reason)
+	r := f.oneRecord(t, name, "", pod)
+	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
+	assert.Equal(t, "step-test", r.Container, "the last step")
+	assert.Nil(t, r.Refusals)
+	f.why(t, pod, r)
+}
+
+// tektonReaped: a ServiceAccount with edit deletes, then evicts, the pod
+// of a running TaskRun; both are refused and the TaskRun runs on.
+func tektonReaped(t *testing.T, f *tektonFleet) {
+	name := "build-reaped"
+	f.createTaskRun(t, name, "", step{"build", "echo building; sleep 25"})
+	pod := f.taskRunPod(t, name, "build")
+	f.created(t, pod)
+	err := f.reaper.CoreV1().Pods(f.ns).Delete(context.Background(), pod.name, metav1.DeleteOptions{})
+	require.Error(t, err, "the reaper's delete of a running TaskRun's pod")
+	assert.True(t, apierrors.IsForbidden(err), "refused with 403: %v", err)
+	assert.Contains(t, err.Error(), `"step-build"`, "the answer names the step under way")
+	reaperUser := "system:serviceaccount:" + f.ns + ":" + tektonReaperSA
+	waitEvent(t, f.ns, pod.name, "DeleteRefused", reaperUser)
+	err = f.reaper.PolicyV1().Evictions(f.ns).Evict(context.Background(), &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pod.name}})
+	require.Error(t, err, "the reaper's eviction of a running TaskRun's pod")
+	assert.True(t, apierrors.IsTooManyRequests(err), "refused with 429: %v", err)
+	p, err := cs.CoreV1().Pods(f.ns).Get(context.Background(), pod.name, metav1.GetOptions{})
 	require.NoError(t, err)
-	cfg := rest.AnonymousClientConfig(adminCfg)
-	cfg.BearerToken = tok.Status.Token
-	c, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return c
-}
-
-// startTekton installs Tekton (after runnerguard, which runs already) and
-// runs its controller, with an opted-in namespace for the TaskRuns.
-func startTekton(t *testing.T) *tektonFleet {
-	t.Helper()
-	dir := tektonBuilt(t)
-	installTekton(t, dir)
-	f := &tektonFleet{ns: newNamespace(t, true)}
-	f.reaper = tektonReaper(t, f.ns)
-	f.startTektonController(t, dir)
-	t.Cleanup(func() {
-		if t.Failed() {
-			f.logTaskRuns(t)
+	assert.Equal(t, pod.uid, p.UID)
+	assert.Nil(t, p.DeletionTimestamp, "the pod is not being deleted")
+	status, reason := f.taskRunDone(t, name)
+	assert.Equal(t, "True/Succeeded", status+"/"+reason)
+	r := f.oneRecord(t, name, "", pod)
+	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
+	assert.Equal(t, "step-build", r.Container)
+	if assert.NotNil(t, r.Refusals, "the reaper's refusals on the record") {
+		verbs := map[string]int32{}
+		for _, e := range r.Refusals.Entries {
+			assert.Equal(t, reaperUser, e.By)
+			verbs[e.Verb] += e.Count
 		}
-	})
-	return f
-}
-
-// step is one step of a TaskRun's task: a script in busybox, limited to
-// 96Mi of memory.
-type step struct{ name, script string }
-
-// createTaskRun creates TaskRun name with steps, and timeout when given.
-func (f *tektonFleet) createTaskRun(t *testing.T, name string, timeout string, steps ...step) *unstructured.Unstructured {
-	t.Helper()
-	var ss []any
-	for _, s := range steps {
-		ss = append(ss, map[string]any{"name": s.name, "image": buildImage, "script": s.script,
-			"computeResources": map[string]any{"limits": map[string]any{"memory": "96Mi"}, "requests": map[string]any{"memory": "32Mi"}}})
+		assert.Equal(t, map[string]int32{"delete": 1, "eviction": 1}, verbs, "%+v", r.Refusals.Entries)
 	}
-	spec := map[string]any{"taskSpec": map[string]any{"steps": ss}}
-	if timeout != "" {
-		spec["timeout"] = timeout
+}
+
+func tektonCancel(t *testing.T, f *tektonFleet) {
+	name := "build-cancelled"
+	f.createTaskRun(t, name, "", step{"build", "echo building; sleep 600"})
+	pod := f.taskRunPod(t, name, "build")
+	f.created(t, pod)
+	time.Sleep(2 * time.Second)
+	f.cancel(t, name)
+	gone(t, pod)
+	status, reason := f.taskRunDone(t, name)
+	assert.Equal(t, "False/TaskRunCancelled", status+"/"+reason)
+	r := f.oneRecord(t, name, "", pod)
+	assert.Equal(t, string(death.JobEnded), r.Class, r.ClassBasis)
+	assert.Equal(t, "step-build", r.Container)
+	endedByController(t, r)
+	assert.Equal(t, death.OutcomeUnknown, r.ClassBasis)
+	assert.Contains(t, f.why(t, pod, r), "the job's outcome is unknown to the cluster")
+}
+
+// tektonOOM: the kernel kills dd, the step's biggest process; the step's
+// shell exits 137 at once and the entrypoint with it, and the runtime,
+// which saw the cgroup's OOM event, reports OOMKilled: the kill ended the
+// step (cgroup-oom), and Tekton skips the step after it.
+func tektonOOM(t *testing.T, f *tektonFleet) {
+	name := "build-oom"
+	f.createTaskRun(t, name, "", step{"build", "echo building; sleep 2; dd if=/dev/zero of=/dev/null bs=200M count=1"},
+		step{"test", "echo testing"})
+	pod := f.taskRunPod(t, name, "build")
+	f.created(t, pod)
+	status, reason := f.taskRunDone(t, name)
+	assert.Equal(t, "False/StepOOM", status+"/"+reason, "Tekton's reason for a step the runtime reports OOMKilled")
+	r := f.oneRecord(t, name, "", pod)
+	assert.Equal(t, string(death.CgroupOOM), r.Class, r.ClassBasis)
+	assert.Equal(t, "step-build", r.Container, "the step that ran out of memory, not the one skipped after it")
+	assert.Equal(t, "OOMKilled", r.Reason, "the runtime's reason")
+	if assert.NotNil(t, r.ExitCode) {
+		assert.Equal(t, int32(137), *r.ExitCode)
 	}
-	tr := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
-		"metadata": map[string]any{"namespace": f.ns, "name": name},
-		"spec":     spec,
-	}}
-	require.NoError(t, admin.Create(context.Background(), tr))
-	return tr
-}
-
-// taskRun reads TaskRun name.
-func (f *tektonFleet) taskRun(name string) (*unstructured.Unstructured, error) {
-	tr := &unstructured.Unstructured{}
-	tr.SetAPIVersion("tekton.dev/v1")
-	tr.SetKind("TaskRun")
-	err := admin.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, tr)
-	return tr, err
-}
-
-// succeeded is the TaskRun's Succeeded condition: its status and reason.
-func succeeded(tr *unstructured.Unstructured) (status, reason string) {
-	conds, _, _ := unstructured.NestedSlice(tr.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Succeeded" {
-			s, _ := m["status"].(string)
-			r, _ := m["reason"].(string)
-			return s, r
+	assert.True(t, r.OOMConfirmed != nil && *r.OOMConfirmed, "the OOM is confirmed")
+	assert.Nil(t, r.DeletedAt, "no deletion ended the step")
+	if v := r.Vitals; assert.NotNil(t, v, "the vitals' last reading") {
+		t.Logf("vitals: %d OOM kills (watch %s), first at %v; peak %s (unknown %v), limit %s",
+			v.OOMKill, v.OOMWatch, v.OOMKillAt, orNone(v.Peak), v.PeakUnknown, orNone(v.Limit))
+		assert.GreaterOrEqual(t, v.OOMKill, int64(1), "OOM kills counted")
+		if assert.NotNil(t, v.Limit) {
+			assert.Equal(t, int64(96<<20), *v.Limit, "the step's own limit")
 		}
 	}
-	return "", ""
+	assert.Nil(t, r.Refusals)
+	assert.Contains(t, f.why(t, pod, r), "and ended with the container, at the OOM kill\n")
 }
 
-// taskRunDone waits for TaskRun name to end and returns its reason.
-func (f *tektonFleet) taskRunDone(t *testing.T, name string) (status, reason string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		tr, err := f.taskRun(name)
-		if err != nil {
-			return false
-		}
-		status, reason = succeeded(tr)
-		return status == "True" || status == "False"
-	}, 4*time.Minute, 500*time.Millisecond, "TaskRun %s to end", name)
-	return status, reason
+// tektonTimeout: the controller deletes the pod at the TaskRun's timeout.
+// The pod's deadline is 1.5 times it (22s from the pod's start), so the
+// delete comes within runnerguard's 10s of it: job-timeout; a pod that
+// started late would make it job-ended.
+func tektonTimeout(t *testing.T, f *tektonFleet) {
+	name := "build-timeout"
+	f.createTaskRun(t, name, "15s", step{"build", "echo building; sleep 600"})
+	pod := f.taskRunPod(t, name, "build")
+	f.created(t, pod)
+	gone(t, pod)
+	status, reason := f.taskRunDone(t, name)
+	assert.Equal(t, "False/TaskRunTimeout", status+"/"+reason)
+	r := f.oneRecord(t, name, "", pod)
+	assert.Contains(t, []string{string(death.JobEnded), string(death.JobTimeout)}, r.Class, r.ClassBasis)
+	assert.Equal(t, "step-build", r.Container)
+	endedByController(t, r)
+	f.why(t, pod, r)
 }
 
-// taskRunPod waits for the pod of TaskRun name with step running.
-func (f *tektonFleet) taskRunPod(t *testing.T, name, step string) podRef {
-	t.Helper()
-	var ref podRef
-	require.Eventually(t, func() bool {
-		tr, err := f.taskRun(name)
-		if err != nil {
-			return false
-		}
-		podName, _, _ := unstructured.NestedString(tr.Object, "status", "podName")
-		if podName == "" {
-			return false
-		}
-		p := &corev1.Pod{}
-		if admin.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: podName}, p) != nil || p.Status.StartTime == nil {
-			return false
-		}
-		for _, s := range p.Status.ContainerStatuses {
-			if s.Name == tekton.StepPrefix+step && s.State.Running != nil {
-				ref = podRef{namespace: p.Namespace, name: p.Name, uid: p.UID, startTime: *p.Status.StartTime}
-				return true
-			}
-		}
-		return false
-	}, 3*time.Minute, 250*time.Millisecond, "TaskRun %s's pod with step %s running (controller log: %s)", name, step, f.log)
-	return ref
+func tektonPipelineRun(t *testing.T, f *tektonFleet) {
+	f.createPipelineRun(t, "release-42", "build", "echo building; sleep 3")
+	name := "release-42-build" // the PipelineRun's name and the task's
+	pod := f.taskRunPod(t, name, "build")
+	f.created(t, pod)
+	status, reason := f.taskRunDone(t, name)
+	assert.Equal(t, "True/Succeeded", status+"/"+reason)
+	r := f.oneRecord(t, name, "release-42", pod)
+	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
+	assert.Equal(t, "step-build", r.Container)
 }
 
 // created checks what the injector recorded of the pod: the controller
@@ -337,21 +197,15 @@ func (f *tektonFleet) created(t *testing.T, pod podRef) {
 	assert.Equal(t, string(tekton.Name), p.Annotations[runnerpod.PresetAnnotation])
 }
 
-// oneTaskRunRecord waits for the one record of the TaskRun's pod and
-// checks the job it names.
-func (f *tektonFleet) oneTaskRunRecord(t *testing.T, name string, pod podRef) death.Record {
+// oneRecord waits for the record of TaskRun name's pod, checks that it
+// is the only one and names the TaskRun, of PipelineRun project ("" for
+// none), and returns it.
+func (f *tektonFleet) oneRecord(t *testing.T, name, project string, pod podRef) death.Record {
 	t.Helper()
-	return f.oneRecordOf(t, name, "", pod)
-}
-
-// oneRecordOf is oneTaskRunRecord for a TaskRun of PipelineRun project
-// ("" for none).
-func (f *tektonFleet) oneRecordOf(t *testing.T, name, project string, pod podRef) death.Record {
-	t.Helper()
-	recs := deathRecords(t, pod)
+	deathRecords(t, pod)
 	// A second record would come within the recorder's round: wait one.
 	time.Sleep(3 * time.Second)
-	recs = deathRecords(t, pod)
+	recs := deathRecords(t, pod)
 	require.Len(t, recs, 1, "one record of TaskRun %s", name)
 	r := recs[0]
 	t.Logf("record of TaskRun %s: class %s (%s), container %s, exit %v reason %q, started %v, job started %v, deleted %v by %s (%s), finished %v",
@@ -398,190 +252,3 @@ func endedByController(t *testing.T, r death.Record) {
 }
 
 // logTaskRuns logs the TaskRuns and pods left, for a failed run.
-func (f *tektonFleet) logTaskRuns(t *testing.T) {
-	l := &unstructured.UnstructuredList{}
-	l.SetAPIVersion("tekton.dev/v1")
-	l.SetKind("TaskRunList")
-	if err := admin.List(context.Background(), l, client.InNamespace(f.ns)); err == nil {
-		for _, tr := range l.Items {
-			st, reason := succeeded(&tr)
-			msg := ""
-			conds, _, _ := unstructured.NestedSlice(tr.Object, "status", "conditions")
-			if len(conds) > 0 {
-				msg = fmt.Sprint(conds[0])
-			}
-			t.Logf("TaskRun %s: %s %s %s", tr.GetName(), st, reason, msg)
-		}
-	}
-	pods := &corev1.PodList{}
-	if err := admin.List(context.Background(), pods, client.InNamespace(f.ns)); err == nil {
-		for _, p := range pods.Items {
-			t.Logf("pod %s: %s, annotations %v, statuses %+v", p.Name, p.Status.Phase, p.Annotations, p.Status.ContainerStatuses)
-		}
-	}
-}
-
-// The real Tekton Pipelines controller runs TaskRuns in an opted-in
-// namespace; each TaskRun's pod gets one record, as docs/install/fleets.md
-// "Tekton Pipelines" promises.
-func TestTektonPipelines(t *testing.T) {
-	f := startTekton(t)
-	t.Run("taskruns", func(t *testing.T) {
-		t.Run("a TaskRun that succeeds is one clean exit, its last step's", func(t *testing.T) {
-			t.Parallel()
-			name := "build-ok"
-			f.createTaskRun(t, name, "", step{"build", "echo building; sleep 3"}, step{"test", "echo testing; sleep 3"})
-			pod := f.taskRunPod(t, name, "build")
-			f.created(t, pod)
-			status, reason := f.taskRunDone(t, name)
-			assert.Equal(t, "True/Succeeded", status+"/"+reason)
-			r := f.oneTaskRunRecord(t, name, pod)
-			assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
-			assert.Equal(t, "step-test", r.Container, "the last step")
-			assert.Nil(t, r.Refusals)
-			f.why(t, pod, r)
-		})
-		t.Run("a reaper's delete and eviction of a running TaskRun are refused and it succeeds", func(t *testing.T) {
-			t.Parallel()
-			name := "build-reaped"
-			f.createTaskRun(t, name, "", step{"build", "echo building; sleep 25"})
-			pod := f.taskRunPod(t, name, "build")
-			f.created(t, pod)
-			err := f.reaper.CoreV1().Pods(f.ns).Delete(context.Background(), pod.name, metav1.DeleteOptions{})
-			require.Error(t, err, "the reaper's delete of a running TaskRun's pod")
-			assert.True(t, apierrors.IsForbidden(err), "refused with 403: %v", err)
-			assert.Contains(t, err.Error(), `"step-build"`, "the answer names the step under way")
-			reaperUser := "system:serviceaccount:" + f.ns + ":" + tektonReaperSA
-			waitEvent(t, f.ns, pod.name, "DeleteRefused", reaperUser)
-			err = f.reaper.PolicyV1().Evictions(f.ns).Evict(context.Background(), &policyv1.Eviction{
-				ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pod.name}})
-			require.Error(t, err, "the reaper's eviction of a running TaskRun's pod")
-			assert.True(t, apierrors.IsTooManyRequests(err), "refused with 429: %v", err)
-			p, err := cs.CoreV1().Pods(f.ns).Get(context.Background(), pod.name, metav1.GetOptions{})
-			require.NoError(t, err)
-			assert.Equal(t, pod.uid, p.UID)
-			assert.Nil(t, p.DeletionTimestamp, "the pod is not being deleted")
-			status, reason := f.taskRunDone(t, name)
-			assert.Equal(t, "True/Succeeded", status+"/"+reason)
-			r := f.oneTaskRunRecord(t, name, pod)
-			assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
-			assert.Equal(t, "step-build", r.Container)
-			if assert.NotNil(t, r.Refusals, "the reaper's refusals on the record") {
-				var verbs []string
-				for _, e := range r.Refusals.Entries {
-					assert.Equal(t, reaperUser, e.By)
-					verbs = append(verbs, e.Verb)
-				}
-				t.Logf("refusals on the record: %+v", r.Refusals.Entries)
-				assert.Contains(t, verbs, "delete")
-			}
-		})
-		t.Run("a cancelled TaskRun is ended by the controller's delete", func(t *testing.T) {
-			t.Parallel()
-			name := "build-cancelled"
-			f.createTaskRun(t, name, "", step{"build", "echo building; sleep 600"})
-			pod := f.taskRunPod(t, name, "build")
-			f.created(t, pod)
-			time.Sleep(2 * time.Second)
-			patch := []byte(`{"spec":{"status":"TaskRunCancelled"}}`)
-			tr := &unstructured.Unstructured{}
-			tr.SetAPIVersion("tekton.dev/v1")
-			tr.SetKind("TaskRun")
-			tr.SetNamespace(f.ns)
-			tr.SetName(name)
-			require.NoError(t, admin.Patch(context.Background(), tr, client.RawPatch(types.MergePatchType, patch)))
-			gone(t, pod)
-			status, reason := f.taskRunDone(t, name)
-			assert.Equal(t, "False/TaskRunCancelled", status+"/"+reason)
-			r := f.oneTaskRunRecord(t, name, pod)
-			assert.Equal(t, string(death.JobEnded), r.Class, r.ClassBasis)
-			assert.Equal(t, "step-build", r.Container)
-			endedByController(t, r)
-			assert.Equal(t, death.OutcomeUnknown, r.ClassBasis)
-			assert.Contains(t, f.why(t, pod, r), "the job's outcome is unknown to the cluster")
-		})
-		t.Run("a step killed at its memory limit is one OOM record, the step's", func(t *testing.T) {
-			t.Parallel()
-			name := "build-oom"
-			f.createTaskRun(t, name, "", step{"build", "echo building; sleep 2; dd if=/dev/zero of=/dev/null bs=200M count=1"},
-				step{"test", "echo testing"})
-			pod := f.taskRunPod(t, name, "build")
-			f.created(t, pod)
-			// Tekton's own reason for a step the runtime reports
-			// OOMKilled.
-			status, reason := f.taskRunDone(t, name)
-			assert.Equal(t, "False/StepOOM", status+"/"+reason)
-			r := f.oneTaskRunRecord(t, name, pod)
-			// The kernel kills dd, the biggest process; the step's shell
-			// exits 137 at once and the entrypoint with it, and the
-			// runtime, which saw the cgroup's OOM event, reports
-			// OOMKilled: the kill ended the step.
-			assert.Equal(t, string(death.CgroupOOM), r.Class, r.ClassBasis)
-			assert.Equal(t, "OOMKilled", r.Reason, "the runtime's reason")
-			if assert.NotNil(t, r.ExitCode) {
-				assert.Equal(t, int32(137), *r.ExitCode)
-			}
-			assert.True(t, r.OOMConfirmed != nil && *r.OOMConfirmed, "the OOM is confirmed")
-			assert.Nil(t, r.DeletedAt, "no deletion ended the step")
-			assert.Equal(t, "step-build", r.Container, "the step that ran out of memory, not the one skipped after it")
-			assert.Contains(t, f.why(t, pod, r), "and ended with the container, at the OOM kill\n")
-			if v := r.Vitals; assert.NotNil(t, v, "the vitals' last reading") {
-				t.Logf("vitals: %d OOM kills (watch %s), first at %v; peak %s (unknown %v), limit %s",
-					v.OOMKill, v.OOMWatch, v.OOMKillAt, orNone(v.Peak), v.PeakUnknown, orNone(v.Limit))
-				assert.GreaterOrEqual(t, v.OOMKill, int64(1), "OOM kills counted")
-				if assert.NotNil(t, v.Limit) {
-					assert.Equal(t, int64(96<<20), *v.Limit, "the step's own limit")
-				}
-			}
-			assert.Nil(t, r.Refusals)
-		})
-		t.Run("a TaskRun past its timeout is ended by the controller's delete", func(t *testing.T) {
-			t.Parallel()
-			name := "build-timeout"
-			f.createTaskRun(t, name, "15s", step{"build", "echo building; sleep 600"})
-			pod := f.taskRunPod(t, name, "build")
-			f.created(t, pod)
-			gone(t, pod)
-			status, reason := f.taskRunDone(t, name)
-			assert.Equal(t, "False/TaskRunTimeout", status+"/"+reason)
-			r := f.oneTaskRunRecord(t, name, pod)
-			// The controller deletes the pod at the TaskRun's timeout;
-			// the pod's deadline is 1.5 times it (22s from the pod's
-			// start), so the delete comes within runnerguard's 10s of
-			// it: job-timeout. A pod that started late would make it
-			// job-ended.
-			assert.Contains(t, []string{string(death.JobEnded), string(death.JobTimeout)}, r.Class, r.ClassBasis)
-			assert.Equal(t, "step-build", r.Container)
-			endedByController(t, r)
-			f.why(t, pod, r)
-		})
-		t.Run("a PipelineRun's TaskRun names the PipelineRun as its project", func(t *testing.T) {
-			t.Parallel()
-			pr := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
-				"metadata": map[string]any{"namespace": f.ns, "name": "release-42"},
-				"spec": map[string]any{"pipelineSpec": map[string]any{"tasks": []any{map[string]any{
-					"name": "build", "taskSpec": map[string]any{"steps": []any{map[string]any{
-						"name": "build", "image": buildImage, "script": "echo building; sleep 3"}}},
-				}}}},
-			}}
-			require.NoError(t, admin.Create(context.Background(), pr))
-			name := "release-42-build" // the PipelineRun's name and the task's
-			pod := f.taskRunPod(t, name, "build")
-			f.created(t, pod)
-			status, reason := f.taskRunDone(t, name)
-			assert.Equal(t, "True/Succeeded", status+"/"+reason)
-			r := f.oneRecordOf(t, name, "release-42", pod)
-			assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
-			assert.Equal(t, "step-build", r.Container)
-		})
-	})
-	if t.Failed() {
-		return
-	}
-	// The OOM and the timeout are deaths; the clean exits and the cancel
-	// are job ends.
-	out := runnerguardDeaths(t, f.ns)
-	t.Logf("kubectl runnerguard deaths -n %s:\n%s", f.ns, out)
-	assert.Equal(t, "2 runner deaths and 4 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
-}
