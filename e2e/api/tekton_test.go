@@ -3,13 +3,17 @@
 package api
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/fleet/tekton"
@@ -67,6 +71,14 @@ func TestTektonsControllerAloneEndsARunningTaskRun(t *testing.T) {
 	assert.Equal(t, "build-x7k2p", r.Job.Name)
 	assert.Equal(t, "release-42", r.Job.Project, "the PipelineRun it ran for")
 	assert.Equal(t, "uid-build-x7k2p", r.Job.ID)
+	eventually(t, func() bool {
+		list := &eventsv1.EventList{}
+		require.NoError(t, admin.List(context.Background(), list, client.InNamespace(ns)))
+		return slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
+			return e.Regarding.Kind == "TaskRun" && e.Regarding.Name == "build-x7k2p" && e.Reason == death.ReasonJobEnded &&
+				e.Related != nil && e.Related.Name == pod.Name
+		})
+	}, "the TaskRun's end told on the TaskRun, where tkn shows it")
 
 	// A TaskRun whose steps all ended keeps its pod until the TaskRun is
 	// removed; anyone may take it then.

@@ -4,6 +4,7 @@ package fleets
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,6 +123,12 @@ func tektonCancel(t *testing.T, f *tektonFleet) {
 	endedByController(t, r)
 	assert.Equal(t, death.OutcomeUnknown, r.ClassBasis)
 	assert.Contains(t, f.why(t, pod, r), "the job's outcome is unknown to the cluster")
+	require.Eventually(t, func() bool {
+		list, err := cs.EventsV1().Events(pod.namespace).List(context.Background(), metav1.ListOptions{})
+		return err == nil && slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
+			return e.Regarding.Kind == "TaskRun" && e.Regarding.Name == name && e.Reason == death.ReasonJobEnded
+		})
+	}, time.Minute, time.Second, "the TaskRun's end told on the TaskRun, where tkn taskrun describe shows it")
 }
 
 // tektonOOM: the kernel kills dd, the step's biggest process; the step's

@@ -71,7 +71,7 @@ type Plan struct {
 // death waits briefly for the sidecar's final reading and for the guard's
 // note of the deleter; it is recorded without them once the wait is over.
 func Decide(o Observation) Plan {
-	note := deletion.Valid(o.Note, o.Pod, o.GoneAt, o.Enforced)
+	note := believed(deletion.Valid(o.Note, o.Pod, o.GoneAt, o.Enforced), o)
 	e := endingIn(o.Pod, o.GoneAt, note)
 	deaths := deathsIn(o.Pod, o.Runner, e)
 	if st := runnerpod.RunnerStatus(o.Pod, o.Runner.Containers); !o.GoneAt.IsZero() && st.State == runnerpod.Running {

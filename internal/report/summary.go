@@ -16,7 +16,7 @@ import (
 // Meaning says what a class of death means, for the human reading the
 // record (the classes' table in docs/design).
 var Meaning = map[death.Class]string{
-	death.CleanExit:       "the runner quit on its own; a \"lost communication\" here is the completion handshake, not a death",
+	death.CleanExit:       "the runner (or the job's last part) ended on its own with exit 0, not a death; a \"lost communication\" a CI service shows here is its completion handshake",
 	death.CgroupOOM:       "the container hit its memory limit and the kernel OOM-killed it",
 	death.SigKill:         "SIGKILL from inside (a guest OOM in a VM runtime) or from the runtime; check the vitals' oom_kill",
 	death.SigTerm:         "SIGTERM: the pod was deleted or drained",
@@ -29,7 +29,7 @@ var Meaning = map[death.Class]string{
 	death.JobEnded:        "the job's owner deleted the pod to end the job: not a death",
 	death.ProcessOOM:      "the kernel OOM-killed a process of the job (a step, a child), and the container lived on after it: a memory limit hit by one process, not the container's kill",
 	death.IdleRemoved:     "the fleet removed a runner that had no job (an ARC scale-down): neither a death nor a job's end",
-	death.JobTimeout:      "the pod's activeDeadlineSeconds ran out: the job hit its time limit",
+	death.JobTimeout:      "the job hit its time limit: the pod's activeDeadlineSeconds ran out, or its owner ended it at its timeout, just before that deadline",
 	death.ProbeKill:       "the kubelet killed the runner for failing its liveness probe",
 	death.StorageEviction: "the kubelet evicted the pod for using more ephemeral storage than its own limit (a container's, the pod's, or an emptyDir's)",
 	death.NodeDisrupted:   "the runner's node was being taken away (a drain, Karpenter, the cluster autoscaler, the Node's deletion or a node shutdown)",
