@@ -466,6 +466,8 @@ func TestWithTheInjectorDownTheAPIServerStillRecordsTheCreator(t *testing.T) {
 	assert.NotContains(t, got.Annotations, runnerpod.PresetAnnotation, "the injector was down")
 	assert.Equal(t, managerUser, got.Annotations[runnerpod.CreatedBy], "the API server recorded the creator, over what the pod came with")
 	assert.True(t, strings.HasPrefix(got.Annotations[runnerpod.CreatedWith], "JTI="), "and its credential: %q", got.Annotations[runnerpod.CreatedWith])
+	from, ok := got.Annotations[runnerpod.CreatedFrom]
+	assert.True(t, ok && from == "", "and that its token was bound to no pod: %q", from)
 
 	// With the guard back, the pod's job has a known owner: its creator
 	// ends it, with the token it created it with; a reaper may not.

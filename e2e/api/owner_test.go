@@ -222,6 +222,29 @@ func TestTheJobOwnerIsNoNameAnEditorCanWear(t *testing.T) {
 		assert.True(t, alive(t, pod))
 		eventually(t, hasEvent(t, pod, corev1.EventTypeWarning, "DeleteRefused", "run the manager with its own pod's token"), "the Event tells the operator")
 	})
+	t.Run("a reaper with edit running a pod as that manager's ServiceAccount, with a token bound to it, ends no job the manager created with no pod", func(t *testing.T) {
+		pod := create(t, inRunnerNS.client(t), running(podtest.GitLab(ns, "build-decoyed"), "build"))
+		require.Equal(t, "", pod.Annotations[runnerpod.CreatedFrom], "created with a token bound to no pod")
+		decoy := podtest.Plain(ns, "decoy").Running("app")
+		decoy.Spec.ServiceAccountName = sameNS
+		decoyed := token(t, reaperID.clientset(t), ns, sameNS, create(t, reaperID.client(t), decoy.Obj()))
+		err := deletePod(decoyed.client(t), pod)
+		require.Error(t, err)
+		assert.True(t, apierrors.IsForbidden(err), "%v", err)
+		assert.Contains(t, err.Error(), "but the pod was created with a token bound to no pod")
+		assert.True(t, alive(t, pod))
+	})
+	t.Run("the pod the creator's token was bound to is recorded, and kept", func(t *testing.T) {
+		managerPod := runnerPod(t, ns, "gitlab-runner-0", sameNS)
+		inPod := token(t, cs, ns, sameNS, managerPod)
+		pod := create(t, inPod.client(t), running(podtest.GitLab(ns, "build-from-pod"), "build"))
+		assert.Equal(t, "gitlab-runner-0", pod.Annotations[runnerpod.CreatedFrom])
+		pod.Annotations[runnerpod.CreatedFrom] = ""
+		err := reaperID.client(t).Update(ctx, pod)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), runnerpod.CreatedFrom+" is written once, at CREATE, and never changes")
+		require.NoError(t, deletePod(inPod.client(t), pod), "the manager, with its own pod's token, ends the job it created")
+	})
 	t.Run("the recorded credential cannot be changed after CREATE", func(t *testing.T) {
 		pod := create(t, inRunnerNS.client(t), running(podtest.GitLab(ns, "build-keep"), "build"))
 		pod.Annotations[runnerpod.CreatedWith] = "JTI=forged"

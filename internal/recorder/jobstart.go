@@ -25,6 +25,10 @@ var jobAnnotations = []string{runnerpod.JobAssignedAt}
 // refusals, which the guard wrote while the runner ran.
 var refusalAnnotations = []string{refusal.Annotation}
 
+// creatorAnnotations are what the pod cache keeps for the record to check
+// a job-owner note against: the pod's recorded creator.
+var creatorAnnotations = []string{runnerpod.CreatedBy}
+
 // jobStart is a runner whose fleet's record (ARC's EphemeralRunner) the
 // leader saw turn busy: its pod, the record's UID (the pod's controller),
 // and when.

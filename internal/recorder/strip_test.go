@@ -32,7 +32,7 @@ func TestTheCacheKeepsWhatTheRecordReads(t *testing.T) {
 	s := stripped(t, pod)
 
 	assert.Nil(t, s.ManagedFields)
-	assert.Nil(t, s.Annotations, "none the watcher reads")
+	assert.Equal(t, map[string]string{runnerpod.CreatedBy: "me"}, s.Annotations, "only those the watcher reads: the creator, which a job-owner note must name")
 	assert.Equal(t, map[string]string{arcscaleset.Label: "True"}, s.Labels, "only the labels a preset reads")
 	assert.Empty(t, s.Spec.Containers[0].Env, "no specs beyond names")
 	assert.Equal(t, []string{"dind"}, names(s.Spec.InitContainers), "of init containers only the sidecars, which never gate the runner")

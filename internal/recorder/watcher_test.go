@@ -187,7 +187,7 @@ func TestADeathCausedByAnUnreviewedDeletionSaysSo(t *testing.T) {
 
 func TestAGitLabJobEndedByItsOwnerIsNotADeath(t *testing.T) {
 	began := podtest.Start.Add(9*time.Minute + 30*time.Second)
-	pod := terminating(podtest.GitLab("ci", "r").Terminated("build", 137, "Error"), began)
+	pod := terminating(podtest.GitLab("ci", "r").Annotate(runnerpod.CreatedBy, "system:serviceaccount:glr:gitlab-runner").Terminated("build", 137, "Error"), began)
 	w := newWatcher(t, pod)
 	noteOf(t, w, pod, "system:serviceaccount:glr:gitlab-runner", "job-owner", began)
 	reconcileOnce(t, w, pod)

@@ -36,6 +36,15 @@ const (
 	// this one. It names the credential, it is not one.
 	CreatedWith = "runnerguard.io/created-with"
 
+	// CreatedFrom is written beside CreatedBy with the pod the CREATE's
+	// token was bound to (the API server's authentication.kubernetes.io/
+	// pod-name), "" when it was bound to none (a manager outside the
+	// cluster, one long-lived token). A manager created with no pod is
+	// never taken as the job's owner by a token bound to a pod: `edit`
+	// in its namespace could run a pod as its ServiceAccount and mint a
+	// token bound to that pod, and such a manager never uses one.
+	CreatedFrom = "runnerguard.io/created-from"
+
 	// JobAssignedAt is written by the leader (recorder.EphemeralRunners) on
 	// an ARC scale-set runner pod when it sees the pod's EphemeralRunner
 	// turn busy (its status names a job): the job's start, apart from the

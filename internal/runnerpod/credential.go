@@ -2,6 +2,7 @@ package runnerpod
 
 import (
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 )
 
@@ -13,6 +14,15 @@ import (
 // built-in namespace role grants).
 func Credential(extra map[string]authenticationv1.ExtraValue) string {
 	if v := extra[user.CredentialIDKey]; len(v) == 1 {
+		return v[0]
+	}
+	return ""
+}
+
+// BoundPod is the pod a request's ServiceAccount token is bound to, as the
+// API server states it in the requester's extra, or "" for none.
+func BoundPod(extra map[string]authenticationv1.ExtraValue) string {
+	if v := extra[serviceaccount.PodNameKey]; len(v) == 1 {
 		return v[0]
 	}
 	return ""

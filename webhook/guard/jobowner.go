@@ -69,7 +69,7 @@ func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 		if p.OwnerInRunnerNamespace {
 			return true, ""
 		}
-		if f.RequesterPod != "" && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob() {
+		if f.RequesterPod != "" && createdFromAPod(pod) && f.RequesterPodRunsJob != nil && !f.RequesterPodRunsJob() {
 			return true, "" // the manager, with its own pod's token
 		}
 		if f.RequesterPod == "" && sameCredential(pod, f.RequesterCredential) {
@@ -77,6 +77,14 @@ func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 		}
 		return false, ownerNotTakenManager(pod, f, p.Name)
 	}
+}
+
+// createdFromAPod: the pod's creator acted with a token bound to a pod, or
+// the pod is older than that record (runnerpod.CreatedFrom): a manager
+// that created it with no pod is never taken by a token bound to one.
+func createdFromAPod(pod *corev1.Pod) bool {
+	from, recorded := pod.Annotations[runnerpod.CreatedFrom]
+	return !recorded || from != ""
 }
 
 // sameCredential: the request was made with the credential the pod was

@@ -45,6 +45,8 @@ func requestedBy(who string) string {
 func ownerNotTakenManager(pod *corev1.Pod, f Facts, preset runnerpod.PresetName) string {
 	var token string
 	switch {
+	case f.RequesterPod != "" && !createdFromAPod(pod):
+		token = fmt.Sprintf("its token is bound to pod %q, but the pod was created with a token bound to no pod (%s empty): only that token ends its job", f.RequesterPod, runnerpod.CreatedFrom)
 	case f.RequesterPod != "":
 		token = fmt.Sprintf("its token is bound to pod %q, which runs a job", f.RequesterPod)
 	case f.RequesterCredential == "":

@@ -89,7 +89,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return uninstrumented(ctx, fmt.Sprintf("encoding the pod: %v", err))
 	}
 
-	facts := Facts{Requester: req.UserInfo.Username, Credential: runnerpod.Credential(req.UserInfo.Extra), PodResourcesDropped: h.PodResourcesDropped}
+	facts := Facts{Requester: req.UserInfo.Username, Credential: runnerpod.Credential(req.UserInfo.Extra), BoundPod: runnerpod.BoundPod(req.UserInfo.Extra), PodResourcesDropped: h.PodResourcesDropped}
 	if h.Config.Inject.Vitals.Enabled {
 		facts.HostMountRefused = h.hostMountRefusal(ctx, req.Namespace)
 	}

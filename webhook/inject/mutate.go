@@ -44,6 +44,8 @@ type Facts struct {
 	// Credential is the CREATE's credential id (its token's JTI), "" when
 	// the request carried none.
 	Credential string
+	// BoundPod is the pod the CREATE's token was bound to, "" for none.
+	BoundPod string
 	// HostMountRefused, when not empty, says why the pod may not mount the
 	// node's cgroup filesystem; the vitals sidecar is then left out.
 	HostMountRefused string
@@ -164,13 +166,15 @@ func annotate(pod *corev1.Pod, preset runnerpod.PresetName, facts Facts, extra m
 	recordCreator(pod, facts)
 }
 
-// recordCreator writes who created the pod and with which credential,
+// recordCreator writes who created the pod, from which pod and with which
+// credential,
 // overwriting what the pod came with: neither may be forged by the pod.
 func recordCreator(pod *corev1.Pod, facts Facts) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[runnerpod.CreatedBy] = facts.Requester
+	pod.Annotations[runnerpod.CreatedFrom] = facts.BoundPod
 	if facts.Credential == "" {
 		delete(pod.Annotations, runnerpod.CreatedWith)
 		return

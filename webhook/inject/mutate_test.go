@@ -29,7 +29,7 @@ const (
 // marked adds what every instrumented runner pod gets in its metadata (the
 // autoscalers' marks are the leader's to set, while the runner is busy).
 func marked(w *podtest.Wrapper, preset runnerpod.PresetName) *podtest.Wrapper {
-	return w.Annotate(runnerpod.PresetAnnotation, string(preset)).Annotate(runnerpod.CreatedBy, requester).Label(runnerpod.RunnerLabel, "true")
+	return w.Annotate(runnerpod.PresetAnnotation, string(preset)).Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedFrom, "").Label(runnerpod.RunnerLabel, "true")
 }
 
 // withVitals adds the sidecar, its volumes and the runners' mounts the way
@@ -110,13 +110,13 @@ func TestMutate(t *testing.T) {
 		name: "a runner pod that opts out is left alone but for the watcher's label (its death is on record too) and its creator",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Obj(),
-		want: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Annotate(runnerpod.CreatedBy, requester).Label(runnerpod.RunnerLabel, "true").Obj(),
+		want: podtest.Runner("ci", "p").Annotate(runnerpod.Inject, "False").Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedFrom, "").Label(runnerpod.RunnerLabel, "true").Obj(),
 		out:  Outcome{Result: OptedOut, Preset: generic.Name},
 	}, {
 		name: "an opted-out GitLab pod still gets its creator recorded, overwriting a forged one",
 		cfg:  def, facts: Facts{Requester: requester},
 		pod:  podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, "forged").Obj(),
-		want: podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, requester).Label(runnerpod.RunnerLabel, "true").Obj(),
+		want: podtest.GitLab("ci", "g").Annotate(runnerpod.Inject, "false").Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedFrom, "").Label(runnerpod.RunnerLabel, "true").Obj(),
 		out:  Outcome{Result: OptedOut, Preset: gitlab.Name},
 	}, {
 		name: "an unparsable opt-out is instrumented with a warning naming the annotation",
@@ -168,21 +168,21 @@ func TestMutate(t *testing.T) {
 		name: "a GitLab build pod records its real creator over the one it claims",
 		cfg:  noVitals, facts: Facts{Requester: requester},
 		pod: podtest.GitLab("ci", "p").Annotate(runnerpod.CreatedBy, "system:serviceaccount:ci:someone-else").Obj(),
-		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).
+		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedFrom, "").
 			TerminationMessage("build", fallback, termPath).Obj(),
 		out: Outcome{Result: NoSidecar, Preset: gitlab.Name},
 	}, {
 		name: "a GitLab build pod records the credential it was created with, over the one it claims",
 		cfg:  noVitals, facts: Facts{Requester: requester, Credential: "JTI=manager"},
 		pod: podtest.GitLab("ci", "p").Annotate(runnerpod.CreatedWith, "JTI=forged").Obj(),
-		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedWith, "JTI=manager").
+		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedFrom, "").Annotate(runnerpod.CreatedWith, "JTI=manager").
 			TerminationMessage("build", fallback, termPath).Obj(),
 		out: Outcome{Result: NoSidecar, Preset: gitlab.Name},
 	}, {
 		name: "a GitLab build pod created with no credential id keeps none it claims",
 		cfg:  noVitals, facts: Facts{Requester: requester},
 		pod: podtest.GitLab("ci", "p").Annotate(runnerpod.CreatedWith, "JTI=forged").Obj(),
-		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).
+		want: marked(podtest.GitLab("ci", "p"), gitlab.Name).Annotate(runnerpod.CreatedBy, requester).Annotate(runnerpod.CreatedFrom, "").
 			TerminationMessage("build", fallback, termPath).Obj(),
 		out: Outcome{Result: NoSidecar, Preset: gitlab.Name},
 	}, {

@@ -65,6 +65,7 @@ mode: runnerguard.io/mode
 allowDelete: runnerguard.io/allow-delete
 createdBy: runnerguard.io/created-by
 createdWith: runnerguard.io/created-with
+createdFrom: runnerguard.io/created-from
 jobAssignedAt: runnerguard.io/job-assigned-at
 refusals: runnerguard.io/refusals
 drainDeadline: runnerguard.io/drain-deadline

@@ -46,6 +46,9 @@ type Fleet struct{ fleet.Quiet }
 
 var _ fleet.Fleet = Fleet{}
 
+// mark tells the fleet's pods from others.
+const mark = fleet.OwnLabel(JobUUIDLabel)
+
 // Name is the preset's name.
 func (Fleet) Name() runnerpod.PresetName { return Name }
 
@@ -63,10 +66,7 @@ func (Fleet) Defaults() runnerpod.Preset {
 }
 
 // Fits: the job-uuid label.
-func (Fleet) Fits(pod *corev1.Pod) bool {
-	_, ok := pod.Labels[JobUUIDLabel]
-	return ok
-}
+func (Fleet) Fits(pod *corev1.Pod) bool { return mark.On(pod) }
 
 // Idle: the job is over once the agent ended: the stack then has the job
 // controller kill what still runs (completions.go).
@@ -80,17 +80,10 @@ func (Fleet) Idle(pod *corev1.Pod, _ runnerpod.JobSignal, _ time.Time) (runnerpo
 }
 
 // JobStart is the pod's start: it exists for one job.
-func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time {
-	if st := pod.Status.StartTime; st != nil && !st.IsZero() {
-		return st.DeepCopy()
-	}
-	return nil
-}
+func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time { return fleet.PodStart(pod) }
 
 // Sample gives the pod the job-uuid label.
-func (Fleet) Sample(pod *corev1.Pod) {
-	pod.Labels = map[string]string{JobUUIDLabel: "runnerguard-check"}
-}
+func (Fleet) Sample(pod *corev1.Pod) { mark.Put(pod, "runnerguard-check") }
 
 // Traits: no owner ends a running job by a delete (the job controller
 // does at the Job's deadline or on its suspension, which anyone who may
@@ -98,14 +91,9 @@ func (Fleet) Sample(pod *corev1.Pod) {
 // job's parts; the marks that name the job are the stack's word, kept as
 // created.
 func (Fleet) Traits() fleet.Traits {
-	label := fmt.Sprintf(fleet.LabelPath, JobUUIDLabel)
 	return fleet.Traits{
-		MarkLabels: []string{JobUUIDLabel},
+		MarkLabels: []string{string(mark)},
 		OneJob:     true,
-		Chart: fleet.Chart{
-			Fits:     "%[1]s" + label + ".hasValue()",
-			Marks:    []fleet.ChartMark{{Path: label, Presence: true}},
-			JobMarks: true,
-		},
+		Chart:      mark.Chart(),
 	}
 }

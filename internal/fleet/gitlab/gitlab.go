@@ -55,12 +55,7 @@ func (Fleet) Defaults() runnerpod.Preset {
 func (Fleet) Fits(pod *corev1.Pod) bool { return runnerpod.HasContainer(pod, helper) }
 
 // JobStart is the pod's start: it exists for one job.
-func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time {
-	if st := pod.Status.StartTime; st != nil && !st.IsZero() {
-		return st.DeepCopy()
-	}
-	return nil
-}
+func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time { return fleet.PodStart(pod) }
 
 // Sample adds the helper container.
 func (Fleet) Sample(pod *corev1.Pod) {

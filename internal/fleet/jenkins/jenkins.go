@@ -8,7 +8,6 @@
 package jenkins
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +39,9 @@ type Fleet struct{ fleet.Quiet }
 
 var _ fleet.Fleet = Fleet{}
 
+// mark tells the fleet's pods from others.
+const mark = fleet.OwnLabel(LabelDigestLabel)
+
 // Name is the preset's name.
 func (Fleet) Name() runnerpod.PresetName { return Name }
 
@@ -54,36 +56,21 @@ func (Fleet) Defaults() runnerpod.Preset {
 }
 
 // Fits: the label digest, which the plugin sets on every agent pod.
-func (Fleet) Fits(pod *corev1.Pod) bool {
-	_, ok := pod.Labels[LabelDigestLabel]
-	return ok
-}
+func (Fleet) Fits(pod *corev1.Pod) bool { return mark.On(pod) }
 
 // JobStart is the pod's start: by default it exists for one build.
-func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time {
-	if st := pod.Status.StartTime; st != nil && !st.IsZero() {
-		return st.DeepCopy()
-	}
-	return nil
-}
+func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time { return fleet.PodStart(pod) }
 
 // Sample gives the pod the label digest.
-func (Fleet) Sample(pod *corev1.Pod) {
-	pod.Labels = map[string]string{LabelDigestLabel: "0"}
-}
+func (Fleet) Sample(pod *corev1.Pod) { mark.Put(pod, "0") }
 
 // Traits: the Jenkins controller that created the pod ends its use, and
 // often runs in the agents' namespace; the marks that name the build are
 // the plugin's word, kept as created.
 func (Fleet) Traits() fleet.Traits {
-	label := fmt.Sprintf(fleet.LabelPath, LabelDigestLabel)
 	return fleet.Traits{
-		MarkLabels: []string{LabelDigestLabel},
+		MarkLabels: []string{string(mark)},
 		Owner:      fleet.Owner{EndsJob: true, InRunnerNamespace: true},
-		Chart: fleet.Chart{
-			Fits:     "%[1]s" + label + ".hasValue()",
-			Marks:    []fleet.ChartMark{{Path: label, Presence: true}},
-			JobMarks: true,
-		},
+		Chart:      mark.Chart(),
 	}
 }

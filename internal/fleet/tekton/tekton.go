@@ -8,7 +8,6 @@
 package tekton
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +41,9 @@ type Fleet struct{ fleet.Quiet }
 
 var _ fleet.Fleet = Fleet{}
 
+// mark tells the fleet's pods from others.
+const mark = fleet.OwnLabel(TaskRunLabel)
+
 // Name is the preset's name.
 func (Fleet) Name() runnerpod.PresetName { return Name }
 
@@ -61,23 +63,13 @@ func (Fleet) Defaults() runnerpod.Preset {
 // Fits: the TaskRun label, which the controller sets on every TaskRun
 // pod and on no other pod it makes (its affinity assistants carry the
 // PipelineRun's only).
-func (Fleet) Fits(pod *corev1.Pod) bool {
-	_, ok := pod.Labels[TaskRunLabel]
-	return ok
-}
+func (Fleet) Fits(pod *corev1.Pod) bool { return mark.On(pod) }
 
 // JobStart is the pod's start: it exists for one TaskRun.
-func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time {
-	if st := pod.Status.StartTime; st != nil && !st.IsZero() {
-		return st.DeepCopy()
-	}
-	return nil
-}
+func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time { return fleet.PodStart(pod) }
 
 // Sample gives the pod the TaskRun label.
-func (Fleet) Sample(pod *corev1.Pod) {
-	pod.Labels = map[string]string{TaskRunLabel: "runnerguard-check"}
-}
+func (Fleet) Sample(pod *corev1.Pod) { mark.Put(pod, "runnerguard-check") }
 
 // Traits: the controller that created the pod ends its TaskRun by
 // deleting it, from its own namespace (tekton-pipelines); the step
@@ -85,16 +77,11 @@ func (Fleet) Sample(pod *corev1.Pod) {
 // TaskRun too, where `tkn taskrun describe` and the dashboard show it; the
 // labels that name the TaskRun are the controller's word, kept as created.
 func (Fleet) Traits() fleet.Traits {
-	label := fmt.Sprintf(fleet.LabelPath, TaskRunLabel)
 	return fleet.Traits{
 		MarkLabels:  []string{TaskRunLabel},
 		Owner:       fleet.Owner{EndsJob: true},
 		OneJob:      true,
 		ToldOnOwner: true,
-		Chart: fleet.Chart{
-			Fits:     "%[1]s" + label + ".hasValue()",
-			Marks:    []fleet.ChartMark{{Path: label, Presence: true}},
-			JobMarks: true,
-		},
+		Chart:       mark.Chart(),
 	}
 }

@@ -7,7 +7,6 @@
 package woodpecker
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +37,9 @@ type Fleet struct{ fleet.Quiet }
 
 var _ fleet.Fleet = Fleet{}
 
+// mark tells the fleet's pods from others.
+const mark = fleet.OwnLabel(StepLabel)
+
 // Name is the preset's name.
 func (Fleet) Name() runnerpod.PresetName { return Name }
 
@@ -56,36 +58,21 @@ func (Fleet) Defaults() runnerpod.Preset {
 
 // Fits: the step label, which the backend sets on every pod it makes
 // after any label a step or the instance asked for.
-func (Fleet) Fits(pod *corev1.Pod) bool {
-	_, ok := pod.Labels[StepLabel]
-	return ok
-}
+func (Fleet) Fits(pod *corev1.Pod) bool { return mark.On(pod) }
 
 // JobStart is the pod's start: it exists for one step.
-func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time {
-	if st := pod.Status.StartTime; st != nil && !st.IsZero() {
-		return st.DeepCopy()
-	}
-	return nil
-}
+func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time { return fleet.PodStart(pod) }
 
 // Sample gives the pod the step label.
-func (Fleet) Sample(pod *corev1.Pod) {
-	pod.Labels = map[string]string{StepLabel: "runnerguard-check"}
-}
+func (Fleet) Sample(pod *corev1.Pod) { mark.Put(pod, "runnerguard-check") }
 
 // Traits: the agent that created the pod ends its step, and may run in the
 // steps' namespace (the backend's default namespace is the agent's); the
 // labels that name the step are the agent's word, kept as created.
 func (Fleet) Traits() fleet.Traits {
-	label := fmt.Sprintf(fleet.LabelPath, StepLabel)
 	return fleet.Traits{
-		MarkLabels: []string{StepLabel},
+		MarkLabels: []string{string(mark)},
 		Owner:      fleet.Owner{EndsJob: true, InRunnerNamespace: true},
-		Chart: fleet.Chart{
-			Fits:     "%[1]s" + label + ".hasValue()",
-			Marks:    []fleet.ChartMark{{Path: label, Presence: true}},
-			JobMarks: true,
-		},
+		Chart:      mark.Chart(),
 	}
 }
