@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -458,4 +459,32 @@ func TestARCScaleSetCleanExitRecordNamesTheJobAfterTheEphemeralRunnerIsGone(t *t
 	require.NotNil(t, rec.Job, "the job named though its EphemeralRunner is gone")
 	assert.Equal(t, "job-7", rec.Job.ID)
 	assert.Equal(t, "7", rec.Job.RequestID)
+}
+
+// The registration finalizer's removal from a deleting EphemeralRunner says
+// the runner's job is over: only ARC's controller (named in
+// controllerPrincipals), the garbage collector and cluster admins may
+// remove it, so a principal with the listener's rights cannot make a busy
+// runner's delete pass as the job's end.
+func TestOnlyARCsControllerSaysAJobIsOverThroughItsEphemeralRunner(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, nil)
+	listener := serviceAccount(arcListener)
+	grant(t, ns, listener, ephemeralRunnerWriter, authorizationv1.ResourceAttributes{Verb: "update", Group: "actions.github.com", Resource: "ephemeralrunners"})
+	reaperSA := may(t, ns, serviceAccount(reaper), "edit")
+	r := newARCRunner(t, ns, "arc-held")
+	r.assignJob(t)
+	require.NoError(t, as(t, arcController).Delete(ctx, r.er.DeepCopy()), "ARC deletes the EphemeralRunner; its finalizers hold it")
+
+	got := r.er.DeepCopy()
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(got), got))
+	got.SetFinalizers([]string{arcFinalizer})
+	err := listener.client(t).Update(ctx, got)
+	require.Error(t, err, "the listener's rights do not say the job is over")
+	assert.Contains(t, err.Error(), "may remove "+arcscaleset.RegistrationFinalizer)
+	err = deletePod(reaperSA.client(t), r.pod)
+	assert.True(t, apierrors.IsForbidden(err), "the runner is still busy: %v", err)
+
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
+	require.NoError(t, deletePod(reaperSA.client(t), r.pod), "ARC's controller said so: the job is over")
 }

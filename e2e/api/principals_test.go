@@ -240,12 +240,18 @@ func (p principal) client(t *testing.T) client.Client {
 const (
 	podPatcher   = "e2e-pod-patcher"   // a CI job's service account that manages pods
 	statusWriter = "e2e-status-writer" // what a kubelet may do to a pod's status
+	// ephemeralRunnerWriter is what ARC's listener role may do to
+	// EphemeralRunners (its chart grants patch and update).
+	ephemeralRunnerWriter = "e2e-ephemeralrunner-writer"
 )
 
 func testRoles() []*rbacv1.ClusterRole {
 	return []*rbacv1.ClusterRole{
 		{ObjectMeta: metav1.ObjectMeta{Name: podPatcher}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "update", "patch"}},
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Name: ephemeralRunnerWriter}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"actions.github.com"}, Resources: []string{"ephemeralrunners", "ephemeralrunners/status"}, Verbs: []string{"get", "list", "update", "patch"}},
 		}},
 		{ObjectMeta: metav1.ObjectMeta{Name: statusWriter}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},

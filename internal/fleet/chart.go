@@ -18,6 +18,11 @@ type Chart struct {
 	// so the pod deletion that follows names who started it; nil for
 	// none.
 	OwnerRecord *ChartResource `json:"ownerRecord,omitempty"`
+	// RecordFinalizer is the finalizer on the fleet's record (OwnerRecord)
+	// whose removal from a deleting record says the runner's job is over:
+	// only the fleet's controllers may remove it (the chart's record
+	// policy, rendered once they are named); nil for none.
+	RecordFinalizer *ChartSignal `json:"recordFinalizer,omitempty"`
 	// JobMarks: the job's marks on the pod (the preset's job keys) are the
 	// fleet's word, which reports trust: the policy keeps them as written
 	// at CREATE.

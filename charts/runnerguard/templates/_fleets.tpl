@@ -78,6 +78,10 @@ defaults: the preset's values where a release leaves them out
         "group": "actions.github.com",
         "version": "v1alpha1",
         "resource": "ephemeralrunners"
+      },
+      "recordFinalizer": {
+        "path": "ephemeralrunner.actions.github.com/runner-registration-finalizer",
+        "message": "only ARC's controller (presets.arc-scale-set.controllerPrincipals), the garbage collector or a cluster admin may remove ephemeralrunner.actions.github.com/runner-registration-finalizer, whose removal says the runner's job is over (ARC removes it once the Actions service let the runner go)"
       }
     },
     {

@@ -105,6 +105,11 @@ type Objects struct {
 	// later).
 	CreatorPolicy  *admissionregistrationv1.MutatingAdmissionPolicy
 	CreatorBinding *admissionregistrationv1.MutatingAdmissionPolicyBinding
+	// RecordPolicy and RecordBinding: who may remove the finalizer that
+	// says a fleet's record's job is over; nil where the chart renders
+	// none (no enabled fleet with such a finalizer names its controllers).
+	RecordPolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	RecordBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	// OverrideRole is the ClusterRole that grants the override permission,
 	// OptInRole the one that grants the opt-in permission.
 	OverrideRole *rbacv1.ClusterRole
@@ -115,8 +120,12 @@ type Objects struct {
 // their permissions: what a suite registers to run under the chart's
 // policies.
 func (o *Objects) PolicyObjects() []client.Object {
-	return []client.Object{o.Policy, o.Binding, o.OverridePolicy, o.OverrideBinding,
+	objs := []client.Object{o.Policy, o.Binding, o.OverridePolicy, o.OverrideBinding,
 		o.NamespacePolicy, o.NamespaceBinding, o.NodePolicy, o.NodeBinding, o.BudgetPolicy, o.BudgetBinding, o.OverrideRole, o.OptInRole}
+	if o.RecordPolicy != nil {
+		objs = append(objs, o.RecordPolicy, o.RecordBinding)
+	}
+	return objs
 }
 
 // CreatorObjects are the policy that records each runner pod's creator in
@@ -179,6 +188,14 @@ func Render(cfg config.Config, o Options) (*Objects, error) {
 		{"MutatingAdmissionPolicyBinding", full + "-creator", &objs.CreatorBinding},
 	} {
 		if err := docs.get(want.kind, want.name, want.out); err != nil {
+			return nil, err
+		}
+	}
+	if docs.has("ValidatingAdmissionPolicy", full+"-fleet-records") {
+		if err := docs.get("ValidatingAdmissionPolicy", full+"-fleet-records", &objs.RecordPolicy); err != nil {
+			return nil, err
+		}
+		if err := docs.get("ValidatingAdmissionPolicyBinding", full+"-fleet-records", &objs.RecordBinding); err != nil {
 			return nil, err
 		}
 	}
@@ -422,6 +439,16 @@ func fullname(release string) string {
 
 // get converts the one object of kind named name into out, a pointer to a
 // typed object's pointer.
+// has reports whether the chart renders a kind of that name.
+func (d documents) has(kind, name string) bool {
+	for _, u := range d {
+		if u.GetKind() == kind && u.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (d documents) get(kind, name string, out any) error {
 	var found *unstructured.Unstructured
 	for _, u := range d {

@@ -91,7 +91,8 @@ func (Fleet) JobStart(pod *corev1.Pod) *metav1.Time {
 func (Fleet) Sample(pod *corev1.Pod) { pod.Labels = map[string]string{Label: "runnerguard-check"} }
 
 // Traits: ARC's label decides the preset and only ARC's controller may
-// change it; a death is told on the workflow run's commit.
+// change it, as its registration finalizer on an EphemeralRunner; a death
+// is told on the workflow run's commit.
 func (Fleet) Traits() fleet.Traits {
 	label := fmt.Sprintf(fleet.LabelPath, Label)
 	return fleet.Traits{
@@ -104,6 +105,8 @@ func (Fleet) Traits() fleet.Traits {
 			Marks:       []fleet.ChartMark{{Path: label}},
 			Signal:      &fleet.ChartSignal{Path: label, Message: "only ARC's controller (presets.arc-scale-set.controllerPrincipals) or the garbage collector may change the label actions-ephemeral-runner, which decides the runner's preset"},
 			OwnerRecord: &fleet.ChartResource{Kind: Kind, Group: Group, Version: GVK.Version, Resource: Resource},
+			RecordFinalizer: &fleet.ChartSignal{Path: RegistrationFinalizer, Message: "only ARC's controller (presets.arc-scale-set.controllerPrincipals), the garbage collector or a cluster admin may remove " +
+				RegistrationFinalizer + ", whose removal says the runner's job is over (ARC removes it once the Actions service let the runner go)"},
 		},
 	}
 }
