@@ -165,6 +165,14 @@ krew-test: kube-bin
 	go vet -tags krew ./e2e/krew/
 	KREW_PLATFORMS="$(filter-out all,$(KREW_PLATFORMS))" KUBECTL=$(KUBE_BIN)/kubectl go test -tags krew -count=1 -timeout 20m ./e2e/krew/
 
+# The kubectl plugin from this checkout, where PATH finds it: kubectl-runnerguard
+# (stamped as a release is, hack/buildinfo.sh) and kubectl_complete-runnerguard,
+# with which kubectl completes `kubectl runnerguard <TAB>`, into BINDIR.
+BINDIR ?= $(HOME)/.local/bin
+.PHONY: plugin
+plugin:
+	hack/plugin-install.sh $(BINDIR)
+
 # What this checkout builds, installed into the cluster your kubeconfig
 # names, before any release exists (hack/install.sh): make install
 # REGISTRY=host/path pushes the image there and installs ./charts/runnerguard
