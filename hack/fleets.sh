@@ -2,7 +2,9 @@
 # The real-fleet suite (make fleets): builds GitLab Runner and its helper
 # image (hack/fleets/gitlab.sh) and ARC from its source (hack/fleets/arc.sh;
 # FLEETS=arc or FLEETS=gitlab builds one; FLEETS=tekton, or a list naming it,
-# builds Tekton Pipelines, hack/fleets/tekton.sh), brings the one-node cluster
+# builds Tekton Pipelines, hack/fleets/tekton.sh; FLEETS=woodpecker builds
+# Woodpecker's agent and the suite's stand-in server, hack/fleets/woodpecker.sh),
+# brings the one-node cluster
 # up, installs runnerguard as the node suite does, loads the helper image and
 # Tekton's image into the node,
 # runs go test -tags fleets ./e2e/fleets/ and tears the cluster down, pass
@@ -11,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-fleets=${FLEETS:-gitlab arc tekton}
+fleets=${FLEETS:-gitlab arc tekton woodpecker}
 for f in $fleets; do
   "hack/fleets/$f.sh"
 done
