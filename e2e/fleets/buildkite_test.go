@@ -1,0 +1,203 @@
+//go:build fleets
+
+package fleets
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet/buildkite"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
+)
+
+// jobControllerUser is kube-controller-manager's job controller, which
+// makes each Buildkite job's pod from the Kubernetes Job the stack creates.
+const jobControllerUser = "system:serviceaccount:kube-system:job-controller"
+
+// TestBuildkiteAgentStackK8s runs Buildkite's real agent-stack-k8s (built
+// by hack/fleets/buildkite.sh) against a stand-in for Buildkite's Agent
+// API, whose jobs real buildkite-agents run in the stack's pods, side by
+// side, and checks that each job's pod gets the one record
+// docs/install/fleets.md "Buildkite" promises.
+func TestBuildkiteAgentStackK8s(t *testing.T) {
+	f := startBuildkite(t)
+	cases := []struct {
+		name string
+		run  func(t *testing.T, f *buildkiteFleet)
+	}{
+		{"a job that succeeds is one clean exit", buildkiteSuccess},
+		{"a reaper's delete and eviction of a running job are refused and it succeeds", buildkiteReaped},
+		{"a command killed at its memory limit is one OOM record, the command's", buildkiteOOM},
+		{"a job cancelled on Buildkite is ended by its agent, nothing of the stack's refused", buildkiteCancel},
+	}
+	t.Run("jobs", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.run(t, f)
+			})
+		}
+	})
+	out := runnerguardDeaths(t, f.ns)
+	t.Logf("kubectl runnerguard deaths -n %s:\n%s", f.ns, out)
+}
+
+func buildkiteSuccess(t *testing.T, f *buildkiteFleet) {
+	id := "0194a000-0000-4000-8000-00000000000a"
+	f.addJob(t, id, "build", "echo building; sleep 3; echo built")
+	pod := f.jobPod(t, id)
+	f.created(t, pod)
+	res := f.finished(t, id)
+	assert.Equal(t, "finished/0", res.State+"/"+res.ExitStatus)
+	r := f.oneRecord(t, id, "build", pod)
+	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
+	assert.Nil(t, r.Refusals)
+	f.why(t, pod, r)
+}
+
+// buildkiteReaped: a ServiceAccount with edit deletes, then evicts, the
+// pod of a running job; both are refused and the job runs on.
+func buildkiteReaped(t *testing.T, f *buildkiteFleet) {
+	id := "0194a000-0000-4000-8000-00000000000b"
+	f.addJob(t, id, "reaped", "echo building; sleep 25; echo built")
+	pod := f.jobPod(t, id)
+	f.created(t, pod)
+	err := f.reaper.CoreV1().Pods(f.ns).Delete(context.Background(), pod.name, metav1.DeleteOptions{})
+	require.Error(t, err, "the reaper's delete of a running job's pod")
+	assert.True(t, apierrors.IsForbidden(err), "refused with 403: %v", err)
+	t.Logf("the reaper's delete: %v", err)
+	reaperUser := "system:serviceaccount:" + f.ns + ":" + tektonReaperSA
+	waitEvent(t, f.ns, pod.name, "DeleteRefused", reaperUser)
+	err = f.reaper.PolicyV1().Evictions(f.ns).Evict(context.Background(), &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pod.name}})
+	require.Error(t, err, "the reaper's eviction of a running job's pod")
+	assert.True(t, apierrors.IsTooManyRequests(err), "refused with 429: %v", err)
+	p, err := cs.CoreV1().Pods(f.ns).Get(context.Background(), pod.name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, pod.uid, p.UID)
+	assert.Nil(t, p.DeletionTimestamp, "the pod is not being deleted")
+	res := f.finished(t, id)
+	assert.Equal(t, "finished/0", res.State+"/"+res.ExitStatus, "the job went on and succeeded")
+	assert.Contains(t, res.Log, "built")
+	r := f.oneRecord(t, id, "reaped", pod)
+	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
+	if assert.NotNil(t, r.Refusals, "the reaper's refusals on the record") {
+		verbs := map[string]int32{}
+		for _, e := range r.Refusals.Entries {
+			assert.Equal(t, reaperUser, e.By)
+			verbs[e.Verb] += e.Count
+		}
+		assert.Equal(t, map[string]int32{"delete": 1, "eviction": 1}, verbs, "%+v", r.Refusals.Entries)
+	}
+}
+
+// buildkiteOOM: dd allocates more than the command container's limit.
+func buildkiteOOM(t *testing.T, f *buildkiteFleet) {
+	id := "0194a000-0000-4000-8000-00000000000c"
+	f.addJob(t, id, "oom", "echo building; sleep 2; dd if=/dev/zero of=/dev/null bs=200M count=1")
+	pod := f.jobPod(t, id)
+	f.created(t, pod)
+	res := f.finished(t, id)
+	assert.Equal(t, "finished", res.State)
+	assert.NotEqual(t, "0", res.ExitStatus, "the job failed")
+	r := f.oneRecord(t, id, "oom", pod)
+	assert.Equal(t, string(death.CgroupOOM), r.Class, r.ClassBasis)
+	assert.Equal(t, "container-0", r.Container, "the command's container")
+	assert.Equal(t, "OOMKilled", r.Reason, "the runtime's reason")
+	assert.True(t, r.OOMConfirmed != nil && *r.OOMConfirmed, "the OOM is confirmed")
+	if v := r.Vitals; assert.NotNil(t, v, "the vitals' last reading") {
+		t.Logf("vitals: %d OOM kills (watch %s), first at %v; peak %s (unknown %v), limit %s",
+			v.OOMKill, v.OOMWatch, v.OOMKillAt, orNone(v.Peak), v.PeakUnknown, orNone(v.Limit))
+		assert.GreaterOrEqual(t, v.OOMKill, int64(1), "OOM kills counted")
+		if assert.NotNil(t, v.Limit) {
+			assert.Equal(t, int64(96<<20), *v.Limit, "the command container's own limit")
+		}
+	}
+	assert.Nil(t, r.Refusals)
+	f.why(t, pod, r)
+}
+
+// buildkiteCancel: the job is cancelled on Buildkite; its agent sees it on
+// its next state poll, interrupts the command and finishes the job
+// (canceled), and ends. Whatever the stack and the job controller do to the
+// pod after that is not refused.
+func buildkiteCancel(t *testing.T, f *buildkiteFleet) {
+	id := "0194a000-0000-4000-8000-00000000000d"
+	f.addJob(t, id, "cancelled", "echo building; sleep 600")
+	pod := f.jobPod(t, id)
+	f.created(t, pod)
+	time.Sleep(3 * time.Second)
+	require.NoError(t, f.api.Cancel(id))
+	res := f.finished(t, id)
+	assert.Equal(t, "canceled", res.State)
+	assert.Equal(t, "cancel", res.SignalReason, "the agent's reason")
+	r := f.oneRecord(t, id, "cancelled", pod)
+	t.Logf("refusals on the record: %+v", r.Refusals)
+	assert.Nil(t, r.Refusals, "nothing refused: the stack's and the job controller's work after the agent ended")
+	out, err := runnerguardRefusals(f.ns, pod.name)
+	t.Logf("kubectl runnerguard refusals %s -n %s (err %v):\n%s", pod.name, f.ns, err, out)
+	for _, who := range []string{f.controller, jobControllerUser} {
+		assert.NotContains(t, out, who, "refused to %s", who)
+	}
+	f.why(t, pod, r)
+}
+
+// created checks what the injector recorded of the pod: the job
+// controller made it, and the preset is Buildkite's.
+func (f *buildkiteFleet) created(t *testing.T, pod podRef) {
+	t.Helper()
+	p, err := cs.CoreV1().Pods(pod.namespace).Get(context.Background(), pod.name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, jobControllerUser, p.Annotations[runnerpod.CreatedBy], "the pod's creator, as the injector recorded it")
+	assert.Equal(t, string(buildkite.Name), p.Annotations[runnerpod.PresetAnnotation])
+	var names []string
+	for _, c := range p.Spec.InitContainers {
+		names = append(names, "init:"+c.Name)
+	}
+	for _, c := range p.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	t.Logf("job pod %s: containers %s", pod.name, strings.Join(names, ", "))
+}
+
+// oneRecord waits for the record of job id's pod, checks that it is the
+// only one and names the job (its UUID, URL, pipeline and step), and
+// returns it.
+func (f *buildkiteFleet) oneRecord(t *testing.T, id, step string, pod podRef) death.Record {
+	t.Helper()
+	deathRecords(t, pod)
+	time.Sleep(3 * time.Second)
+	recs := deathRecords(t, pod)
+	require.Len(t, recs, 1, "one record of job %s", id)
+	r := recs[0]
+	t.Logf("record of job %s: class %s (%s), container %s, exit %v reason %q, started %v, job started %v, deleted %v by %s (%s), finished %v",
+		id, r.Class, r.ClassBasis, r.Container, ptrStr(r.ExitCode), r.Reason, r.StartedAt, r.JobStartedAt, r.DeletedAt, r.DeletedBy, r.DeleteRule, r.FinishedAt)
+	assert.Equal(t, string(buildkite.Name), r.Preset)
+	if assert.NotNil(t, r.Job, "the record names the job") {
+		assert.Equal(t, id, r.Job.ID, "the job's UUID")
+		assert.Equal(t, f.api.BuildURL("app")+"#"+id, r.Job.URL)
+		assert.Equal(t, "app", r.Job.Project, "the pipeline")
+		assert.Equal(t, step, r.Job.Name, "the step's key")
+	}
+	assertTimes(t, pod, r)
+	return r
+}
+
+// why is `kubectl runnerguard why` of the pod, checked for where it ends
+// the job (assertWhyTimes).
+func (f *buildkiteFleet) why(t *testing.T, pod podRef, r death.Record) string {
+	t.Helper()
+	why := runnerguardWhy(t, pod.namespace, pod.name)
+	t.Logf("kubectl runnerguard why %s:\n%s", pod.name, why)
+	assertWhyTimes(t, why, r)
+	return why
+}
