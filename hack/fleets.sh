@@ -8,10 +8,7 @@
 # hack/fleets/buildkite.sh), brings the one-node cluster
 # up, installs runnerguard as the node suite does, loads the helper image and
 # Tekton's and Buildkite's images into the node,
-# runs if [[ " $fleets " == *" buildkite "* ]]; then
-  ctr --address .cache/cluster/run/containerd.sock -n k8s.io images import --all-platforms .cache/images/buildkite-agent.tar
-fi
-go test -tags fleets ./e2e/fleets/ and tears the cluster down, pass
+# runs go test -tags fleets ./e2e/fleets/ and tears the cluster down, pass
 # or fail (KEEP_CLUSTER=1 leaves it running for a look around).
 # Usage: hack/fleets.sh [go test flags]   (after hack/node-deps.sh)
 set -euo pipefail

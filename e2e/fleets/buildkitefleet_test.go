@@ -53,6 +53,9 @@ type buildkiteFleet struct {
 	api        *buildkiteapi.Service
 	reaper     *kubernetes.Clientset
 	log        string
+	// exited is closed when the controller exits, with exitErr.
+	exited  chan struct{}
+	exitErr error
 }
 
 // buildkiteBuilt is the stack's build (hack/fleets/buildkite.sh).
@@ -154,9 +157,14 @@ current-context: c
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
+	f.exited = make(chan struct{})
+	go func() {
+		f.exitErr = cmd.Wait()
+		close(f.exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+		<-f.exited
 		_ = out.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(f.log)
@@ -203,6 +211,11 @@ func (f *buildkiteFleet) jobPod(t *testing.T, id string) podRef {
 	t.Helper()
 	var ref podRef
 	require.Eventually(t, func() bool {
+		select {
+		case <-f.exited:
+			return true // told below
+		default:
+		}
 		list := &corev1.PodList{}
 		if admin.List(context.Background(), list, client.InNamespace(f.ns), client.MatchingLabels{buildkite.JobUUIDLabel: id}) != nil {
 			return false
@@ -220,6 +233,9 @@ func (f *buildkiteFleet) jobPod(t *testing.T, id string) podRef {
 		}
 		return false
 	}, 3*time.Minute, 250*time.Millisecond, "job %s's pod with container-0 running (controller log: %s; states %v)", id, f.log, f.api.Result(id).States)
+	if ref.uid == "" {
+		t.Fatalf("agent-stack-k8s exited (%v) before job %s's pod ran: its log is %s", f.exitErr, id, f.log)
+	}
 	return ref
 }
 

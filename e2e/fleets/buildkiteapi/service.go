@@ -9,7 +9,8 @@
 //     POST /stacks/:key/jobs/get-states, POST /stacks/:key/jobs/:id/finish,
 //     POST /stacks/:key/notifications, POST /stacks/:key/deregister;
 //   - the agent's API (github.com/buildkite/agent/v3/api): POST /register,
-//     /connect, /disconnect, /heartbeat, GET /ping, PUT /jobs/:id/acquire,
+//     /connect, /disconnect, /heartbeat, GET /ping, GET /token (the token's
+//     identity, which the stack reads too), PUT /jobs/:id/acquire,
 //     /start, /finish, POST /jobs/:id/chunks (gzip log chunks) and
 //     /header_times, GET /jobs/:id (the job's state, which the agent polls
 //     to learn of a cancel).
@@ -441,6 +442,21 @@ func (s *Service) agentAPI(w http.ResponseWriter, r *http.Request, token, call s
 			"id": fmt.Sprintf("01940000-0000-4000-9000-%012d", s.nAgents), "name": req.Name,
 			"access_token": access, "endpoint": s.base + "/v3", "request_headers": map[string]string{},
 			"ping_interval": 2, "job_status_interval": 1, "heartbeat_interval": 60, "meta_data": req.Tags,
+		})
+		return true
+	}
+	if call == "token" && r.Method == http.MethodGet {
+		// The token's identity (the stack reads it at start and wants a
+		// cluster's token).
+		if token != s.regTok {
+			reply(w, http.StatusUnauthorized, apiError{"Invalid agent registration token"})
+			return true
+		}
+		reply(w, http.StatusOK, map[string]any{
+			"uuid": "01940000-0000-4000-a000-000000000001", "description": "runnerguard fleets", "token_type": "cluster",
+			"organization_slug": s.org, "organization_uuid": "01940000-0000-4000-8000-000000000000",
+			"cluster_uuid": "01940000-0000-4000-b000-000000000001", "cluster_name": "runnerguard",
+			"organization_queue_uuid": "01940000-0000-4000-c000-000000000001", "organization_queue_key": s.queue,
 		})
 		return true
 	}
