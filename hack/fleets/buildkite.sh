@@ -12,8 +12,10 @@
 #                                             (the entrypoint: the agent
 #                                             container runs `start`),
 #                                             /usr/bin/tini-static (Debian's
-#                                             tini) and busybox, which the
-#                                             copy-agent init container runs
+#                                             tini), busybox, which the
+#                                             copy-agent init container runs,
+#                                             and buildkite-agent-entrypoint,
+#                                             which the checkout container runs
 # The stack's module is not on the Go module proxy: its source is the
 # release tag of a git repository, BUILDKITE_STACK_GIT (a local mirror when
 # there is one, else GitHub). The agent's module needs drjosh.dev/zzglob,
@@ -67,6 +69,12 @@ for applet in $(/bin/busybox --list); do
 done
 install -m 0755 "$out/buildkite-agent" "$r/usr/local/bin/buildkite-agent"
 install -m 0755 /usr/bin/tini-static "$r/usr/bin/tini-static"
+# The stack runs the checkout container's agent through the image's
+# entrypoint script (`buildkite-agent-entrypoint kubernetes-bootstrap`),
+# which the official image has: it runs buildkite-agent with its
+# arguments (`start` when there are none).
+printf '#!/bin/sh\nset -e\n[ $# -gt 0 ] || set -- start\nexec /usr/local/bin/buildkite-agent "$@"\n' > "$r/usr/local/bin/buildkite-agent-entrypoint"
+chmod 0755 "$r/usr/local/bin/buildkite-agent-entrypoint"
 ref=runnerguard.local/e2e/buildkite-agent:1 local_ref="127.0.0.1:$port/e2e/buildkite-agent:1"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$r" -cf "$work/buildkite.tar" .
 "$crane" append --oci-empty-base --platform linux/amd64 -f "$work/buildkite.tar" -t "$local_ref" > /dev/null 2>> "$work/crane.log"

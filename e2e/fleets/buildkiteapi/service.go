@@ -428,14 +428,20 @@ func (s *Service) agentAPI(w http.ResponseWriter, r *http.Request, token, call s
 			return true
 		}
 		var req struct {
-			Name string   `json:"name"`
-			Tags []string `json:"meta_data"`
+			Name     string   `json:"name"`
+			Hostname string   `json:"hostname"`
+			Tags     []string `json:"meta_data"`
 		}
 		if err := decode(r, &req); err != nil {
 			reply(w, http.StatusBadRequest, apiError{err.Error()})
 			return true
 		}
 		s.nAgents++
+		if req.Name == "" {
+			// An agent started without a name (the stack's are) is named
+			// by Buildkite: its host's name and a number.
+			req.Name = fmt.Sprintf("%s-%d", req.Hostname, s.nAgents)
+		}
 		access := fmt.Sprintf("agent-access-%d", s.nAgents)
 		s.agents[access] = req.Name
 		reply(w, http.StatusOK, map[string]any{
