@@ -5,7 +5,7 @@
 # builds Tekton Pipelines, hack/fleets/tekton.sh; FLEETS=woodpecker builds
 # Woodpecker's agent and the suite's stand-in server, hack/fleets/woodpecker.sh;
 # FLEETS=buildkite builds Buildkite's agent-stack-k8s and agent,
-# hack/fleets/buildkite.sh), brings the one-node cluster
+# hack/fleets/buildkite.sh; the default builds all five), brings the one-node cluster
 # up, installs runnerguard as the node suite does, loads the helper image and
 # Tekton's and Buildkite's images into the node,
 # runs go test -tags fleets ./e2e/fleets/ and tears the cluster down, pass
@@ -14,7 +14,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-fleets=${FLEETS:-gitlab arc tekton woodpecker}
+fleets=${FLEETS:-gitlab arc tekton buildkite woodpecker}
 for f in $fleets; do
   "hack/fleets/$f.sh"
 done
