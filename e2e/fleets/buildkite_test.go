@@ -60,6 +60,7 @@ func buildkiteSuccess(t *testing.T, f *buildkiteFleet) {
 	assert.Equal(t, "finished/0", res.State+"/"+res.ExitStatus)
 	r := f.oneRecord(t, id, "build", pod)
 	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
+	assert.NotEqual(t, "checkout", r.Container, "the job's record is the part that ended last, not the checkout, which ended first")
 	assert.Nil(t, r.Refusals)
 	f.why(t, pod, r)
 }
@@ -141,6 +142,7 @@ func buildkiteCancel(t *testing.T, f *buildkiteFleet) {
 	assert.Equal(t, "canceled", res.State)
 	assert.Equal(t, "cancel", res.SignalReason, "the agent's reason")
 	r := f.oneRecord(t, id, "cancelled", pod)
+	assert.False(t, death.Class(r.Class).Abnormal(), "a cancel its agent carried out is the job's end, not a death: %s (%s)", r.Class, r.ClassBasis)
 	t.Logf("refusals on the record: %+v", r.Refusals)
 	assert.Nil(t, r.Refusals, "nothing refused: the stack's and the job controller's work after the agent ended")
 	out, err := runnerguardRefusals(f.ns, pod.name)

@@ -35,6 +35,12 @@ const (
 	// a legacy ARC runner after its unregistration), and that delete is what
 	// stopped it: neither a death nor a job's end. OOM evidence still wins.
 	IdleRemoved Class = "idle-removed"
+	// JobFailed: a part of a job of several parts (a Tekton step, a
+	// Buildkite command; fleet.Traits.OneJob) ended with its own failure
+	// code, neither a signal nor a kill: the job's result (a failing test,
+	// a cancel its agent carried out), which its CI service shows, not a
+	// death.
+	JobFailed Class = "job-failed"
 	// ProcessOOM: the kernel OOM-killed a process of the runner's (a job's
 	// step, a child), and the container lived on after the kill until it
 	// ended otherwise (the owner's delete): the container itself was not
@@ -65,7 +71,9 @@ const (
 // Abnormal reports whether the class is a death an operator must look at:
 // every class but the runner's own clean exit, the job's normal end and an
 // idle runner's removal by its fleet.
-func (c Class) Abnormal() bool { return c != CleanExit && c != JobEnded && c != IdleRemoved }
+func (c Class) Abnormal() bool {
+	return c != CleanExit && c != JobEnded && c != IdleRemoved && c != JobFailed
+}
 
 // ReasonContainerStatusUnknown is the kubelet's terminated reason for a
 // container it no longer finds: its exit code (137) and message are the

@@ -2,6 +2,7 @@ package death
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -40,24 +41,44 @@ func deathsIn(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
 // oneJob is the one death of a job whose runner containers are its parts
 // (fleet.Traits.OneJob): the first part, in the pod's order, that ended
 // otherwise than cleanly (the parts after it end because it did), else the
-// last once all ended; none while a part may still run.
+// part that ended last once all ended; none while a part may still run. A
+// part's own failure code is the job's result, not a death (JobFailed).
 func oneJob(pod *corev1.Pod, runner runnerpod.Runner, e ending) []Record {
-	var last *corev1.ContainerStatus
+	var failed, last *corev1.ContainerStatus
 	for _, c := range pod.Spec.Containers {
 		if !slices.Contains(runner.Containers, c.Name) {
 			continue
 		}
 		i := slices.IndexFunc(pod.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == c.Name })
 		if i < 0 || pod.Status.ContainerStatuses[i].State.Terminated == nil {
-			return nil
+			if failed == nil {
+				return nil
+			}
+			continue
 		}
-		last = &pod.Status.ContainerStatuses[i]
-		if t := last.State.Terminated; t.ExitCode != 0 || t.Reason != "Completed" {
-			break
+		cs := &pod.Status.ContainerStatuses[i]
+		if t := cs.State.Terminated; failed == nil && (t.ExitCode != 0 || t.Reason != "Completed") {
+			failed = cs
+		}
+		if last == nil || !cs.State.Terminated.FinishedAt.Before(&last.State.Terminated.FinishedAt) {
+			last = cs
 		}
 	}
-	if last == nil {
+	chosen := failed
+	if chosen == nil {
+		chosen = last
+	}
+	if chosen == nil {
 		return nil
 	}
-	return []Record{newIn(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: last, Terminated: last.State.Terminated}, e)}
+	r := newIn(pod, runner, runnerpod.Status{State: runnerpod.Terminated, Container: chosen, Terminated: chosen.State.Terminated}, e)
+	if Class(r.Class) == ErrorExit {
+		r.Class = string(JobFailed)
+		r.ClassBasis = strings.TrimPrefix(r.ClassBasis+"; "+PartFailedBasis, "; ")
+	}
+	return []Record{r}
 }
+
+// PartFailedBasis is the class basis of a job's part that ended with its
+// own failure code.
+const PartFailedBasis = "a part of the job (a step, a command) ended with its own failure code, neither a signal nor a kill: the job's result, which its CI service shows"

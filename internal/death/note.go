@@ -107,7 +107,7 @@ func (r Record) Ending() string {
 func (r Record) ending() string {
 	switch {
 	case Class(r.Class) == JobEnded && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleJobOver:
-		return fmt.Sprintf("it had no job left (ARC had removed the runner from the Actions service) when %s deleted its pod", r.DeletedBy)
+		return fmt.Sprintf("its fleet said the job was over when %s deleted its pod", r.DeletedBy)
 	case Class(r.Class) == JobEnded:
 		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
 	case Class(r.Class) == IdleRemoved:

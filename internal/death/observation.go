@@ -177,7 +177,10 @@ func (d *decision) deletedBy(r *Record) {
 		EndedByOwner(r)
 		TimedOut(d.Pod, r)
 	case runnerpod.Rule(n.Rule) == runnerpod.RuleJobOver:
-		EndedByOwner(r)
+		endedAs(r, JobEnded)
+		if Class(r.Class) == JobEnded {
+			r.ClassBasis = JobOverBasis
+		}
 	case runnerpod.Rule(n.Rule) == runnerpod.RuleIdle:
 		RemovedIdle(r)
 	}

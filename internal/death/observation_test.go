@@ -285,7 +285,7 @@ func TestDecide(t *testing.T) {
 				n.Job = &v1alpha1.Job{ID: "9001", Source: "EphemeralRunner/r"}
 				return n
 			}(), now: end.Add(time.Second), clean: true, job: &v1alpha1.Job{ID: "9002", Source: "EphemeralRunner/r"},
-			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", job: "9002", basis: OutcomeUnknown}},
+			want: want{classes: []Class{JobEnded}, deleted: true, deletedBy: "arc", job: "9002", basis: JobOverBasis}},
 		{name: "a death on record already is not planned again, and nothing is read for it",
 			pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error"), now: end.Add(time.Second), recorded: true,
 			node: node(corev1.Taint{Key: TaintKarpenterDisrupted})},

@@ -36,6 +36,10 @@ func EndedByOwner(r *Record) {
 // The CI service holds the outcome.
 const OutcomeUnknown = "the job's owner deleted the pod while its container still ran, as it does after a success, a failure and a cancel alike: the job's outcome is unknown to the cluster (the CI service has it)"
 
+// JobOverBasis is the class basis of a pod deleted once its fleet said the
+// job was over (rule job-over): what still ran was stopped by the delete.
+const JobOverBasis = "the pod was deleted once its fleet said the job was over: what still ran was stopped by the delete; the job's outcome is the CI service's"
+
 // RemovedIdle reclasses a death that the fleet caused by deleting the pod
 // of a runner with no job (the guard's rule idle) as an idle removal,
 // unless the record holds evidence of an OOM kill.

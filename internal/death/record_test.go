@@ -168,7 +168,7 @@ func TestEndingNamesWhoStartedWhatTheDeleterCarriedOut(t *testing.T) {
 		want string
 	}{
 		{"ARC's delete after the job was over", rec(JobEnded, string(runnerpod.RuleJobOver), "alice"),
-			"it had no job left (ARC had removed the runner from the Actions service) when arc deleted its pod, on the deletion of its EphemeralRunner by alice"},
+			"its fleet said the job was over when arc deleted its pod, on the deletion of its EphemeralRunner by alice"},
 		{"an idle runner's pod deleted for someone else", rec(SigTerm, "idle", "alice"),
 			"ended by its pod's deletion, requested by arc (allowed: idle), on the deletion of its EphemeralRunner by alice"},
 		{"a deleter acting on its own", rec(SigTerm, "idle", ""), "ended by its pod's deletion, requested by arc (allowed: idle)"},

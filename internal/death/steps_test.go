@@ -29,6 +29,20 @@ func TestAJobOfStepsDiesOnceByTheStepThatEndedIt(t *testing.T) {
 		{name: "a step killed for memory, the next skipped because of it",
 			pod:       podtest.Tekton("ci", "tr").Terminated("step-build", 137, "OOMKilled").Terminated("step-test", 1, "Error"),
 			container: "step-build", class: CgroupOOM},
+		{name: "a step failing with its own code is the job's result, not a death",
+			pod:       podtest.Tekton("ci", "tr").Terminated("step-build", 1, "Error").Terminated("step-test", 1, "Error"),
+			container: "step-build", class: JobFailed},
+		{name: "Buildkite: a job that ended well is told by the part that ended last, not the first in the pod's order",
+			pod: func() *podtest.Wrapper {
+				w := podtest.Buildkite("ci", "j").Terminated("container-0", 0, "Completed").Terminated("agent", 0, "Completed").Terminated("checkout", 0, "Completed")
+				for i := range w.Status.ContainerStatuses {
+					if cs := &w.Status.ContainerStatuses[i]; cs.Name == "checkout" {
+						cs.State.Terminated.FinishedAt.Time = cs.State.Terminated.StartedAt.Time // ran first, ended first
+					}
+				}
+				return w
+			}(),
+			container: "agent", class: CleanExit},
 		{name: "a step killed for memory while the next still waits",
 			pod:       podtest.Tekton("ci", "tr").Terminated("step-build", 137, "OOMKilled").Running("step-test"),
 			container: "step-build", class: CgroupOOM},

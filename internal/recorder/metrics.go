@@ -74,7 +74,7 @@ func countDeath(r death.Record) {
 		peakRatio.WithLabelValues(r.Namespace).Observe(float64(*v.Peak) / float64(*v.Limit))
 	}
 	switch death.Class(r.Class) {
-	case death.JobEnded:
+	case death.JobEnded, death.JobFailed:
 		jobsEndedTotal.WithLabelValues(r.Namespace).Inc()
 		return
 	case death.IdleRemoved:

@@ -26,7 +26,8 @@ var Meaning = map[death.Class]string{
 	death.NodeEviction:    "the kubelet evicted the pod under node pressure",
 	death.NodeLost:        "the node or its kubelet vanished",
 	death.DeletedRunning:  "the pod was removed at once while its runner was still running",
-	death.JobEnded:        "the job's owner deleted the pod to end the job: not a death",
+	death.JobEnded:        "the job's owner deleted the pod to end the job, or the pod went once its fleet said the job was over: not a death",
+	death.JobFailed:       "a part of the job (a step, a command) ended with its own failure code: the job's result, which its CI service shows, not a death",
 	death.ProcessOOM:      "the kernel OOM-killed a process of the job (a step, a child), and the container lived on after it: a memory limit hit by one process, not the container's kill",
 	death.IdleRemoved:     "the fleet removed a runner that had no job (an ARC scale-down): neither a death nor a job's end",
 	death.JobTimeout:      "the job hit its time limit: the pod's activeDeadlineSeconds ran out, or its owner ended it at its timeout, just before that deadline",
@@ -149,12 +150,12 @@ func ran(b *strings.Builder, r death.Record) {
 	case death.Class(r.Class) == death.IdleRemoved && r.StartedAt != nil && r.DeletedAt != nil:
 		fmt.Fprintf(b, "  the runner waited %s to %s (%s) and never had a job, when its fleet deleted the pod\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
 	case death.Class(r.Class) == death.JobEnded && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleJobOver && r.JobStartedAt != nil && r.DeletedAt != nil:
-		fmt.Fprintf(b, "  the job ran %s to %s (%s), when ARC deleted the pod after it\n", ts(r.JobStartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.JobStartedAt.Time)))
+		fmt.Fprintf(b, "  the job ran %s to %s (%s), when %s deleted the pod after it\n", ts(r.JobStartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.JobStartedAt.Time)), r.DeletedBy)
 		if r.StartedAt != nil && r.StartedAt.Before(r.JobStartedAt) {
 			fmt.Fprintf(b, "  the runner had waited for it since %s (%s)\n", ts(r.StartedAt.Time), duration.HumanDuration(r.JobStartedAt.Sub(r.StartedAt.Time)))
 		}
 	case death.Class(r.Class) == death.JobEnded && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleJobOver && r.StartedAt != nil && r.DeletedAt != nil:
-		fmt.Fprintf(b, "  the runner ran %s to %s (%s), its wait for the job included, when ARC deleted the pod after the job\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)))
+		fmt.Fprintf(b, "  the runner ran %s to %s (%s), its wait for the job included, when %s deleted the pod after the job\n", ts(r.StartedAt.Time), ts(r.DeletedAt.Time), duration.HumanDuration(r.DeletedAt.Sub(r.StartedAt.Time)), r.DeletedBy)
 	case death.Class(r.Class) == death.JobEnded && r.StartedAt != nil && r.DeletedAt != nil:
 		from := r.StartedAt
 		if r.JobStartedAt != nil {

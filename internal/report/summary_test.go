@@ -117,12 +117,12 @@ func TestWhyTellsAnARCRunnersLifeFromItsJob(t *testing.T) {
 	over := base
 	over.Class, over.DeleteRule = string(death.JobEnded), string(runnerpod.RuleJobOver)
 	got := Summary(death.Record{Namespace: "ci", DeathRecord: over})
-	assert.Contains(t, got, "  the runner ran 2026-11-01T11:12:00Z to 2026-11-01T11:13:35Z (95s), its wait for the job included, when ARC deleted the pod after the job\n")
+	assert.Contains(t, got, "  the runner ran 2026-11-01T11:12:00Z to 2026-11-01T11:13:35Z (95s), its wait for the job included, when system:serviceaccount:arc-systems:arc-gha-rs-controller deleted the pod after the job\n")
 	assert.NotContains(t, got, "the job ran")
 
 	over.JobStartedAt = at(60 * time.Second)
 	got = Summary(death.Record{Namespace: "ci", DeathRecord: over})
-	assert.Contains(t, got, "  the job ran 2026-11-01T11:13:00Z to 2026-11-01T11:13:35Z (35s), when ARC deleted the pod after it\n")
+	assert.Contains(t, got, "  the job ran 2026-11-01T11:13:00Z to 2026-11-01T11:13:35Z (35s), when system:serviceaccount:arc-systems:arc-gha-rs-controller deleted the pod after it\n")
 	assert.Contains(t, got, "  the runner had waited for it since 2026-11-01T11:12:00Z (60s)\n")
 
 	idle := base
