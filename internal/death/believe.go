@@ -1,8 +1,6 @@
 package death
 
 import (
-	"slices"
-
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -30,7 +28,7 @@ func believed(n *v1alpha1.DeletionNote, o Observation) *v1alpha1.DeletionNote {
 			return nil
 		}
 	case runnerpod.RuleJobOwner:
-		if n.Requester != o.Pod.Annotations[runnerpod.CreatedBy] && !slices.Contains(o.Runner.Preset.OwnerPrincipals, n.Requester) {
+		if !o.Runner.Preset.NamesOwner(o.Pod, n.Requester) {
 			return nil
 		}
 	}

@@ -58,6 +58,14 @@ type Runner struct {
 	Containers []string
 }
 
+// NamesOwner reports whether the preset takes requester by name as the
+// job's owner of pod: the pod's recorded creator (CreatedBy) or one of the
+// preset's OwnerPrincipals. The guard proves a ServiceAccount of the pod's
+// own namespace further; the record believes a job-owner note only so.
+func (p Preset) NamesOwner(pod *corev1.Pod, requester string) bool {
+	return pod.Annotations[CreatedBy] == requester || slices.Contains(p.OwnerPrincipals, requester)
+}
+
 // AnyRest ends a RunnerContainers entry that names every container whose
 // name begins with the rest: a fleet whose job containers are named by the
 // job's author under a prefix of the fleet's own (Tekton's "step-*").

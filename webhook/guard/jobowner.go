@@ -2,7 +2,6 @@ package guard
 
 import (
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -46,7 +45,7 @@ func isOwner(pod *corev1.Pod, f Facts, p runnerpod.Preset) (bool, string) {
 	if requester == "" {
 		return false, ""
 	}
-	if pod.Annotations[runnerpod.CreatedBy] != requester && !slices.Contains(p.OwnerPrincipals, requester) {
+	if !p.NamesOwner(pod, requester) {
 		return false, ""
 	}
 	saNamespace, _, err := serviceaccount.SplitUsername(requester)
