@@ -19,9 +19,9 @@ import (
 )
 
 // Writer is the one writer of a pod's refusals: the guard hands it each
-// refusal after the answer (Note), and it merges them into the pod's
-// annotation in the background, one write in flight per pod, folding the
-// refusals that arrive meanwhile into the next. Each write reads the pod
+// refusal after the answer (Note, on the guard's one pool of work after
+// answers), and it merges them into the pod's annotation, one write in
+// flight per pod, folding the refusals that arrive meanwhile into the next. Each write reads the pod
 // from the API server and patches the annotation only if it is still as
 // read (casPatch), so two replicas writing one pod never lose each other's
 // refusals (the second's test fails and it merges again), and no change to
@@ -33,8 +33,6 @@ type Writer struct {
 	// pending holds each pod's refusals not yet written; a pod is in it
 	// while its write is in flight.
 	pending map[podUID]*v1alpha1.Refusals
-	wg      sync.WaitGroup
-	stopped bool
 }
 
 // podUID is a pod as the guard confirmed it: a pod of that name with
@@ -58,11 +56,13 @@ func NewWriter(r client.Reader, w client.Writer) *Writer {
 	return &Writer{reader: r, writer: w, pending: map[podUID]*v1alpha1.Refusals{}}
 }
 
-// Note keeps o on pod, if the pod still has uid when it is written. It
-// returns at once: the write follows in the background (or, on a replica
-// that is stopping, now). Nil w notes nothing. The caller has confirmed
-// that the API server sent the review (its pod exists with uid) and that
-// it was no dry run.
+// Note keeps o on pod, if the pod still has uid when it is written. The
+// write is made on the caller's goroutine, which is the guard's work after
+// an answer (so its bound is that pool's): a pod's first refusal writes
+// it, and while that write is in flight the refusals noted meanwhile are
+// folded in and Note returns at once, for the writing caller to take them
+// up. Nil w notes nothing. The caller has confirmed that the API server
+// sent the review (its pod exists with uid) and that it was no dry run.
 func (w *Writer) Note(ctx context.Context, pod types.NamespacedName, uid types.UID, o One) {
 	if w == nil {
 		return
@@ -82,19 +82,12 @@ func (w *Writer) Note(ctx context.Context, pod types.NamespacedName, uid types.U
 	}
 	l := Add(v1alpha1.Refusals{}, o)
 	w.pending[key] = &l
-	w.wg.Add(1)
-	stopped := w.stopped
 	w.mu.Unlock()
-	if stopped {
-		w.flush(ctx, key)
-		return
-	}
-	go w.flush(logf.IntoContext(context.Background(), log), key)
+	w.flush(ctx, key)
 }
 
 // flush writes key's pending refusals until none are left.
 func (w *Writer) flush(ctx context.Context, key podUID) {
-	defer w.wg.Done()
 	for {
 		w.mu.Lock()
 		p := w.pending[key]
@@ -202,27 +195,6 @@ func current(value string) (v1alpha1.Refusals, error) {
 	}
 	return l, nil
 }
-
-// Start waits for the replica to stop, then for the writes in flight; a
-// refusal noted after that is written before Note returns.
-func (w *Writer) Start(ctx context.Context) error {
-	<-ctx.Done()
-	w.mu.Lock()
-	w.stopped = true
-	w.mu.Unlock()
-	w.Wait()
-	return nil
-}
-
-// Wait returns once the refusals noted so far are written or given up.
-func (w *Writer) Wait() {
-	if w != nil {
-		w.wg.Wait()
-	}
-}
-
-// NeedLeaderElection: every replica's guard refuses, and notes it.
-func (w *Writer) NeedLeaderElection() bool { return false }
 
 // FromPod is the refusals a pod carries, nil when none or when they do
 // not parse (the Writer alone writes them; the error says why).

@@ -60,14 +60,14 @@ func TestTheWriterKeepsEachRequesterWithItsCountOnThePod(t *testing.T) {
 	w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", 1))
 	w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", 2))
 	w.Note(ctx, podKey, "u1", one("alice", "eviction", "busy", 3))
-	w.Wait()
+
 	ann, l := storedOn(t, c)
 	require.NotNil(t, l)
 	assert.Equal(t, "me", ann["keep"], "the pod's other annotations stay")
 	assert.Equal(t, formatted(t, entries(entry("reaper", "delete", "busy", 1, 2, 2), entry("alice", "eviction", "busy", 3, 3, 1))), formatted(t, *l))
 
 	w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", 9))
-	w.Wait()
+
 	_, l = storedOn(t, c)
 	assert.Equal(t, int32(3), l.Entries[0].Count, "a later refusal adds to what is stored")
 }
@@ -76,7 +76,7 @@ func TestAWriteThatConflictsIsMergedAgain(t *testing.T) {
 	c, patches := podClient(t, 2)
 	w := NewWriter(c, c)
 	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
-	w.Wait()
+
 	_, l := storedOn(t, c)
 	require.NotNil(t, l)
 	assert.Equal(t, int32(1), l.Entries[0].Count)
@@ -88,7 +88,7 @@ func TestNothingIsWrittenOnAnotherPodOfTheName(t *testing.T) {
 	w := NewWriter(c, c)
 	w.Note(context.Background(), podKey, "u0", one("reaper", "delete", "busy", 1))
 	w.Note(context.Background(), types.NamespacedName{Namespace: "ci", Name: "gone"}, "u2", one("reaper", "delete", "busy", 1))
-	w.Wait()
+
 	_, l := storedOn(t, c)
 	assert.Nil(t, l)
 	assert.Zero(t, patches.Load())
@@ -102,7 +102,7 @@ func TestAStoredValueThatDoesNotParseIsReplacedAndToldLost(t *testing.T) {
 	require.NoError(t, c.Update(context.Background(), pod))
 	w := NewWriter(c, c)
 	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
-	w.Wait()
+
 	_, l := storedOn(t, c)
 	require.NotNil(t, l)
 	assert.Equal(t, int32(1), l.Dropped)
@@ -112,7 +112,7 @@ func TestAStoredValueThatDoesNotParseIsReplacedAndToldLost(t *testing.T) {
 func TestANilWriterNotesNothing(t *testing.T) {
 	var w *Writer
 	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
-	w.Wait()
+
 }
 
 // churnClient holds one pod whose other fields change before each of the
@@ -145,7 +145,7 @@ func TestARefusalIsKeptWhateverElseChangesOnThePod(t *testing.T) {
 	w := NewWriter(c, c)
 	for i := range 8 {
 		w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", i+1))
-		w.Wait()
+
 	}
 	_, l := storedOn(t, c)
 	require.NotNil(t, l)
@@ -166,14 +166,14 @@ func TestARefusalWrittenMeanwhileByAnotherReplicaIsMergedNotLost(t *testing.T) {
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 			if once.CompareAndSwap(false, true) {
 				other.Note(ctx, podKey, "u1", one("alice", "eviction", "busy", 1))
-				other.Wait()
+
 			}
 			return asTheAPIServer(c.Patch(ctx, obj, p, opts...))
 		},
 	})
 	w := NewWriter(c, c)
 	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 2))
-	w.Wait()
+
 	_, l := storedOn(t, c)
 	require.NotNil(t, l)
 	got := map[string]int32{}

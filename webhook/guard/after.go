@@ -10,25 +10,64 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/fleet"
 )
 
-// This file is the one place that says when a review's effects (Effect,
-// effects.go) run. carryOut: the one write that must precede the answer,
-// labelBeforeAnswer, now; everything else (the log line, confirming the
-// review's pod, the metric, the Event, the deletion note) once the whole
-// answer is sent, on the bounded pool (afterAnswer), through runEffects.
-// The note is written there (deletion.Notes), once the deletion shows; so
-// is the EphemeralRunner room's note (ephemeralrunner_webhook.go).
+// This file is the one seam between the guard's rooms and the wire, and
+// the one place that says when a review's effects run. Each room (the pod
+// review, connect, a fleet's records) judges a review into its answer and
+// what follows it (After); serve hands the answer to the API server and
+// what follows to the one bounded pool (afterAnswer), once the whole
+// answer is sent. The pod review's effects are data (Effect, effects.go),
+// run by runEffects; the one write that must precede the answer,
+// labelBeforeAnswer, is made while judging.
 
-// carryOut runs j's effects: the named exception before the answer, the
-// rest handed over to run after it (later).
-func (h *Handler) carryOut(ctx context.Context, j *judged) {
+// After is what a review leads to beyond its answer; nil: nothing.
+type After func(ctx context.Context)
+
+// reviewer is a room's judgement of one review: its answer, and what
+// follows it.
+type reviewer func(ctx context.Context, req admission.Request) (admission.Response, After)
+
+// in is r for the registration of mode's namespaces: the API server chose
+// the mode (one registration per mode), so the guard answers in it.
+func in(mode config.Mode, r reviewer) reviewer {
+	return func(ctx context.Context, req admission.Request) (admission.Response, After) {
+		return r(context.WithValue(ctx, modeKey{}, mode), req)
+	}
+}
+
+// modeKey carries the mode the registration that called chose.
+type modeKey struct{}
+
+// serve serves r's reviews: decoded and answered by controller-runtime's
+// webhook, what follows each answer run once it is whole sent (Serve).
+func (a *afterAnswer) serve(r reviewer) http.Handler {
+	return a.Serve(&admission.Webhook{Handler: a.handler(r)})
+}
+
+// handler is r as an admission.Handler that hands what follows its answer
+// to later.
+func (a *afterAnswer) handler(r reviewer) admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		resp, after := r(ctx, req)
+		if after != nil {
+			a.later(ctx, after)
+		}
+		return resp
+	})
+}
+
+// carryOut is what follows j's answer: the named exception is made now,
+// before the answer; the rest (runEffects) after it.
+func (h *Handler) carryOut(ctx context.Context, j *judged) After {
 	if j.w.unlabelled {
 		h.labelBeforeAnswer(ctx, j)
 	}
-	h.after.later(ctx, func(ctx context.Context) { h.runEffects(ctx, j) })
+	return func(ctx context.Context) { h.runEffects(ctx, j) }
 }
 
 // labelBeforeAnswer is the exception: an admitted deletion of a runner pod
@@ -82,16 +121,16 @@ func (h *Handler) runEffects(ctx context.Context, j *judged) {
 	}
 }
 
-// keepConnectRefusal keeps a refused exec or attach on the pod, after the
+// keptConnectRefusal keeps a refused exec or attach on the pod, after the
 // answer, for a review the API server can have sent. A connect review
 // names no pod UID: the refused pod is the one the room just read by name
 // from the API server, and the writer writes only while it has that UID.
-func (h *Handler) keepConnectRefusal(ctx context.Context, f Facts, d Decision) {
-	h.after.later(ctx, func(ctx context.Context) {
+func (h *Handler) keptConnectRefusal(f Facts, d Decision) After {
+	return func(ctx context.Context) {
 		if h.unsent(ctx, f) == "" {
 			h.Refusals.Note(ctx, client.ObjectKeyFromObject(f.Pod), f.Pod.UID, refusalOf(f, d))
 		}
-	})
+	}
 }
 
 // afterAnswer runs what a review leads to beyond its answer off the

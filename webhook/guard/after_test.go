@@ -22,13 +22,13 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// serve sends req to the guard as the API server does, through Served (the
+// serve sends req to the guard as the API server does, through the seam (the
 // path production takes: the answer held and sent whole, then the work
 // after it), and returns the answer once that work is done.
 func serve(t testing.TB, h *Handler, req admission.Request) admission.Response {
 	t.Helper()
 	w := httptest.NewRecorder()
-	h.Served().ServeHTTP(w, reviewRequest(t, req))
+	h.after.serve(h.Review).ServeHTTP(w, reviewRequest(t, req))
 	h.Wait()
 	return answerOf(t, w.Body.Bytes())
 }
@@ -37,7 +37,7 @@ func serve(t testing.TB, h *Handler, req admission.Request) admission.Response {
 func serveRecord(t testing.TB, h *Handler, req admission.Request) admission.Response {
 	t.Helper()
 	w := httptest.NewRecorder()
-	h.after.Serve(&admission.Webhook{Handler: h.Records(arcscaleset.Fleet{})}).ServeHTTP(w, reviewRequest(t, req))
+	h.after.serve(h.Records(arcscaleset.Fleet{}).Review).ServeHTTP(w, reviewRequest(t, req))
 	h.Wait()
 	return answerOf(t, w.Body.Bytes())
 }
@@ -88,7 +88,7 @@ func TestTheRunnerLabelIsWrittenBeforeTheAnswerAndTheRestAfterIt(t *testing.T) {
 		noted = h.Reader.Get(context.Background(), client.ObjectKey{Namespace: pod.Namespace, Name: string(pod.UID)}, &v1alpha1.RunnerDeletion{}) == nil
 		evented = len(rec.Events) > 0
 	}}
-	h.Served().ServeHTTP(w, reviewRequest(t, deleteReq(t, pod, "alice", false, nil)))
+	h.after.serve(h.Review).ServeHTTP(w, reviewRequest(t, deleteReq(t, pod, "alice", false, nil)))
 	h.Wait()
 	assert.True(t, answerOf(t, w.Body.Bytes()).Allowed)
 	assert.True(t, labelled, "labelled before the answer")

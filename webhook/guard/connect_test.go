@@ -80,8 +80,8 @@ func TestConnectAnswersInTheModeOfTheRegistrationThatCalled(t *testing.T) {
 	h, _ := newTestHandler(busy)
 	h.Config.Guard.Mode = config.ModeWarn
 	req := connectReq(t, "exec", "ci", "busy", "runner", reaper)
-	assert.False(t, h.ConnectIn(config.ModeEnforce).Handle(context.Background(), req).Allowed, "called by the enforce registration")
-	resp := h.ConnectIn(config.ModeWarn).Handle(context.Background(), req)
+	assert.False(t, h.after.handler(in(config.ModeEnforce, h.Connect().Review)).Handle(context.Background(), req).Allowed, "called by the enforce registration")
+	resp := h.after.handler(in(config.ModeWarn, h.Connect().Review)).Handle(context.Background(), req)
 	assert.True(t, resp.Allowed, "called by the warn registration")
 	assert.NotEmpty(t, resp.Warnings, "warn mode says what enforce would refuse")
 	assert.Equal(t, "/validate-runner-connect/enforce", ConnectModePath(config.ModeEnforce))

@@ -28,50 +28,38 @@ const ConnectPath = "/validate-runner-connect"
 // reviews of pods/exec, pods/attach, pods/portforward and pods/proxy
 // (DecideConnect) with the pod guard's readers. It writes no note, Event
 // or metric (a review anyone on the pod network can post must not change a
-// record); a refusal is said to the caller and logged, and kept on the pod
-// (as is what warn mode let through) only for a pod the API server has
-// with that name (Handler.keepConnectRefusal).
-type ConnectHandler struct {
-	Readers
-	// refused keeps a refusal, or what warn mode let through that enforce
-	// would refuse, on the pod after the answer
-	// (Handler.keepConnectRefusal); nil keeps none.
-	refused func(ctx context.Context, f Facts, d Decision)
-}
+// record); a refusal is said to the caller and logged, and what follows it
+// keeps it on the pod (as it keeps what warn mode let through) only for a
+// pod the API server has with that name (Handler.keptConnectRefusal).
+type ConnectHandler struct{ h *Handler }
 
 // Connect returns the handler of connect reviews, reading as h does.
-func (h *Handler) Connect() ConnectHandler { return ConnectHandler{h.Readers, h.keepConnectRefusal} }
-
-// ConnectIn is Connect for the registration of mode's namespaces.
-func (h *Handler) ConnectIn(mode config.Mode) admission.Handler { return h.Connect().In(mode) }
-
-// In is c for the registration of mode's namespaces: as for deletes
-// (ServedIn), the API server chose the mode, so the guard answers
-// connections in it.
-func (c ConnectHandler) In(mode config.Mode) admission.Handler {
-	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		return c.Handle(context.WithValue(ctx, modeKey{}, mode), req)
-	})
-}
+func (h *Handler) Connect() ConnectHandler { return ConnectHandler{h} }
 
 // ConnectModePath is where the guard reviews connections in mode.
 func ConnectModePath(mode config.Mode) string { return ConnectPath + "/" + string(mode) }
 
+// Handle judges one review, and hands what follows its answer to the
+// pool: the admission.Handler around Review.
+func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return c.h.after.handler(c.Review).Handle(ctx, req)
+}
+
 var connectOperations = map[string]Operation{"exec": Exec, "attach": Attach, "portforward": PortForward, "proxy": Proxy}
 
-// Handle judges one review.
-func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	h := c.Readers
+// Review judges one review into its answer and what follows it.
+func (c ConnectHandler) Review(ctx context.Context, req admission.Request) (admission.Response, After) {
+	h := c.h.Readers
 	op, ok := connectOperations[req.SubResource]
 	if req.Operation != admissionv1.Connect || req.Resource.Resource != "pods" || !ok {
-		return admission.Allowed("runnerguard judges only exec, attach, portforward and proxy of pods here")
+		return admission.Allowed("runnerguard judges only exec, attach, portforward and proxy of pods here"), nil
 	}
 	name, err := connectedPod(op, req.Name)
 	if err == nil && req.Namespace == "" {
 		err = fmt.Errorf("%w: %s without a namespace", errBadRequest, op)
 	}
 	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
+		return admission.Errored(http.StatusBadRequest, err), nil
 	}
 	// PodExecOptions and PodAttachOptions both name the container so;
 	// PodPortForwardOptions and PodProxyOptions name none.
@@ -80,7 +68,7 @@ func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admis
 	}
 	if len(req.Object.Raw) > 0 {
 		if err := json.Unmarshal(req.Object.Raw, &opts); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("%w: decoding the %s options: %w", errBadRequest, op, err))
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("%w: decoding the %s options: %w", errBadRequest, op, err)), nil
 		}
 	}
 	// Read now, uncached: the pod's state decides, and a review cannot be
@@ -88,10 +76,10 @@ func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admis
 	pod := &corev1.Pod{}
 	if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return admission.Allowed("the pod is gone")
+			return admission.Allowed("the pod is gone"), nil
 		}
 		logf.FromContext(ctx).Error(err, "refused for now: cannot read the pod", "operation", op)
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("runnerguard: cannot read pod %s/%s to judge the %s: %w", req.Namespace, name, op, err))
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("runnerguard: cannot read pod %s/%s to judge the %s: %w", req.Namespace, name, op, err)), nil
 	}
 	f := Facts{Pod: pod, Operation: op, Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now(), Mode: h.mode(ctx, pod.Namespace),
 		LookupJob: h.lookupJob(ctx, pod), RequesterPodRunsJob: h.runsJob(ctx, req.UserInfo.Username, boundPod(req))}
@@ -104,21 +92,14 @@ func (c ConnectHandler) Handle(ctx context.Context, req admission.Request) admis
 		log.V(1).Info("decided", "allowed", d.Allowed, "reason", d.Message)
 	}
 	if !d.Allowed {
-		if c.refused != nil {
-			c.refused(ctx, f, d)
-		}
-		return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, d.Message)
+		return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, d.Message), c.h.keptConnectRefusal(f, d)
 	}
-	r := admission.Allowed(d.Message)
 	if d.Warned {
 		// What enforce would refuse is kept as a refusal is: the warn
 		// week's evidence.
-		if c.refused != nil {
-			c.refused(ctx, f, d)
-		}
-		r = r.WithWarnings(d.Message)
+		return admission.Allowed(d.Message).WithWarnings(d.Message), c.h.keptConnectRefusal(f, d)
 	}
-	return r
+	return admission.Allowed(d.Message), nil
 }
 
 // connectedPod is the pod a connection names. A proxy's name is

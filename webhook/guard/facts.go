@@ -116,7 +116,7 @@ func (h Readers) readRecord(ctx context.Context, pod *corev1.Pod, runner runnerp
 }
 
 // mode is the guard's mode in namespace ns: the one the registration that
-// called chose (ServedIn), else the namespace's label. A namespace that
+// called chose (in, after.go), else the namespace's label. A namespace that
 // cannot be read gets the configured mode.
 func (h Readers) mode(ctx context.Context, ns string) config.Mode {
 	if m, ok := ctx.Value(modeKey{}).(config.Mode); ok {

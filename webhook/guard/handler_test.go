@@ -785,7 +785,7 @@ func TestTheWholeAnswerIsSentBeforeTheWorkAfterItStarts(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
-	srv := httptest.NewServer(h.Served())
+	srv := httptest.NewServer(h.after.serve(h.Review))
 	defer srv.Close()
 	req := deleteReq(t, pod, reaper, false, nil)
 	review, err := json.Marshal(admissionv1.AdmissionReview{

@@ -63,37 +63,42 @@ func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.
 	return &Handler{Readers: Readers{Config: cfg, Reader: r, Now: time.Now}, Writer: w, Notes: deletion.NewNotes(w, notesFailed), Recorder: rec, after: newAfterAnswer(afterSlots)}
 }
 
-// Handle judges one review.
+// Handle judges one review, and hands what follows its answer to the
+// pool: the admission.Handler around Review.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return h.after.handler(h.Review).Handle(ctx, req)
+}
+
+// Review judges one review into its answer and what follows it.
+func (h *Handler) Review(ctx context.Context, req admission.Request) (admission.Response, After) {
 	facts, rv, err := h.facts(ctx, req)
 	switch {
 	case errors.Is(err, errBadRequest):
-		return admission.Errored(http.StatusBadRequest, err)
+		return admission.Errored(http.StatusBadRequest, err), nil
 	case errors.Is(err, errPodGone) && rv.dryRun:
 		// `runnerguard check` evicts a pod that does not exist, as a dry
 		// run, to learn whether the API server reaches the guard: with
 		// failure policy Ignore only this warning tells an answer from a
 		// failed call.
-		return admission.Allowed("the pod is gone").WithWarnings(runnerpod.GoneWarning)
+		return admission.Allowed("the pod is gone").WithWarnings(runnerpod.GoneWarning), nil
 	case errors.Is(err, errPodGone):
-		return admission.Allowed("the pod is gone")
+		return admission.Allowed("the pod is gone"), nil
 	case errors.Is(err, errNotGuarded):
-		return admission.Allowed("runnerguard judges only pod deletes and evictions")
+		return admission.Allowed("runnerguard judges only pod deletes and evictions"), nil
 	case errors.Is(err, errPodUnreadable):
 		// Answer 429 so a drain retries rather than gives up on a
 		// passing API error.
 		logf.FromContext(ctx).Error(err, "eviction refused for now")
-		return retryLater(err.Error())
+		return retryLater(err.Error()), nil
 	case err != nil:
-		return admission.Errored(http.StatusInternalServerError, err)
+		return admission.Errored(http.StatusInternalServerError, err), nil
 	}
 	j := h.judge(ctx, facts, rv)
-	h.carryOut(ctx, j)
-	return j.response
+	return j.response, h.carryOut(ctx, j)
 }
 
 // judged is a review the guard judged: its answer, and the effects it
-// leads to as data (effects.go), which carryOut (after.go) runs.
+// leads to as data (effects.go), which runEffects (after.go) runs.
 type judged struct {
 	f  Facts
 	d  Decision
@@ -129,21 +134,6 @@ func (h *Handler) judge(ctx context.Context, f Facts, rv review) *judged {
 	}
 	return j
 }
-
-// Served is the guard's webhook for h, starting the work after each answer
-// once the whole answer is sent.
-func (h *Handler) Served() http.Handler { return h.after.Serve(&admission.Webhook{Handler: h}) }
-
-// ServedIn is Served for the registration of mode's namespaces: the API
-// server chose the mode, so the guard answers in it.
-func (h *Handler) ServedIn(mode config.Mode) http.Handler {
-	return h.after.Serve(&admission.Webhook{Handler: admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		return h.Handle(context.WithValue(ctx, modeKey{}, mode), req)
-	})})
-}
-
-// modeKey carries the mode the registration that called chose.
-type modeKey struct{}
 
 // Wait returns once the side effects of the reviews answered so far are
 // done.

@@ -42,8 +42,7 @@ type RecordHandler struct {
 	// them).
 	Notes *deletion.Notes
 	Now   func() time.Time
-	// after runs the note once the answer is sent (the pod guard's pool,
-	// after.go).
+	// after is the pod guard's pool, for Handle (after.go).
 	after *afterAnswer
 }
 
@@ -57,12 +56,18 @@ func (h *Handler) Records(k fleet.RecordKeeper) RecordHandler {
 	return e
 }
 
-// Handle allows a record's deletion and notes it (recordDeleted); any
-// other review is allowed untouched.
+// Handle judges one review, and hands what follows its answer to the
+// pool: the admission.Handler around Review.
 func (e RecordHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return e.after.handler(e.Review).Handle(ctx, req)
+}
+
+// Review allows a record's deletion and notes it (recordDeleted); any
+// other review is allowed untouched.
+func (e RecordHandler) Review(ctx context.Context, req admission.Request) (admission.Response, After) {
 	gvr := e.Keeper.RecordResource()
 	if req.Operation != admissionv1.Delete || req.SubResource != "" || req.Resource.Group != gvr.Group || req.Resource.Resource != gvr.Resource {
-		return admission.Allowed("runnerguard notes only deletes of " + e.kind() + "s here")
+		return admission.Allowed("runnerguard notes only deletes of " + e.kind() + "s here"), nil
 	}
 	return e.recordDeleted(ctx, req)
 }
@@ -73,15 +78,15 @@ func (e RecordHandler) kind() string { return e.Keeper.Traits().RecordKind }
 // repeat, notes its requester once the record shows it is being deleted:
 // a review the API server did not send names a record that is not being
 // deleted, and writes nothing.
-func (e RecordHandler) recordDeleted(ctx context.Context, req admission.Request) admission.Response {
+func (e RecordHandler) recordDeleted(ctx context.Context, req admission.Request) (admission.Response, After) {
 	allowed := admission.Allowed("runnerguard notes who deleted the " + e.kind())
 	rec := &metav1.PartialObjectMetadata{}
 	if len(req.OldObject.Raw) == 0 || json.Unmarshal(req.OldObject.Raw, rec) != nil || rec.UID == "" {
-		return allowed
+		return allowed, nil
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 	if dryRun || rec.DeletionTimestamp != nil || e.Notes == nil {
-		return allowed
+		return allowed, nil
 	}
 	n := &v1alpha1.RunnerDeletion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: string(rec.UID)},
@@ -91,13 +96,12 @@ func (e RecordHandler) recordDeleted(ctx context.Context, req admission.Request)
 			Job: e.jobOf(req.OldObject.Raw),
 		},
 	}
+	logf.FromContext(ctx).V(1).Info("deletion of a fleet's record reviewed", "kind", e.kind(), "record", rec.Namespace+"/"+rec.Name, "requester", req.UserInfo.Username)
 	// The note follows the answer, as the pod guard's effects do: the
 	// record's deletion shows only once it is answered.
-	e.after.later(ctx, func(ctx context.Context) {
+	return allowed, func(ctx context.Context) {
 		e.Notes.Write(ctx, n, func(ctx context.Context) bool { return e.recordDeleting(ctx, rec) })
-	})
-	logf.FromContext(ctx).V(1).Info("deletion of a fleet's record reviewed", "kind", e.kind(), "record", rec.Namespace+"/"+rec.Name, "requester", req.UserInfo.Username)
-	return allowed
+	}
 }
 
 // recordDeleting waits until the record reviewed shows a deletion under

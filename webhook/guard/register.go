@@ -3,7 +3,6 @@ package guard
 import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/presets"
@@ -44,9 +43,6 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		// A note waits for the deletion it tells of.
 		h.NotesAfterDeletion = true
 		h.Refusals = refusal.NewWriter(mgr.GetAPIReader(), mgr.GetClient())
-		if err := mgr.Add(h.Refusals); err != nil {
-			return err
-		}
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}
@@ -55,14 +51,16 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 	if err := mgr.Add(h.after); err != nil {
 		return err
 	}
-	mgr.GetWebhookServer().Register(Path, h.Served())
+	// Every room's reviews are served through the one seam (after.go).
+	srv := mgr.GetWebhookServer()
+	srv.Register(Path, h.after.serve(h.Review))
+	srv.Register(ConnectPath, h.after.serve(h.Connect().Review))
 	for _, mode := range []config.Mode{config.ModeEnforce, config.ModeWarn} {
-		mgr.GetWebhookServer().Register(ModePath(mode), h.ServedIn(mode))
-		mgr.GetWebhookServer().Register(ConnectModePath(mode), h.after.Serve(&admission.Webhook{Handler: h.ConnectIn(mode)}))
+		srv.Register(ModePath(mode), h.after.serve(in(mode, h.Review)))
+		srv.Register(ConnectModePath(mode), h.after.serve(in(mode, h.Connect().Review)))
 	}
-	mgr.GetWebhookServer().Register(ConnectPath, h.after.Serve(&admission.Webhook{Handler: h.Connect()}))
 	for _, k := range presets.Keepers() {
-		mgr.GetWebhookServer().Register(RecordPath(k.Traits().RecordKind), h.after.Serve(&admission.Webhook{Handler: h.Records(k)}))
+		srv.Register(RecordPath(k.Traits().RecordKind), h.after.serve(h.Records(k).Review))
 	}
 	return nil
 }
