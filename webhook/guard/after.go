@@ -160,23 +160,25 @@ func newAfterAnswer(slots int) *afterAnswer {
 }
 
 // do runs work in a goroutine, in a context of its own that keeps ctx's
-// logger; or now, in ctx, when every slot is busy.
+// logger; or now, in such a context, when every slot is busy.
 func (a *afterAnswer) do(ctx context.Context, work func(context.Context)) {
+	// The review's context ends with the answer.
+	run := func() {
+		actx, cancel := context.WithTimeout(logf.IntoContext(context.Background(), logf.FromContext(ctx)), afterTimeout)
+		defer cancel()
+		work(actx)
+	}
 	select {
 	case a.slots <- struct{}{}:
 	default:
-		work(ctx)
+		run()
 		return
 	}
 	a.pending.Add(1)
-	log := logf.FromContext(ctx)
 	go func() {
 		defer a.pending.Done()
 		defer func() { <-a.slots }()
-		// The review's context ends with the answer.
-		actx, cancel := context.WithTimeout(logf.IntoContext(context.Background(), log), afterTimeout)
-		defer cancel()
-		work(actx)
+		run()
 	}()
 }
 
@@ -209,8 +211,15 @@ type pending struct {
 // so the API server has read all of it (it reads an answer to its end)
 // before the work starts. Not even starting it, a goroutine and the thread
 // that picks it up, sits on the answer's path.
+//
+// The review's context ends a little before the API server stops waiting
+// (answerDeadline), so that a read the answer waits on ends in time for the
+// guard to answer itself, not the failure policy.
 func (a *afterAnswer) Serve(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), answerDeadline(r.URL.Query().Get("timeout")))
+		defer cancel()
+		r = r.WithContext(ctx)
 		p := &pending{}
 		// Deferred, so work handed over is done (and counted done) even if
 		// the handler panics after handing it over.
@@ -223,6 +232,20 @@ func (a *afterAnswer) Serve(next http.Handler) http.Handler {
 		next.ServeHTTP(held, r.WithContext(context.WithValue(r.Context(), pendingKey{}, p)))
 		held.send()
 	})
+}
+
+// answerDeadline is how long the guard takes to answer a review the API
+// server waits timeout for (the webhook call's timeout query parameter,
+// its registration's timeoutSeconds): long enough for a read, short enough
+// that the answer, even a refusal for now, arrives before the API server
+// gives up. Without the parameter (a review someone else posted), the
+// registrations' default wait is assumed.
+func answerDeadline(timeout string) time.Duration {
+	d, err := time.ParseDuration(timeout)
+	if err != nil || d <= 0 {
+		d = 5 * time.Second
+	}
+	return d - min(d/5, time.Second)
 }
 
 // heldAnswer holds an answer's status and body until send. Its headers are

@@ -4,15 +4,18 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 )
 
@@ -85,4 +88,23 @@ func TestConnectAnswersInTheModeOfTheRegistrationThatCalled(t *testing.T) {
 	assert.True(t, resp.Allowed, "called by the warn registration")
 	assert.NotEmpty(t, resp.Warnings, "warn mode says what enforce would refuse")
 	assert.Equal(t, "/validate-runner-connect/enforce", ConnectModePath(config.ModeEnforce))
+}
+
+// A connection whose pod cannot be read before its answer is due is
+// refused for now (429), never left for the API server's failure policy,
+// Ignore on this path, to let through.
+func TestAConnectionWhosePodCannotBeReadInTimeIsRefusedForNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		busy := podtest.Runner("ci", "busy").Running("runner").Obj()
+		r, _, release := heldReads(t, busy)
+		defer close(release)
+		h := NewHandler(configtest.Enforcing(), r, nil, events.NewFakeRecorder(1))
+		ctx, cancel := context.WithTimeout(context.Background(), answerDeadline("5s"))
+		defer cancel()
+		resp, after := h.Connect().Review(ctx, connectReq(t, "exec", "ci", "busy", "runner", reaper))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code)
+		assert.Contains(t, resp.Result.Message, "cannot read pod ci/busy in time")
+		assert.Nil(t, after, "nothing is kept of a review not judged")
+	})
 }

@@ -3,11 +3,11 @@ package guard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,11 +72,17 @@ func (c ConnectHandler) Review(ctx context.Context, req admission.Request) (admi
 		}
 	}
 	// Read now, uncached: the pod's state decides, and a review cannot be
-	// trusted to bring it (the API server sends only the options).
-	pod := &corev1.Pod{}
-	if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, pod); err != nil {
+	// trusted to bring it (the API server sends only the options). A read
+	// not done in time is a refusal for now, never a wait the API server
+	// ends with the failure policy (podread.go).
+	pod, err := h.readPod(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name})
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return admission.Allowed("the pod is gone"), nil
+		}
+		if errors.Is(err, errReadsBusy) {
+			logf.FromContext(ctx).Info("refused for now: the pod's read was not done in time", "operation", op, "pod", req.Namespace+"/"+name)
+			return retryLater(fmt.Sprintf("cannot read pod %s/%s in time to judge the %s", req.Namespace, name, op)), nil
 		}
 		logf.FromContext(ctx).Error(err, "refused for now: cannot read the pod", "operation", op)
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("runnerguard: cannot read pod %s/%s to judge the %s: %w", req.Namespace, name, op, err)), nil

@@ -70,3 +70,26 @@ func containers(rc []reviewedContainer) []corev1.Container {
 	}
 	return out
 }
+
+// slim is pod as decodePod would have decoded it: what the guard reads of
+// a pod it read itself (podread.go) is what it reads of a review's.
+func slim(pod *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec, Status: pod.Status}
+	out.ManagedFields = nil
+	out.Spec.Volumes = nil
+	out.Spec.EphemeralContainers = nil
+	out.Spec.Containers = slimContainers(pod.Spec.Containers)
+	out.Spec.InitContainers = slimContainers(pod.Spec.InitContainers)
+	return out
+}
+
+func slimContainers(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy}
+	}
+	return out
+}

@@ -25,6 +25,7 @@ func decodedBothWays(t testing.TB, pod *corev1.Pod) (whole, reviewed *corev1.Pod
 	require.NoError(t, json.Unmarshal(raw, whole))
 	reviewed, err = decodePod(raw)
 	require.NoError(t, err)
+	require.Equal(t, reviewed, slim(whole), "a pod the guard reads itself is slimmed as a review's is decoded")
 	return whole, reviewed
 }
 

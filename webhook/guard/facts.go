@@ -34,6 +34,9 @@ type Readers struct {
 	// there with the review's UID is confirmed without a GET.
 	Pods client.Reader
 	Now  func() time.Time
+	// live shares and bounds the reads, through Reader, of the pods the
+	// reviews do not bring (podread.go).
+	live *podReads
 }
 
 // runsJob reports whether the pod named, to which requester's token is

@@ -60,7 +60,7 @@ var _ admission.Handler = &Handler{}
 
 // NewHandler returns a Handler reading the clock.
 func NewHandler(cfg config.Config, r client.Reader, w client.Writer, rec events.EventRecorder) *Handler {
-	return &Handler{Readers: Readers{Config: cfg, Reader: r, Now: time.Now}, Writer: w, Notes: deletion.NewNotes(w, notesFailed), Recorder: rec, after: newAfterAnswer(afterSlots)}
+	return &Handler{Readers: Readers{Config: cfg, Reader: r, Now: time.Now, live: newPodReads(r)}, Writer: w, Notes: deletion.NewNotes(w, notesFailed), Recorder: rec, after: newAfterAnswer(afterSlots)}
 }
 
 // Handle judges one review, and hands what follows its answer to the
@@ -199,8 +199,8 @@ func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, revi
 		if req.Name == "" || req.Namespace == "" {
 			return f, rv, fmt.Errorf("%w: eviction without a pod name and namespace", errBadRequest)
 		}
-		pod = &corev1.Pod{}
-		if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, pod); err != nil {
+		var err error
+		if pod, err = h.readPod(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}); err != nil {
 			if apierrors.IsNotFound(err) {
 				return f, rv, errPodGone
 			}

@@ -1,0 +1,87 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/singleflight"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The reviews that bring no pod (an eviction, a connection) read it from
+// the API server, uncached, since its state decides. Anyone on the pod
+// network can post such reviews, each naming a large pod, and queue the
+// reads until a real review's read outlasts the API server's wait, which
+// would then apply the failure policy (Ignore for connections) and let a
+// reaper's exec into a busy runner through. So the reads are shared and
+// bounded: reviews of one pod that arrive while its read is in flight
+// share that read; at most readSlots reads are in flight; and a review
+// whose read does not finish in time (the answer's deadline, Serve) is
+// refused for now rather than left to time out.
+
+// readSlots bounds the guard's pod reads in flight on one replica.
+const readSlots = 32
+
+// errReadsBusy: the pod could not be read before the answer was due.
+var errReadsBusy = errors.New("runnerguard is reading too many pods to read this one in time; retry")
+
+// podReads reads pods for the reviews that bring none.
+type podReads struct {
+	reader client.Reader
+	shared singleflight.Group
+	slots  chan struct{}
+}
+
+func newPodReads(r client.Reader) *podReads {
+	return &podReads{reader: r, slots: make(chan struct{}, readSlots)}
+}
+
+// get reads the pod key as the API server has it now, sharing a read in
+// flight, or fails with ctx (errReadsBusy when its deadline passed) or
+// with the read's own error (a not-found among them). The pod returned is
+// the caller's own, slim as a review's pod is decoded (decode.go).
+func (p *podReads) get(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	ch := p.shared.DoChan(key.String(), func() (any, error) { return p.read(ctx, key) })
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", errReadsBusy, ctx.Err())
+	case r := <-ch:
+		switch {
+		case r.Err == nil:
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%w: %w", errReadsBusy, r.Err)
+		case errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded):
+			// The shared read was another review's, which gave up: this
+			// one still has time for a read of its own.
+			return p.read(ctx, key)
+		default:
+			return nil, r.Err
+		}
+		// Each review gets its own copy of the slim pod: a flood that
+		// shares one read copies only what a rule reads.
+		return r.Val.(*corev1.Pod).DeepCopy(), nil
+	}
+}
+
+// read takes a slot, waiting no longer than ctx, and reads the pod.
+func (p *podReads) read(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.slots }()
+	pod := &corev1.Pod{}
+	if err := p.reader.Get(ctx, key, pod); err != nil {
+		return nil, err
+	}
+	return slim(pod), nil
+}
+
+// readPod reads the pod key for a review that brings none (podReads).
+func (h Readers) readPod(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	return h.live.get(ctx, key)
+}
