@@ -99,7 +99,10 @@ func (w *Writer) flush(ctx context.Context, key podUID) {
 		add := *p
 		*p = v1alpha1.Refusals{}
 		w.mu.Unlock()
-		if err := w.write(ctx, key, add); err != nil {
+		// Each batch has its own writeTimeout, whatever is left of the
+		// caller's: refusals that keep arriving for one pod are written in
+		// turn, not given up when the first caller's time ends.
+		if err := w.write(context.WithoutCancel(ctx), key, add); err != nil {
 			logf.FromContext(ctx).Error(err, "refusals not kept on the pod", "pod", key.NamespacedName, "count", len(add.Entries))
 		}
 	}
