@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,9 +15,7 @@ import (
 
 // checkOptions are check's own flags.
 type checkOptions struct {
-	output  string
-	wait    time.Duration
-	release string
+	wait time.Duration
 }
 
 // checkInterval is how often --wait asks again.
@@ -37,46 +34,56 @@ not exist; the injector, a dry-run runner pod of each preset's shape. It
 reads cert-manager's Certificate of the webhooks, the opted-in namespaces
 with the guard's mode in each, and which presets the injector matches.
 
-It needs: list webhook configurations and namespaces; get the Certificate
-and the ConfigMap in the release's namespace; create pods and pods/eviction
-in the namespace it probes (-n, else the first opted-in one); list
-PodDisruptionBudgets and pods in the opted-in namespaces, for its warnings.
+It finds the installation by the chart's label on its
+ValidatingWebhookConfiguration; --release and --runnerguard-namespace
+choose when the cluster has several.
+
+It needs: list validatingwebhookconfigurations and get
+mutatingwebhookconfigurations (admissionregistration.k8s.io); list
+namespaces; in the release's namespace, get certificates.cert-manager.io
+and list endpointslices (discovery.k8s.io); create pods and pods/eviction
+in the namespace it probes (-n, else the first opted-in one), as dry runs;
+list poddisruptionbudgets (policy) and pods in the opted-in namespaces, for
+its warnings.
 
 Warnings (exit status 0): the operator's off switch on, opted-in
 namespaces that allow privileged pods, others' PodDisruptionBudgets over
 runner pods.
 
+-o json or yaml prints ok, the problems, the warnings and what was found.
+
 Exit status: 0 all is well; 3 something is wrong (said in one line); 1 the
 cluster could not be asked; 2 a usage error.`,
 		Example: `  kubectl runnerguard check
   kubectl runnerguard check --wait 2m      # after helm install, until it is green
-  kubectl runnerguard check -n ci --release runnerguard`,
-		Args:              positional(0, "check [--wait DURATION] [--release NAME] [-n NAMESPACE]"),
+  kubectl runnerguard check -n ci --release runnerguard
+  kubectl runnerguard check -o yaml`,
+		Args:              positional(0, "check [--wait DURATION] [--release NAME] [-n NAMESPACE] [-o json|yaml]"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	k := newKube(cmd)
 	cmd.Flags().DurationVar(&o.wait, "wait", 0, "ask again every 2s until all is well or this long has passed")
-	cmd.Flags().StringVar(&o.release, "release", "", "the Helm release to check, when the cluster has several")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json (what was found, the problems and the warnings), or none for the text for people")
+	in := newInstallFlags(cmd, false)
+	out := newValueOutput(cmd, false, "ok, the problems, the warnings and what was found")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.wait < 0 {
 			return usageErrorf("--wait must not be negative")
 		}
-		if o.output != "" && o.output != "json" {
-			return usageErrorf("-o %q: check prints json, or the text for people without -o", o.output)
+		if err := out.validate(); err != nil {
+			return err
 		}
-		opts := check.Options{Release: o.release}
+		opts := check.Options{Release: in.release, Namespace: in.namespace}
 		if cmd.Flags().Changed("namespace") {
 			opts.ProbeNamespace = *k.flags.Namespace
 		}
-		return failed(runCheck(cmd.Context(), k, opts, o.wait, o.output == "json", streams))
+		return failed(runCheck(cmd.Context(), k, opts, o.wait, out, streams))
 	}
 	return cmd
 }
 
 // runCheck gathers and judges until all is well or the wait is over, then
 // prints the report; the first problem is the error.
-func runCheck(ctx context.Context, k kube, opts check.Options, wait time.Duration, asJSON bool, streams genericiooptions.IOStreams) error {
+func runCheck(ctx context.Context, k kube, opts check.Options, wait time.Duration, out *output, streams genericiooptions.IOStreams) error {
 	cfg, err := k.restConfig()
 	if err != nil {
 		return err
@@ -97,8 +104,8 @@ func runCheck(ctx context.Context, k kube, opts check.Options, wait time.Duratio
 		}
 		v := check.Judge(facts)
 		if v.OK() || !time.Now().Add(checkInterval).Before(deadline) {
-			if asJSON {
-				return printCheckJSON(streams.Out, facts, v)
+			if human, _ := out.human(); !human {
+				return printCheckValue(streams.Out, out, facts, v)
 			}
 			return printCheck(streams.Out, facts, v)
 		}
@@ -131,12 +138,10 @@ func printCheck(w io.Writer, f check.Facts, v check.Verdict) error {
 	return exitError{exitUnhealthy, errors.New(v.Problems[0])}
 }
 
-// printCheckJSON prints what check found and judged, for scripts: the
+// printCheckValue prints what check found and judged, for scripts: the
 // exit status is the same as the text's.
-func printCheckJSON(w io.Writer, f check.Facts, v check.Verdict) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(struct {
+func printCheckValue(w io.Writer, out *output, f check.Facts, v check.Verdict) error {
+	if err := out.printValue(w, struct {
 		OK bool `json:"ok"`
 		check.Verdict
 		Facts check.Facts `json:"facts"`

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -18,19 +19,20 @@ import (
 	"github.com/runnerguard/runnerguard/internal/drain"
 )
 
-const drainSynopsis = "drain NODE... [--selector LABELS] [--deadline 2h|RFC3339 --reason TEXT] [--dry-run=none|client|server]"
+const drainSynopsis = "drain NODE... [--selector LABELS] [--deadline 2h|RFC3339 --reason TEXT] [--dry-run=none|client|server] [-o json|yaml]"
 
 // drainOptions are drain's flags: kubectl drain's own, for the node's
 // other pods, and runnerguard's for its runners.
 type drainOptions struct {
-	selector, podSelector      string
-	deadline, reason           string
-	dryRun                     string
-	force, ignoreDaemonSets    bool
-	deleteEmptyDirData         bool
-	timeout                    time.Duration
-	gracePeriod                int
-	configPath, releaseNS, rel string
+	selector, podSelector   string
+	deadline, reason        string
+	dryRun                  string
+	force, ignoreDaemonSets bool
+	deleteEmptyDirData      bool
+	timeout                 time.Duration
+	gracePeriod             int
+	install                 *installFlags
+	out                     *output
 	// interval is how often the drain looks at the nodes again.
 	interval time.Duration
 }
@@ -50,12 +52,18 @@ are ended: the drain sets the override runnerguard.io/allow-delete with
 so each death's record names you. The node's other pods go by kubectl
 drain's rules (--force, --ignore-daemonsets, --delete-emptydir-data).
 Before changing anything it asks the API server for each permission it
-needs, and names those you lack.
+needs, and names those you lack. It tells runner pods by the presets of
+the installation's ConfigMap (found by --release, --runnerguard-namespace),
+or --config's, else every preset's defaults; its first line says which.
 
 --dry-run=client prints what the drain would do and changes nothing;
 --dry-run=server also asks the API server (and so the guard and the
 disruption budgets) to judge each eviction it would make now, as a dry
 run.
+
+-o json or yaml prints, when the drain ends, its outcome node by node and
+pod by pod (result, refusals, each pod evicted, ended, still waiting or,
+in a dry run, what would be done); the log then goes to stderr.
 
 Exit status: 0 drained (the jobs the deadline ended, if any, said in the
 output); 5 --timeout passed with pods still on the nodes (they stay
@@ -63,7 +71,8 @@ cordoned); 6 refused, nothing changed (a permission missing, or kubectl's
 rules refuse a pod); 1 failed; 2 a usage error.`,
 		Example: `  kubectl runnerguard drain node-7
   kubectl runnerguard drain --selector pool=ci --deadline 2h --reason "node pool upgrade"
-  kubectl runnerguard drain node-7 --dry-run=server`,
+  kubectl runnerguard drain node-7 --dry-run=server
+  kubectl runnerguard drain node-7 --timeout 1h -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && o.selector == "" {
 				return usageErrorf("drain takes node names or --selector: %s", drainSynopsis)
@@ -73,8 +82,13 @@ rules refuse a pod); 1 failed; 2 a usage error.`,
 	}
 	k := newKube(cmd)
 	o.bind(cmd.Flags())
+	o.install = newInstallFlags(cmd, true)
+	o.out = newValueOutput(cmd, false, "the drain's outcome node by node and pod by pod, the log going to stderr")
 	cmd.ValidArgsFunction = k.completeNodes
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := o.out.validate(); err != nil {
+			return err
+		}
 		if !slices.Contains([]string{"none", "client", "server"}, o.dryRun) {
 			return usageErrorf("--dry-run=%q: none, client or server", o.dryRun)
 		}
@@ -84,9 +98,20 @@ rules refuse a pod); 1 failed; 2 a usage error.`,
 		if _, err := drain.ParseDeadline(o.deadline, time.Now()); o.deadline != "" && err != nil {
 			return usageErrorf("%v", err)
 		}
-		out, err := runDrain(cmd.Context(), k, o, args, newScreen(streams.Out))
+		human, _ := o.out.human()
+		log := streams.Out
+		if !human {
+			log = streams.ErrOut
+		}
+		out, rep, err := runDrain(cmd.Context(), k, o, args, newScreen(log))
 		if err != nil {
 			return failed(err)
+		}
+		if !human {
+			rep.Finish(out, o.dryRun)
+			if err := o.out.printValue(streams.Out, rep); err != nil {
+				return failed(fmt.Errorf("printing: %w", err))
+			}
 		}
 		if code := out.Code(); code != drain.ExitDrained {
 			return exitError{code, errors.New(outcomeText(out))}
@@ -109,9 +134,6 @@ func (o *drainOptions) bind(f *pflag.FlagSet) {
 	f.BoolVar(&o.deleteEmptyDirData, "delete-emptydir-data", false, "as kubectl drain: evict pods with emptyDir data (runner pods need no flag)")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long, leaving the nodes cordoned (0: never)")
 	f.IntVar(&o.gracePeriod, "grace-period", -1, "as kubectl drain: seconds each pod is given to terminate (-1: the pod's own)")
-	f.StringVar(&o.configPath, "config", "", "runnerguard config file, when the chart's ConfigMap cannot be read")
-	f.StringVar(&o.releaseNS, "runnerguard-namespace", "runnerguard", "the namespace runnerguard is installed in, for its ConfigMap")
-	f.StringVar(&o.rel, "release", "runnerguard", "runnerguard's release name (its ConfigMap's name)")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "how often the nodes are looked at again")
 	_ = f.MarkHidden("interval")
 }
@@ -133,31 +155,32 @@ type drainRun struct {
 	runners  runnersOn
 	helper   *kdrain.Helper
 	screen   *screen
+	report   *drain.Report
 	nodes    []*corev1.Node
 	names    []string
 	deadline time.Time
 	reason   string
 }
 
-func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *screen) (drain.Outcome, error) {
+func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *screen) (drain.Outcome, *drain.Report, error) {
 	cfg, err := k.restConfig()
 	if err != nil {
-		return drain.Outcome{}, err
+		return drain.Outcome{}, nil, err
 	}
 	// The guard's admission warnings (a busy runner ended by the override)
 	// are log lines, as kubectl prints them.
 	cfg.WarningHandler = rest.NewWarningWriter(sc, rest.WarningWriterOptions{Deduplicate: true})
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return drain.Outcome{}, err
+		return drain.Outcome{}, nil, err
 	}
 	c, err := k.client()
 	if err != nil {
-		return drain.Outcome{}, err
+		return drain.Outcome{}, nil, err
 	}
-	rgCfg, source, err := clusterConfig(ctx, cs, o.configPath, o.releaseNS, o.rel)
+	rgCfg, source, err := o.install.presets(ctx, cs)
 	if err != nil {
-		return drain.Outcome{}, err
+		return drain.Outcome{}, nil, err
 	}
 	sc.Logf("runnerguard: %s", source)
 	r := &drainRun{o: o, cs: cs, screen: sc, runners: runnersOn{cs: cs, c: c, presets: rgCfg.Presets, podSelector: o.podSelector}}
@@ -165,17 +188,21 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 		if apierrors.IsForbidden(err) {
 			// Not even the nodes may be read: a refusal like a missing
 			// permission found later, and nothing was changed.
-			sc.Logf("refused: you may not read the nodes to drain (get and list on nodes): %v", err)
-			return drain.Outcome{Refused: true}, nil
+			r.report = drain.NewReport(args)
+			r.refuse("you may not read the nodes to drain (get and list on nodes): %v", err)
+			r.report.Presets = source
+			return drain.Outcome{Refused: true}, r.report, nil
 		}
-		return drain.Outcome{}, err
+		return drain.Outcome{}, nil, err
 	}
 	for _, n := range r.nodes {
 		r.names = append(r.names, n.Name)
 	}
+	r.report = drain.NewReport(r.names)
+	r.report.Presets = source
 	if o.deadline != "" {
 		if err := r.setDeadline(ctx); err != nil {
-			return drain.Outcome{}, err
+			return drain.Outcome{}, nil, err
 		}
 	}
 	r.helper = &kdrain.Helper{Ctx: ctx, Client: withoutRunners{cs, rgCfg.Presets}, Force: o.force, GracePeriodSeconds: o.gracePeriod,
@@ -183,10 +210,10 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 		EvictErrorRetryDelay: 5 * time.Second, Out: sc, ErrOut: sc}
 	others, refused, err := r.check(ctx)
 	if err != nil || refused {
-		return drain.Outcome{Refused: refused}, err
+		return drain.Outcome{Refused: refused}, r.report, err
 	}
 	if o.dryRun != "none" {
-		return drain.Outcome{}, r.plan(ctx, others)
+		return drain.Outcome{}, r.report, r.plan(ctx, others)
 	}
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
@@ -194,7 +221,8 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 		defer cancel()
 		r.helper.Ctx = ctx
 	}
-	return r.drain(ctx, others)
+	out, err := r.drain(ctx, others)
+	return out, r.report, err
 }
 
 // setDeadline reads when the jobs still running are ended, and the reason

@@ -8,7 +8,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
@@ -21,36 +20,6 @@ import (
 	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
-
-// clusterConfig is the config the cluster's runnerguard runs, as far as
-// the CLI can learn it: --config when given; else the chart's ConfigMap
-// (<release> in the release's namespace, key config.yaml), which the
-// webhooks run; else the defaults. The second result says which.
-func clusterConfig(ctx context.Context, cs kubernetes.Interface, path, namespace, release string) (config.Config, string, error) {
-	if path != "" {
-		cfg, err := config.Load(path)
-		return cfg, "presets from " + path, err
-	}
-	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, release, metav1.GetOptions{})
-	if err != nil {
-		// Not knowing which fleets the cluster runs, every preset's pods
-		// are told for runner pods: a runner taken for a plain pod would
-		// be handed to kubectl's rules and evicted with its job.
-		return allPresets(), fmt.Sprintf("every preset's defaults: the chart's ConfigMap %s/%s could not be read (%v); pass --config if the cluster's differ", namespace, release, reasonOf(err)), nil
-	}
-	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
-	if err != nil {
-		return config.Config{}, "", fmt.Errorf("the chart's ConfigMap %s/%s: %w", namespace, release, err)
-	}
-	return cfg, fmt.Sprintf("presets from the chart's ConfigMap %s/%s", namespace, release), nil
-}
-
-func reasonOf(err error) string {
-	if r := apierrors.ReasonForError(err); r != metav1.StatusReasonUnknown {
-		return string(r)
-	}
-	return err.Error()
-}
 
 // whoAmI is the requester's username as the API server sees it (with --as,
 // the impersonated user): the name the drain's reason carries.

@@ -28,7 +28,7 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 	for _, n := range r.names {
 		runners, err := r.runners.list(ctx, n)
 		if apierrors.IsForbidden(err) {
-			r.screen.Logf("refused: %v", err)
+			r.refuse("%v", err)
 			return nil, true, nil
 		}
 		if err != nil {
@@ -41,6 +41,7 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 		list, errs := r.helper.GetPodsForDeletion(n)
 		for _, err := range errs {
 			r.screen.Logf("refused by kubectl drain's rules for node %s's other pods: %v", n, err)
+			r.report.Refused(fmt.Sprintf("kubectl drain's rules for node %s's other pods: %v", n, err))
 			refused = true
 		}
 		if list == nil {
@@ -65,9 +66,16 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 		return nil, false, err
 	}
 	for _, p := range lacking {
-		r.screen.Logf("refused: you may not %s", p)
+		r.refuse("you may not %s", p)
 	}
 	return others, len(lacking) > 0, nil
+}
+
+// refuse says why the drain changes nothing, in the log and the report.
+func (r *drainRun) refuse(format string, a ...any) {
+	why := fmt.Sprintf(format, a...)
+	r.screen.Logf("refused: %s", why)
+	r.report.Refused(why)
 }
 
 // steps judges the runner pods on the nodes now.
@@ -98,14 +106,23 @@ func (r *drainRun) plan(ctx context.Context, others []corev1.Pod) error {
 	}
 	tick := drain.Next(steps, now, time.Time{})
 	for _, s := range tick.Evict {
-		r.screen.Logf("would evict now: %s/%s (%s): %s%s", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why, r.serverSays(ctx, s.Pod))
+		server := r.serverSays(ctx, s.Pod)
+		r.screen.Logf("would evict now: %s/%s (%s): %s%s", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why, inLog(server))
+		p := drain.StepPod(s, drain.WouldEvict, s.Why)
+		p.Server = server
+		r.report.Set(p)
 	}
 	for i := range others {
-		p := &others[i]
-		r.screen.Logf("would evict, by kubectl drain's rules: %s/%s%s", p.Namespace, p.Name, r.serverSays(ctx, p))
+		o := &others[i]
+		server := r.serverSays(ctx, o)
+		r.screen.Logf("would evict, by kubectl drain's rules: %s/%s%s", o.Namespace, o.Name, inLog(server))
+		p := drain.OtherPod(o, drain.WouldEvict, "kubectl drain's rules")
+		p.Server = server
+		r.report.Set(p)
 	}
 	for _, s := range tick.Waiting {
 		r.screen.Logf("would wait for its job: %s", drain.Line(s, now))
+		r.report.Set(drain.StepPod(s, drain.WouldWait, "busy with its job"))
 	}
 	if !r.deadline.IsZero() {
 		r.screen.Logf("at %s would set %s=%q on the runners still busy and evict them", r.deadline.UTC().Format(time.RFC3339), runnerpod.AllowDelete, r.reason)
@@ -126,9 +143,17 @@ func (r *drainRun) serverSays(ctx context.Context, pod *corev1.Pod) string {
 	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
 	if err := r.cs.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev); err != nil {
-		return "; the API server would refuse it now: " + err.Error()
+		return "the API server would refuse it now: " + err.Error()
 	}
-	return "; the API server would allow it now"
+	return "the API server would allow it now"
+}
+
+// inLog is the server's answer as the end of a log line.
+func inLog(server string) string {
+	if server == "" {
+		return ""
+	}
+	return "; " + server
 }
 
 // drain cordons the nodes, hands the other pods to kubectl's drain library
@@ -137,6 +162,7 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 	if err := r.cordon(ctx); err != nil {
 		return drain.Outcome{}, err
 	}
+	r.helper.OnPodDeletionOrEvictionFinished = r.otherDone
 	othersDone := make(chan error, 1)
 	go func() { othersDone <- r.helper.DeleteOrEvictPods(others) }()
 	var othersErr error
@@ -166,6 +192,7 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 			}
 		}
 		r.screen.Show(tick.Waiting, now, r.deadline)
+		r.report.Waiting(waitingPods(tick.Waiting))
 		select {
 		case othersErr = <-othersDone:
 			othersLeft = false
@@ -202,8 +229,36 @@ func (r *drainRun) cordon(ctx context.Context) error {
 			}
 		}
 		r.screen.Logf("node/%s cordoned", n.Name)
+		r.report.Cordoned(n.Name)
 	}
 	return nil
+}
+
+// otherDone records what kubectl's drain library did with one of the
+// node's other pods.
+func (r *drainRun) otherDone(pod *corev1.Pod, usingEviction bool, err error) {
+	how := "kubectl drain's rules: evicted"
+	if !usingEviction {
+		how = "kubectl drain's rules: deleted"
+	}
+	if err != nil {
+		r.report.Set(drain.OtherPod(pod, drain.Failed, err.Error()))
+		return
+	}
+	r.report.Set(drain.OtherPod(pod, drain.Evicted, how))
+}
+
+// waitingPods are the report's entries of the runners waited for.
+func waitingPods(steps []drain.Step) []drain.PodReport {
+	var out []drain.PodReport
+	for _, s := range steps {
+		why := "busy with its job"
+		if s.Action == drain.Leaving {
+			why = s.Why
+		}
+		out = append(out, drain.StepPod(s, drain.Waiting, why))
+	}
+	return out
 }
 
 // override sets the override on a busy runner whose job the deadline
@@ -218,6 +273,7 @@ func (r *drainRun) override(ctx context.Context, s drain.Step) error {
 	if err != nil {
 		return fmt.Errorf("setting %s on %s/%s: %w", runnerpod.AllowDelete, s.Pod.Namespace, s.Pod.Name, err)
 	}
+	r.report.Set(drain.StepPod(s, drain.Ended, "the deadline: "+r.reason))
 	r.screen.Logf("deadline reached: ending %s/%s (%s, job %s): %s=%q", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, drain.JobText(s.Job), runnerpod.AllowDelete, r.reason)
 	return nil
 }
@@ -236,6 +292,8 @@ func (r *drainRun) evict(s drain.Step, evicted, told map[types.UID]bool) error {
 		why := s.Why
 		if s.Action == drain.Wait {
 			why = "the deadline"
+		} else {
+			r.report.Set(drain.StepPod(s, drain.Evicted, why))
 		}
 		r.screen.Logf("evicting pod %s/%s (%s): %s", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, why)
 	case apierrors.IsNotFound(err):

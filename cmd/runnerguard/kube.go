@@ -12,13 +12,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // kube is what why and deaths read the cluster with: kubectl's own
@@ -91,6 +94,30 @@ func (k kube) client() (client.Client, error) {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: s})
+}
+
+// clientset is client-go's typed client of the kubeconfig.
+func (k kube) clientset() (kubernetes.Interface, error) {
+	cfg, err := k.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// presets are the presets in tells runner pods by, found as in.presets
+// says; -v 1 shows where they came from.
+func (k kube) presets(ctx context.Context, in *installFlags) ([]runnerpod.Preset, error) {
+	cs, err := k.clientset()
+	if err != nil {
+		return nil, err
+	}
+	cfg, source, err := in.presets(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	klog.V(1).Infof("runnerguard: %s", source)
+	return cfg.Presets, nil
 }
 
 // completeNamespaces offers the cluster's namespaces for -n.

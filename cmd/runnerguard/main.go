@@ -5,12 +5,19 @@
 //	runnerguard serve --config=/etc/runnerguard/config.yaml --cert-dir=DIR
 //	runnerguard why POD [-n NAMESPACE] [-o wide|json|yaml|name|jsonpath=...|custom-columns=...]
 //	runnerguard deaths [-n NAMESPACE | -A] [--since DURATION] [-o ...]
-//	runnerguard check [--wait DURATION] [--release NAME]
-//	runnerguard version | --version
+//	runnerguard refusals [POD] [-n NAMESPACE | -A] [--warned] [-o json|yaml]
+//	runnerguard drain NODE... [--selector LABELS] [--deadline 2h --reason TEXT] [-o json|yaml]
+//	runnerguard check [--wait DURATION] [-o json|yaml]
+//	runnerguard version [-o json|yaml] | --version
 //	runnerguard completion bash|zsh|fish|powershell
 //
 // The CLI is built as kubectl plugins are: cobra and pflag for commands and
 // flags, k8s.io/cli-runtime for the kubeconfig flags and the printers.
+// Every command that prints results takes -o json and yaml (output.go);
+// every command that needs the installation finds it the same way, with
+// --release and --runnerguard-namespace to choose (install.go).
+// TestEveryCommandKeepsTheConvention holds each command to both, and to
+// the exit codes below.
 //
 // Exit codes, which scripts may rely on, one scheme for every command: 0
 // the command did what was asked, its outcome in its output (why: the pod
@@ -160,13 +167,23 @@ func positional(n int, synopsis string) cobra.PositionalArgs {
 }
 
 func newVersionCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:               "version",
 		Short:             "Print the release, commit and build date",
-		Args:              positional(0, "version"),
+		Args:              positional(0, "version [-o json|yaml]"),
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              func(*cobra.Command, []string) error { return printVersion(streams.Out) },
 	}
+	out := newValueOutput(cmd, false, "the release, commit, build date and Go version")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		if human, _ := out.human(); !human {
+			return out.printValue(streams.Out, buildInfo())
+		}
+		return printVersion(streams.Out)
+	}
+	return cmd
 }
 
 // failed marks what a command returns as a failure (exit 1), unless it

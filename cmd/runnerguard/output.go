@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
@@ -12,19 +13,31 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/jsonpath"
+	"sigs.k8s.io/yaml"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 )
 
-// output is -o. With no -o or -o wide, why and deaths print their text for
-// people (internal/report). Every other format prints the records as the
-// RunnerDeath objects they are kept as, in a RunnerDeathList, through
-// kubectl's printers: a script reads the same versioned schema from both
-// commands as from `kubectl get runnerdeaths`, and jsonpath, templates and
-// custom columns address the fields the CRD documents.
+// output is -o, one flag for every command that prints results: json and
+// yaml everywhere, and no -o for the text for people.
+//
+// why and deaths print runnerguard's records (newOutput): every format
+// other than the text prints them as the RunnerDeath objects they are
+// kept as, in a RunnerDeathList, through kubectl's printers, so a script
+// reads the same versioned schema as from `kubectl get runnerdeaths`, and
+// jsonpath, templates and custom columns address the fields the CRD
+// documents. The other commands print what is no Kubernetes object (check's
+// findings, a drain's outcome, refusals, the version: newValueOutput): json
+// or yaml of the structure, which kubectl's printers refuse for want of a
+// kind.
 type output struct {
+	// print is kubectl's printers, for records; nil for a value.
 	print *genericclioptions.PrintFlags
+	// format is -o's value.
+	format *string
+	// wide: the text for people has a wider form.
+	wide bool
 }
 
 // The formats printed for people.
@@ -32,30 +45,54 @@ const wide = "wide"
 
 const customColumnsPrefix = "custom-columns="
 
+// outputUsage is the start of -o's help on every command.
+const outputUsage = "Output format. One of: ("
+
+// newOutput is -o of a command that prints records.
 func newOutput(cmd *cobra.Command) *output {
-	o := &output{print: genericclioptions.NewPrintFlags("")}
+	o := &output{print: genericclioptions.NewPrintFlags(""), wide: true}
 	o.print.AddFlags(cmd)
-	cmd.Flags().Lookup("output").Usage = "Output format. One of: (" + strings.Join(o.formats(), ", ") +
-		"). Without -o, or with wide, the text for people; any other prints the records as RunnerDeath objects."
-	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return o.formats(), cobra.ShellCompDirectiveNoFileComp
-	})
+	o.format = o.print.OutputFormat
+	o.describe(cmd, "Without -o, or with wide, the text for people; any other prints the records as RunnerDeath objects.")
 	return o
 }
 
+// newValueOutput is -o of a command whose results are no Kubernetes
+// object; wide when its text for people has a wider form.
+func newValueOutput(cmd *cobra.Command, wide bool, what string) *output {
+	o := &output{format: new(string), wide: wide}
+	cmd.Flags().StringVarP(o.format, "output", "o", "", "")
+	o.describe(cmd, "Without -o the text for people; json and yaml print "+what+".")
+	return o
+}
+
+func (o *output) describe(cmd *cobra.Command, rest string) {
+	cmd.Flags().Lookup("output").Usage = outputUsage + strings.Join(o.formats(), ", ") + "). " + rest
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return o.formats(), cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
 func (o *output) formats() []string {
-	return append([]string{wide, strings.TrimSuffix(customColumnsPrefix, "=")}, o.print.AllowedFormats()...)
+	var f []string
+	if o.wide {
+		f = append(f, wide)
+	}
+	if o.print == nil {
+		return append(f, "json", "yaml")
+	}
+	return append(append(f, strings.TrimSuffix(customColumnsPrefix, "=")), o.print.AllowedFormats()...)
 }
 
 // human reports whether the text for people is asked for, and whether wide.
 func (o *output) human() (bool, bool) {
-	f := *o.print.OutputFormat
-	return f == "" || f == wide, f == wide
+	f := *o.format
+	return f == "" || f == wide && o.wide, f == wide && o.wide
 }
 
 // printer is the printer of the records for -o, or a usage error.
 func (o *output) printer() (printers.ResourcePrinter, error) {
-	f := *o.print.OutputFormat
+	f := *o.format
 	if spec, ok := strings.CutPrefix(f, customColumnsPrefix); ok {
 		p, err := newCustomColumns(spec)
 		if err != nil {
@@ -82,7 +119,31 @@ func (o *output) validate() error {
 	if h, _ := o.human(); h {
 		return nil
 	}
+	if o.print == nil {
+		if f := *o.format; f != "json" && f != "yaml" {
+			return usageErrorf("-o %q: one of %s", f, strings.Join(o.formats(), ", "))
+		}
+		return nil
+	}
 	_, err := o.printer()
+	return err
+}
+
+// printValue prints v as -o's json or yaml, through its json tags either
+// way, as kubectl prints an object.
+func (o *output) printValue(w io.Writer, v any) error {
+	var b []byte
+	var err error
+	if *o.format == "yaml" {
+		b, err = yaml.Marshal(v)
+	} else {
+		b, err = json.MarshalIndent(v, "", "    ")
+		b = append(b, '\n')
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
 	return err
 }
 
@@ -99,7 +160,7 @@ func (o *output) printRecords(w io.Writer, records []death.Record) error {
 		obj.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RunnerDeath"))
 		list.Items = append(list.Items, *obj)
 	}
-	if *o.print.OutputFormat == "name" {
+	if *o.format == "name" {
 		// kubectl's name printer takes one object at a time.
 		for i := range list.Items {
 			if err := p.PrintObj(&list.Items[i], w); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,18 +9,17 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/report"
 )
 
-const refusalsSynopsis = "refusals [POD] [-n NAMESPACE | -A] [--warned] [-o json]"
+const refusalsSynopsis = "refusals [POD] [-n NAMESPACE | -A] [--warned] [-o json|yaml]"
 
-// refusalsOptions are refusals' own flags.
+// refusalsOptions are refusals' flags.
 type refusalsOptions struct {
-	all        bool
-	warned     bool
-	output     string
-	configPath string
+	all     bool
+	warned  bool
+	out     *output
+	install *installFlags
 }
 
 // newRefusalsCommand is `refusals [POD]`: who the guard refused, and what,
@@ -41,7 +39,11 @@ RunnerDeath record, and are listed from there (RUNNER died).
 In warn mode nothing is refused: what enforce would have refused is kept
 the same way, answered "warned" (a deletion warn mode let through is on
 the runner's record). --warned lists only those: the rollout's question,
-what enforce would have refused this week.
+what enforce would have refused this week. It tells runner pods by the
+presets of the installation's ConfigMap (--release,
+--runnerguard-namespace, or --config's), else by every preset's defaults.
+
+-o json or yaml prints a list of pods, each with its refusals.
 
 Exit status: 0 listed (none found included); 1 the cluster could not be
 read; 2 a usage error; 3 the pod named is gone and no record of it keeps
@@ -49,7 +51,7 @@ refusals.`,
 		Example: `  runnerguard refusals -n ci
   runnerguard refusals runner-abc12 -n ci
   runnerguard refusals -A --warned
-  runnerguard refusals -A -o json`,
+  runnerguard refusals -A -o yaml`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageErrorf("refusals takes at most 1 argument, got %d: %s", len(args), refusalsSynopsis)
@@ -60,12 +62,12 @@ refusals.`,
 	k := newKube(cmd)
 	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "the runner pods and records of every namespace")
 	cmd.Flags().BoolVar(&o.warned, "warned", false, "only what warn mode let through that enforce would have refused")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json, or none for the text for people")
-	cmd.Flags().StringVar(&o.configPath, "config", "", "runnerguard config file, for non-default presets")
+	o.install = newInstallFlags(cmd, true)
+	o.out = newValueOutput(cmd, false, "a list of pods, each with its refusals")
 	cmd.ValidArgsFunction = k.completePods
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if o.output != "" && o.output != "json" {
-			return usageErrorf("-o %q: refusals prints json, or the text for people without -o", o.output)
+		if err := o.out.validate(); err != nil {
+			return err
 		}
 		if o.all && len(args) > 0 {
 			return usageErrorf("a pod is named in one namespace: give -n, not -A")
@@ -83,18 +85,15 @@ refusals.`,
 var errPodGone = exitError{exitNoRecord, errors.New("the pod is gone, and no record of it keeps refusals (runnerguard why POD)")}
 
 func refusals(ctx context.Context, k kube, o refusalsOptions, pod string, w io.Writer) error {
-	// Without the chart's config every preset's pods are runners: the
-	// chart's policy guards the value on each preset's runner containers.
-	cfg := allPresets()
-	if o.configPath != "" {
-		var err error
-		if cfg, err = config.Load(o.configPath); err != nil {
-			return err
-		}
+	// Without the installation's config every preset's pods are runners:
+	// the chart's policy guards the value on each preset's runner
+	// containers.
+	presets, err := k.presets(ctx, o.install)
+	if err != nil {
+		return err
 	}
 	ns := ""
 	if !o.all {
-		var err error
 		if ns, err = k.namespace(); err != nil {
 			return err
 		}
@@ -103,7 +102,7 @@ func refusals(ctx context.Context, k kube, o refusalsOptions, pod string, w io.W
 	if err != nil {
 		return err
 	}
-	pods, err := report.Refusals(ctx, c, cfg.Presets, ns, pod)
+	pods, err := report.Refusals(ctx, c, presets, ns, pod)
 	gone := errors.Is(err, report.ErrPodGone)
 	if err != nil && !gone {
 		return err
@@ -112,25 +111,26 @@ func refusals(ctx context.Context, k kube, o refusalsOptions, pod string, w io.W
 	if err != nil {
 		return err
 	}
-	if gone && len(dead) == 0 {
-		return errPodGone
-	}
 	pods = append(pods, dead...)
 	if o.warned {
 		pods = report.OnlyWarned(pods)
 	}
-	if o.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
+	human, _ := o.out.human()
+	switch {
+	case !human:
+		// A script reads a list, empty for a pod gone without a record.
 		if pods == nil {
 			pods = []report.PodRefusals{}
 		}
-		err = enc.Encode(pods)
-	} else {
+		err = o.out.printValue(w, pods)
+	case !gone || len(dead) > 0:
 		_, err = io.WriteString(w, report.RefusalsTable(pods))
 	}
 	if err != nil {
 		return fmt.Errorf("printing: %w", err)
+	}
+	if gone && len(dead) == 0 {
+		return errPodGone
 	}
 	return nil
 }

@@ -17,6 +17,19 @@ func printVersion(w io.Writer) error {
 	return err
 }
 
+// versionInfo is `version -o json|yaml`.
+type versionInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	BuildDate string `json:"buildDate"`
+	GoVersion string `json:"goVersion"`
+}
+
+func buildInfo() versionInfo {
+	b := version.Current()
+	return versionInfo{Version: b.Version, Commit: b.Commit, BuildDate: b.Date, GoVersion: runtime.Version()}
+}
+
 // registerBuildInfo adds runnerguard_build_info{version,commit,goversion} 1,
 // so a dashboard can tell which build each replica runs.
 func registerBuildInfo(reg prometheus.Registerer) error {

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/report"
 )
 
@@ -16,7 +15,6 @@ const whySynopsis = "why POD [-n NAMESPACE] [-o wide|json|yaml|name|jsonpath=...
 
 // newWhyCommand is `why POD`: the death records of one pod, alive or gone.
 func newWhyCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	var configPath string
 	cmd := &cobra.Command{
 		Use:   "why POD",
 		Short: "Tell how a runner pod's runner died, from its records and, while it exists, its status",
@@ -24,7 +22,9 @@ func newWhyCommand(streams genericiooptions.IOStreams) *cobra.Command {
 runnerguard's pod watcher wrote (they outlive the pod until retention
 removes them) and, while the pod exists, the deaths its status shows that
 are not on record yet. It never reads Events: anyone who may create an
-Event could have written one.
+Event could have written one. It tells a live pod's runner by the
+presets of the installation's ConfigMap (--release,
+--runnerguard-namespace, or --config's), else by every preset's defaults.
 
 Exit status: 0 a death is known; 3 none is (the pod is gone and no record
 of it is left, or its runner has not died), the report printed all the
@@ -36,26 +36,21 @@ same; 1 the cluster could not be read; 2 a usage error.`,
 	}
 	k := newKube(cmd)
 	out := newOutput(cmd)
-	cmd.Flags().StringVar(&configPath, "config", "", "runnerguard config file, for non-default presets")
+	in := newInstallFlags(cmd, true)
 	cmd.ValidArgsFunction = k.completePods
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := out.validate(); err != nil {
 			return err
 		}
-		return failed(why(cmd.Context(), k, out, configPath, args[0], streams.Out))
+		return failed(why(cmd.Context(), k, out, in, args[0], streams.Out))
 	}
 	return cmd
 }
 
-func why(ctx context.Context, k kube, out *output, configPath, pod string, w io.Writer) error {
-	// Without the chart's config a live pod of any preset is a runner's,
-	// as drain tells them.
-	cfg := allPresets()
-	if configPath != "" {
-		var err error
-		if cfg, err = config.Load(configPath); err != nil {
-			return err
-		}
+func why(ctx context.Context, k kube, out *output, in *installFlags, pod string, w io.Writer) error {
+	presets, err := k.presets(ctx, in)
+	if err != nil {
+		return err
 	}
 	ns, err := k.namespace()
 	if err != nil {
@@ -65,7 +60,7 @@ func why(ctx context.Context, k kube, out *output, configPath, pod string, w io.
 	if err != nil {
 		return err
 	}
-	rep, err := report.Lookup(ctx, c, cfg.Presets, ns, pod)
+	rep, err := report.Lookup(ctx, c, presets, ns, pod)
 	if err != nil {
 		return err
 	}

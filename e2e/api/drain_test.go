@@ -164,7 +164,7 @@ func TestDrainEvictsIdleRunnersAtOnceAndWaitsForTheBusyOnes(t *testing.T) {
 	assert.Equal(t, drain.ExitDrained, code, "drained, no job ended")
 	assert.True(t, gone(t, busy) && gone(t, build))
 	for _, want := range []string{
-		"runnerguard: every preset's defaults: the chart's ConfigMap runnerguard/runnerguard could not be read",
+		"runnerguard: every preset's defaults: the installation's ConfigMap runnerguard/runnerguard could not be read (NotFound)",
 		"node/" + n.Name + " cordoned",
 		"evicting pod " + ns + "/idle (arc-scale-set): the EphemeralRunner has no job assigned",
 		"evicting pod " + ns + "/fresh (generic): the runner has not started",

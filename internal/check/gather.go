@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,9 +23,9 @@ import (
 
 // Options say which installation to check and where to probe.
 type Options struct {
-	// Release is the Helm release (label app.kubernetes.io/instance); ""
-	// takes the cluster's only installation.
-	Release string
+	// Release is the Helm release (label app.kubernetes.io/instance) and
+	// Namespace its namespace; "" takes the cluster's only installation.
+	Release, Namespace string
 	// ProbeNamespace is where the dry runs go; "" takes the first opted-in
 	// namespace each webhook acts in.
 	ProbeNamespace string
@@ -55,35 +56,22 @@ type warnings func(string)
 
 func (w warnings) HandleWarningHeader(_ int, _ string, text string) { w(text) }
 
-// installLabel is the label every object of the chart carries.
-const installLabel = "app.kubernetes.io/name=runnerguard"
-
-// Gather reads the installation and asks its webhooks a dry run each. An
-// error means nothing could be judged: the webhook configurations could
-// not be read, or Options.Release must name one of several installations.
+// Gather reads the installation (Find) and asks its webhooks a dry run
+// each. An error means nothing could be judged: the webhook configurations
+// could not be read, or Options.Release must name one of several
+// installations.
 func Gather(ctx context.Context, c Clients, o Options) (Facts, error) {
 	f := Facts{ReadyEndpoints: -1}
-	sel := installLabel
-	if o.Release != "" {
-		sel += ",app.kubernetes.io/instance=" + o.Release
-	}
-	list, err := c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return f, fmt.Errorf("reading the webhook configurations: %w", err)
-	}
-	switch len(list.Items) {
-	case 0:
-		f.NotInstalled = "no ValidatingWebhookConfiguration labelled " + sel
+	in, err := Find(ctx, c.Kube, o.Release, o.Namespace)
+	var none NotInstalledError
+	if errors.As(err, &none) {
+		f.NotInstalled = none.Looked
 		return f, nil
-	case 1:
-	default:
-		var names []string
-		for _, v := range list.Items {
-			names = append(names, v.Labels["app.kubernetes.io/instance"])
-		}
-		return f, fmt.Errorf("%d runnerguard installations (releases %s): name one with --release", len(names), strings.Join(names, ", "))
 	}
-	vwc := &list.Items[0]
+	if err != nil {
+		return f, err
+	}
+	vwc := in.Validating
 	f.Release = vwc.Name
 	mwc, err := c.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, vwc.Name, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
