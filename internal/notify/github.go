@@ -17,7 +17,8 @@ import (
 )
 
 // GitHubSender creates a completed check run on the workflow run's head
-// commit, as a GitHub App installation. The commit is GitHub's answer for
+// commit, as a GitHub App installation, or completes the in-progress run
+// of the runner's stall. The commit is GitHub's answer for
 // the run the EphemeralRunner named, in the repository it named.
 type GitHubSender struct {
 	// BaseURL: https://api.github.com/, or a GitHub Enterprise Server's
@@ -143,6 +144,29 @@ func (s *GitHubSender) run(ctx context.Context, c *github.Client, d Delivery) (*
 	return run, nil
 }
 
+// checkRuns are the App's check runs of the delivery's name on sha.
+func (s *GitHubSender) checkRuns(ctx context.Context, c *github.Client, d Delivery, sha string) ([]*github.CheckRun, error) {
+	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
+	opt := &github.ListCheckRunsOptions{CheckName: github.Ptr(CheckRunName(d)), Filter: github.Ptr("all"), AppID: github.Ptr(s.AppID)}
+	res, resp, err := c.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opt)
+	if err != nil {
+		return nil, githubFailure(resp, fmt.Errorf("listing check runs of %s: %w", sha, err), s.Now())
+	}
+	return res.CheckRuns, nil
+}
+
+// Newest is the newest of runs whose external_id is id, nil when none
+// is: a pod that stalled again after it recovered has a run per stall.
+func Newest(runs []*github.CheckRun, id string) *github.CheckRun {
+	var out *github.CheckRun
+	for _, cr := range runs {
+		if cr.GetExternalID() == id && (out == nil || cr.GetID() > out.GetID()) {
+			out = cr
+		}
+	}
+	return out
+}
+
 // Find looks for the check run by its external_id, the record's UID.
 func (s *GitHubSender) Find(ctx context.Context, d Delivery) (string, bool, error) {
 	c, err := s.client(ctx, d.Target.Repository)
@@ -153,16 +177,12 @@ func (s *GitHubSender) Find(ctx context.Context, d Delivery) (string, bool, erro
 	if err != nil {
 		return "", false, err
 	}
-	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
-	opt := &github.ListCheckRunsOptions{CheckName: github.Ptr(CheckRunName(d)), Filter: github.Ptr("all"), AppID: github.Ptr(s.AppID)}
-	res, resp, err := c.Checks.ListCheckRunsForRef(ctx, owner, repo, run.GetHeadSHA(), opt)
+	runs, err := s.checkRuns(ctx, c, d, run.GetHeadSHA())
 	if err != nil {
-		return "", false, githubFailure(resp, fmt.Errorf("listing check runs of %s: %w", run.GetHeadSHA(), err), s.Now())
+		return "", false, err
 	}
-	for _, cr := range res.CheckRuns {
-		if cr.GetExternalID() == d.ID {
-			return cr.GetHTMLURL(), true, nil
-		}
+	if cr := Newest(runs, d.ID); cr != nil {
+		return cr.GetHTMLURL(), true, nil
 	}
 	return "", false, nil
 }
@@ -177,7 +197,10 @@ func Conclusion(r death.Record) string {
 	return "failure"
 }
 
-// Send creates the check run, completed, with its Conclusion.
+// Send completes the check run of the runner's stall, when its pod's
+// stall was told, so that the commit shows one run for the runner; else
+// it creates the check run, completed. Either way with the death's
+// Conclusion and the record's UID as its external_id.
 func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
 	c, err := s.client(ctx, d.Target.Repository)
 	if err != nil {
@@ -187,22 +210,89 @@ func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	runs, err := s.checkRuns(ctx, c, d, run.GetHeadSHA())
+	if err != nil {
+		return "", err
+	}
+	if cr := Newest(runs, d.ID); cr != nil {
+		return cr.GetHTMLURL(), nil
+	}
 	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
 	shown := d.Shown()
-	opt := github.CreateCheckRunOptions{
-		Name: CheckRunName(d), HeadSHA: run.GetHeadSHA(), ExternalID: github.Ptr(d.ID),
-		Status: github.Ptr("completed"), Conclusion: github.Ptr(Conclusion(d.Record)),
-		CompletedAt: &github.Timestamp{Time: s.Now()},
-		Output:      &github.CheckRunOutput{Title: github.Ptr(Title(shown)), Summary: github.Ptr(Summary(shown, d.Target.LastWords))},
-	}
+	output := &github.CheckRunOutput{Title: github.Ptr(Title(shown)), Summary: github.Ptr(Summary(shown, d.Target.LastWords))}
+	var details *string
 	if j := d.Record.Job; j != nil && number.MatchString(j.ID) && run.GetHTMLURL() != "" {
-		opt.DetailsURL = github.Ptr(run.GetHTMLURL() + "/job/" + j.ID)
+		details = github.Ptr(run.GetHTMLURL() + "/job/" + j.ID)
 	}
-	cr, resp, err := c.Checks.CreateCheckRun(ctx, owner, repo, opt)
+	if stalled := Newest(runs, StallExternalID(d.Record.UID)); stalled != nil {
+		cr, resp, err := c.Checks.UpdateCheckRun(ctx, owner, repo, stalled.GetID(), github.UpdateCheckRunOptions{
+			Name: CheckRunName(d), ExternalID: github.Ptr(d.ID), DetailsURL: details,
+			Status: github.Ptr("completed"), Conclusion: github.Ptr(Conclusion(d.Record)), CompletedAt: &github.Timestamp{Time: s.Now()},
+			Output: output,
+		})
+		if err != nil {
+			return "", githubFailure(resp, fmt.Errorf("completing the stall's check run %d on %s: %w", stalled.GetID(), run.GetHeadSHA(), err), s.Now())
+		}
+		return cr.GetHTMLURL(), nil
+	}
+	cr, resp, err := c.Checks.CreateCheckRun(ctx, owner, repo, github.CreateCheckRunOptions{
+		Name: CheckRunName(d), HeadSHA: run.GetHeadSHA(), ExternalID: github.Ptr(d.ID), DetailsURL: details,
+		Status: github.Ptr("completed"), Conclusion: github.Ptr(Conclusion(d.Record)), CompletedAt: &github.Timestamp{Time: s.Now()},
+		Output: output,
+	})
 	if err != nil {
 		return "", githubFailure(resp, fmt.Errorf("creating the check run on %s: %w", run.GetHeadSHA(), err), s.Now())
 	}
 	return cr.GetHTMLURL(), nil
+}
+
+// TellStall opens the stall's check run (in progress) or completes it
+// (neutral), as StallWrite decides from the App's runs on the commit.
+func (s *GitHubSender) TellStall(ctx context.Context, sd StallDelivery) (string, error) {
+	d := Delivery{Record: sd.Stall.Record, Target: sd.Target}
+	c, err := s.client(ctx, d.Target.Repository)
+	if err != nil {
+		return "", err
+	}
+	run, err := s.run(ctx, c, d)
+	if err != nil {
+		return "", err
+	}
+	runs, err := s.checkRuns(ctx, c, d, run.GetHeadSHA())
+	if err != nil {
+		return "", err
+	}
+	id := StallExternalID(d.Record.UID)
+	told := Newest(runs, id)
+	open := told != nil && told.GetStatus() != "completed"
+	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
+	shown := sd.Shown()
+	output := &github.CheckRunOutput{Title: github.Ptr(StallTitle(shown)), Summary: github.Ptr(StallSummary(shown))}
+	var details *string
+	if j := d.Record.Job; j != nil && number.MatchString(j.ID) && run.GetHTMLURL() != "" {
+		details = github.Ptr(run.GetHTMLURL() + "/job/" + j.ID)
+	}
+	switch StallWrite(sd.Stall.Phase, open) {
+	case StallOpen:
+		cr, resp, err := c.Checks.CreateCheckRun(ctx, owner, repo, github.CreateCheckRunOptions{
+			Name: CheckRunName(d), HeadSHA: run.GetHeadSHA(), ExternalID: github.Ptr(id), DetailsURL: details,
+			Status: github.Ptr("in_progress"), StartedAt: &github.Timestamp{Time: sd.Stall.Began}, Output: output,
+		})
+		if err != nil {
+			return "", githubFailure(resp, fmt.Errorf("creating the stall's check run on %s: %w", run.GetHeadSHA(), err), s.Now())
+		}
+		return cr.GetHTMLURL(), nil
+	case StallComplete:
+		cr, resp, err := c.Checks.UpdateCheckRun(ctx, owner, repo, told.GetID(), github.UpdateCheckRunOptions{
+			Name: CheckRunName(d), Status: github.Ptr("completed"), Conclusion: github.Ptr(StallConclusion),
+			CompletedAt: &github.Timestamp{Time: s.Now()}, Output: output,
+		})
+		if err != nil {
+			return "", githubFailure(resp, fmt.Errorf("completing the stall's check run %d on %s: %w", told.GetID(), run.GetHeadSHA(), err), s.Now())
+		}
+		return cr.GetHTMLURL(), nil
+	}
+	return told.GetHTMLURL(), nil
 }
 
 // githubFailure reads the wait from the response: GitHub's secondary

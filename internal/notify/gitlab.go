@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 )
 
 // GitLabSender sets an external commit status on the job's commit, in the
-// job's pipeline. The commit and the pipeline are GitLab's answer for the
+// job's pipeline: running while the runner stalls, then the death's. The commit and the pipeline are GitLab's answer for the
 // project's job, never the pod's word.
 type GitLabSender struct {
 	BaseURL string
@@ -57,7 +58,27 @@ func (s *GitLabSender) job(ctx context.Context, c *gitlab.Client, d Delivery) (*
 	return j, nil
 }
 
-// Find looks for the job's status on its commit.
+// statuses are the commit's statuses of the job's name.
+func (s *GitLabSender) statuses(ctx context.Context, c *gitlab.Client, project, job, sha string) ([]*gitlab.CommitStatus, error) {
+	opt := &gitlab.GetCommitStatusesOptions{Name: gitlab.Ptr(StatusName(job)), All: gitlab.Ptr(true)}
+	sts, resp, err := c.Commits.GetCommitStatuses(project, sha, opt, gitlab.WithContext(ctx))
+	if err != nil {
+		return nil, failure(response(resp), fmt.Errorf("listing statuses of %s: %w", sha, err), s.Now())
+	}
+	return slices.DeleteFunc(sts, func(st *gitlab.CommitStatus) bool { return st.Name != StatusName(job) }), nil
+}
+
+// Running reports whether one of sts is still running (or pending): a
+// stall's status GitLab would update in place.
+func Running(sts []*gitlab.CommitStatus) bool {
+	return slices.ContainsFunc(sts, func(st *gitlab.CommitStatus) bool {
+		return st.Status == string(gitlab.Running) || st.Status == string(gitlab.Pending)
+	})
+}
+
+// Find looks for the death's status on its commit: of the job's name and
+// the death's description, so that the stall's status of the same name is
+// not taken for it.
 func (s *GitLabSender) Find(ctx context.Context, d Delivery) (string, bool, error) {
 	c, err := s.client(ctx)
 	if err != nil {
@@ -67,15 +88,13 @@ func (s *GitLabSender) Find(ctx context.Context, d Delivery) (string, bool, erro
 	if err != nil {
 		return "", false, err
 	}
-	opt := &gitlab.GetCommitStatusesOptions{Name: gitlab.Ptr(StatusName(d.Target.Job)), All: gitlab.Ptr(true)}
-	sts, resp, err := c.Commits.GetCommitStatuses(d.Target.Project, j.Commit.ID, opt, gitlab.WithContext(ctx))
+	sts, err := s.statuses(ctx, c, d.Target.Project, d.Target.Job, j.Commit.ID)
 	if err != nil {
-		return "", false, failure(response(resp), fmt.Errorf("listing statuses of %s: %w", j.Commit.ID, err), s.Now())
+		return "", false, err
 	}
-	for _, st := range sts {
-		if st.Name == StatusName(d.Target.Job) {
-			return j.WebURL, true, nil
-		}
+	want := Description(d.Shown())
+	if slices.ContainsFunc(sts, func(st *gitlab.CommitStatus) bool { return st.Description == want }) {
+		return j.WebURL, true, nil
 	}
 	return "", false, nil
 }
@@ -92,7 +111,19 @@ func State(r death.Record) gitlab.BuildStateValue {
 	return gitlab.Failed
 }
 
-// Send sets the status: its State, the death's title, the job's page.
+// StateOver is State when the stall's status of the same name is still
+// running, which GitLab updates in place: its state machine moves a
+// running status to failed or success but never to skipped, so a runner
+// ended on purpose is success there, which fails no pipeline either.
+func StateOver(r death.Record, running bool) gitlab.BuildStateValue {
+	if st := State(r); st != gitlab.Skipped || !running {
+		return st
+	}
+	return gitlab.Success
+}
+
+// Send sets the status: its State, the death's title, the job's page. A
+// stall's running status of the job is replaced by it.
 func (s *GitLabSender) Send(ctx context.Context, d Delivery) (string, error) {
 	c, err := s.client(ctx)
 	if err != nil {
@@ -102,9 +133,22 @@ func (s *GitLabSender) Send(ctx context.Context, d Delivery) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	state := State(d.Record)
+	if state == gitlab.Skipped {
+		sts, err := s.statuses(ctx, c, d.Target.Project, d.Target.Job, j.Commit.ID)
+		if err != nil {
+			return "", err
+		}
+		state = StateOver(d.Record, Running(sts))
+	}
+	return s.set(ctx, c, d, j, state, Description(d.Shown()))
+}
+
+// set sets the job's status on its commit, in its pipeline.
+func (s *GitLabSender) set(ctx context.Context, c *gitlab.Client, d Delivery, j *gitlab.Job, state gitlab.BuildStateValue, description string) (string, error) {
 	opt := &gitlab.SetCommitStatusOptions{
-		State: State(d.Record), Name: gitlab.Ptr(StatusName(d.Target.Job)), Ref: gitlab.Ptr(j.Ref),
-		TargetURL: gitlab.Ptr(j.WebURL), Description: gitlab.Ptr(Description(d.Shown())),
+		State: state, Name: gitlab.Ptr(StatusName(d.Target.Job)), Ref: gitlab.Ptr(j.Ref),
+		TargetURL: gitlab.Ptr(j.WebURL), Description: gitlab.Ptr(description),
 	}
 	if j.Pipeline.ID != 0 {
 		opt.PipelineID = gitlab.Ptr(j.Pipeline.ID)
@@ -112,6 +156,33 @@ func (s *GitLabSender) Send(ctx context.Context, d Delivery) (string, error) {
 	_, resp, err := c.Commits.SetCommitStatus(d.Target.Project, j.Commit.ID, opt, gitlab.WithContext(ctx))
 	if err != nil {
 		return "", failure(response(resp), fmt.Errorf("setting the status of %s: %w", j.Commit.ID, err), s.Now())
+	}
+	return j.WebURL, nil
+}
+
+// TellStall sets the job's status running while the runner stalls, and
+// success once the stall ended: the same name as the death's status, so
+// that a death's report later replaces it. A running external status
+// keeps the pipeline running, so one is never left so.
+func (s *GitLabSender) TellStall(ctx context.Context, sd StallDelivery) (string, error) {
+	d := Delivery{Record: sd.Stall.Record, Target: sd.Target}
+	c, err := s.client(ctx)
+	if err != nil {
+		return "", err
+	}
+	j, err := s.job(ctx, c, d)
+	if err != nil {
+		return "", err
+	}
+	sts, err := s.statuses(ctx, c, d.Target.Project, d.Target.Job, j.Commit.ID)
+	if err != nil {
+		return "", err
+	}
+	switch StallWrite(sd.Stall.Phase, Running(sts)) {
+	case StallOpen:
+		return s.set(ctx, c, d, j, gitlab.Running, StallDescription(sd.Shown()))
+	case StallComplete:
+		return s.set(ctx, c, d, j, gitlab.Success, StallDescription(sd.Shown()))
 	}
 	return j.WebURL, nil
 }

@@ -61,21 +61,31 @@ func Plan(r death.Record, cfg config.Reports) []Target {
 	if !cfg.Enabled() || !Told(death.Class(r.Class)) || !OptedIn(r, cfg) {
 		return nil
 	}
-	var ts []Target
-	if f, ok := presets.For(runnerpod.PresetName(r.Preset)); ok {
-		switch t := f.Traits(); {
-		case t.ToldOn == fleet.GitHubCheckRun && cfg.GitHub != nil:
-			ts = append(ts, githubTarget(r, cfg.GitHub, t.RecordKind))
-		case t.ToldOn == fleet.GitLabCommitStatus && cfg.GitLab != nil:
-			ts = append(ts, gitlabTarget(r, cfg.GitLab))
-		}
-		for i := range ts {
-			ts[i].Disclose = cfg.Disclose.Has(r.Namespace, runnerpod.PresetName(r.Preset))
-		}
-	}
+	ts := serviceTargets(r, cfg)
 	for i := range cfg.Sinks {
 		s := &cfg.Sinks[i]
 		ts = append(ts, Target{Destination: sinkPrefix + s.Name, Sink: s, LastWords: s.LastWords, Disclose: true})
+	}
+	return ts
+}
+
+// serviceTargets is the report on the job's commit the fleet's service
+// takes (GitHub's check run, GitLab's commit status), if any: a death's
+// and a stall's alike, under the same trust rules.
+func serviceTargets(r death.Record, cfg config.Reports) []Target {
+	f, ok := presets.For(runnerpod.PresetName(r.Preset))
+	if !ok {
+		return nil
+	}
+	var ts []Target
+	switch t := f.Traits(); {
+	case t.ToldOn == fleet.GitHubCheckRun && cfg.GitHub != nil:
+		ts = append(ts, githubTarget(r, cfg.GitHub, t.RecordKind))
+	case t.ToldOn == fleet.GitLabCommitStatus && cfg.GitLab != nil:
+		ts = append(ts, gitlabTarget(r, cfg.GitLab))
+	}
+	for i := range ts {
+		ts[i].Disclose = cfg.Disclose.Has(r.Namespace, runnerpod.PresetName(r.Preset))
 	}
 	return ts
 }

@@ -57,6 +57,9 @@ type Watcher struct {
 	// reported stuck.
 	StuckAfter time.Duration
 	Now        func() time.Time
+	// StallReports tells stalls on the jobs' commits; nil: one is made
+	// from Config.Reports when they report to GitHub or GitLab.
+	StallReports StallReporter
 
 	mu sync.Mutex
 	// stuck holds the waiting reason of each stuck runner's pod.
@@ -98,6 +101,9 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	w.stuck = map[types.NamespacedName]string{}
 	w.gone = map[types.NamespacedName][]gonePod{}
 	w.seen = NewSeenSet(4096)
+	if err := w.setupStallReports(mgr); err != nil {
+		return err
+	}
 	pods := w.podEvents()
 	// A note reaching the cache after its pod's update brings the pod back.
 	notes := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -199,7 +205,7 @@ func (w *Watcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if err != nil || runner == nil {
 		return res, errors.Join(append(errs, err)...)
 	}
-	w.checkStall(ctx, pod)
+	w.checkStall(ctx, pod, *runner)
 	if retry > 0 {
 		return sooner(res, retry), errors.Join(errs...)
 	}

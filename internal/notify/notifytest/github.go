@@ -25,6 +25,7 @@ type CheckRun struct {
 	ExternalID  string `json:"external_id"`
 	Status      string `json:"status"`
 	Conclusion  string `json:"conclusion"`
+	StartedAt   string `json:"started_at"`
 	CompletedAt string `json:"completed_at"`
 	DetailsURL  string `json:"details_url"`
 	Output      struct {
@@ -67,7 +68,7 @@ func NewGitHubOn(l net.Listener, appID, installationID int64, runs map[string]st
 // URL is the API's base, as GHES serves it.
 func (g *GitHub) URL() string { return g.Server.URL + "/api/v3/" }
 
-// CheckRuns are the check runs created.
+// CheckRuns are the check runs created, as updated since.
 func (g *GitHub) CheckRuns() []CheckRun {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -115,6 +116,8 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 			"html_url": g.Server.URL + "/" + parts[1] + "/" + parts[2] + "/actions/runs/" + parts[5]})
 	case len(parts) == 4 && parts[0] == "repos" && parts[3] == "check-runs" && r.Method == http.MethodPost:
 		g.create(w, r, parts[1]+"/"+parts[2])
+	case len(parts) == 5 && parts[0] == "repos" && parts[3] == "check-runs" && r.Method == http.MethodPatch:
+		g.update(w, r, parts[1]+"/"+parts[2], parts[4])
 	case len(parts) == 6 && parts[0] == "repos" && parts[3] == "commits" && parts[5] == "check-runs" && r.Method == http.MethodGet:
 		g.list(w, r, parts[1]+"/"+parts[2], parts[4])
 	default:
@@ -188,6 +191,8 @@ func (g *GitHub) create(w http.ResponseWriter, r *http.Request, repo string) {
 		g.bad(w, "check-runs: name and a head_sha of 40 hex digits are required")
 	case cr.Status == "completed" && (cr.Conclusion == "" || err != nil):
 		g.bad(w, "check-runs: a completed run needs a conclusion and completed_at (ISO 8601)")
+	case cr.Status != "completed" && cr.Conclusion != "":
+		g.bad(w, "check-runs: a conclusion completes the run; status %q", cr.Status)
 	case cr.Output.Title == "" || cr.Output.Summary == "" || len([]rune(cr.Output.Summary)) > 65535:
 		g.bad(w, "check-runs: output needs a title and a summary of at most 65535 characters")
 	default:
@@ -196,16 +201,52 @@ func (g *GitHub) create(w http.ResponseWriter, r *http.Request, repo string) {
 		n := len(g.checkRuns)
 		g.hold(r)
 		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "name": cr.Name, "external_id": cr.ExternalID,
-			"html_url": fmt.Sprintf("%s/%s/runs/%d", g.Server.URL, repo, n)})
+		_ = json.NewEncoder(w).Encode(g.shown(cr, n))
 	}
+}
+
+// update is "Update a check run": the fields sent replace the run's.
+func (g *GitHub) update(w http.ResponseWriter, r *http.Request, repo, id string) {
+	n, err := strconv.Atoi(id)
+	if err != nil || n < 1 || n > len(g.checkRuns) || g.checkRuns[n-1].Repository != repo {
+		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+		return
+	}
+	var patch map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&patch); err != nil {
+		g.bad(w, "check-runs/%s: %v", id, err)
+		return
+	}
+	cr := g.checkRuns[n-1]
+	raw, _ := json.Marshal(patch)
+	if err := json.Unmarshal(raw, &cr); err != nil {
+		g.bad(w, "check-runs/%s: %v", id, err)
+		return
+	}
+	_, terr := time.Parse(time.RFC3339, cr.CompletedAt)
+	switch {
+	case cr.Status == "completed" && (cr.Conclusion == "" || terr != nil):
+		g.bad(w, "check-runs/%s: a completed run needs a conclusion and completed_at (ISO 8601)", id)
+	case cr.Output.Title == "" || cr.Output.Summary == "" || len([]rune(cr.Output.Summary)) > 65535:
+		g.bad(w, "check-runs/%s: output needs a title and a summary of at most 65535 characters", id)
+	default:
+		g.checkRuns[n-1] = cr
+		g.hold(r)
+		_ = json.NewEncoder(w).Encode(g.shown(cr, n))
+	}
+}
+
+// shown is the check run as GitHub answers it.
+func (g *GitHub) shown(cr CheckRun, n int) map[string]any {
+	return map[string]any{"id": n, "name": cr.Name, "external_id": cr.ExternalID, "status": cr.Status, "conclusion": cr.Conclusion,
+		"html_url": fmt.Sprintf("%s/%s/runs/%d", g.Server.URL, cr.Repository, n)}
 }
 
 func (g *GitHub) list(w http.ResponseWriter, r *http.Request, repo, sha string) {
 	var out []map[string]any
 	for i, cr := range g.checkRuns {
 		if cr.Repository == repo && cr.HeadSHA == sha && (r.URL.Query().Get("check_name") == "" || r.URL.Query().Get("check_name") == cr.Name) {
-			out = append(out, map[string]any{"id": i + 1, "name": cr.Name, "external_id": cr.ExternalID, "html_url": fmt.Sprintf("%s/%s/runs/%d", g.Server.URL, repo, i+1)})
+			out = append(out, g.shown(cr, i+1))
 		}
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"total_count": len(out), "check_runs": out})

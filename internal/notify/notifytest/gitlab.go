@@ -57,7 +57,8 @@ func (g *GitLab) AddJob(j Job) {
 	g.Jobs = append(g.Jobs, j)
 }
 
-// Statuses are the statuses set.
+// Statuses are the statuses set, a running or pending one as updated
+// since.
 func (g *GitLab) Statuses() []Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -105,7 +106,7 @@ func (g *GitLab) serve(w http.ResponseWriter, r *http.Request) {
 		var out []map[string]any
 		for _, s := range g.statuses {
 			if s.Project == project && s.SHA == parts[3] && (r.URL.Query().Get("name") == "" || r.URL.Query().Get("name") == s.Name) {
-				out = append(out, map[string]any{"name": s.Name, "status": s.State, "sha": s.SHA, "target_url": s.TargetURL})
+				out = append(out, map[string]any{"name": s.Name, "status": s.State, "sha": s.SHA, "target_url": s.TargetURL, "description": s.Description})
 			}
 		}
 		_ = json.NewEncoder(w).Encode(out)
@@ -130,12 +131,37 @@ func (g *GitLab) set(w http.ResponseWriter, r *http.Request, project, sha string
 		g.bad(w, "statuses: sha %q", sha)
 	default:
 		s.Project, s.SHA = project, sha
-		g.statuses = append(g.statuses, s)
-		n := len(g.statuses)
+		// GitLab updates the pipeline's running or pending status of the
+		// name in place, through its state machine; any other, it adds.
+		n := 0
+		for i, o := range g.statuses {
+			if o.Project == project && o.SHA == sha && o.Name == s.Name && o.Ref == s.Ref && o.PipelineID == s.PipelineID && (o.State == "running" || o.State == "pending") {
+				n = i + 1
+			}
+		}
+		if n > 0 && !transitions[g.statuses[n-1].State][s.State] {
+			g.broke("statuses: %s cannot go from %s to %s", s.Name, g.statuses[n-1].State, s.State)
+			http.Error(w, `{"message":"Cannot transition status via :`+s.State+` from :`+g.statuses[n-1].State+`"}`, http.StatusBadRequest)
+			return
+		}
+		if n > 0 {
+			g.statuses[n-1] = s
+		} else {
+			g.statuses = append(g.statuses, s)
+			n = len(g.statuses)
+		}
 		g.hold(r)
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "sha": sha, "name": s.Name, "status": s.State, "target_url": s.TargetURL, "description": s.Description})
 	}
+}
+
+// transitions are the moves GitLab's commit status state machine makes
+// from a running or pending status (app/models/commit_status.rb): a
+// running one never to skipped, nor to running again.
+var transitions = map[string]map[string]bool{
+	"pending": {"running": true, "success": true, "failed": true, "canceled": true, "skipped": true},
+	"running": {"success": true, "failed": true, "canceled": true},
 }
 
 func contains(xs []string, x string) bool {
