@@ -15,6 +15,34 @@ type RunnerDeathStatus struct {
 	// +listType=map
 	// +listMapKey=destination
 	Reports []Report `json:"reports,omitempty"`
+	// FleetView is the CI system's own account of how the job ended, as
+	// it keeps it on an object of its own (Tekton's TaskRun, the Job
+	// Buildkite's stack made for the job), kept beside the record's class:
+	// the two can disagree (a TaskRun whose pod was evicted told as
+	// succeeded). Written once, by the leader, when the system's account
+	// is final.
+	// +optional
+	FleetView *FleetView `json:"fleetView,omitempty"`
+}
+
+// FleetView is a condition of the system's own object, as it read when
+// final.
+type FleetView struct {
+	// Object is the system's object, as kind/name.
+	Object string `json:"object"`
+	// Condition is the condition read (TaskRun: Succeeded; Job: Complete
+	// or Failed), Status its status.
+	Condition string `json:"condition"`
+	Status    string `json:"status"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// At is when the condition last changed, as the system wrote it.
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
 }
 
 // Report is one destination's telling of a death.

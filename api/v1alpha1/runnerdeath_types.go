@@ -35,7 +35,8 @@ type RunnerDeath struct {
 	Record DeathRecord `json:"record"`
 
 	// Status says whether and where the death was told to the CI service
-	// and the sinks: the leader's reporter is its one writer.
+	// and the sinks (the leader's reporter writes the reports), and the CI
+	// system's own account of the job (the leader writes it once).
 	// +optional
 	Status RunnerDeathStatus `json:"status,omitempty"`
 }

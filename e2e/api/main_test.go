@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	cluster, err := apitest.StartAuditedCluster(apitest.EphemeralRunnerCRD(), apitest.CertificateCRD())
+	cluster, err := apitest.StartAuditedCluster(apitest.EphemeralRunnerCRD(), apitest.CertificateCRD(), apitest.TaskRunCRD())
 	if err != nil {
 		return 1, err
 	}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/death"
@@ -98,4 +99,56 @@ func TestATaskRunsStepKilledForMemoryIsOneDeath(t *testing.T) {
 	assert.Equal(t, string(death.CgroupOOM), r.Class)
 	assert.Equal(t, "step-build", r.Container)
 	assert.Equal(t, "test-m4n8b", r.Job.Name)
+}
+
+// tektonsTaskRun creates the TaskRun a pod of podtest.Tekton(ns, name)
+// belongs to, running (Succeeded Unknown), and returns it with the pod's
+// owner pointing at it.
+func tektonsTaskRun(t *testing.T, ns, name string) (*unstructured.Unstructured, *podtest.Wrapper) {
+	t.Helper()
+	tr := &unstructured.Unstructured{}
+	tr.SetAPIVersion("tekton.dev/v1")
+	tr.SetKind("TaskRun")
+	tr.SetNamespace(ns)
+	tr.SetName(name)
+	require.NoError(t, admin.Create(context.Background(), tr))
+	w := podtest.Tekton(ns, name)
+	w.OwnerReferences[0].UID = tr.GetUID()
+	return tr, w
+}
+
+// setSucceeded writes the TaskRun's Succeeded condition as Tekton's
+// controller does once the TaskRun ended.
+func setSucceeded(t *testing.T, tr *unstructured.Unstructured, status, reason, message string) {
+	t.Helper()
+	require.NoError(t, unstructured.SetNestedSlice(tr.Object, []any{map[string]any{
+		"type": "Succeeded", "status": status, "reason": reason, "message": message,
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}}, "status", "conditions"))
+	require.NoError(t, admin.Status().Update(context.Background(), tr))
+}
+
+// Tekton can tell a TaskRun whose pod was evicted as succeeded
+// (tektoncd/pipeline#6145): the record keeps Tekton's own account beside
+// its class, once Tekton gave it, and why shows both.
+func TestTheRecordKeepsTektonsOwnAccountBesideItsClass(t *testing.T) {
+	ns := newNamespace(t, nil)
+	controller := may(t, ns, serviceAccount(tektonController), "edit")
+	tr, w := tektonsTaskRun(t, ns, "deploy-v7c2d")
+	pod := create(t, controller.client(t), w.Terminated("step-build", 0, "Completed").Terminated("step-test", 137, "Error").
+		Reason("Evicted").Phase(corev1.PodFailed).Obj())
+	r := oneDeath(t, pod)
+	assert.Equal(t, string(death.NodeEviction), r.Class)
+	assert.Nil(t, r.FleetView, "Tekton has not judged the TaskRun yet")
+
+	setSucceeded(t, tr, "True", "Succeeded", "All Steps have completed executing")
+	eventually(t, func() bool { return oneDeath(t, pod).FleetView != nil }, "Tekton's account kept on the record")
+	v := oneDeath(t, pod).FleetView
+	assert.Equal(t, "TaskRun/deploy-v7c2d", v.Object)
+	assert.Equal(t, "Succeeded", v.Condition)
+	assert.Equal(t, "True", v.Status)
+	assert.Equal(t, "All Steps have completed executing", v.Message)
+	out := runWhy(t, pod.Name, "-n", ns)
+	assert.Contains(t, out, "node-eviction")
+	assert.Contains(t, out, "the CI system's own account: TaskRun/deploy-v7c2d Succeeded=True (Succeeded)")
 }

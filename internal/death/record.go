@@ -18,6 +18,9 @@ type Record struct {
 	// Reports is the reporter's account (the object's status), read back
 	// with the record; Object does not write it.
 	Reports []v1alpha1.Report `json:"reports,omitempty"`
+	// FleetView is the CI system's own account of the job (the object's
+	// status), read back with the record; Object does not write it.
+	FleetView *v1alpha1.FleetView `json:"fleetView,omitempty"`
 }
 
 // Key identifies a death: one record per pod UID and container start. A
@@ -75,5 +78,5 @@ func (r Record) Object() *v1alpha1.RunnerDeath {
 
 // FromObject reads the record a RunnerDeath keeps.
 func FromObject(o *v1alpha1.RunnerDeath) Record {
-	return Record{Namespace: o.Namespace, DeathRecord: o.Record, Reports: o.Status.Reports}
+	return Record{Namespace: o.Namespace, DeathRecord: o.Record, Reports: o.Status.Reports, FleetView: o.Status.FleetView}
 }

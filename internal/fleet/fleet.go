@@ -119,6 +119,9 @@ type Traits struct {
 	// first part, in the pod's order, that ended otherwise than cleanly,
 	// or the last once all ended.
 	OneJob bool
+	// OwnView is where the fleet's system keeps its own account of how a
+	// job ended, which the record keeps beside its class; nil for none.
+	OwnView *OwnView
 	// Chart is what the chart states of the fleet; the chart's fleet table
 	// is generated from it (internal/presets).
 	Chart Chart

@@ -58,6 +58,9 @@ type chartRow struct {
 	// Defaults are the preset's values a release that leaves them out
 	// gets, so a fleet needs no block of its own in values.yaml.
 	Defaults chartDefaults `json:"defaults"`
+	// OwnView is the owner whose conditions the record keeps
+	// (fleet.OwnView): the leader gets it.
+	OwnView *fleet.ChartResource `json:"ownView,omitempty"`
 	fleet.Chart
 }
 
@@ -78,6 +81,9 @@ func ChartTable() ([]byte, error) {
 		d := f.Defaults()
 		rows[i] = chartRow{Name: string(f.Name()), JobOwner: t.Owner.EndsJob, OwnerInRunnerNamespace: t.Owner.InRunnerNamespace, Chart: t.Chart,
 			Defaults: chartDefaults{RunnerContainers: d.RunnerContainers, DiagnosticEnv: append([]corev1.EnvVar{}, d.DiagnosticEnv...)}}
+		if t.OwnView != nil {
+			rows[i].OwnView = &t.OwnView.Owner
+		}
 	}
 	var table bytes.Buffer
 	enc := json.NewEncoder(&table)
@@ -97,7 +103,8 @@ fleet's controller (controllerPrincipals) may change, and why. jobOwner:
 its owner ends a job by deleting its pod (ownerPrincipals);
 ownerInRunnerNamespace: its owner may run in the runner namespace.
 needsControllers: why it cannot run without controllerPrincipals.
-ownerRecord: the fleet's object whose deletion the guard notes. jobMarks:
+ownerRecord: the fleet's object whose deletion the guard notes. ownView:
+the pod's owner whose conditions a death record keeps. jobMarks:
 the job's marks on the pod are the fleet's word, kept as created.
 defaults: the preset's values where a release leaves them out
 (runnerguard.preset). Read as (fromJson (include "runnerguard.presets" .)).presets.

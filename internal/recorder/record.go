@@ -77,7 +77,8 @@ func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) er
 	if w.seen.Has(key) {
 		return nil
 	}
-	err := w.Client.Create(ctx, r.Object())
+	obj := r.Object()
+	err := w.Client.Create(ctx, obj)
 	if apierrors.IsAlreadyExists(err) {
 		w.seen.Add(key)
 		return nil
@@ -100,6 +101,7 @@ func (w *Watcher) write(ctx context.Context, pod *corev1.Pod, r death.Record) er
 	if owner := toldOnOwner(pod, r); owner != nil {
 		w.Recorder.Eventf(owner, pod, r.EventType(), r.EventReason(), "Died", "%s", r.Note())
 	}
+	w.Views.follow(ctx, pod, r.Preset, client.ObjectKeyFromObject(obj))
 	// One key holding the whole record: its JSON is the record's schema,
 	// and its fields cannot collide with the request's own log keys.
 	logf.FromContext(ctx).WithName("death").Info("runner death recorded", "record", r)

@@ -60,6 +60,9 @@ type Watcher struct {
 	// StallReports tells stalls on the jobs' commits; nil: one is made
 	// from Config.Reports when they report to GitHub or GitLab.
 	StallReports StallReporter
+	// Views keeps the fleets' own accounts of their jobs on the records;
+	// nil: one is made with the manager's reader and client.
+	Views *Views
 
 	mu sync.Mutex
 	// stuck holds the waiting reason of each stuck runner's pod.
@@ -103,6 +106,12 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	w.seen = NewSeenSet(4096)
 	if err := w.setupStallReports(mgr); err != nil {
 		return err
+	}
+	if w.Views == nil {
+		w.Views = NewViews(mgr.GetAPIReader(), mgr.GetClient())
+		if err := mgr.Add(w.Views); err != nil {
+			return err
+		}
 	}
 	pods := w.podEvents()
 	// A note reaching the cache after its pod's update brings the pod back.

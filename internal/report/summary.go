@@ -37,9 +37,27 @@ var Meaning = map[death.Class]string{
 	death.Preempted:       "the scheduler preempted the pod for a higher-priority one",
 }
 
-// Summary renders a record for the operator's terminal: its facts, then
-// the runner's last words.
-func Summary(r death.Record) string { return Facts(r) + Reports(r) + LastWords(r) }
+// Summary renders a record for the operator's terminal: its facts, the
+// CI system's own account of the job, then the runner's last words.
+func Summary(r death.Record) string { return Facts(r) + FleetView(r) + Reports(r) + LastWords(r) }
+
+// FleetView says how the CI system itself accounts for the job, beside the
+// class: the two can disagree, and the system's word is only that (its
+// controller, and whoever may write its object's status, wrote it).
+func FleetView(r death.Record) string {
+	v := r.FleetView
+	if v == nil {
+		return ""
+	}
+	line := fmt.Sprintf("  the CI system's own account: %s %s=%s", v.Object, v.Condition, v.Status)
+	if v.Reason != "" {
+		line += " (" + v.Reason + ")"
+	}
+	if v.Message != "" {
+		line += ": " + v.Message
+	}
+	return printable.Text(line) + "\n"
+}
 
 // Reports says whether and where the death was told: one line per
 // destination.

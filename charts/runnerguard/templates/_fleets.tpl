@@ -9,7 +9,8 @@ fleet's controller (controllerPrincipals) may change, and why. jobOwner:
 its owner ends a job by deleting its pod (ownerPrincipals);
 ownerInRunnerNamespace: its owner may run in the runner namespace.
 needsControllers: why it cannot run without controllerPrincipals.
-ownerRecord: the fleet's object whose deletion the guard notes. jobMarks:
+ownerRecord: the fleet's object whose deletion the guard notes. ownView:
+the pod's owner whose conditions a death record keeps. jobMarks:
 the job's marks on the pod are the fleet's word, kept as created.
 defaults: the preset's values where a release leaves them out
 (runnerguard.preset). Read as (fromJson (include "runnerguard.presets" .)).presets.
@@ -122,6 +123,12 @@ defaults: the preset's values where a release leaves them out
         ],
         "diagnosticEnv": []
       },
+      "ownView": {
+        "kind": "TaskRun",
+        "group": "tekton.dev",
+        "version": "v1",
+        "resource": "taskruns"
+      },
       "fits": "%[1]s.metadata.?labels[?\"tekton.dev/taskRun\"].hasValue()",
       "marks": [
         {
@@ -140,6 +147,12 @@ defaults: the preset's values where a release leaves them out
           "checkout"
         ],
         "diagnosticEnv": []
+      },
+      "ownView": {
+        "kind": "Job",
+        "group": "batch",
+        "version": "v1",
+        "resource": "jobs"
       },
       "fits": "%[1]s.metadata.?labels[?\"buildkite.com/job-uuid\"].hasValue()",
       "marks": [

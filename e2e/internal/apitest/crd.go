@@ -75,3 +75,25 @@ func CertificateCRD() *apiextensionsv1.CustomResourceDefinition {
 		},
 	}
 }
+
+// TaskRunCRD is the shape of Tekton's TaskRun that the recorder reads: a
+// namespaced tekton.dev/v1 object whose status (a subresource) carries
+// its conditions as Tekton's controller writes them (knative's Status).
+// The rest of Tekton's schema is left open.
+func TaskRunCRD() *apiextensionsv1.CustomResourceDefinition {
+	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "taskruns.tekton.dev"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "tekton.dev", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "taskruns", Singular: "taskrun", Kind: "TaskRun", ListKind: "TaskRunList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": open, "status": open},
+				}},
+			}},
+		},
+	}
+}

@@ -27,8 +27,8 @@ type ReportSecrets struct {
 }
 
 // RenderRBAC renders the chart's roles for o's release with the pod watcher,
-// secure metrics and every report destination on: the most the chart ever
-// grants runnerguard, as a suite that runs each of them needs.
+// secure metrics, the fleets and every report destination on: the most the
+// chart ever grants runnerguard, as a suite that runs each of them needs.
 func RenderRBAC(o Options, secrets ReportSecrets) (*RBAC, error) {
 	if o.ReleaseNamespace == "" {
 		o.ReleaseNamespace = "runnerguard"
@@ -36,6 +36,9 @@ func RenderRBAC(o Options, secrets ReportSecrets) (*RBAC, error) {
 	vals := map[string]any{
 		"watcher": map[string]any{"enabled": true},
 		"metrics": map[string]any{"enabled": true, "secure": true},
+		// Every fleet a release can name without settings of its own:
+		// a fleet's own objects are read only where it is on.
+		"presets": map[string]any{"enabled": []string{"arc-scale-set", "arc-workflow", "gitlab", "tekton", "buildkite", "woodpecker", "jenkins", "generic"}},
 		"reports": map[string]any{
 			"github": map[string]any{"enabled": true, "appID": 1, "installationID": 1, "secret": secrets.GitHub,
 				"controllers": []string{"system:serviceaccount:arc-systems:arc-gha-rs-controller"}},

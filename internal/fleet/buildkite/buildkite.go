@@ -89,11 +89,18 @@ func (Fleet) Sample(pod *corev1.Pod) { mark.Put(pod, "runnerguard-check") }
 // does at the Job's deadline or on its suspension, which anyone who may
 // edit the Job could bring on, so it is no owner); the containers are one
 // job's parts; the marks that name the job are the stack's word, kept as
-// created.
+// created; the record keeps the Kubernetes Job's own account (Complete, or
+// Failed with its reason: DeadlineExceeded, BackoffLimitExceeded) beside
+// its class.
 func (Fleet) Traits() fleet.Traits {
 	return fleet.Traits{
 		MarkLabels: []string{string(mark)},
 		OneJob:     true,
+		OwnView:    &fleet.OwnView{Owner: KubernetesJob, Conditions: []string{"Failed", "Complete"}},
 		Chart:      mark.Chart(),
 	}
 }
+
+// KubernetesJob is the pod's controlling owner: the stack makes one
+// batch/v1 Job per Buildkite job.
+var KubernetesJob = fleet.ChartResource{Kind: "Job", Group: "batch", Version: "v1", Resource: "jobs"}

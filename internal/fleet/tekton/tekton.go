@@ -30,6 +30,12 @@ const (
 	PipelineLabel    = "tekton.dev/pipeline"
 )
 
+// TaskRun is the pod's controlling owner, whose Succeeded condition is
+// Tekton's own account of the TaskRun (pkg/apis/pipeline/v1 taskrun_types.go:
+// Unknown while it runs; True, or False with a reason such as
+// TaskRunCancelled, TaskRunTimeout or Failed, once it ended).
+var TaskRun = fleet.ChartResource{Kind: "TaskRun", Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
+
 // StepPrefix begins every step container's name (pkg/pod/entrypoint.go
 // stepPrefix); the task's author names the rest.
 const StepPrefix = "step-"
@@ -75,13 +81,15 @@ func (Fleet) Sample(pod *corev1.Pod) { mark.Put(pod, "runnerguard-check") }
 // deleting it, from its own namespace (tekton-pipelines); the step
 // containers are one TaskRun's steps, in order; a death is told on the
 // TaskRun too, where `tkn taskrun describe` and the dashboard show it; the
-// labels that name the TaskRun are the controller's word, kept as created.
+// labels that name the TaskRun are the controller's word, kept as created;
+// the record keeps the TaskRun's own account beside its class.
 func (Fleet) Traits() fleet.Traits {
 	return fleet.Traits{
 		MarkLabels:  []string{TaskRunLabel},
 		Owner:       fleet.Owner{EndsJob: true},
 		OneJob:      true,
 		ToldOnOwner: true,
+		OwnView:     &fleet.OwnView{Owner: TaskRun, Conditions: []string{"Succeeded"}},
 		Chart:       mark.Chart(),
 	}
 }
