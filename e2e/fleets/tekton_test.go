@@ -227,6 +227,15 @@ func (f *tektonFleet) oneRecord(t *testing.T, name, project string, pod podRef) 
 		assert.Equal(t, project, r.Job.Project, "the PipelineRun")
 	}
 	assertTimes(t, pod, r)
+	// Tekton's own account, which the callers waited for, is kept beside
+	// the class once Tekton gave it.
+	status, reason := succeeded(tr)
+	require.Eventually(t, func() bool { return deathRecords(t, pod)[0].FleetView != nil }, 2*time.Minute+10*time.Second, time.Second,
+		"Tekton's own account of TaskRun %s on its record", name)
+	if v := deathRecords(t, pod)[0].FleetView; assert.NotNil(t, v) {
+		assert.Equal(t, "TaskRun/"+name, v.Object)
+		assert.Equal(t, status+"/"+reason, v.Status+"/"+v.Reason, "the TaskRun's Succeeded condition, as Tekton wrote it")
+	}
 	return r
 }
 
