@@ -62,6 +62,12 @@ func buildkiteSuccess(t *testing.T, f *buildkiteFleet) {
 	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
 	assert.NotEqual(t, "checkout", r.Container, "the job's record is the part that ended last, not the checkout, which ended first")
 	assert.Nil(t, r.Refusals)
+	// The Kubernetes Job's own account, once the job controller gave it.
+	require.Eventually(t, func() bool { return deathRecords(t, pod)[0].FleetView != nil }, 2*time.Minute+10*time.Second, time.Second,
+		"the Job's own account on the record")
+	if v := deathRecords(t, pod)[0].FleetView; assert.NotNil(t, v) {
+		assert.Equal(t, "Complete=True", v.Condition+"="+v.Status, "%+v", v)
+	}
 	f.why(t, pod, r)
 }
 
