@@ -45,6 +45,8 @@ func TestARCScaleSet(t *testing.T) {
 	ok = t.Run("an OOM of the runner container is cgroup-oom, the job named, told on its commit", func(t *testing.T) { arcOOM(t, f) }) && ok
 	// Last: ARC gives the runner a new pod, which never gets a job.
 	ok = t.Run("a busy runner deleted through the override is told on its commit", func(t *testing.T) { arcOverride(t, f) }) && ok
+	// The drain cordons the suite's one node while it runs.
+	ok = t.Run("a busy runner ended by a drain's deadline is told on its commit as neutral", func(t *testing.T) { arcDrain(t, f) }) && ok
 	t.Run("runnerguard read ARC's runners with no restart", func(t *testing.T) {
 		assert.Equal(t, before, runnerguardPods(t), "the same runnerguard pods, never restarted")
 	})
@@ -52,7 +54,7 @@ func TestARCScaleSet(t *testing.T) {
 		for _, pod := range quiet {
 			assert.Empty(t, reportsOnRecord(t, pod), "%s's end is told nowhere", pod.name)
 		}
-		assert.Len(t, githubAPI.CheckRuns(), 2, "the OOM's and the override's check runs, no other")
+		assert.Len(t, githubAPI.CheckRuns(), 3, "the OOM's, the override's and the drain's check runs, no other")
 		assert.Empty(t, githubAPI.Errors(), "requests outside GitHub's published shapes")
 	})
 	t.Run("deaths counts deaths, job ends and idle removals apart", func(t *testing.T) {
@@ -62,7 +64,7 @@ func TestARCScaleSet(t *testing.T) {
 		// Idle removals: at least the idle case's. Under load the listener
 		// may scale an extra runner up and down between cases (a run on
 		// 2026-11-28 had two).
-		assert.Regexp(t, `^2 runner deaths, 2 job ends and [1-9][0-9]* idle removals? on record\n`, runnerguardDeaths(t, f.ns))
+		assert.Regexp(t, `^3 runner deaths, 2 job ends and [1-9][0-9]* idle removals? on record\n`, runnerguardDeaths(t, f.ns))
 	})
 }
 
@@ -288,13 +290,37 @@ func arcOverride(t *testing.T, f *arcFleet) {
 	assert.Equal(t, oncall, r.DeletedBy)
 	assert.Equal(t, string(runnerpod.RuleOverride), r.DeleteRule)
 	assertARCJob(t, r, "31885502105", "105")
-	cr := assertGitHubReport(t, pod, 105, "Runner")
+	cr := assertGitHubReport(t, pod, 105, "Job ended on purpose: its runner's pod was deleted with the override")
 	assert.Equal(t, "neutral", cr.Conclusion, "a runner ended on purpose is information: a passing re-run leaves the commit green")
-	assert.Contains(t, cr.Output.Title, "Job ended on purpose")
 	assert.Contains(t, cr.Output.Summary, "requested by "+notify.Withheld+" (allowed: override)", "the summary says the rule, not who deleted the runner")
 	assert.NotContains(t, cr.Output.Summary, oncall)
 	assert.Equal(t, githubAPI.Server.URL+"/"+arcRepository+"/actions/runs/105/job/31885502105", cr.DetailsURL,
 		"the details link is the job's page")
+}
+
+// arcDrain: `kubectl runnerguard drain NODE --deadline --reason` ends a busy
+// runner's job at the deadline (the drain's override, then its eviction),
+// and the death is told on the workflow run's head commit as neutral: a
+// re-run that passes leaves the commit green.
+func arcDrain(t *testing.T, f *arcFleet) {
+	f.svc.Queue(actionsapi.Job{RequestID: 106, ID: "31885502106", Name: "release", Script: "echo releasing; sleep 600"})
+	name := f.jobRunner(t, 106)
+	pod := f.runnerPod(t, name)
+	f.marked(t, pod, true)
+	node := runnerguardDrain(t, pod.namespace, pod.name, "node pool upgrade")
+	// GitHub fails the job of a runner that stopped answering.
+	_ = f.svc.RunnerLost(name)
+	r := oneRecord(t, pod)
+	// Evicted (its SIGTERM) while its node was cordoned.
+	assert.Equal(t, string(death.NodeDisrupted), r.Class, r.ClassBasis)
+	assert.True(t, r.Deleted, "the eviction ended the runner")
+	assert.Equal(t, string(runnerpod.RuleOverride), r.DeleteRule, "the drain ends a job by the override")
+	assert.Contains(t, r.DeleteReason, drainReason("node pool upgrade", node))
+	assertARCJob(t, r, "31885502106", "106")
+	cr := assertGitHubReport(t, pod, 106, "Job ended on purpose")
+	assert.Equal(t, "neutral", cr.Conclusion, "a runner ended on purpose is information: a passing re-run leaves the commit green")
+	assert.NotContains(t, cr.Output.Summary, node, "the node is withheld")
+	assert.NotContains(t, cr.Output.Title+cr.Output.Summary, "node pool upgrade (runnerguard drain", "the override's reason names who drained: withheld")
 }
 
 // grantOverride lets user, in ns, read, patch and delete pods (a Role of

@@ -4,6 +4,7 @@ package fleets
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runnerguard/runnerguard/e2e/fleets/gitlabapi"
 	"github.com/runnerguard/runnerguard/internal/death"
@@ -35,9 +37,17 @@ type gitlabCase struct {
 	timeout time.Duration
 	// during acts on the running job (its pod's name given).
 	during func(t *testing.T, m *manager, id int64, pod string)
-	// reaped: during is the reaper's refused delete, which the record
-	// keeps.
-	reaped bool
+	// refusedBy: during is this principal's refused delete, which the
+	// record keeps ("": nothing is refused); warned: warn mode let it
+	// through, and the record keeps what enforce would have refused.
+	refusedBy string
+	warned    bool
+	// onPurpose: during ends the job on purpose (the override, a drain's
+	// deadline): its commit status is skipped, never failed.
+	onPurpose bool
+	// serial: the case runs alone, after the others (a drain cordons the
+	// suite's one node).
+	serial bool
 	// state and reasons are the job's last state and failure reason as
 	// the runner reports them: the proof that the runner saw what the case
 	// did (a cancel, its timeout, the OOM). Where the runner's own race
@@ -57,7 +67,7 @@ var gitlabCases = []gitlabCase{{
 }, {
 	name:   "a reaper's delete of the running job is refused and the job succeeds",
 	script: []string{"echo " + jobStarted, "sleep 20", "echo fleet-job-done"},
-	during: reaperRefused, reaped: true,
+	during: reaperRefused, refusedBy: reaper,
 	state: "success", class: death.JobEnded, check: endedByManager,
 }, {
 	name:   "a cancelled job ends by its manager's delete",
@@ -94,6 +104,20 @@ var gitlabCases = []gitlabCase{{
 	// wrapper shell outlived the step's) before its poll of the pod sees
 	// the build container ended, runner_system_failure after.
 	state: "failed", reasons: []string{"script_failure", "runner_system_failure"}, class: death.CgroupOOM, check: cgroupOOM,
+}, {
+	// The executor fails the job as soon as its pod watch sees the
+	// deletion (a system failure); the build container's main shell
+	// ignores the SIGTERM and ends by the SIGKILL a grace period later.
+	name:   "a running job's pod deleted through the override is told on its commit as skipped",
+	script: []string{"echo " + jobStarted, "sleep 600"},
+	during: overridden, refusedBy: oncall, onPurpose: true,
+	state: "failed", reasons: []string{"runner_system_failure"}, class: death.SigKill, check: endedByOverride,
+}, {
+	// Evicted while the node was cordoned: node-disrupted.
+	name:   "a running job ended by a drain's deadline is told on its commit as skipped",
+	script: []string{"echo " + jobStarted, "sleep 600"},
+	during: drained, onPurpose: true, serial: true,
+	state: "failed", reasons: []string{"runner_system_failure"}, class: death.NodeDisrupted, check: endedByDrain,
 }}
 
 // nextJobID numbers the coordinator's jobs across layouts.
@@ -107,21 +131,25 @@ func TestGitLabRunnerKubernetesExecutor(t *testing.T) {
 				return // the counts below are of every case's record
 			}
 			t.Run("reports", func(t *testing.T) { assertGitLabReportsOfLayout(t, m) })
-			// Three deaths (the timeout and the two OOMs) and three job ends.
+			// Five deaths (the timeout, the two OOMs, the override and the
+			// drain) and three job ends.
 			out := runnerguardDeaths(t, m.buildNS)
-			assert.Equal(t, "3 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
+			assert.Equal(t, "5 runner deaths and 3 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
 		})
 	}
 }
 
-// runGitLabCases runs cases side by side as m's jobs; it reports whether
-// every case ran and passed, so that a count of their records means
-// something.
+// runGitLabCases runs cases side by side as m's jobs, then the serial
+// ones one by one; it reports whether every case ran and passed, so that
+// a count of their records means something.
 func runGitLabCases(t *testing.T, m *manager, cases []gitlabCase) bool {
 	t.Helper()
 	var ran atomic.Int64
 	t.Run("jobs", func(t *testing.T) {
 		for _, c := range cases {
+			if c.serial {
+				continue
+			}
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				ran.Add(1)
@@ -129,6 +157,14 @@ func runGitLabCases(t *testing.T, m *manager, cases []gitlabCase) bool {
 			})
 		}
 	})
+	for _, c := range cases {
+		if c.serial && !t.Failed() {
+			t.Run(c.name, func(t *testing.T) {
+				ran.Add(1)
+				runGitLabCase(t, m, c)
+			})
+		}
+	}
 	return !t.Failed() && ran.Load() == int64(len(cases))
 }
 
@@ -164,12 +200,12 @@ func runGitLabCase(t *testing.T, m *manager, c gitlabCase) {
 	assertJob(t, id, r)
 	assertTimes(t, pod, r)
 	assertWhyTimes(t, runnerguardWhy(t, m.buildNS, pod.name), r)
-	assertRefusals(t, r, c.reaped)
+	assertRefusals(t, r, c.refusedBy, c.warned)
 	if c.check != nil {
 		c.check(t, m, r)
 	}
 	m.ran.add(ranJob{id: id, pod: pod, class: death.Class(r.Class)})
-	assertGitLabReport(t, m, id, pod, death.Class(r.Class))
+	assertGitLabReport(t, m, id, pod, death.Class(r.Class), c.onPurpose)
 }
 
 // assertJob checks that the record names job id as the runner marked it.
@@ -195,20 +231,23 @@ func assertTimes(t *testing.T, pod podRef, r death.Record) {
 	}
 }
 
-// assertRefusals checks the refusals the record kept: the reaper's one
-// delete when reaped, else none (the manager's own creates, execs,
-// attaches and deletes are never refused).
-func assertRefusals(t *testing.T, r death.Record, reaped bool) {
+// assertRefusals checks the refusals the record kept: by's one delete
+// when by is named (warned: warn mode's, which enforce would have
+// refused), else none (the manager's own creates, execs, attaches and
+// deletes are never refused).
+func assertRefusals(t *testing.T, r death.Record, by string, warned bool) {
 	t.Helper()
-	if !reaped {
+	if by == "" {
 		assert.Nil(t, r.Refusals, "the fleet's own work refused")
 		return
 	}
-	if assert.NotNil(t, r.Refusals, "the reaper's refusal on the record") && assert.Len(t, r.Refusals.Entries, 1, "%+v", r.Refusals) {
+	if assert.NotNil(t, r.Refusals, "the refusal of %s on the record", by) && assert.Len(t, r.Refusals.Entries, 1, "%+v", r.Refusals) {
 		e := r.Refusals.Entries[0]
-		assert.Equal(t, reaper, e.By)
+		assert.Equal(t, by, e.By)
 		assert.Equal(t, "delete", e.Verb)
 		assert.Equal(t, int32(1), e.Count)
+		assert.Equal(t, string(runnerpod.RuleBusy), e.Rule)
+		assert.Equal(t, warned, e.Warned, "warn mode's entry")
 	}
 }
 
@@ -329,6 +368,52 @@ func reaperRefused(t *testing.T, m *manager, _ int64, pod string) {
 		out, err := runnerguardRefusals(m.buildNS, pod)
 		t.Logf("kubectl runnerguard refusals %s -n %s (err %v):\n%s", pod, m.buildNS, err, out)
 	}
+}
+
+// overridden: the on-call's delete of the running build pod is refused
+// until they write the override on it; then it goes.
+func overridden(t *testing.T, m *manager, _ int64, pod string) {
+	t.Helper()
+	ctx := context.Background()
+	grantOverride(t, m.buildNS, oncall)
+	pods := asUser(t, oncall).CoreV1().Pods(m.buildNS)
+	err := pods.Delete(ctx, pod, deleteOptions())
+	require.True(t, isForbidden(err), "a running job's delete without the override is refused: %v", err)
+	waitEvent(t, m.buildNS, pod, "DeleteRefused", oncall)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, runnerpod.AllowDelete, "pipeline wedged; retry it")
+	_, err = pods.Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err, "the on-call writes the override")
+	require.NoError(t, pods.Delete(ctx, pod, deleteOptions()), "the delete goes through the override")
+}
+
+// endedByOverride: the on-call's delete ended the job, under the override
+// and its reason.
+func endedByOverride(t *testing.T, m *manager, r death.Record) {
+	t.Helper()
+	assert.True(t, r.Deleted, "the deletion ended the container")
+	assert.Equal(t, oncall, r.DeletedBy, "the first delete, the on-call's, not the manager's cleanup after it")
+	assert.Equal(t, string(runnerpod.RuleOverride), r.DeleteRule)
+	assert.Equal(t, "pipeline wedged; retry it", r.DeleteReason)
+}
+
+// drainReasonGitLab is the drain case's --reason.
+const drainReasonGitLab = "gitlab node pool upgrade"
+
+// drained: the node's drain ends the running job at its deadline.
+func drained(t *testing.T, m *manager, _ int64, pod string) {
+	t.Helper()
+	m.drainedNode = runnerguardDrain(t, m.buildNS, pod, drainReasonGitLab)
+}
+
+// endedByDrain: the drain's eviction ended the job, under its override.
+func endedByDrain(t *testing.T, m *manager, r death.Record) {
+	t.Helper()
+	assert.True(t, r.Deleted, "the eviction ended the container")
+	assert.NotEmpty(t, r.DeletedBy, "the record names who drained")
+	assert.NotEqual(t, m.username, r.DeletedBy, "not the manager's cleanup after it")
+	assert.Equal(t, string(runnerpod.RuleOverride), r.DeleteRule, "the drain ends a job by the override")
+	assert.Contains(t, r.DeleteReason, drainReason(drainReasonGitLab, m.drainedNode))
+	assert.Contains(t, r.ClassBasis, "the node was cordoned (a drain)")
 }
 
 func orNone(n *int64) string {

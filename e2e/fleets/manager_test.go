@@ -104,6 +104,8 @@ type manager struct {
 
 	// ran are the jobs that ran, for the layout's count of reports.
 	ran syncList[ranJob]
+	// drainedNode is the node the drain case drained.
+	drainedNode string
 }
 
 // ranJob is a job that ran and what was recorded of it.

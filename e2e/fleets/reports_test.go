@@ -293,13 +293,15 @@ func keepReport(t *testing.T, name string, v any) {
 
 // assertGitLabReport checks the report of job id's death: a death the
 // reporter tells (notify.Told), of a job whose manager lives in a
-// namespace of its own, is one failed commit status on the job's commit
-// in its project, its description the death's title, its URL the job's
-// page; a manager in the build namespace is not trusted (anyone granted
+// namespace of its own, is one commit status on the job's commit in its
+// project, its description the death's title, its URL the job's page; its
+// state failed, or skipped for a job ended on purpose (onPurpose: the
+// override, a drain's deadline), which leaves the pipeline's result to its
+// jobs. A manager in the build namespace is not trusted (anyone granted
 // edit there can act as it): the report is Skipped and nothing is posted.
 // A job's end is told nowhere (checked for the layout as a whole, once its
 // told deaths are told: TestGitLabRunnerKubernetesExecutor).
-func assertGitLabReport(t *testing.T, m *manager, id int64, pod podRef, class death.Class) {
+func assertGitLabReport(t *testing.T, m *manager, id int64, pod podRef, class death.Class, onPurpose bool) {
 	t.Helper()
 	job := fmt.Sprint(id)
 	name := notify.StatusName(job)
@@ -320,7 +322,19 @@ func assertGitLabReport(t *testing.T, m *manager, id int64, pod podRef, class de
 		TargetURL: gitlabAPI.URL + "/" + gitlabProject + "/-/jobs/" + job, Description: notify.Description(notify.Public(rec)), PipelineID: id}
 	assert.Equal(t, want, sts[0])
 	assert.Equal(t, want.TargetURL, rep.Where, "the record says where it was told")
-	assert.True(t, strings.HasPrefix(sts[0].Description, gitlabTitles[class]), "description %q", sts[0].Description)
+	title := gitlabTitles[class]
+	if onPurpose {
+		assert.Equal(t, "skipped", sts[0].State, "a job ended on purpose does not fail its pipeline: a passing retry leaves it green")
+		title = "Job ended on purpose: "
+	} else {
+		assert.Equal(t, "failed", sts[0].State, "a death fails the job's pipeline")
+	}
+	assert.True(t, strings.HasPrefix(sts[0].Description, title), "description %q", sts[0].Description)
+	for what, name := range map[string]string{"the deleter": rec.DeletedBy, "the node": rec.Node, "the pod's UID": rec.UID} {
+		if len(name) >= 3 {
+			assert.NotContains(t, sts[0].Description, name, "a report names not %s", what)
+		}
+	}
 	keepReport(t, "report-gitlab-"+string(class)+"-job-"+job+".json", sts[0])
 }
 

@@ -38,8 +38,10 @@ var warnCases = []gitlabCase{{
 	// a grace period later.
 	name:   "a reaper's delete of the running job passes with a warning, and the record names the reaper",
 	script: []string{"echo " + jobStarted, "sleep 600"},
-	during: reaperWarned,
-	state:  "failed", reasons: []string{"runner_system_failure"}, class: death.SigKill, check: deletedByReaper,
+	// The record keeps the reaper's delete as warn mode's refusal: what
+	// enforce would have refused.
+	during: reaperWarned, refusedBy: reaper, warned: true,
+	state: "failed", reasons: []string{"runner_system_failure"}, class: death.SigKill, check: deletedByReaper,
 }}
 
 // In warn mode the guard refuses nothing: the manager's own work is
