@@ -3,20 +3,15 @@
 package fleets
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/fleet/buildkite"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // jobControllerUser is kube-controller-manager's job controller, which
@@ -68,7 +63,7 @@ func buildkiteSuccess(t *testing.T, f *buildkiteFleet) {
 	if v := deathRecords(t, pod)[0].FleetView; assert.NotNil(t, v) {
 		assert.Equal(t, "Complete=True", v.Condition+"="+v.Status, "%+v", v)
 	}
-	f.why(t, pod, r)
+	whyOf(t, pod, r)
 }
 
 // buildkiteReaped: a ServiceAccount with edit deletes, then evicts, the
@@ -78,33 +73,15 @@ func buildkiteReaped(t *testing.T, f *buildkiteFleet) {
 	f.addJob(t, id, "reaped", "echo building; sleep 25; echo built")
 	pod := f.jobPod(t, id)
 	f.created(t, pod)
-	err := f.reaper.CoreV1().Pods(f.ns).Delete(context.Background(), pod.name, metav1.DeleteOptions{})
-	require.Error(t, err, "the reaper's delete of a running job's pod")
-	assert.True(t, apierrors.IsForbidden(err), "refused with 403: %v", err)
-	t.Logf("the reaper's delete: %v", err)
 	reaperUser := "system:serviceaccount:" + f.ns + ":" + tektonReaperSA
-	waitEvent(t, f.ns, pod.name, "DeleteRefused", reaperUser)
-	err = f.reaper.PolicyV1().Evictions(f.ns).Evict(context.Background(), &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pod.name}})
-	require.Error(t, err, "the reaper's eviction of a running job's pod")
-	assert.True(t, apierrors.IsTooManyRequests(err), "refused with 429: %v", err)
-	p, err := cs.CoreV1().Pods(f.ns).Get(context.Background(), pod.name, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, pod.uid, p.UID)
-	assert.Nil(t, p.DeletionTimestamp, "the pod is not being deleted")
+	err := deleteAndEvictRefused(t, f.reaper, reaperUser, pod, "a running job's pod")
+	t.Logf("the reaper's delete: %v", err)
 	res := f.finished(t, id)
 	assert.Equal(t, "finished/0", res.State+"/"+res.ExitStatus, "the job went on and succeeded")
 	assert.Contains(t, res.Log, "built")
 	r := f.oneRecord(t, id, "reaped", pod)
 	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
-	if assert.NotNil(t, r.Refusals, "the reaper's refusals on the record") {
-		verbs := map[string]int32{}
-		for _, e := range r.Refusals.Entries {
-			assert.Equal(t, reaperUser, e.By)
-			verbs[e.Verb] += e.Count
-		}
-		assert.Equal(t, map[string]int32{"delete": 1, "eviction": 1}, verbs, "%+v", r.Refusals.Entries)
-	}
+	assertDeleteAndEvictionRefused(t, r, reaperUser)
 }
 
 // buildkiteOOM: dd allocates more than the command container's limit.
@@ -130,7 +107,7 @@ func buildkiteOOM(t *testing.T, f *buildkiteFleet) {
 		}
 	}
 	assert.Nil(t, r.Refusals)
-	f.why(t, pod, r)
+	whyOf(t, pod, r)
 }
 
 // buildkiteCancel: the job is cancelled on Buildkite; its agent sees it on
@@ -156,17 +133,14 @@ func buildkiteCancel(t *testing.T, f *buildkiteFleet) {
 	for _, who := range []string{f.controller, jobControllerUser} {
 		assert.NotContains(t, out, who, "refused to %s", who)
 	}
-	f.why(t, pod, r)
+	whyOf(t, pod, r)
 }
 
 // created checks what the injector recorded of the pod: the job
 // controller made it, and the preset is Buildkite's.
 func (f *buildkiteFleet) created(t *testing.T, pod podRef) {
 	t.Helper()
-	p, err := cs.CoreV1().Pods(pod.namespace).Get(context.Background(), pod.name, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, jobControllerUser, p.Annotations[runnerpod.CreatedBy], "the pod's creator, as the injector recorded it")
-	assert.Equal(t, string(buildkite.Name), p.Annotations[runnerpod.PresetAnnotation])
+	p := assertCreated(t, pod, jobControllerUser, string(buildkite.Name))
 	var names []string
 	for _, c := range p.Spec.InitContainers {
 		names = append(names, "init:"+c.Name)
@@ -182,13 +156,7 @@ func (f *buildkiteFleet) created(t *testing.T, pod podRef) {
 // returns it.
 func (f *buildkiteFleet) oneRecord(t *testing.T, id, step string, pod podRef) death.Record {
 	t.Helper()
-	deathRecords(t, pod)
-	time.Sleep(3 * time.Second)
-	recs := deathRecords(t, pod)
-	require.Len(t, recs, 1, "one record of job %s", id)
-	r := recs[0]
-	t.Logf("record of job %s: class %s (%s), container %s, exit %v reason %q, started %v, job started %v, deleted %v by %s (%s), finished %v",
-		id, r.Class, r.ClassBasis, r.Container, ptrStr(r.ExitCode), r.Reason, r.StartedAt, r.JobStartedAt, r.DeletedAt, r.DeletedBy, r.DeleteRule, r.FinishedAt)
+	r := onlyRecord(t, pod, "job "+id)
 	assert.Equal(t, string(buildkite.Name), r.Preset)
 	if assert.NotNil(t, r.Job, "the record names the job") {
 		assert.Equal(t, id, r.Job.ID, "the job's UUID")
@@ -198,14 +166,4 @@ func (f *buildkiteFleet) oneRecord(t *testing.T, id, step string, pod podRef) de
 	}
 	assertTimes(t, pod, r)
 	return r
-}
-
-// why is `kubectl runnerguard why` of the pod, checked for where it ends
-// the job (assertWhyTimes).
-func (f *buildkiteFleet) why(t *testing.T, pod podRef, r death.Record) string {
-	t.Helper()
-	why := runnerguardWhy(t, pod.namespace, pod.name)
-	t.Logf("kubectl runnerguard why %s:\n%s", pod.name, why)
-	assertWhyTimes(t, why, r)
-	return why
 }

@@ -13,13 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	eventsv1 "k8s.io/api/events/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/fleet/tekton"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // TestTektonPipelines runs Tekton's real controller (built by
@@ -68,7 +65,7 @@ func tektonSuccess(t *testing.T, f *tektonFleet) {
 	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
 	assert.Equal(t, "step-test", r.Container, "the last step")
 	assert.Nil(t, r.Refusals)
-	f.why(t, pod, r)
+	whyOf(t, pod, r)
 }
 
 // tektonReaped: a ServiceAccount with edit deletes, then evicts, the pod
@@ -78,33 +75,15 @@ func tektonReaped(t *testing.T, f *tektonFleet) {
 	f.createTaskRun(t, name, "", step{"build", "echo building; sleep 25"})
 	pod := f.taskRunPod(t, name, "build")
 	f.created(t, pod)
-	err := f.reaper.CoreV1().Pods(f.ns).Delete(context.Background(), pod.name, metav1.DeleteOptions{})
-	require.Error(t, err, "the reaper's delete of a running TaskRun's pod")
-	assert.True(t, apierrors.IsForbidden(err), "refused with 403: %v", err)
-	assert.Contains(t, err.Error(), `"step-build"`, "the answer names the step under way")
 	reaperUser := "system:serviceaccount:" + f.ns + ":" + tektonReaperSA
-	waitEvent(t, f.ns, pod.name, "DeleteRefused", reaperUser)
-	err = f.reaper.PolicyV1().Evictions(f.ns).Evict(context.Background(), &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pod.name}})
-	require.Error(t, err, "the reaper's eviction of a running TaskRun's pod")
-	assert.True(t, apierrors.IsTooManyRequests(err), "refused with 429: %v", err)
-	p, err := cs.CoreV1().Pods(f.ns).Get(context.Background(), pod.name, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, pod.uid, p.UID)
-	assert.Nil(t, p.DeletionTimestamp, "the pod is not being deleted")
+	err := deleteAndEvictRefused(t, f.reaper, reaperUser, pod, "a running TaskRun's pod")
+	assert.Contains(t, err.Error(), `"step-build"`, "the answer names the step under way")
 	status, reason := f.taskRunDone(t, name)
 	assert.Equal(t, "True/Succeeded", status+"/"+reason)
 	r := f.oneRecord(t, name, "", pod)
 	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
 	assert.Equal(t, "step-build", r.Container)
-	if assert.NotNil(t, r.Refusals, "the reaper's refusals on the record") {
-		verbs := map[string]int32{}
-		for _, e := range r.Refusals.Entries {
-			assert.Equal(t, reaperUser, e.By)
-			verbs[e.Verb] += e.Count
-		}
-		assert.Equal(t, map[string]int32{"delete": 1, "eviction": 1}, verbs, "%+v", r.Refusals.Entries)
-	}
+	assertDeleteAndEvictionRefused(t, r, reaperUser)
 }
 
 func tektonCancel(t *testing.T, f *tektonFleet) {
@@ -120,9 +99,9 @@ func tektonCancel(t *testing.T, f *tektonFleet) {
 	r := f.oneRecord(t, name, "", pod)
 	assert.Equal(t, string(death.JobEnded), r.Class, r.ClassBasis)
 	assert.Equal(t, "step-build", r.Container)
-	endedByController(t, r)
+	assertEndedByOwner(t, r, tektonControllerUser)
 	assert.Equal(t, death.OutcomeUnknown, r.ClassBasis)
-	assert.Contains(t, f.why(t, pod, r), "the job's outcome is unknown to the cluster")
+	assert.Contains(t, whyOf(t, pod, r), "the job's outcome is unknown to the cluster")
 	require.Eventually(t, func() bool {
 		list, err := cs.EventsV1().Events(pod.namespace).List(context.Background(), metav1.ListOptions{})
 		return err == nil && slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
@@ -161,7 +140,7 @@ func tektonOOM(t *testing.T, f *tektonFleet) {
 		}
 	}
 	assert.Nil(t, r.Refusals)
-	assert.Contains(t, f.why(t, pod, r), "and ended with the container, at the OOM kill\n")
+	assert.Contains(t, whyOf(t, pod, r), "and ended with the container, at the OOM kill\n")
 }
 
 // tektonTimeout: the controller deletes the pod at the TaskRun's timeout.
@@ -179,8 +158,8 @@ func tektonTimeout(t *testing.T, f *tektonFleet) {
 	r := f.oneRecord(t, name, "", pod)
 	assert.Contains(t, []string{string(death.JobEnded), string(death.JobTimeout)}, r.Class, r.ClassBasis)
 	assert.Equal(t, "step-build", r.Container)
-	endedByController(t, r)
-	f.why(t, pod, r)
+	assertEndedByOwner(t, r, tektonControllerUser)
+	whyOf(t, pod, r)
 }
 
 func tektonPipelineRun(t *testing.T, f *tektonFleet) {
@@ -199,10 +178,7 @@ func tektonPipelineRun(t *testing.T, f *tektonFleet) {
 // made it, and the preset is Tekton's.
 func (f *tektonFleet) created(t *testing.T, pod podRef) {
 	t.Helper()
-	p, err := cs.CoreV1().Pods(pod.namespace).Get(context.Background(), pod.name, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, tektonControllerUser, p.Annotations[runnerpod.CreatedBy], "the pod's creator, as the injector recorded it")
-	assert.Equal(t, string(tekton.Name), p.Annotations[runnerpod.PresetAnnotation])
+	assertCreated(t, pod, tektonControllerUser, string(tekton.Name))
 }
 
 // oneRecord waits for the record of TaskRun name's pod, checks that it
@@ -210,14 +186,7 @@ func (f *tektonFleet) created(t *testing.T, pod podRef) {
 // none), and returns it.
 func (f *tektonFleet) oneRecord(t *testing.T, name, project string, pod podRef) death.Record {
 	t.Helper()
-	deathRecords(t, pod)
-	// A second record would come within the recorder's round: wait one.
-	time.Sleep(3 * time.Second)
-	recs := deathRecords(t, pod)
-	require.Len(t, recs, 1, "one record of TaskRun %s", name)
-	r := recs[0]
-	t.Logf("record of TaskRun %s: class %s (%s), container %s, exit %v reason %q, started %v, job started %v, deleted %v by %s (%s), finished %v",
-		name, r.Class, r.ClassBasis, r.Container, ptrStr(r.ExitCode), r.Reason, r.StartedAt, r.JobStartedAt, r.DeletedAt, r.DeletedBy, r.DeleteRule, r.FinishedAt)
+	r := onlyRecord(t, pod, "TaskRun "+name)
 	assert.Equal(t, string(tekton.Name), r.Preset)
 	tr, err := f.taskRun(name)
 	require.NoError(t, err)
@@ -239,33 +208,11 @@ func (f *tektonFleet) oneRecord(t *testing.T, name, project string, pod podRef) 
 	return r
 }
 
-// why is `kubectl runnerguard why` of the pod, checked for where it ends
-// the job (assertWhyTimes).
-func (f *tektonFleet) why(t *testing.T, pod podRef, r death.Record) string {
-	t.Helper()
-	why := runnerguardWhy(t, pod.namespace, pod.name)
-	t.Logf("kubectl runnerguard why %s:\n%s", pod.name, why)
-	assertWhyTimes(t, why, r)
-	return why
-}
-
 func ptrStr(p *int32) string {
 	if p == nil {
 		return "none"
 	}
 	return strconv.Itoa(int(*p))
-}
-
-// endedByController: Tekton's controller deleted the running pod (a
-// cancel or a timeout), under rule job-owner.
-func endedByController(t *testing.T, r death.Record) {
-	t.Helper()
-	assert.Equal(t, tektonControllerUser, r.DeletedBy)
-	assert.Equal(t, string(runnerpod.RuleJobOwner), r.DeleteRule)
-	if assert.NotNil(t, r.DeletedAt) {
-		assert.False(t, r.FinishedAt.Before(r.DeletedAt), "the step ended %v before the delete %v", r.FinishedAt, r.DeletedAt)
-	}
-	assert.Nil(t, r.Refusals, "the controller's own work refused")
 }
 
 // logTaskRuns logs the TaskRuns and pods left, for a failed run.

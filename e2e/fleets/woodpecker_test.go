@@ -3,20 +3,14 @@
 package fleets
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/fleet/woodpecker"
-	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // TestWoodpeckerAgent runs Woodpecker's real agent (built by
@@ -75,7 +69,7 @@ func woodpeckerSuccess(t *testing.T, f *woodpeckerFleet) {
 		r := f.oneRecord(t, []string{"build", "test"}[i], id, pod)
 		assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
 		assert.Nil(t, r.Refusals)
-		f.why(t, pod, r)
+		whyOf(t, pod, r)
 	}
 }
 
@@ -86,20 +80,9 @@ func woodpeckerReaped(t *testing.T, f *woodpeckerFleet) {
 	pods := f.queue(t, id, 0, wpStep{Name: "build", Commands: []string{"echo building", "sleep 25"}})
 	pod := f.stepPod(t, pods["build"])
 	f.created(t, pod, "build", id)
-	err := f.reaper.CoreV1().Pods(f.ns).Delete(context.Background(), pod.name, metav1.DeleteOptions{})
-	require.Error(t, err, "the reaper's delete of a running step's pod")
-	assert.True(t, apierrors.IsForbidden(err), "refused with 403: %v", err)
-	assert.Contains(t, err.Error(), `"`+pod.name+`"`, "the answer names the step's container")
 	reaperUser := "system:serviceaccount:" + f.ns + ":" + tektonReaperSA
-	waitEvent(t, f.ns, pod.name, "DeleteRefused", reaperUser)
-	err = f.reaper.PolicyV1().Evictions(f.ns).Evict(context.Background(), &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pod.name}})
-	require.Error(t, err, "the reaper's eviction of a running step's pod")
-	assert.True(t, apierrors.IsTooManyRequests(err), "refused with 429: %v", err)
-	p, err := cs.CoreV1().Pods(f.ns).Get(context.Background(), pod.name, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, pod.uid, p.UID)
-	assert.Nil(t, p.DeletionTimestamp, "the pod is not being deleted")
+	err := deleteAndEvictRefused(t, f.reaper, reaperUser, pod, "a running step's pod")
+	assert.Contains(t, err.Error(), `"`+pod.name+`"`, "the answer names the step's container")
 	st := f.done(t, id)
 	assert.False(t, st.Canceled)
 	assert.Empty(t, st.Error)
@@ -109,14 +92,7 @@ func woodpeckerReaped(t *testing.T, f *woodpeckerFleet) {
 	}
 	r := f.oneRecord(t, "build", id, pod)
 	assert.Equal(t, string(death.CleanExit), r.Class, r.ClassBasis)
-	if assert.NotNil(t, r.Refusals, "the reaper's refusals on the record") {
-		verbs := map[string]int32{}
-		for _, e := range r.Refusals.Entries {
-			assert.Equal(t, reaperUser, e.By)
-			verbs[e.Verb] += e.Count
-		}
-		assert.Equal(t, map[string]int32{"delete": 1, "eviction": 1}, verbs, "%+v", r.Refusals.Entries)
-	}
+	assertDeleteAndEvictionRefused(t, r, reaperUser)
 }
 
 // woodpeckerCancel: the server answers the agent's Wait with canceled;
@@ -133,9 +109,9 @@ func woodpeckerCancel(t *testing.T, f *woodpeckerFleet) {
 	assert.True(t, st.Canceled, "the agent reports the workflow canceled")
 	r := f.oneRecord(t, "build", id, pod)
 	assert.Equal(t, string(death.JobEnded), r.Class, r.ClassBasis)
-	f.endedByAgent(t, r)
+	assertEndedByOwner(t, r, f.agentUser)
 	assert.Equal(t, death.OutcomeUnknown, r.ClassBasis)
-	assert.Contains(t, f.why(t, pod, r), "the job's outcome is unknown to the cluster")
+	assert.Contains(t, whyOf(t, pod, r), "the job's outcome is unknown to the cluster")
 }
 
 // woodpeckerOOM: the kernel kills dd, the step's biggest process, at the
@@ -167,7 +143,7 @@ func woodpeckerOOM(t *testing.T, f *woodpeckerFleet) {
 		}
 	}
 	assert.Nil(t, r.Refusals)
-	f.why(t, pod, r)
+	whyOf(t, pod, r)
 }
 
 // woodpeckerTimeout: the agent ends the workflow at its timeout (one
@@ -183,12 +159,12 @@ func woodpeckerTimeout(t *testing.T, f *woodpeckerFleet) {
 	st := f.done(t, id)
 	r := f.oneRecord(t, "build", id, pod)
 	assert.Equal(t, string(death.JobEnded), r.Class, r.ClassBasis)
-	f.endedByAgent(t, r)
+	assertEndedByOwner(t, r, f.agentUser)
 	if assert.NotNil(t, r.DeletedAt) {
 		ran := r.DeletedAt.Sub(pod.startTime.Time)
 		assert.True(t, ran > 40*time.Second && ran < 90*time.Second, "deleted %v after the pod's start, at the minute's timeout", ran)
 	}
-	f.why(t, pod, r)
+	whyOf(t, pod, r)
 	t.Logf("the agent reported the timed-out workflow canceled %v, error %q", st.Canceled, st.Error)
 }
 
@@ -196,10 +172,7 @@ func woodpeckerTimeout(t *testing.T, f *woodpeckerFleet) {
 // it, and the preset is Woodpecker's; and the backend's labels.
 func (f *woodpeckerFleet) created(t *testing.T, pod podRef, step, id string) {
 	t.Helper()
-	p, err := cs.CoreV1().Pods(pod.namespace).Get(context.Background(), pod.name, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, f.agentUser, p.Annotations[runnerpod.CreatedBy], "the pod's creator, as the injector recorded it")
-	assert.Equal(t, string(woodpecker.Name), p.Annotations[runnerpod.PresetAnnotation])
+	p := assertCreated(t, pod, f.agentUser, string(woodpecker.Name))
 	assert.Equal(t, step, p.Labels[woodpecker.StepLabel])
 	assert.Equal(t, id, p.Labels[woodpecker.TaskUUIDLabel])
 }
@@ -209,14 +182,7 @@ func (f *woodpeckerFleet) created(t *testing.T, pod podRef, step, id string) {
 // returns it.
 func (f *woodpeckerFleet) oneRecord(t *testing.T, step, id string, pod podRef) death.Record {
 	t.Helper()
-	deathRecords(t, pod)
-	// A second record would come within the recorder's round: wait one.
-	time.Sleep(3 * time.Second)
-	recs := deathRecords(t, pod)
-	require.Len(t, recs, 1, "one record of step %s of workflow %s", step, id)
-	r := recs[0]
-	t.Logf("record of step %s (workflow %s): class %s (%s), container %s, exit %v reason %q, started %v, job started %v, deleted %v by %s (%s), finished %v",
-		step, id, r.Class, r.ClassBasis, r.Container, ptrStr(r.ExitCode), r.Reason, r.StartedAt, r.JobStartedAt, r.DeletedAt, r.DeletedBy, r.DeleteRule, r.FinishedAt)
+	r := onlyRecord(t, pod, "step "+step+" of workflow "+id)
 	assert.Equal(t, string(woodpecker.Name), r.Preset)
 	assert.Equal(t, pod.name, r.Container, "the step's one container, named as its pod")
 	if assert.NotNil(t, r.Job, "the record names the step") {
@@ -226,26 +192,4 @@ func (f *woodpeckerFleet) oneRecord(t *testing.T, step, id string, pod podRef) d
 	}
 	assertTimes(t, pod, r)
 	return r
-}
-
-// why is `kubectl runnerguard why` of the pod, checked for where it ends
-// the job (assertWhyTimes).
-func (f *woodpeckerFleet) why(t *testing.T, pod podRef, r death.Record) string {
-	t.Helper()
-	why := runnerguardWhy(t, pod.namespace, pod.name)
-	t.Logf("kubectl runnerguard why %s:\n%s", pod.name, why)
-	assertWhyTimes(t, why, r)
-	return why
-}
-
-// endedByAgent: the agent deleted the running pod (a cancel or a
-// timeout), under rule job-owner.
-func (f *woodpeckerFleet) endedByAgent(t *testing.T, r death.Record) {
-	t.Helper()
-	assert.Equal(t, f.agentUser, r.DeletedBy)
-	assert.Equal(t, string(runnerpod.RuleJobOwner), r.DeleteRule)
-	if assert.NotNil(t, r.DeletedAt) {
-		assert.False(t, r.FinishedAt.Before(r.DeletedAt), "the step ended %v before the delete %v", r.FinishedAt, r.DeletedAt)
-	}
-	assert.Nil(t, r.Refusals, "the agent's own work refused")
 }
