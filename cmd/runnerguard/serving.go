@@ -4,16 +4,23 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/webhook/guard"
 	"golang.org/x/sync/semaphore"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -102,6 +109,9 @@ func (l reviewLimits) wrap(h http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("runnerguard: a review of %d bytes is over the %d-byte limit", r.ContentLength, l.max), http.StatusRequestEntityTooLarge)
 			return
 		}
+		// The wait for budget and the answer after it share one deadline,
+		// so a review that waited still answers before the API server
+		// gives up.
 		ctx, cancel := context.WithTimeout(r.Context(), budgetWait(r))
 		defer cancel()
 		release, err := l.take(ctx, w, r)
@@ -110,7 +120,7 @@ func (l reviewLimits) wrap(h http.Handler) http.Handler {
 			return
 		}
 		defer release()
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -131,7 +141,7 @@ func (l reviewLimits) take(ctx context.Context, w http.ResponseWriter, r *http.R
 			declared = l.max
 		}
 		if err := l.large.Acquire(ctx, declared); err != nil {
-			return nil, errBudget{"large reviews (over 1 MiB)"}
+			return nil, errBudget{which: "large reviews (over 1 MiB)"}
 		}
 		readWithin(w, reviewReadTimeout)
 		// A body longer than it said stops at max; the handler then
@@ -147,7 +157,7 @@ func (l reviewLimits) take(ctx context.Context, w http.ResponseWriter, r *http.R
 	cost := max(int64(len(got.body)), minReviewCost)
 	if err := l.budget.Acquire(ctx, cost); err != nil {
 		got.release()
-		return nil, errBudget{l.path}
+		return nil, errBudget{which: l.path, review: reviewUID(got.body)}
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(got.body)), int64(len(got.body))
 	return func() { l.budget.Release(cost); got.release() }, nil
@@ -161,16 +171,54 @@ func readWithin(w http.ResponseWriter, d time.Duration) {
 }
 
 // errBudget is a review that waited for its budget, named, as long as the
-// API server waits for it.
-type errBudget struct{ which string }
+// API server waits for it; review is its request's UID, when its body was
+// read and names one.
+type errBudget struct{ which, review string }
 
 func (e errBudget) Error() string { return "too many reviews in flight on " + e.which }
+
+// deniedWhenFull are the paths whose review, when it cannot be taken in,
+// is refused in an answer rather than failed: the guard's in enforce,
+// whose connect registration's failure policy (Ignore) would otherwise
+// let a reaper's exec into a busy runner through a flood of the path
+// (deletes and evictions are refused either way). Warn mode's paths never
+// refuse, and the injector's failure lets the pod in as before.
+var deniedWhenFull = []string{guard.ModePath(config.ModeEnforce), guard.ConnectModePath(config.ModeEnforce)}
+
+// reviewUID is the UID of the review in body, "" if none can be read.
+func reviewUID(body []byte) string {
+	var r struct {
+		Request struct {
+			UID string `json:"uid"`
+		} `json:"request"`
+	}
+	if json.Unmarshal(body, &r) != nil {
+		return ""
+	}
+	return r.Request.UID
+}
+
+// deny answers the review of uid with a refusal for now (429): the API
+// server takes it as the webhook's answer, whatever its failure policy.
+func deny(w http.ResponseWriter, uid, message string) {
+	body, _ := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Response: &admissionv1.AdmissionResponse{UID: types.UID(uid), Allowed: false, Result: &metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests, Message: message}},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
 
 // refuse answers a review that could not be taken in: said at once, not
 // after the API server has given up, so the caller sees why.
 func refuse(w http.ResponseWriter, err error, path string) {
 	var budget errBudget
 	switch {
+	case errors.As(err, &budget) && budget.review != "" && slices.Contains(deniedWhenFull, path):
+		// Said at V(1): a flood would fill the log at the default level.
+		ctrl.Log.V(1).Info("review refused for now: no budget in time", "path", path, "review", budget.review)
+		deny(w, budget.review, fmt.Sprintf("runnerguard cannot judge this request now: %s; retry", budget))
 	case errors.As(err, &budget):
 		http.Error(w, fmt.Sprintf("runnerguard: %s; retry", budget), http.StatusServiceUnavailable)
 	case errors.Is(err, errReceiveFull):
@@ -181,18 +229,13 @@ func refuse(w http.ResponseWriter, err error, path string) {
 	}
 }
 
-// budgetWait is how long a review may wait for budget: as long as the API
-// server waits for the answer (it sends its webhook timeout as the timeout
-// query parameter), a tenth of a second less so the refusal reaches it,
-// and at most maxBudgetWait whatever the caller claims. A review that
-// cannot be answered in time is refused at once instead of holding its
-// place in the queue.
+// budgetWait is how long a review may wait for budget: until its answer
+// is due (guard.AnswerDue: before the API server gives up), so a review
+// that cannot be answered in time is refused at once instead of holding
+// its place in the queue; at most maxBudgetWait whatever the caller
+// claims.
 func budgetWait(r *http.Request) time.Duration {
-	d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
-	if err != nil || d <= 0 {
-		return maxBudgetWait
-	}
-	return min(max(d-100*time.Millisecond, 0), maxBudgetWait)
+	return guard.AnswerDue(r.URL.Query().Get("timeout"), maxBudgetWait)
 }
 
 // boundedServer is controller-runtime's webhook server with every webhook

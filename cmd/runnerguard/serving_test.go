@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,8 +14,12 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/webhook/guard"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func post(ctx context.Context, body io.Reader, length int64) *http.Request {
@@ -114,12 +119,12 @@ func TestALargeReviewWaitsForTheSharedBudgetAndFailsInTime(t *testing.T) {
 
 func TestTheWaitForBudgetFollowsTheAPIServersTimeout(t *testing.T) {
 	for target, want := range map[string]time.Duration{
-		"/p?timeout=5s":    4900 * time.Millisecond,
-		"/p?timeout=10s":   9900 * time.Millisecond,
-		"/p?timeout=50ms":  0,
-		"/p?timeout=1h":    maxBudgetWait,
-		"/p?timeout=bogus": maxBudgetWait,
-		"/p":               maxBudgetWait,
+		"/p?timeout=5s":    2500 * time.Millisecond,
+		"/p?timeout=10s":   7500 * time.Millisecond,
+		"/p?timeout=50ms":  25 * time.Millisecond,
+		"/p?timeout=1h":    maxBudgetWait - 2500*time.Millisecond,
+		"/p?timeout=bogus": maxBudgetWait - 2500*time.Millisecond,
+		"/p":               maxBudgetWait - 2500*time.Millisecond,
 	} {
 		assert.Equal(t, want, budgetWait(postTo(context.Background(), target, strings.NewReader("{}"), 2)), target)
 	}
@@ -141,6 +146,37 @@ func TestAReviewThatCannotGetBudgetIsAnswered503(t *testing.T) {
 	w := httptest.NewRecorder()
 	l.wrap(http.NotFoundHandler()).ServeHTTP(w, post(ctx, strings.NewReader("{}"), 2))
 	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+}
+
+// On the guard's enforce paths a review that cannot get budget in time is
+// refused in an answer (429, its UID echoed), which the API server takes
+// whatever the registration's failure policy: a flood of the connect path
+// cannot let a reaper's exec through its Ignore. Warn mode's and the
+// injector's paths fail as before.
+func TestAnEnforceReviewThatCannotGetBudgetIsRefusedNotFailed(t *testing.T) {
+	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-42","operation":"CONNECT"}}`
+	for path, refused := range map[string]bool{
+		guard.ConnectModePath(config.ModeEnforce): true,
+		guard.ModePath(config.ModeEnforce):        true,
+		guard.ConnectModePath(config.ModeWarn):    false,
+		"/mutate-runner-pod":                      false,
+	} {
+		l := newReviewBudgets(minReviewCost).forPath(path)
+		require.True(t, l.budget.TryAcquire(minReviewCost), "the path is full")
+		w := httptest.NewRecorder()
+		l.wrap(http.NotFoundHandler()).ServeHTTP(w, postTo(context.Background(), path+"?timeout=100ms", strings.NewReader(review), int64(len(review))))
+		if !refused {
+			assert.Equal(t, http.StatusServiceUnavailable, w.Code, path)
+			continue
+		}
+		require.Equal(t, http.StatusOK, w.Code, path)
+		var answer admissionv1.AdmissionReview
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &answer), path)
+		require.NotNil(t, answer.Response, path)
+		assert.Equal(t, types.UID("u-42"), answer.Response.UID, path)
+		assert.False(t, answer.Response.Allowed, path)
+		assert.Equal(t, int32(http.StatusTooManyRequests), answer.Response.Result.Code, path)
+	}
 }
 
 // stalled is a body that declares its length and never sends a byte, as

@@ -117,10 +117,11 @@ func tektonsTaskRun(t *testing.T, ns, name string) (*unstructured.Unstructured, 
 	return tr, w
 }
 
-// setSucceeded writes the TaskRun's Succeeded condition as Tekton's
-// controller does once the TaskRun ended.
+// setSucceeded writes the TaskRun's Succeeded condition, and the name of
+// its pod, as Tekton's controller does once the TaskRun ended.
 func setSucceeded(t *testing.T, tr *unstructured.Unstructured, status, reason, message string) {
 	t.Helper()
+	require.NoError(t, unstructured.SetNestedField(tr.Object, tr.GetName()+"-pod", "status", "podName"))
 	require.NoError(t, unstructured.SetNestedSlice(tr.Object, []any{map[string]any{
 		"type": "Succeeded", "status": status, "reason": reason, "message": message,
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,26 @@ type OwnView struct {
 	// has status True or False (a TaskRun's Succeeded is Unknown while it
 	// runs; a Job's Complete or Failed appears once it ended).
 	Conditions []string
+	// Anyone who may create pods can name any owner of their namespace in
+	// a pod's ownerReferences, so the owner's account is the pod's only
+	// where the owner names the pod (PodName, the path of the pod's name
+	// in the owner: a TaskRun's status.podName) or the pod's recorded
+	// creator is one of Creators (the job controller, for a Job's pods).
+	PodName  []string
+	Creators []string
+}
+
+// OfPod is the account owner gives of pod, nil while it is not final or
+// when the owner does not stand for the pod (PodName, Creators).
+func (v OwnView) OfPod(owner *unstructured.Unstructured, pod, createdBy string) *v1alpha1.FleetView {
+	if len(v.PodName) > 0 {
+		if name, _, _ := unstructured.NestedString(owner.Object, v.PodName...); name != pod {
+			return nil
+		}
+	} else if !slices.Contains(v.Creators, createdBy) {
+		return nil
+	}
+	return v.Of(owner)
 }
 
 // Owns reports whether ref names an object of the view's owner kind.

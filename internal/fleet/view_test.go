@@ -81,3 +81,18 @@ func TestOwnViewOwnsOnlyItsKind(t *testing.T) {
 	assert.False(t, v.Owns(&metav1.OwnerReference{APIVersion: "tekton.dev/v1", Kind: "PipelineRun"}))
 	assert.False(t, v.Owns(nil))
 }
+
+// Anyone who may create pods may name any owner: the owner's account is
+// the pod's only where the owner names the pod (Tekton) or the job
+// controller created it (a Job's).
+func TestOwnViewIsAPodsOnlyWhereItsOwnerStandsForIt(t *testing.T) {
+	tr := owner("TaskRun", "t", cond("Succeeded", "True", "Succeeded", ""))
+	_ = unstructured.SetNestedField(tr.Object, "t-pod", "status", "podName")
+	taskRun := *tekton.Fleet{}.Traits().OwnView
+	assert.NotNil(t, taskRun.OfPod(tr, "t-pod", "anyone"))
+	assert.Nil(t, taskRun.OfPod(tr, "an-editors-pod", "anyone"), "the TaskRun names another pod")
+	job := *buildkite.Fleet{}.Traits().OwnView
+	j := owner("Job", "buildkite-1", cond("Complete", "True", "", ""))
+	assert.NotNil(t, job.OfPod(j, "buildkite-1-x", "system:serviceaccount:kube-system:job-controller"))
+	assert.Nil(t, job.OfPod(j, "buildkite-1-x", "system:serviceaccount:ci:reaper"), "a pod the job controller did not create")
+}

@@ -42,7 +42,10 @@ type viewWait struct {
 	record types.NamespacedName
 	owner  metav1.OwnerReference
 	view   fleet.OwnView
-	until  time.Time
+	// pod and createdBy are the pod's name and recorded creator, which
+	// the owner must stand for (fleet.OwnView.OfPod).
+	pod, createdBy string
+	until          time.Time
 }
 
 const (
@@ -75,7 +78,7 @@ func (v *Views) follow(ctx context.Context, pod *corev1.Pod, preset string, reco
 		return
 	}
 	select {
-	case v.queue <- viewWait{record: record, owner: *ref, view: view, until: v.Now().Add(viewPatience)}:
+	case v.queue <- viewWait{record: record, owner: *ref, view: view, pod: pod.Name, createdBy: pod.Annotations[runnerpod.CreatedBy], until: v.Now().Add(viewPatience)}:
 	default:
 		logf.FromContext(ctx).Info("the fleet's own account of a death not kept: too many waiting", "record", record)
 	}
@@ -143,7 +146,7 @@ func (v *Views) read(ctx context.Context, w viewWait) (view *v1alpha1.FleetView,
 	if o.GetUID() != w.owner.UID {
 		return nil, true, nil
 	}
-	return w.view.Of(o), false, nil
+	return w.view.OfPod(o, w.pod, w.createdBy), false, nil
 }
 
 // keep writes view on the record's status, once.

@@ -31,6 +31,8 @@ func taskRun(name string, uid types.UID, status string) *unstructured.Unstructur
 	if status != "" {
 		_ = unstructured.SetNestedSlice(tr.Object, []any{map[string]any{"type": "Succeeded", "status": status, "reason": "TaskRunCancelled"}}, "status", "conditions")
 	}
+	// Tekton names the TaskRun's pod (podtest.Tekton's name for it).
+	_ = unstructured.SetNestedField(tr.Object, name+"-pod", "status", "podName")
 	return tr
 }
 
@@ -43,9 +45,13 @@ func TestViewsKeepTheFleetsAccountOnceFinal(t *testing.T) {
 	require.NoError(t, v1alpha1.AddToScheme(s))
 	s.AddKnownTypeWithName(schema.GroupVersionKind{Group: "tekton.dev", Version: "v1", Kind: "TaskRun"}, &unstructured.Unstructured{})
 	records := []client.Object{}
-	for _, n := range []string{"final", "running", "gone", "other", "late"} {
+	for _, n := range []string{"final", "running", "gone", "other", "late", "impostor"} {
 		records = append(records, &v1alpha1.RunnerDeath{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: n}})
 	}
+	// An editor's pod naming the TaskRun "final" as its owner: the TaskRun
+	// names another pod.
+	impostor := podtest.Tekton("ci", "final").Obj()
+	impostor.Name, impostor.OwnerReferences[0].UID = "impostor", "u-final"
 	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.RunnerDeath{}).WithObjects(records...).
 		WithObjects(taskRun("final", "u-final", "False"), taskRun("running", "u-running", "Unknown"), taskRun("other", "u-new", "True"), taskRun("late", "u-late", "Unknown")).Build()
 	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
@@ -57,8 +63,9 @@ func TestViewsKeepTheFleetsAccountOnceFinal(t *testing.T) {
 		pod.OwnerReferences[0].UID = types.UID("u-" + n)
 		v.follow(ctx, pod, string(tekton.Name), types.NamespacedName{Namespace: "ci", Name: n})
 	}
+	v.follow(ctx, impostor, string(tekton.Name), types.NamespacedName{Namespace: "ci", Name: "impostor"})
 	var waiting []viewWait
-	for range 5 {
+	for range 6 {
 		waiting = append(waiting, <-v.queue)
 	}
 	waiting = v.look(ctx, waiting)
@@ -68,7 +75,7 @@ func TestViewsKeepTheFleetsAccountOnceFinal(t *testing.T) {
 		}
 		return out
 	}
-	assert.ElementsMatch(t, []string{"running", "late"}, names(waiting), "kept: final; given up: gone, and another TaskRun of the name")
+	assert.ElementsMatch(t, []string{"running", "late", "impostor"}, names(waiting), "kept: final; given up: gone, and another TaskRun of the name")
 	got := &v1alpha1.RunnerDeath{}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "ci", Name: "final"}, got))
 	require.NotNil(t, got.Status.FleetView)
@@ -85,6 +92,8 @@ func TestViewsKeepTheFleetsAccountOnceFinal(t *testing.T) {
 	assert.Equal(t, "True", got.Status.FleetView.Status)
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "ci", Name: "late"}, got))
 	assert.Nil(t, got.Status.FleetView)
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "ci", Name: "impostor"}, got))
+	assert.Nil(t, got.Status.FleetView, "a TaskRun's account is only its own pod's")
 }
 
 func withVersion(t *testing.T, c client.Client, o *unstructured.Unstructured) *unstructured.Unstructured {

@@ -31,8 +31,12 @@ type Writer struct {
 	writer client.Writer
 	mu     sync.Mutex
 	// pending holds each pod's refusals not yet written; a pod is in it
-	// while its write is in flight.
+	// while its write is in flight, or handed on to Later.
 	pending map[podUID]*v1alpha1.Refusals
+	// Later runs work after what the caller is doing, as new work on the
+	// guard's pool; nil: the caller writes on for as long as refusals
+	// arrive.
+	Later func(ctx context.Context, work func(context.Context))
 }
 
 // podUID is a pod as the guard confirmed it: a pod of that name with
@@ -41,6 +45,10 @@ type podUID struct {
 	types.NamespacedName
 	uid types.UID
 }
+
+// flushBatches is how many batches of one pod's refusals one caller
+// writes before it hands the rest on (Writer.Later).
+const flushBatches = 4
 
 // maxPods bounds the pods with refusals waiting: anyone who can reach the
 // webhook can send reviews, and memory and requests stay bounded.
@@ -87,13 +95,24 @@ func (w *Writer) Note(ctx context.Context, pod types.NamespacedName, uid types.U
 }
 
 // flush writes key's pending refusals until none are left.
+//
+// One caller writes at most flushBatches batches: refusals that keep
+// arriving for one pod (anyone on the pod network can post the reviews)
+// are then handed on to Later, a new piece of work on the guard's pool,
+// so no caller's work, and no slot of that pool, is held for ever.
 func (w *Writer) flush(ctx context.Context, key podUID) {
-	for {
+	for batch := 0; ; batch++ {
 		w.mu.Lock()
 		p := w.pending[key]
 		if len(p.Entries) == 0 && p.Dropped == 0 {
 			delete(w.pending, key)
 			w.mu.Unlock()
+			return
+		}
+		if batch == flushBatches && w.Later != nil {
+			// Still pending: the work handed on writes it.
+			w.mu.Unlock()
+			w.Later(ctx, func(ctx context.Context) { w.flush(ctx, key) })
 			return
 		}
 		add := *p

@@ -193,3 +193,38 @@ func asTheAPIServer(err error) error {
 	}
 	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 }
+
+// Refusals that keep arriving for one pod while its refusals are written
+// are written by the caller for flushBatches batches, then handed on as
+// new work (Later): no caller is held while a flood lasts, and none is
+// lost.
+func TestRefusalsThatKeepArrivingAreHandedOnNotHeld(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(s))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r", UID: "u1"}}
+	var w *Writer
+	var arrived atomic.Int32
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(pod).Build(), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			// Another refusal of the pod arrives during every write.
+			if n := arrived.Add(1); n <= 3*flushBatches {
+				w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", int(n)+1))
+			}
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+	w = NewWriter(c, c)
+	var handedOn []func(context.Context)
+	w.Later = func(_ context.Context, work func(context.Context)) { handedOn = append(handedOn, work) }
+	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
+	assert.Equal(t, int32(flushBatches), arrived.Load(), "the caller wrote flushBatches batches")
+	require.Len(t, handedOn, 1, "and handed the rest on")
+	for len(handedOn) > 0 {
+		work := handedOn[0]
+		handedOn = handedOn[1:]
+		work(context.Background())
+	}
+	_, l := storedOn(t, c)
+	require.NotNil(t, l)
+	assert.Equal(t, int32(3*flushBatches+1), l.Entries[0].Count, "every refusal kept")
+}

@@ -212,12 +212,12 @@ type pending struct {
 // before the work starts. Not even starting it, a goroutine and the thread
 // that picks it up, sits on the answer's path.
 //
-// The review's context ends a little before the API server stops waiting
-// (answerDeadline), so that a read the answer waits on ends in time for the
+// The review's context ends before the API server stops waiting
+// (AnswerDue), so that a read the answer waits on ends in time for the
 // guard to answer itself, not the failure policy.
 func (a *afterAnswer) Serve(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), answerDeadline(r.URL.Query().Get("timeout")))
+		ctx, cancel := context.WithTimeout(r.Context(), AnswerDue(r.URL.Query().Get("timeout"), 5*time.Second))
 		defer cancel()
 		r = r.WithContext(ctx)
 		p := &pending{}
@@ -234,18 +234,21 @@ func (a *afterAnswer) Serve(next http.Handler) http.Handler {
 	})
 }
 
-// answerDeadline is how long the guard takes to answer a review the API
-// server waits timeout for (the webhook call's timeout query parameter,
-// its registration's timeoutSeconds): long enough for a read, short enough
-// that the answer, even a refusal for now, arrives before the API server
-// gives up. Without the parameter (a review someone else posted), the
-// registrations' default wait is assumed.
-func answerDeadline(timeout string) time.Duration {
+// AnswerDue is how long after a review arrives its answer is due. The
+// API server waits timeout for it (its webhook call's timeout query
+// parameter, the registration's timeoutSeconds; ifAbsent for a review
+// posted without one), at most 30 s, longer claims being someone else's.
+// Half of it, at most 2.5 s, is left for the answer, even a refusal for
+// now, to reach the API server from a loaded machine before it gives up
+// and applies the failure policy. The webhook server's wait for a
+// review's budget and the guard's reads share this one deadline.
+func AnswerDue(timeout string, ifAbsent time.Duration) time.Duration {
 	d, err := time.ParseDuration(timeout)
 	if err != nil || d <= 0 {
-		d = 5 * time.Second
+		d = ifAbsent
 	}
-	return d - min(d/5, time.Second)
+	d = min(d, 30*time.Second)
+	return d - min(d/2, 2500*time.Millisecond)
 }
 
 // heldAnswer holds an answer's status and body until send. Its headers are

@@ -99,7 +99,7 @@ func TestAConnectionWhosePodCannotBeReadInTimeIsRefusedForNow(t *testing.T) {
 		r, _, release := heldReads(t, busy)
 		defer close(release)
 		h := NewHandler(configtest.Enforcing(), r, nil, events.NewFakeRecorder(1))
-		ctx, cancel := context.WithTimeout(context.Background(), answerDeadline("5s"))
+		ctx, cancel := context.WithTimeout(context.Background(), AnswerDue("5s", 0))
 		defer cancel()
 		resp, after := h.Connect().Review(ctx, connectReq(t, "exec", "ci", "busy", "runner", reaper))
 		assert.False(t, resp.Allowed)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
@@ -22,8 +23,15 @@ import (
 // whose read does not finish in time (the answer's deadline, Serve) is
 // refused for now rather than left to time out.
 
-// readSlots bounds the guard's pod reads in flight on one replica.
-const readSlots = 32
+// readSlots bounds the guard's pod reads in flight on one replica;
+// slotWait bounds a review's wait for one, so that a flood of reviews of
+// many pods is refused for now and gives back its path's budget at once
+// rather than holding it while it waits; readTimeout bounds one read.
+const (
+	readSlots   = 32
+	slotWait    = time.Second
+	readTimeout = 5 * time.Second
+)
 
 // errReadsBusy: the pod could not be read before the answer was due.
 var errReadsBusy = errors.New("runnerguard is reading too many pods to read this one in time; retry")
@@ -44,7 +52,14 @@ func newPodReads(r client.Reader) *podReads {
 // with the read's own error (a not-found among them). The pod returned is
 // the caller's own, slim as a review's pod is decoded (decode.go).
 func (p *podReads) get(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
-	ch := p.shared.DoChan(key.String(), func() (any, error) { return p.read(ctx, key) })
+	// The shared read is no one review's: it runs in a context of its own,
+	// which no poster's deadline or disconnection cuts short, and each
+	// review waits for it only as long as its own answer allows.
+	ch := p.shared.DoChan(key.String(), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+		defer cancel()
+		return p.read(rctx, key)
+	})
 	select {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w", errReadsBusy, ctx.Err())
@@ -53,10 +68,8 @@ func (p *podReads) get(ctx context.Context, key types.NamespacedName) (*corev1.P
 		case r.Err == nil:
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%w: %w", errReadsBusy, r.Err)
-		case errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded):
-			// The shared read was another review's, which gave up: this
-			// one still has time for a read of its own.
-			return p.read(ctx, key)
+		case errors.Is(r.Err, errNoSlot) || errors.Is(r.Err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("%w: %w", errReadsBusy, r.Err)
 		default:
 			return nil, r.Err
 		}
@@ -66,10 +79,17 @@ func (p *podReads) get(ctx context.Context, key types.NamespacedName) (*corev1.P
 	}
 }
 
-// read takes a slot, waiting no longer than ctx, and reads the pod.
+// errNoSlot: every read slot stayed taken for slotWait.
+var errNoSlot = errors.New("no read slot free")
+
+// read takes a slot, waiting no longer than slotWait, and reads the pod.
 func (p *podReads) read(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	wait := time.NewTimer(slotWait)
+	defer wait.Stop()
 	select {
 	case p.slots <- struct{}{}:
+	case <-wait.C:
+		return nil, errNoSlot
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -89,14 +89,16 @@ func TestAReviewThatCannotBeReadInTimeIsRefusedForNow(t *testing.T) {
 		assert.ErrorIs(t, err, errReadsBusy)
 		assert.Equal(t, int32(readSlots), reads.Load(), "no read beyond the slots")
 		close(release)
+		synctest.Wait() // the reads in flight end, and give their slots back
 		_, err = p.get(context.Background(), client.ObjectKeyFromObject(pods[readSlots]))
 		assert.NoError(t, err)
 	})
 }
 
-// A shared read that another review gave up on is read again for a review
-// that still has time; a pod that is gone is told as gone.
-func TestASharedReadGivenUpByAnotherReviewIsReadAgain(t *testing.T) {
+// A shared read is no one review's: the review that started it giving up
+// does not cut it short for the others; a pod that is gone is told as
+// gone.
+func TestASharedReadOutlivesTheReviewThatStartedIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pod := podtest.Runner("ci", "r").Obj()
 		r, _, release := heldReads(t, pod)

@@ -43,6 +43,7 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		// A note waits for the deletion it tells of.
 		h.NotesAfterDeletion = true
 		h.Refusals = refusal.NewWriter(mgr.GetAPIReader(), mgr.GetClient())
+		h.Refusals.Later = h.after.do
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}

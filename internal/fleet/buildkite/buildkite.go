@@ -96,10 +96,14 @@ func (Fleet) Traits() fleet.Traits {
 	return fleet.Traits{
 		MarkLabels: []string{string(mark)},
 		OneJob:     true,
-		OwnView:    &fleet.OwnView{Owner: KubernetesJob, Conditions: []string{"Failed", "Complete"}},
+		OwnView:    &fleet.OwnView{Owner: KubernetesJob, Conditions: []string{"Failed", "Complete"}, Creators: JobController},
 		Chart:      mark.Chart(),
 	}
 }
+
+// JobController is who creates a Job's pods: kube-controller-manager's
+// job controller, with its own credentials or the manager's.
+var JobController = []string{"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
 
 // KubernetesJob is the pod's controlling owner: the stack makes one
 // batch/v1 Job per Buildkite job.

@@ -89,7 +89,7 @@ func (Fleet) Traits() fleet.Traits {
 		Owner:       fleet.Owner{EndsJob: true},
 		OneJob:      true,
 		ToldOnOwner: true,
-		OwnView:     &fleet.OwnView{Owner: TaskRun, Conditions: []string{"Succeeded"}},
+		OwnView:     &fleet.OwnView{Owner: TaskRun, Conditions: []string{"Succeeded"}, PodName: []string{"status", "podName"}},
 		Chart:       mark.Chart(),
 	}
 }
