@@ -89,11 +89,12 @@ func (Fleet) Sample(pod *corev1.Pod) { mark.Put(pod, "runnerguard-check") }
 // does at the Job's deadline or on its suspension, which anyone who may
 // edit the Job could bring on, so it is no owner); the containers are one
 // job's parts; the marks that name the job are the stack's word, kept as
-// created.
+// created; a death is told as an annotation on the job's build.
 func (Fleet) Traits() fleet.Traits {
 	return fleet.Traits{
 		MarkLabels: []string{string(mark)},
 		OneJob:     true,
+		ToldOn:     fleet.BuildkiteAnnotation,
 		Chart:      mark.Chart(),
 	}
 }
