@@ -14,16 +14,16 @@ import (
 // pool names its own; ARC scale sets state the job in the EphemeralRunner
 // instead, which the recorder reads.
 type JobKeys struct {
-	ID      PodKey `json:"id,omitempty"`
-	Project PodKey `json:"project,omitempty"`
-	Name    PodKey `json:"name,omitempty"`
-	URL     PodKey `json:"url,omitempty"`
+	ID      PodKey `json:"id,omitzero"`
+	Project PodKey `json:"project,omitzero"`
+	Name    PodKey `json:"name,omitzero"`
+	URL     PodKey `json:"url,omitzero"`
 	// Commit, Forge and RepositoryID name the job's commit and where its
 	// repository is, for a fleet whose deaths are told on the forge's
 	// commit (Woodpecker).
-	Commit       PodKey `json:"commit,omitempty"`
-	Forge        PodKey `json:"forge,omitempty"`
-	RepositoryID PodKey `json:"repositoryID,omitempty"`
+	Commit       PodKey `json:"commit,omitzero"`
+	Forge        PodKey `json:"forge,omitzero"`
+	RepositoryID PodKey `json:"repositoryID,omitzero"`
 }
 
 // PodKey is a pod label, an annotation or a runner container's env var:
