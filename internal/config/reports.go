@@ -210,21 +210,7 @@ func validateReports(c Config) []error {
 		}
 		secret("gitlab", g.Secret)
 	}
-	if b := r.Buildkite; b != nil {
-		errs = append(errs, baseURL("reports.buildkite.url", b.URL)...)
-		if len(b.Creators) == 0 || slices.Contains(b.Creators, "") {
-			bad("buildkite.creators: the usernames that create the stack's job pods are needed (the job controller, system:serviceaccount:kube-system:job-controller)")
-		}
-		secret("buildkite", b.Secret)
-	}
-	if w := r.Woodpecker; w != nil {
-		if len(w.Agents) == 0 || slices.Contains(w.Agents, "") {
-			bad("woodpecker.agents: the Woodpecker agents' usernames are needed: a step pod's commit is trusted only when one of them created it")
-		}
-		if r.GitHub == nil && r.GitLab == nil {
-			bad("woodpecker: a step's death is told through reports.github or reports.gitlab: turn on its forge's")
-		}
-	}
+	errs = append(errs, validateCIReports(r)...)
 	seen := map[string]bool{}
 	for i, s := range r.Sinks {
 		if len(validation.IsDNS1123Label(s.Name)) > 0 || seen[s.Name] {
@@ -233,6 +219,31 @@ func validateReports(c Config) []error {
 		seen[s.Name] = true
 		errs = append(errs, baseURL(fmt.Sprintf("reports.sinks[%d].url", i), s.URL)...)
 		secret(fmt.Sprintf("sinks[%d]", i), s.Secret)
+	}
+	return errs
+}
+
+// validateCIReports checks the destinations of the fleets told on their
+// CI service beyond GitHub and GitLab: Buildkite's, Woodpecker's.
+func validateCIReports(r Reports) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("reports."+format, a...)) }
+	if b := r.Buildkite; b != nil {
+		errs = append(errs, baseURL("reports.buildkite.url", b.URL)...)
+		if len(b.Creators) == 0 || slices.Contains(b.Creators, "") {
+			bad("buildkite.creators: the usernames that create the stack's job pods are needed (the job controller, system:serviceaccount:kube-system:job-controller)")
+		}
+		if len(validation.IsDNS1123Subdomain(b.Secret)) > 0 {
+			bad("buildkite.secret: %q is not a Secret's name", b.Secret)
+		}
+	}
+	if w := r.Woodpecker; w != nil {
+		if len(w.Agents) == 0 || slices.Contains(w.Agents, "") {
+			bad("woodpecker.agents: the Woodpecker agents' usernames are needed: a step pod's commit is trusted only when one of them created it")
+		}
+		if r.GitHub == nil && r.GitLab == nil {
+			bad("woodpecker: a step's death is told through reports.github or reports.gitlab: turn on its forge's")
+		}
 	}
 	return errs
 }
