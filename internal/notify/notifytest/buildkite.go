@@ -41,6 +41,16 @@ type Buildkite struct {
 
 	service
 	annotations []Annotation
+	agentHost   func(job string) string
+}
+
+// FollowAgents has the fake ask host for the host of the agent that ran a
+// job it knows without one: a live Agent API's word (e2e/fleets'
+// stand-in stack's, from the real agent's registration).
+func (b *Buildkite) FollowAgents(host func(job string) string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.agentHost = host
 }
 
 // NewBuildkite starts the fake, on loopback.
@@ -53,6 +63,24 @@ func NewBuildkiteOn(l net.Listener, token string, builds map[string][]BuildkiteJ
 	b := &Buildkite{Token: token, Builds: builds}
 	b.Server = serveOn(l, http.HandlerFunc(b.serve))
 	return b
+}
+
+// AddJob makes a build's job known while the fake serves, or tells the
+// host of the agent that ran a known one (a real fleet's jobs come as
+// they come).
+func (b *Buildkite) AddJob(build string, j BuildkiteJob) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.Builds == nil {
+		b.Builds = map[string][]BuildkiteJob{}
+	}
+	for i, o := range b.Builds[build] {
+		if o.ID == j.ID {
+			b.Builds[build][i] = j
+			return
+		}
+	}
+	b.Builds[build] = append(b.Builds[build], j)
 }
 
 // Annotations are the annotations on the builds, as replaced since.
@@ -97,6 +125,9 @@ func (b *Buildkite) serve(w http.ResponseWriter, r *http.Request) {
 	case len(p) == 6 && r.Method == http.MethodGet:
 		var js []map[string]any
 		for _, j := range jobs {
+			if j.AgentHostname == "" && b.agentHost != nil {
+				j.AgentHostname = b.agentHost(j.ID)
+			}
 			job := map[string]any{"id": j.ID, "type": "script", "state": "running"}
 			if j.AgentHostname != "" {
 				job["agent"] = map[string]any{"id": "agent-" + j.ID, "name": j.AgentHostname + "-1", "hostname": j.AgentHostname, "connection_state": "connected"}
