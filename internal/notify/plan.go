@@ -180,7 +180,7 @@ func gitlabTarget(r death.Record, g *config.GitLab) Target {
 func buildkiteTarget(r death.Record, b *config.Buildkite) Target {
 	t := Target{Destination: Buildkite}
 	j := r.Job
-	org, pipeline, build, uuid, err := BuildkiteJobURL(jobURL(j))
+	org, pipeline, build, job, err := BuildkiteJobURL(jobURL(j))
 	switch {
 	case j == nil:
 		t.Skip = "the record names no job"
@@ -190,10 +190,10 @@ func buildkiteTarget(r death.Record, b *config.Buildkite) Target {
 		t.Skip = "the job pod was not created by a configured creator of the stack's pods (created by " + quoteOrNone(j.CreatedBy) + ")"
 	case err != nil:
 		t.Skip = err.Error()
-	case uuid != j.ID:
-		t.Skip = "the job's URL names job " + line(uuid) + ", not the pod's " + line(j.ID)
+	case job != j.ID:
+		t.Skip = "the job's URL names job " + line(job) + ", not the pod's " + line(j.ID)
 	default:
-		t.Organization, t.Pipeline, t.Build, t.Job = org, pipeline, build, uuid
+		t.Organization, t.Pipeline, t.Build, t.Job = org, pipeline, build, job
 	}
 	return t
 }
@@ -206,8 +206,8 @@ func jobURL(j *v1alpha1.Job) string {
 }
 
 var (
-	slug = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$`)
-	uuid = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	slug    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$`)
+	jobUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
 // BuildkiteJobURL reads a Buildkite job's URL as agent-stack-k8s writes
@@ -225,7 +225,7 @@ func BuildkiteJobURL(raw string) (org, pipeline, build, job string, err error) {
 		return "", "", "", "", errors.New("the job's URL does not name an organization's pipeline's build")
 	case !number.MatchString(parts[3]):
 		return "", "", "", "", errors.New("the job's URL names no build number")
-	case !uuid.MatchString(u.Fragment):
+	case !jobUUID.MatchString(u.Fragment):
 		return "", "", "", "", errors.New("the job's URL names no job UUID")
 	}
 	return parts[0], parts[1], parts[3], u.Fragment, nil
