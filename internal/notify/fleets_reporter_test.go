@@ -131,6 +131,7 @@ func TestAWoodpeckerStepIsToldOnItsCommitOnItsForge(t *testing.T) {
 	assert.Equal(t, "runnerguard: test", runs[0].Name)
 	assert.Equal(t, "failure", runs[0].Conclusion)
 	assert.Empty(t, runs[0].DetailsURL, "no link the pipeline could have chosen")
+	assert.Contains(t, runs[0].Output.Summary, "commit "+wpSHA+", forge github", "the facts name the step's commit and forge")
 	sts := w.gl.Statuses()
 	require.Len(t, sts, 1, "once")
 	assert.Empty(t, w.gl.Errors())
