@@ -3,6 +3,7 @@ package notify_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -150,4 +151,34 @@ func TestAWoodpeckerStepIsToldOnItsCommitOnItsForge(t *testing.T) {
 		assert.Equal(t, want.phase, rep.Phase, name)
 		assert.Contains(t, rep.Message, want.why, name)
 	}
+}
+
+// A Woodpecker step stalled at its memory limit is told on its commit as
+// an ARC runner's is: an in-progress check run its death then completes.
+// A Buildkite job's stall is told nowhere (no stall on an annotation).
+func TestAStalledWoodpeckerStepIsInProgressOnItsCommitUntilItsDeath(t *testing.T) {
+	dead := wpRecord("wp", "github", "777")
+	dead.Record.UID = podUID
+	w := newWorld(t, dead, bkRecord("bk", jobController))
+	bk := withBuildkite(t, w, bkPod)
+	w.gh.Repos = map[string]int64{"acme/app": 777}
+	tl := w.teller(t)
+	began := w.now.Add(-time.Minute)
+	facts := func(context.Context) (*v1alpha1.Job, int64) { return dead.Record.Job, 2 << 30 }
+	stall := notify.Stall{Record: death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: dead.Record.Pod, UID: podUID, Preset: "woodpecker"}},
+		Phase: notify.StallUnderWay, Began: began, At: w.now}
+	tl.Stalled(context.Background(), stall, facts)
+	bkStall := notify.Stall{Record: death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: bkPod, UID: "bk-pod-uid", Preset: "buildkite"}},
+		Phase: notify.StallUnderWay, Began: began, At: w.now}
+	tl.Stalled(context.Background(), bkStall, func(context.Context) (*v1alpha1.Job, int64) { return bkRecord("bk", jobController).Record.Job, 2 << 30 })
+	cr := checkRuns(t, w.gh, 1)[0]
+	assert.Equal(t, "in_progress", cr.Status)
+	assert.Equal(t, wpSHA, cr.HeadSHA)
+	assert.Equal(t, "runnerguard: test", cr.Name)
+
+	w.reconcile(t, w.leader(), "wp")
+	cr = checkRuns(t, w.gh, 1)[0]
+	assert.Equal(t, "completed", cr.Status, "the death completes the stall's run")
+	assert.Equal(t, "failure", cr.Conclusion)
+	assert.Empty(t, bk.Annotations(), "a stall is not told on Buildkite")
 }
