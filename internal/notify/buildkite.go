@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buildkite/go-buildkite/v4"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/runnerguard/runnerguard/internal/death"
 )
@@ -28,6 +29,9 @@ type BuildkiteSender struct {
 	Now        func() time.Time
 }
 
+// client is a client with the token as read now. The library retries a
+// read Buildkite answered Too Many Requests by itself, within the
+// attempt's time; every other retry is the reporter's, on the record.
 func (s *BuildkiteSender) client(ctx context.Context) (*buildkite.Client, error) {
 	token, err := s.Token(ctx)
 	if err != nil {
@@ -86,13 +90,13 @@ func markdownText(s string) string {
 }
 
 // PodHostname is the host name a pod's containers see: its name, cut to
-// a DNS label as the kubelet cuts it (its first 63 characters, without
-// trailing dashes or dots). The stack sets no hostname of its own.
+// a DNS label's length as the kubelet cuts it, without trailing dashes or
+// dots. The stack sets no hostname of its own.
 func PodHostname(pod string) string {
-	if len(pod) <= 63 {
+	if len(pod) <= validation.DNS1123LabelMaxLength {
 		return pod
 	}
-	return strings.TrimRight(pod[:63], "-.")
+	return strings.TrimRight(pod[:validation.DNS1123LabelMaxLength], "-.")
 }
 
 // BuildkiteJobRan is nil when Buildkite says the build's job ran on an
@@ -184,7 +188,8 @@ func (s *BuildkiteSender) Send(ctx context.Context, d Delivery) (string, error) 
 }
 
 // buildkiteFailure reads the wait from the response: Buildkite's rate
-// limit answers 429 with RateLimit-Reset, seconds from now.
+// limit answers Too Many Requests with RateLimit-Reset, in seconds from
+// now.
 func buildkiteFailure(resp *buildkite.Response, err error, now time.Time) error {
 	var r *http.Response
 	var e *buildkite.ErrorResponse
