@@ -50,8 +50,9 @@ func (s *BuildkiteSender) client(ctx context.Context) (*buildkite.Client, error)
 // build are two annotations.
 func AnnotationContext(job string) string { return "runnerguard-" + job }
 
-// AnnotationStyle is the annotation's style: info for a runner ended on
-// purpose, error for any other death.
+// AnnotationStyle is the death's annotation's style: info for a runner
+// ended on purpose, error for any other death. A stall's are others
+// (StallStyle), so that the death's is told from the stall's it replaces.
 func AnnotationStyle(r death.Record) string {
 	if r.Deliberate() {
 		return "info"
@@ -131,7 +132,8 @@ func (s *BuildkiteSender) build(ctx context.Context, c *buildkite.Client, d Deli
 // where is the job on the build's page.
 func where(b buildkite.Build, job string) string { return b.WebURL + "#" + job }
 
-// Find looks for the job's annotation on the build, by its context.
+// Find looks for the death's annotation on the build: the job's context
+// in a death's style, not the stall's that it replaces.
 func (s *BuildkiteSender) Find(ctx context.Context, d Delivery) (string, bool, error) {
 	c, err := s.client(ctx)
 	if err != nil {
@@ -141,29 +143,36 @@ func (s *BuildkiteSender) Find(ctx context.Context, d Delivery) (string, bool, e
 	if err != nil {
 		return "", false, err
 	}
-	t := d.Target
+	a, err := s.annotation(ctx, c, d.Target)
+	if err != nil || a == nil || (a.Style != "error" && a.Style != "info") {
+		return "", false, err
+	}
+	return where(b, d.Target.Job), true, nil
+}
+
+// annotation is the job's annotation on the build, nil for none.
+func (s *BuildkiteSender) annotation(ctx context.Context, c *buildkite.Client, t Target) (*buildkite.Annotation, error) {
 	opt := &buildkite.AnnotationListOptions{ListOptions: buildkite.ListOptions{PerPage: 100}}
 	for page := 1; page <= maxAnnotationPages; page++ {
 		opt.Page = page
 		as, resp, err := c.Annotations.ListByBuild(ctx, t.Organization, t.Pipeline, t.Build, opt)
 		if err != nil {
-			return "", false, buildkiteFailure(resp, fmt.Errorf("listing the annotations of build %s: %w", t.Build, err), s.Now())
+			return nil, buildkiteFailure(resp, fmt.Errorf("listing the annotations of build %s: %w", t.Build, err), s.Now())
 		}
-		for _, a := range as {
-			if a.Context == AnnotationContext(t.Job) {
-				return where(b, t.Job), true, nil
+		for i := range as {
+			if as[i].Context == AnnotationContext(t.Job) {
+				return &as[i], nil
 			}
 		}
 		if resp == nil || resp.NextPage == 0 {
 			break
 		}
 	}
-	return "", false, nil
+	return nil, nil
 }
 
-// maxAnnotationPages bounds Find's walk of a build's annotations: a
-// build with more than this many pages is not looked through further,
-// and an annotation there is replaced, not duplicated, by a send.
+// maxAnnotationPages bounds the walk of a build's annotations: one past
+// it is not looked for, and is replaced, not duplicated, by a send.
 const maxAnnotationPages = 10
 
 // Send annotates the build: the record as its build's page may show it,

@@ -155,12 +155,11 @@ func TestAWoodpeckerStepIsToldOnItsCommitOnItsForge(t *testing.T) {
 
 // A Woodpecker step stalled at its memory limit is told on its commit as
 // an ARC runner's is: an in-progress check run its death then completes.
-// A Buildkite job's stall is told nowhere (no stall on an annotation).
 func TestAStalledWoodpeckerStepIsInProgressOnItsCommitUntilItsDeath(t *testing.T) {
 	dead := wpRecord("wp", "github", "777")
 	dead.Record.UID = podUID
-	w := newWorld(t, dead, bkRecord("bk", jobController))
-	bk := withBuildkite(t, w, bkPod)
+	w := newWorld(t, dead)
+	withBuildkite(t, w, bkPod)
 	w.gh.Repos = map[string]int64{"acme/app": 777}
 	tl := w.teller(t)
 	began := w.now.Add(-time.Minute)
@@ -168,9 +167,6 @@ func TestAStalledWoodpeckerStepIsInProgressOnItsCommitUntilItsDeath(t *testing.T
 	stall := notify.Stall{Record: death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: dead.Record.Pod, UID: podUID, Preset: "woodpecker"}},
 		Phase: notify.StallUnderWay, Began: began, At: w.now}
 	tl.Stalled(context.Background(), stall, facts)
-	bkStall := notify.Stall{Record: death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: bkPod, UID: "bk-pod-uid", Preset: "buildkite"}},
-		Phase: notify.StallUnderWay, Began: began, At: w.now}
-	tl.Stalled(context.Background(), bkStall, func(context.Context) (*v1alpha1.Job, int64) { return bkRecord("bk", jobController).Record.Job, 2 << 30 })
 	cr := checkRuns(t, w.gh, 1)[0]
 	assert.Equal(t, "in_progress", cr.Status)
 	assert.Equal(t, wpSHA, cr.HeadSHA)
@@ -180,5 +176,69 @@ func TestAStalledWoodpeckerStepIsInProgressOnItsCommitUntilItsDeath(t *testing.T
 	cr = checkRuns(t, w.gh, 1)[0]
 	assert.Equal(t, "completed", cr.Status, "the death completes the stall's run")
 	assert.Equal(t, "failure", cr.Conclusion)
-	assert.Empty(t, bk.Annotations(), "a stall is not told on Buildkite")
+}
+
+// annotations waits for the fake to hold n annotations.
+func annotations(t *testing.T, bk *notifytest.Buildkite, n int) []notifytest.Annotation {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(bk.Annotations()) == n }, 5*time.Second, 10*time.Millisecond)
+	return bk.Annotations()
+}
+
+// A Buildkite job stalled at its memory limit is a warning annotation in
+// its job's context while it lasts; its death replaces it, and a leader
+// that stopped mid-attempt does not take the stall's for the death's.
+func TestAStalledBuildkiteJobIsAWarningItsDeathReplaces(t *testing.T) {
+	dead := bkRecord("bk", jobController)
+	dead.Record.UID = podUID
+	w := newWorld(t, dead)
+	bk := withBuildkite(t, w, bkPod)
+	tl := w.teller(t)
+	began := w.now.Add(-time.Minute)
+	stall := notify.Stall{Record: death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: bkPod, UID: podUID, Preset: "buildkite"}},
+		Phase: notify.StallUnderWay, Began: began, At: w.now}
+	tl.Stalled(context.Background(), stall, func(context.Context) (*v1alpha1.Job, int64) { return dead.Record.Job, 2 << 30 })
+	a := annotations(t, bk, 1)[0]
+	assert.Equal(t, notify.StallOpenStyle, a.Style)
+	assert.Equal(t, notify.AnnotationContext(bkUUID), a.Context)
+	assert.Contains(t, a.Body, "Runner stalled at its 2 GiB memory limit")
+	assert.Contains(t, a.Body, "This annotation is completed")
+
+	// An attempt claimed, its outcome never written: the stall's warning
+	// is not the death's annotation.
+	o := &v1alpha1.RunnerDeath{}
+	require.NoError(t, w.kube.Get(context.Background(), client.ObjectKey{Namespace: "ci", Name: "bk"}, o))
+	base := o.DeepCopy()
+	notify.Set(&o.Status, notify.Claim(nil, notify.Buildkite, w.now))
+	require.NoError(t, w.kube.Status().Patch(context.Background(), o, client.MergeFrom(base)))
+	w.reconcile(t, w.leader(), "bk")
+	a = annotations(t, bk, 1)[0]
+	assert.Equal(t, "error", a.Style, "the death replaced the stall")
+	assert.Equal(t, 2, a.Writes)
+	assert.Equal(t, notify.PhaseSent, notify.Find(w.status(t, "bk"), notify.Buildkite).Phase)
+
+	// The stall's end finds the death's there and leaves it.
+	stall.Phase = notify.StallEnded
+	tl.End(stall)
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, "error", bk.Annotations()[0].Style)
+	assert.Equal(t, 2, bk.Annotations()[0].Writes)
+}
+
+// A stall the runner lived through is completed as a success.
+func TestARecoveredBuildkiteJobsStallIsASuccess(t *testing.T) {
+	w := newWorld(t)
+	bk := withBuildkite(t, w, bkPod)
+	tl := w.teller(t)
+	began := w.now.Add(-time.Minute)
+	stall := notify.Stall{Record: death.Record{Namespace: "ci", DeathRecord: v1alpha1.DeathRecord{Pod: bkPod, UID: podUID, Preset: "buildkite"}},
+		Phase: notify.StallUnderWay, Began: began, At: w.now}
+	tl.Stalled(context.Background(), stall, func(context.Context) (*v1alpha1.Job, int64) { return bkRecord("bk", jobController).Record.Job, 2 << 30 })
+	annotations(t, bk, 1)
+	stall.Phase, stall.At = notify.StallRecovered, w.now.Add(time.Minute)
+	tl.End(stall)
+	require.Eventually(t, func() bool { return bk.Annotations()[0].Style == notify.StallOverStyle }, 5*time.Second, 10*time.Millisecond)
+	a := bk.Annotations()[0]
+	assert.Equal(t, 2, a.Writes, "replaced, not added")
+	assert.Contains(t, a.Body, "Runner recovered after 2m stalled")
 }
