@@ -32,7 +32,11 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require go.opentelemetry.io/otel/log v1.47.0 // indirect
+require (
+	github.com/buildkite/go-buildkite/v4 v4.23.0 // indirect
+	github.com/cenkalti/backoff v1.1.1-0.20171020064038-309aa717adbf // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.2 // indirect

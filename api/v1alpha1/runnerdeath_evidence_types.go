@@ -35,6 +35,19 @@ type Job struct {
 	// URL is the job's page.
 	// +optional
 	URL string `json:"url,omitempty"`
+	// Commit is the commit the job ran (Woodpecker: the step's
+	// CI_COMMIT_SHA, as the injector copied it at CREATE).
+	// +optional
+	Commit string `json:"commit,omitempty"`
+	// Forge is the forge the job's repository is on (Woodpecker: its
+	// forge type, github or gitlab among others).
+	// +optional
+	Forge string `json:"forge,omitempty"`
+	// RepositoryID is the forge's own id of the job's repository
+	// (Woodpecker: the label woodpecker-ci.org/repo-forge-id, which its
+	// server writes and a pipeline cannot).
+	// +optional
+	RepositoryID string `json:"repositoryID,omitempty"`
 	// CreatedBy is the pod's creator as the injector recorded it
 	// (runnerguard.io/created-by, which the policy keeps as written at
 	// CREATE), for a job read from the pod's marks: whether the fleet's

@@ -70,5 +70,5 @@ func TestWoodpeckersAgentAloneEndsARunningStep(t *testing.T) {
 	require.NotNil(t, r.Job)
 	assert.Equal(t, "test", r.Job.Name, "the step")
 	assert.Equal(t, "1342", r.Job.ID, "the workflow")
-	assert.Equal(t, "acme-app", r.Job.Project, "the repository, as the backend writes it in a label")
+	assert.Equal(t, "acme/app", r.Job.Project, "the repository, as the step's CI_REPO names it")
 }

@@ -59,3 +59,30 @@ func TestGitHubReportsWithoutARCsControllersFailTheInstall(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "reports.github.controllers: name ARC's controllers")
 }
+
+// Buildkite's and Woodpecker's reports reach the config: Buildkite's
+// creators default to the job controller, its token's Secret is read;
+// Woodpecker's steps go through GitHub, which then needs no ARC
+// controllers.
+func TestBuildkiteAndWoodpeckerReportsReachTheConfig(t *testing.T) {
+	values := `
+reports:
+  presets: [buildkite, woodpecker]
+  github: {enabled: true, appID: 12, installationID: 34, secret: gh-app}
+  buildkite: {enabled: true, secret: bk-token}
+  woodpecker: {enabled: true, agents: [system:serviceaccount:woodpecker:woodpecker-agent]}
+`
+	objs := helms(t)[0].render(t, values)
+	cfg := renderedConfig(t, objs)
+	assert.Equal(t, &config.Buildkite{URL: "https://api.buildkite.com/", Secret: "bk-token", Creators: []string{"system:serviceaccount:kube-system:job-controller"}}, cfg.Reports.Buildkite)
+	assert.Equal(t, &config.Woodpecker{Agents: []string{"system:serviceaccount:woodpecker:woodpecker-agent"}}, cfg.Reports.Woodpecker)
+	assert.Empty(t, cfg.Reports.GitHub.Controllers)
+	var role rbacv1.Role
+	objs.get(t, "Role", release+"-reports", &role)
+	require.Len(t, role.Rules, 1)
+	assert.ElementsMatch(t, []string{"gh-app", "bk-token"}, role.Rules[0].ResourceNames)
+
+	_, err := helm4(t).template(t, "reports: {namespaces: [ci], woodpecker: {enabled: true, agents: [a]}, sinks: [{name: s, url: 'https://x.example.com/', secret: s}]}")
+	require.Error(t, err, "Woodpecker's steps are told through their forge's reports")
+	assert.Contains(t, err.Error(), "reports.woodpecker: a step's death is told through reports.github or reports.gitlab")
+}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/fleet/buildkite"
+	"github.com/runnerguard/runnerguard/internal/notify"
+	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
 )
 
 // jobControllerUser is kube-controller-manager's job controller, which
@@ -108,6 +110,30 @@ func buildkiteOOM(t *testing.T, f *buildkiteFleet) {
 	}
 	assert.Nil(t, r.Refusals)
 	whyOf(t, pod, r)
+	assertBuildkiteReport(t, pod, id)
+}
+
+// assertBuildkiteReport checks the report of job id's death: one
+// annotation on its build in the job's context, style error, after
+// Buildkite (the stand-in, from the real agent's registration) said the
+// job ran on an agent whose host is the pod, and naming no principal.
+func assertBuildkiteReport(t *testing.T, pod podRef, id string) {
+	t.Helper()
+	_, _, rep := settledReport(t, pod, notify.Buildkite)
+	require.Equal(t, notify.PhaseSent, rep.Phase, rep.Message)
+	var got []notifytest.Annotation
+	for _, a := range buildkiteAPI.Annotations() {
+		if a.Context == notify.AnnotationContext(id) {
+			got = append(got, a)
+		}
+	}
+	require.Len(t, got, 1, "one annotation of the job")
+	assert.Equal(t, buildkiteBuild, got[0].Build)
+	assert.Equal(t, "error", got[0].Style)
+	assert.Equal(t, 1, got[0].Writes, "told once")
+	assert.NotContains(t, got[0].Body, jobControllerUser, "a build's page may be public")
+	assert.Empty(t, buildkiteAPI.Errors(), "requests outside Buildkite's published shapes")
+	keepReport(t, "buildkite-annotation.json", got[0])
 }
 
 // buildkiteCancel: the job is cancelled on Buildkite; its agent sees it on

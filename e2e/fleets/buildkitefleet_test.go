@@ -28,6 +28,7 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/fleets/buildkiteapi"
 	"github.com/runnerguard/runnerguard/e2e/internal/nodecluster"
 	"github.com/runnerguard/runnerguard/internal/fleet/buildkite"
+	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
 )
 
 // The stack as its Helm chart installs it (charts/agent-stack-k8s): the
@@ -186,6 +187,7 @@ func startBuildkite(t *testing.T) *buildkiteFleet {
 	f.reaper = tektonReaper(t, f.ns)
 	var endpoint string
 	f.api, endpoint = startBuildkiteAPI(t)
+	buildkiteAPI.FollowAgents(f.api.AgentHost)
 	f.startBuildkiteController(t, dir, endpoint)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -204,6 +206,9 @@ func (f *buildkiteFleet) addJob(t *testing.T, id, step, command string) {
 	plugins, err := json.Marshal([]map[string]any{{k8sPlugin: map[string]any{"podSpec": map[string]any{"containers": []any{ctr}}}}})
 	require.NoError(t, err)
 	f.api.Add(buildkiteapi.Job{ID: id, Pipeline: "app", StepKey: step, Label: step, Command: command, Plugins: string(plugins)})
+	// The REST API shows the job on its build, with the agent that ran it
+	// as the stand-in's Agent API saw it register (FollowAgents).
+	buildkiteAPI.AddJob(buildkiteBuild, notifytest.BuildkiteJob{ID: id})
 }
 
 // jobPod waits for the pod of job id with its command container running.

@@ -50,12 +50,19 @@ const (
 	// arcRepository is the repository the stand-in Actions service names
 	// for every job.
 	arcRepository = arcOrg + "/fleet"
+	// The Buildkite REST API's token (read_builds, write_builds) and its
+	// Secret; the stand-in stack's jobs are all of build 1 of acme/app
+	// (buildkiteapi.Service.BuildURL).
+	buildkiteRESTToken = "bkua_fleets_rest"
+	buildkiteSecret    = "runnerguard-buildkite"
+	buildkiteBuild     = buildkiteOrg + "/app/1"
 )
 
 // The fakes, for the whole run.
 var (
-	githubAPI *notifytest.GitHub
-	gitlabAPI *notifytest.GitLab
+	githubAPI    *notifytest.GitHub
+	gitlabAPI    *notifytest.GitLab
+	buildkiteAPI *notifytest.Buildkite
 )
 
 // headSHA is the commit of the workflow run or GitLab job n: each its own,
@@ -79,7 +86,7 @@ func startReports(root string) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	var ls [2]net.Listener
+	var ls [3]net.Listener
 	for i := range ls {
 		if ls[i], err = net.Listen("tcp", net.JoinHostPort(u.Hostname(), "0")); err != nil {
 			return nil, fmt.Errorf("listening on the node bridge's address: %w", err)
@@ -87,6 +94,7 @@ func startReports(root string) (stop func(), err error) {
 	}
 	githubAPI = notifytest.NewGitHubOn(ls[0], githubAppID, githubInstallationID, arcRuns())
 	gitlabAPI = notifytest.NewGitLabOn(ls[1], gitlabToken)
+	buildkiteAPI = notifytest.NewBuildkiteOn(ls[2], buildkiteRESTToken, nil)
 	stop = func() {
 		// What arrived over the whole run, the ends of the namespaces'
 		// runners at cleanup included.
@@ -96,8 +104,12 @@ func startReports(root string) (stop func(), err error) {
 		for _, s := range gitlabAPI.Statuses() {
 			fmt.Printf("fake GitLab: status %q on project %s@%s: %s %s\n", s.Name, s.Project, s.SHA, s.State, s.Description)
 		}
+		for _, a := range buildkiteAPI.Annotations() {
+			fmt.Printf("fake Buildkite: annotation %q (%s) on build %s, %d writes\n", a.Context, a.Style, a.Build, a.Writes)
+		}
 		githubAPI.Close()
 		gitlabAPI.Close()
+		buildkiteAPI.Close()
 	}
 	if err := reportSecrets(); err != nil {
 		stop()
@@ -116,8 +128,9 @@ func startReports(root string) (stop func(), err error) {
 func reportSecrets() error {
 	ctx := context.Background()
 	for name, data := range map[string]map[string][]byte{
-		githubSecret: {notify.KeyPrivateKey: githubAPI.Key},
-		gitlabSecret: {notify.KeyToken: []byte(gitlabToken)},
+		githubSecret:    {notify.KeyPrivateKey: githubAPI.Key},
+		gitlabSecret:    {notify.KeyToken: []byte(gitlabToken)},
+		buildkiteSecret: {notify.KeyToken: []byte(buildkiteRESTToken)},
 	} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNamespace, Name: name}, Data: data}
 		err := admin.Create(ctx, s)
@@ -131,18 +144,21 @@ func reportSecrets() error {
 	return nil
 }
 
-// reportsValues are the chart values the docs give: both fleets' presets
+// reportsValues are the chart values the docs give: the fleets' presets
 // opted in, GitHub as an App on an Enterprise Server, a self-managed
 // GitLab with every layout's manager named (managerInRunnerNamespace left
-// false, its default).
+// false, its default), Buildkite's REST API trusting the job controller's
+// pods.
 func reportsValues() ([]byte, error) {
 	return yaml.Marshal(map[string]any{"reports": map[string]any{
-		"presets": []string{"gitlab", "arc-scale-set"},
+		"presets": []string{"gitlab", "arc-scale-set", "buildkite"},
 		"github": map[string]any{"enabled": true, "url": githubAPI.URL(), "appID": githubAppID,
 			"installationID": githubInstallationID, "secret": githubSecret,
 			"controllers": []string{"system:serviceaccount:" + arcSystem + ":" + arcControllerSA}},
 		"gitlab": map[string]any{"enabled": true, "url": gitlabAPI.URL, "secret": gitlabSecret,
 			"managers": managerUsernames()},
+		"buildkite": map[string]any{"enabled": true, "url": buildkiteAPI.URL + "/", "secret": buildkiteSecret,
+			"creators": []string{jobControllerUser}},
 	}})
 }
 

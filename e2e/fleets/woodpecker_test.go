@@ -188,7 +188,10 @@ func (f *woodpeckerFleet) oneRecord(t *testing.T, step, id string, pod podRef) d
 	if assert.NotNil(t, r.Job, "the record names the step") {
 		assert.Equal(t, step, r.Job.Name, "the step")
 		assert.Equal(t, id, r.Job.ID, "the workflow")
-		assert.Equal(t, "acme-app", r.Job.Project, "the repository, as the backend writes it in a label")
+		assert.Equal(t, "acme/app", r.Job.Project, "the repository, as the step's CI_REPO names it")
+		assert.Equal(t, "9fceb02d0ae598e95dc970b74767f19372d61af8", r.Job.Commit, "the commit, as the injector copied CI_COMMIT_SHA (woodpeckerapi.CommitSHA)")
+		assert.Equal(t, "github", r.Job.Forge, "the forge, as the server's label names it")
+		assert.Equal(t, "700123", r.Job.RepositoryID, "the repository's forge id, as the server's label names it (woodpeckerapi.RepoForgeID)")
 	}
 	assertTimes(t, pod, r)
 	return r

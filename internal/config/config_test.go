@@ -93,7 +93,7 @@ presets:
 		{name: "a job key names a label or an annotation, not both, by a valid key", yaml: `
 presets:
 - {name: generic, enabled: true, runnerContainers: [runner], job: {id: {label: a, annotation: b}, name: {label: "not a key!"}}}
-`, wantErr: []string{"presets[generic].job.id: name a label or an annotation, not both", `presets[generic].job.name: "not a key!"`}},
+`, wantErr: []string{"presets[generic].job.id: name one of a label, an annotation or an env var", `presets[generic].job.name: "not a key!"`}},
 		{name: "the global owner principals were removed", yaml: "guard: {ownerPrincipals: [b]}", wantErr: []string{"guard.ownerPrincipals was removed: set presets[].ownerPrincipals"}},
 		{name: "only presets whose owner ends the job take owners, and caps have a floor", yaml: `presets: [{name: generic, enabled: true, runnerContainers: [runner], ownerPrincipals: [x], maxProtected: 10s}, {name: gitlab, enabled: true, runnerContainers: [build], ownerPrincipals: [""]}]`,
 			wantErr: []string{"presets[generic].ownerPrincipals: only the presets", "presets[generic].maxProtected: 10s is below the 1m floor", "presets[gitlab].ownerPrincipals: principals must not be empty"}},

@@ -90,13 +90,22 @@ func validatePreset(p runnerpod.Preset) []error {
 	return errs
 }
 
-// validateJobKeys: each job key names a label or an annotation, not both,
-// by a valid key.
+// validateJobKeys: each job key names one of a label, an annotation or an
+// env var, by a valid key (an env var's annotation too: the injector
+// copies it there).
 func validateJobKeys(p runnerpod.Preset) []error {
 	var errs []error
-	for field, k := range map[string]runnerpod.PodKey{"id": p.Job.ID, "project": p.Job.Project, "name": p.Job.Name, "url": p.Job.URL} {
-		if k.Label != "" && k.Annotation != "" {
-			errs = append(errs, fmt.Errorf("presets[%s].job.%s: name a label or an annotation, not both", p.Name, field))
+	keys := map[string]runnerpod.PodKey{"id": p.Job.ID, "project": p.Job.Project, "name": p.Job.Name, "url": p.Job.URL,
+		"commit": p.Job.Commit, "forge": p.Job.Forge, "repositoryID": p.Job.RepositoryID}
+	for field, k := range keys {
+		named := 0
+		for _, s := range []string{k.Label, k.Annotation, k.Env} {
+			if s != "" {
+				named++
+			}
+		}
+		if named > 1 {
+			errs = append(errs, fmt.Errorf("presets[%s].job.%s: name one of a label, an annotation or an env var", p.Name, field))
 		}
 		for _, key := range []string{k.Label, k.Annotation} {
 			if key == "" {
@@ -104,6 +113,11 @@ func validateJobKeys(p runnerpod.Preset) []error {
 			}
 			for _, msg := range validation.IsQualifiedName(key) {
 				errs = append(errs, fmt.Errorf("presets[%s].job.%s: %q: %s", p.Name, field, key, msg))
+			}
+		}
+		if k.Env != "" {
+			for _, msg := range append(validation.IsEnvVarName(k.Env), validation.IsQualifiedName(runnerpod.EnvAnnotation(k.Env))...) {
+				errs = append(errs, fmt.Errorf("presets[%s].job.%s: env %q: %s", p.Name, field, k.Env, msg))
 			}
 		}
 	}

@@ -32,10 +32,14 @@ type Reports struct {
 	// public as its repository, so by default they are withheld.
 	Disclose Selection `json:"disclose,omitempty"`
 	// MaxAttempts bounds each report's attempts; then it is Failed.
-	MaxAttempts int     `json:"maxAttempts,omitempty"`
-	GitHub      *GitHub `json:"github,omitempty"`
-	GitLab      *GitLab `json:"gitlab,omitempty"`
-	Sinks       []Sink  `json:"sinks,omitempty"`
+	MaxAttempts int        `json:"maxAttempts,omitempty"`
+	GitHub      *GitHub    `json:"github,omitempty"`
+	GitLab      *GitLab    `json:"gitlab,omitempty"`
+	Buildkite   *Buildkite `json:"buildkite,omitempty"`
+	// Woodpecker tells a Woodpecker step's death on its commit, through
+	// GitHub or GitLab (whichever is its forge, set above).
+	Woodpecker *Woodpecker `json:"woodpecker,omitempty"`
+	Sinks      []Sink      `json:"sinks,omitempty"`
 }
 
 // Selection selects deaths by namespace or by preset: those told
@@ -86,6 +90,36 @@ type GitLab struct {
 	ManagerInRunnerNamespace bool `json:"managerInRunnerNamespace,omitempty"`
 }
 
+// Buildkite: an annotation on the job's build, through Buildkite's REST
+// API. The Secret holds an API access token (scopes read_builds and
+// write_builds) under token.
+type Buildkite struct {
+	// URL is the REST API's base: https://api.buildkite.com/.
+	URL    string `json:"url"`
+	Secret string `json:"secret"`
+	// Creators are the usernames that create the stack's job pods:
+	// kube-controller-manager's job controller, which makes each from the
+	// Kubernetes Job agent-stack-k8s created. A pod anyone else created is
+	// never told; one the job controller made is told only on a build whose
+	// job of the pod's UUID Buildkite says ran on an agent of the pod's
+	// host name, so a Job an editor made with another job's marks is not.
+	Creators []string `json:"creators"`
+}
+
+// Woodpecker: a step pod's death on its commit, on its forge (GitHub: a
+// check run; GitLab: a commit status), with the destinations' own
+// credentials.
+type Woodpecker struct {
+	// Agents are the Woodpecker agents' usernames: a step pod is told
+	// only when one of them created it, so its repository and commit are
+	// the agent's (and its pipeline's) word.
+	Agents []string `json:"agents"`
+	// AgentInRunnerNamespace accepts an agent that is a ServiceAccount of
+	// the step pods' own namespace (the backend's default), which anyone
+	// granted edit there can act as.
+	AgentInRunnerNamespace bool `json:"agentInRunnerNamespace,omitempty"`
+}
+
 // Sink: the record as a CloudEvent over HTTP. The Secret holds the HMAC
 // key under hmacKey.
 type Sink struct {
@@ -103,7 +137,7 @@ const (
 
 // Enabled: a destination is set and something opts in.
 func (r Reports) Enabled() bool {
-	return (r.GitHub != nil || r.GitLab != nil || len(r.Sinks) > 0) && (len(r.Namespaces) > 0 || len(r.Presets) > 0)
+	return (r.GitHub != nil || r.GitLab != nil || r.Buildkite != nil || len(r.Sinks) > 0) && (len(r.Namespaces) > 0 || len(r.Presets) > 0)
 }
 
 // SecretNames are the Secrets the leader reads, each once.
@@ -119,6 +153,9 @@ func (r Reports) SecretNames() []string {
 	}
 	if r.GitLab != nil {
 		add(r.GitLab.Secret)
+	}
+	if r.Buildkite != nil {
+		add(r.Buildkite.Secret)
 	}
 	for _, s := range r.Sinks {
 		add(s.Secret)
@@ -159,7 +196,9 @@ func validateReports(c Config) []error {
 		if g.AppID <= 0 || g.InstallationID < 0 {
 			bad("github: appID is needed, and installationID is an installation's id or 0 (each repository's)")
 		}
-		if len(g.Controllers) == 0 || slices.Contains(g.Controllers, "") {
+		// Without ARC's controllers GitHub hears of Woodpecker's steps
+		// alone: ARC's runners are then never told.
+		if (len(g.Controllers) == 0 && r.Woodpecker == nil) || slices.Contains(g.Controllers, "") {
 			bad("github.controllers: ARC's controllers' usernames are needed: a runner pod's repository is trusted only when one of them created the pod")
 		}
 		secret("github", g.Secret)
@@ -171,6 +210,7 @@ func validateReports(c Config) []error {
 		}
 		secret("gitlab", g.Secret)
 	}
+	errs = append(errs, validateCIReports(r)...)
 	seen := map[string]bool{}
 	for i, s := range r.Sinks {
 		if len(validation.IsDNS1123Label(s.Name)) > 0 || seen[s.Name] {
@@ -179,6 +219,31 @@ func validateReports(c Config) []error {
 		seen[s.Name] = true
 		errs = append(errs, baseURL(fmt.Sprintf("reports.sinks[%d].url", i), s.URL)...)
 		secret(fmt.Sprintf("sinks[%d]", i), s.Secret)
+	}
+	return errs
+}
+
+// validateCIReports checks the destinations of the fleets told on their
+// CI service beyond GitHub and GitLab: Buildkite's, Woodpecker's.
+func validateCIReports(r Reports) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("reports."+format, a...)) }
+	if b := r.Buildkite; b != nil {
+		errs = append(errs, baseURL("reports.buildkite.url", b.URL)...)
+		if len(b.Creators) == 0 || slices.Contains(b.Creators, "") {
+			bad("buildkite.creators: the usernames that create the stack's job pods are needed (the job controller, system:serviceaccount:kube-system:job-controller)")
+		}
+		if len(validation.IsDNS1123Subdomain(b.Secret)) > 0 {
+			bad("buildkite.secret: %q is not a Secret's name", b.Secret)
+		}
+	}
+	if w := r.Woodpecker; w != nil {
+		if len(w.Agents) == 0 || slices.Contains(w.Agents, "") {
+			bad("woodpecker.agents: the Woodpecker agents' usernames are needed: a step pod's commit is trusted only when one of them created it")
+		}
+		if r.GitHub == nil && r.GitLab == nil {
+			bad("woodpecker: a step's death is told through reports.github or reports.gitlab: turn on its forge's")
+		}
 	}
 	return errs
 }

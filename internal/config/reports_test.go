@@ -28,6 +28,12 @@ func TestReportsConfig(t *testing.T) {
 			wantErr: []string{`reports.disclose.presets: unknown preset "nope"`}},
 		{name: "bad URLs, Secret names and sink names are named", yaml: "reports: {presets: [nope], secretNamespace: rg, maxAttempts: 0, sinks: [{name: A, url: 'ftp://x', secret: 'Bad_Name'}, {name: A, url: 'https://x', secret: s}]}",
 			wantErr: []string{`reports.presets: unknown preset "nope"`, "reports.maxAttempts: 0 is below 1", `reports.sinks[0].name: "A" must be a unique DNS label`, `reports.sinks[0].url: "ftp://x" is not an http(s) URL`, `reports.sinks[0].secret: "Bad_Name" is not a Secret's name`, `reports.sinks[1].name`}},
+		{name: "Buildkite needs the creators of the stack's pods", yaml: "reports: {namespaces: [ci], secretNamespace: rg, buildkite: {url: 'https://api.buildkite.com/', secret: bk}}",
+			wantErr: []string{"reports.buildkite.creators: the usernames that create the stack's job pods are needed"}},
+		{name: "Buildkite alone tells", yaml: "reports: {namespaces: [ci], secretNamespace: rg, buildkite: {url: 'https://api.buildkite.com/', secret: bk, creators: [system:serviceaccount:kube-system:job-controller]}}", enabled: true},
+		{name: "Woodpecker needs its agents and its forge's reports", yaml: "reports: {namespaces: [ci], secretNamespace: rg, woodpecker: {}, sinks: [{name: a, url: 'https://x.example.com/', secret: s}]}",
+			wantErr: []string{"reports.woodpecker.agents: the Woodpecker agents' usernames are needed", "reports.woodpecker: a step's death is told through reports.github or reports.gitlab"}},
+		{name: "GitHub for Woodpecker's steps alone needs no ARC controllers", yaml: "reports: {namespaces: [ci], secretNamespace: rg, github: {url: 'https://api.github.com/', secret: gh, appID: 7}, woodpecker: {agents: [system:serviceaccount:woodpecker:woodpecker-agent]}}", enabled: true},
 		{name: "Secrets need their namespace", yaml: "reports: {namespaces: [ci], sinks: [{name: a, url: 'https://x.example.com/', secret: s}]}",
 			wantErr: []string{"reports.secretNamespace: the Secrets' namespace is needed"}},
 	} {

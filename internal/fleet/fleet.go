@@ -157,6 +157,11 @@ const (
 	GitHubCheckRun Destination = "github"
 	// GitLabCommitStatus: a commit status on the job's commit.
 	GitLabCommitStatus Destination = "gitlab"
+	// BuildkiteAnnotation: an annotation on the job's Buildkite build.
+	BuildkiteAnnotation Destination = "buildkite"
+	// ForgeCommit: the job's commit on the forge its record names
+	// (v1alpha1.Job.Forge): a GitHub check run or a GitLab commit status.
+	ForgeCommit Destination = "forge"
 )
 
 // RecordSource is the source (v1alpha1.Job.Source) of a job read from the

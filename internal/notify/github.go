@@ -128,20 +128,43 @@ func CheckRunName(d Delivery) string {
 	return CheckName
 }
 
-func (s *GitHubSender) run(ctx context.Context, c *github.Client, d Delivery) (*github.WorkflowRun, error) {
+// head is the commit the check run goes on and the workflow run's page
+// ("" for none): GitHub's answer for the run the EphemeralRunner named,
+// or the target's own commit (Woodpecker's), in a repository held to the
+// target's id, since its name is the pipeline's word.
+func (s *GitHubSender) head(ctx context.Context, c *github.Client, d Delivery) (sha, page string, err error) {
 	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
+	if d.Target.Commit != "" {
+		r, resp, err := c.Repositories.Get(ctx, owner, repo)
+		if err != nil {
+			return "", "", githubFailure(resp, fmt.Errorf("reading repository %s: %w", d.Target.Repository, err), s.Now())
+		}
+		if id := strconv.FormatInt(r.GetID(), 10); id != d.Target.RepositoryID {
+			return "", "", &NotTold{Reason: fmt.Sprintf("repository %s has id %s, not the step's forge id %s", d.Target.Repository, id, d.Target.RepositoryID)}
+		}
+		return d.Target.Commit, "", nil
+	}
 	id, err := strconv.ParseInt(d.Target.Run, 10, 64)
 	if err != nil {
-		return nil, &Failure{Err: fmt.Errorf("workflow run %q: %w", d.Target.Run, err)}
+		return "", "", &Failure{Err: fmt.Errorf("workflow run %q: %w", d.Target.Run, err)}
 	}
 	run, resp, err := c.Actions.GetWorkflowRunByID(ctx, owner, repo, id)
 	if err != nil {
-		return nil, githubFailure(resp, fmt.Errorf("reading workflow run %s of %s: %w", d.Target.Run, d.Target.Repository, err), s.Now())
+		return "", "", githubFailure(resp, fmt.Errorf("reading workflow run %s of %s: %w", d.Target.Run, d.Target.Repository, err), s.Now())
 	}
 	if run.GetHeadSHA() == "" {
-		return nil, &Failure{Err: fmt.Errorf("workflow run %s of %s names no head commit", d.Target.Run, d.Target.Repository)}
+		return "", "", &Failure{Err: fmt.Errorf("workflow run %s of %s names no head commit", d.Target.Run, d.Target.Repository)}
 	}
-	return run, nil
+	return run.GetHeadSHA(), run.GetHTMLURL(), nil
+}
+
+// details is the check run's link to the job's page: the workflow run's
+// job, for a job GitHub numbers; none otherwise.
+func details(d Delivery, page string) *string {
+	if j := d.Record.Job; j != nil && number.MatchString(j.ID) && page != "" {
+		return github.Ptr(page + "/job/" + j.ID)
+	}
+	return nil
 }
 
 // checkRuns are the App's check runs of the delivery's name on sha.
@@ -173,11 +196,11 @@ func (s *GitHubSender) Find(ctx context.Context, d Delivery) (string, bool, erro
 	if err != nil {
 		return "", false, err
 	}
-	run, err := s.run(ctx, c, d)
+	sha, _, err := s.head(ctx, c, d)
 	if err != nil {
 		return "", false, err
 	}
-	runs, err := s.checkRuns(ctx, c, d, run.GetHeadSHA())
+	runs, err := s.checkRuns(ctx, c, d, sha)
 	if err != nil {
 		return "", false, err
 	}
@@ -206,11 +229,11 @@ func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	run, err := s.run(ctx, c, d)
+	sha, page, err := s.head(ctx, c, d)
 	if err != nil {
 		return "", err
 	}
-	runs, err := s.checkRuns(ctx, c, d, run.GetHeadSHA())
+	runs, err := s.checkRuns(ctx, c, d, sha)
 	if err != nil {
 		return "", err
 	}
@@ -220,10 +243,7 @@ func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
 	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
 	shown := d.Shown()
 	output := &github.CheckRunOutput{Title: github.Ptr(Title(shown)), Summary: github.Ptr(Summary(shown, d.Target.LastWords))}
-	var details *string
-	if j := d.Record.Job; j != nil && number.MatchString(j.ID) && run.GetHTMLURL() != "" {
-		details = github.Ptr(run.GetHTMLURL() + "/job/" + j.ID)
-	}
+	details := details(d, page)
 	if stalled := Newest(runs, StallExternalID(d.Record.UID)); stalled != nil {
 		cr, resp, err := c.Checks.UpdateCheckRun(ctx, owner, repo, stalled.GetID(), github.UpdateCheckRunOptions{
 			Name: CheckRunName(d), ExternalID: github.Ptr(d.ID), DetailsURL: details,
@@ -231,68 +251,19 @@ func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
 			Output: output,
 		})
 		if err != nil {
-			return "", githubFailure(resp, fmt.Errorf("completing the stall's check run %d on %s: %w", stalled.GetID(), run.GetHeadSHA(), err), s.Now())
+			return "", githubFailure(resp, fmt.Errorf("completing the stall's check run %d on %s: %w", stalled.GetID(), sha, err), s.Now())
 		}
 		return cr.GetHTMLURL(), nil
 	}
 	cr, resp, err := c.Checks.CreateCheckRun(ctx, owner, repo, github.CreateCheckRunOptions{
-		Name: CheckRunName(d), HeadSHA: run.GetHeadSHA(), ExternalID: github.Ptr(d.ID), DetailsURL: details,
+		Name: CheckRunName(d), HeadSHA: sha, ExternalID: github.Ptr(d.ID), DetailsURL: details,
 		Status: github.Ptr("completed"), Conclusion: github.Ptr(Conclusion(d.Record)), CompletedAt: &github.Timestamp{Time: s.Now()},
 		Output: output,
 	})
 	if err != nil {
-		return "", githubFailure(resp, fmt.Errorf("creating the check run on %s: %w", run.GetHeadSHA(), err), s.Now())
+		return "", githubFailure(resp, fmt.Errorf("creating the check run on %s: %w", sha, err), s.Now())
 	}
 	return cr.GetHTMLURL(), nil
-}
-
-// TellStall opens the stall's check run (in progress) or completes it
-// (neutral), as StallWrite decides from the App's runs on the commit.
-func (s *GitHubSender) TellStall(ctx context.Context, sd StallDelivery) (string, error) {
-	d := Delivery{Record: sd.Stall.Record, Target: sd.Target}
-	c, err := s.client(ctx, d.Target.Repository)
-	if err != nil {
-		return "", err
-	}
-	run, err := s.run(ctx, c, d)
-	if err != nil {
-		return "", err
-	}
-	runs, err := s.checkRuns(ctx, c, d, run.GetHeadSHA())
-	if err != nil {
-		return "", err
-	}
-	id := StallExternalID(d.Record.UID)
-	told := Newest(runs, id)
-	open := told != nil && told.GetStatus() != "completed"
-	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
-	shown := sd.Shown()
-	output := &github.CheckRunOutput{Title: github.Ptr(StallTitle(shown)), Summary: github.Ptr(StallSummary(shown))}
-	var details *string
-	if j := d.Record.Job; j != nil && number.MatchString(j.ID) && run.GetHTMLURL() != "" {
-		details = github.Ptr(run.GetHTMLURL() + "/job/" + j.ID)
-	}
-	switch StallWrite(sd.Stall.Phase, open) {
-	case StallOpen:
-		cr, resp, err := c.Checks.CreateCheckRun(ctx, owner, repo, github.CreateCheckRunOptions{
-			Name: CheckRunName(d), HeadSHA: run.GetHeadSHA(), ExternalID: github.Ptr(id), DetailsURL: details,
-			Status: github.Ptr("in_progress"), StartedAt: &github.Timestamp{Time: sd.Stall.Began}, Output: output,
-		})
-		if err != nil {
-			return "", githubFailure(resp, fmt.Errorf("creating the stall's check run on %s: %w", run.GetHeadSHA(), err), s.Now())
-		}
-		return cr.GetHTMLURL(), nil
-	case StallComplete:
-		cr, resp, err := c.Checks.UpdateCheckRun(ctx, owner, repo, told.GetID(), github.UpdateCheckRunOptions{
-			Name: CheckRunName(d), Status: github.Ptr("completed"), Conclusion: github.Ptr(StallConclusion),
-			CompletedAt: &github.Timestamp{Time: s.Now()}, Output: output,
-		})
-		if err != nil {
-			return "", githubFailure(resp, fmt.Errorf("completing the stall's check run %d on %s: %w", told.GetID(), run.GetHeadSHA(), err), s.Now())
-		}
-		return cr.GetHTMLURL(), nil
-	}
-	return told.GetHTMLURL(), nil
 }
 
 // githubFailure reads the wait from the response: GitHub's secondary

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -43,29 +44,51 @@ func (s *GitLabSender) client(ctx context.Context) (*gitlab.Client, error) {
 // one job's death is told apart from another's on the same commit.
 func StatusName(job string) string { return CheckName + ": job " + job }
 
-func (s *GitLabSender) job(ctx context.Context, c *gitlab.Client, d Delivery) (*gitlab.Job, error) {
+// commit is where a status goes: the commit, its ref, its pipeline and
+// the page the status links to.
+type commit struct {
+	sha, ref, page string
+	pipeline       int64
+}
+
+// where is the status's commit: GitLab's answer for the project's job, or
+// the target's own commit (Woodpecker's), in the project of the target's
+// id, with no pipeline of its own.
+func (s *GitLabSender) where(ctx context.Context, c *gitlab.Client, d Delivery) (commit, error) {
+	if d.Target.Commit != "" {
+		return commit{sha: d.Target.Commit}, nil
+	}
 	id, err := strconv.ParseInt(d.Target.Job, 10, 64)
 	if err != nil {
-		return nil, &Failure{Err: fmt.Errorf("job id %q: %w", d.Target.Job, err)}
+		return commit{}, &Failure{Err: fmt.Errorf("job id %q: %w", d.Target.Job, err)}
 	}
 	j, resp, err := c.Jobs.GetJob(d.Target.Project, id, gitlab.WithContext(ctx))
 	if err != nil {
-		return nil, failure(response(resp), fmt.Errorf("reading job %s of project %s: %w", d.Target.Job, d.Target.Project, err), s.Now())
+		return commit{}, failure(response(resp), fmt.Errorf("reading job %s of project %s: %w", d.Target.Job, d.Target.Project, err), s.Now())
 	}
 	if j.Commit == nil || j.Commit.ID == "" {
-		return nil, &Failure{Err: fmt.Errorf("job %s of project %s names no commit", d.Target.Job, d.Target.Project)}
+		return commit{}, &Failure{Err: fmt.Errorf("job %s of project %s names no commit", d.Target.Job, d.Target.Project)}
 	}
-	return j, nil
+	return commit{sha: j.Commit.ID, ref: j.Ref, page: j.WebURL, pipeline: j.Pipeline.ID}, nil
 }
 
-// statuses are the commit's statuses of the job's name.
-func (s *GitLabSender) statuses(ctx context.Context, c *gitlab.Client, project, job, sha string) ([]*gitlab.CommitStatus, error) {
-	opt := &gitlab.GetCommitStatusesOptions{Name: gitlab.Ptr(StatusName(job)), All: gitlab.Ptr(true)}
-	sts, resp, err := c.Commits.GetCommitStatuses(project, sha, opt, gitlab.WithContext(ctx))
+// statusName is the status's name: the GitLab job's, or the step's.
+func statusName(d Delivery) string {
+	if d.Target.Job != "" {
+		return StatusName(d.Target.Job)
+	}
+	return CheckRunName(d)
+}
+
+// statuses are the commit's statuses of the delivery's name.
+func (s *GitLabSender) statuses(ctx context.Context, c *gitlab.Client, d Delivery, sha string) ([]*gitlab.CommitStatus, error) {
+	name := statusName(d)
+	opt := &gitlab.GetCommitStatusesOptions{Name: gitlab.Ptr(name), All: gitlab.Ptr(true)}
+	sts, resp, err := c.Commits.GetCommitStatuses(d.Target.Project, sha, opt, gitlab.WithContext(ctx))
 	if err != nil {
 		return nil, failure(response(resp), fmt.Errorf("listing statuses of %s: %w", sha, err), s.Now())
 	}
-	return slices.DeleteFunc(sts, func(st *gitlab.CommitStatus) bool { return st.Name != StatusName(job) }), nil
+	return slices.DeleteFunc(sts, func(st *gitlab.CommitStatus) bool { return st.Name != name }), nil
 }
 
 // Running reports whether one of sts is still running (or pending): a
@@ -84,17 +107,17 @@ func (s *GitLabSender) Find(ctx context.Context, d Delivery) (string, bool, erro
 	if err != nil {
 		return "", false, err
 	}
-	j, err := s.job(ctx, c, d)
+	at, err := s.where(ctx, c, d)
 	if err != nil {
 		return "", false, err
 	}
-	sts, err := s.statuses(ctx, c, d.Target.Project, d.Target.Job, j.Commit.ID)
+	sts, err := s.statuses(ctx, c, d, at.sha)
 	if err != nil {
 		return "", false, err
 	}
 	want := Description(d.Shown())
 	if slices.ContainsFunc(sts, func(st *gitlab.CommitStatus) bool { return st.Description == want }) {
-		return j.WebURL, true, nil
+		return cmp.Or(at.page, "commit "+at.sha+" of project "+d.Target.Project), true, nil
 	}
 	return "", false, nil
 }
@@ -129,35 +152,39 @@ func (s *GitLabSender) Send(ctx context.Context, d Delivery) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	j, err := s.job(ctx, c, d)
+	at, err := s.where(ctx, c, d)
 	if err != nil {
 		return "", err
 	}
 	state := State(d.Record)
 	if state == gitlab.Skipped {
-		sts, err := s.statuses(ctx, c, d.Target.Project, d.Target.Job, j.Commit.ID)
+		sts, err := s.statuses(ctx, c, d, at.sha)
 		if err != nil {
 			return "", err
 		}
 		state = StateOver(d.Record, Running(sts))
 	}
-	return s.set(ctx, c, d, j, state, Description(d.Shown()))
+	return s.set(ctx, c, d, at, state, Description(d.Shown()))
 }
 
-// set sets the job's status on its commit, in its pipeline.
-func (s *GitLabSender) set(ctx context.Context, c *gitlab.Client, d Delivery, j *gitlab.Job, state gitlab.BuildStateValue, description string) (string, error) {
-	opt := &gitlab.SetCommitStatusOptions{
-		State: state, Name: gitlab.Ptr(StatusName(d.Target.Job)), Ref: gitlab.Ptr(j.Ref),
-		TargetURL: gitlab.Ptr(j.WebURL), Description: gitlab.Ptr(description),
+// set sets the job's status on its commit, in its pipeline where GitLab
+// named one.
+func (s *GitLabSender) set(ctx context.Context, c *gitlab.Client, d Delivery, at commit, state gitlab.BuildStateValue, description string) (string, error) {
+	opt := &gitlab.SetCommitStatusOptions{State: state, Name: gitlab.Ptr(statusName(d)), Description: gitlab.Ptr(description)}
+	if at.ref != "" {
+		opt.Ref = gitlab.Ptr(at.ref)
 	}
-	if j.Pipeline.ID != 0 {
-		opt.PipelineID = gitlab.Ptr(j.Pipeline.ID)
+	if at.page != "" {
+		opt.TargetURL = gitlab.Ptr(at.page)
 	}
-	_, resp, err := c.Commits.SetCommitStatus(d.Target.Project, j.Commit.ID, opt, gitlab.WithContext(ctx))
+	if at.pipeline != 0 {
+		opt.PipelineID = gitlab.Ptr(at.pipeline)
+	}
+	st, resp, err := c.Commits.SetCommitStatus(d.Target.Project, at.sha, opt, gitlab.WithContext(ctx))
 	if err != nil {
-		return "", failure(response(resp), fmt.Errorf("setting the status of %s: %w", j.Commit.ID, err), s.Now())
+		return "", failure(response(resp), fmt.Errorf("setting the status of %s: %w", at.sha, err), s.Now())
 	}
-	return j.WebURL, nil
+	return cmp.Or(at.page, st.TargetURL, "commit "+at.sha+" of project "+d.Target.Project), nil
 }
 
 // TellStall sets the job's status running while the runner stalls, and
@@ -170,21 +197,21 @@ func (s *GitLabSender) TellStall(ctx context.Context, sd StallDelivery) (string,
 	if err != nil {
 		return "", err
 	}
-	j, err := s.job(ctx, c, d)
+	at, err := s.where(ctx, c, d)
 	if err != nil {
 		return "", err
 	}
-	sts, err := s.statuses(ctx, c, d.Target.Project, d.Target.Job, j.Commit.ID)
+	sts, err := s.statuses(ctx, c, d, at.sha)
 	if err != nil {
 		return "", err
 	}
 	switch StallWrite(sd.Stall.Phase, Running(sts)) {
 	case StallOpen:
-		return s.set(ctx, c, d, j, gitlab.Running, StallDescription(sd.Shown()))
+		return s.set(ctx, c, d, at, gitlab.Running, StallDescription(sd.Shown()))
 	case StallComplete:
-		return s.set(ctx, c, d, j, gitlab.Success, StallDescription(sd.Shown()))
+		return s.set(ctx, c, d, at, gitlab.Success, StallDescription(sd.Shown()))
 	}
-	return j.WebURL, nil
+	return cmp.Or(at.page, "commit "+at.sha+" of project "+d.Target.Project), nil
 }
 
 func response(r *gitlab.Response) *http.Response {

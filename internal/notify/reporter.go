@@ -114,10 +114,13 @@ func (r *Reporter) attempt(ctx context.Context, o *v1alpha1.RunnerDeath, rec dea
 		where, err = s.Send(ctx, d)
 	}
 	out := Outcome(claimed, where, err, r.Config.MaxAttempts, r.Now())
-	if err != nil {
+	switch {
+	case out.Phase == PhaseSkipped:
+		log.Info("report skipped", "reason", err.Error())
+	case err != nil:
 		log.Info("report failed", "attempt", out.Attempts, "phase", out.Phase, "error", err.Error())
 		failuresTotal.WithLabelValues(kind(t.Destination), statusClass(Status(err))).Inc()
-	} else {
+	default:
 		log.V(1).Info("reported", "where", where, "found", found)
 	}
 	reportsTotal.WithLabelValues(kind(t.Destination), out.Phase).Inc()

@@ -45,6 +45,11 @@ func Senders(cfg config.Reports, reader client.Reader, transport http.RoundTripp
 		out[GitLab] = &GitLabSender{BaseURL: g.URL, Now: now, HTTPClient: &http.Client{Transport: transport, Timeout: 30 * time.Second},
 			Token: func(ctx context.Context) (string, error) { v, err := token(ctx); return string(v), err }}
 	}
+	if b := cfg.Buildkite; b != nil {
+		token := secret(b.Secret, KeyToken)
+		out[Buildkite] = &BuildkiteSender{BaseURL: b.URL, Now: now, HTTPClient: &http.Client{Transport: transport, Timeout: 30 * time.Second},
+			Token: func(ctx context.Context) (string, error) { v, err := token(ctx); return string(v), err }}
+	}
 	for _, s := range cfg.Sinks {
 		key := secret(s.Secret, KeyHMAC)
 		out[sinkPrefix+s.Name] = &EventSender{URL: s.URL, Transport: transport, Now: now,

@@ -30,6 +30,14 @@ type Delivery struct {
 	Target Target
 }
 
+// NotTold is a sender's finding that the record must not be told where
+// its target says, from what the service answered (a repository of
+// another id, a job another agent ran): no attempt would change it, so
+// the report is Skipped with Reason.
+type NotTold struct{ Reason string }
+
+func (n *NotTold) Error() string { return n.Reason }
+
 // Failure is a failed attempt as the service answered it: its HTTP status
 // (0 when none came) and the wait it asked for (Retry-After, a rate
 // limit's reset).

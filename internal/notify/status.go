@@ -80,7 +80,8 @@ const (
 	maxMessage  = 1024
 )
 
-// Outcome is the claimed report after its attempt: Sent where it went, or
+// Outcome is the claimed report after its attempt: Sent where it went,
+// Skipped where the service's answer says it must not go (NotTold), or
 // Retrying after the backoff (longer where the service asked), or Failed
 // once maxAttempts were made.
 func Outcome(claimed v1alpha1.Report, where string, err error, maxAttempts int, now time.Time) v1alpha1.Report {
@@ -91,6 +92,11 @@ func Outcome(claimed v1alpha1.Report, where string, err error, maxAttempts int, 
 		return o
 	}
 	o.Message = cut(err.Error(), maxMessage)
+	var not *NotTold
+	if errors.As(err, &not) {
+		o.Phase = PhaseSkipped
+		return o
+	}
 	if int(o.Attempts) >= maxAttempts {
 		o.Phase = PhaseFailed
 		return o

@@ -216,15 +216,27 @@ func Tekton(ns, taskRun string) *Wrapper {
 }
 
 // Woodpecker is a step's pod as Woodpecker's Kubernetes backend makes it:
-// pod and container "wp-<ULID>", the step's, workflow's and repository's
-// labels.
+// pod and container "wp-<ULID>", the step's, workflow's, repository's and
+// forge's labels, and the step's CI_* environment.
 func Woodpecker(ns, step string) *Wrapper {
 	w := Plain(ns, "wp-01j9x2k7m3")
 	w.Labels = map[string]string{"step": step, "woodpecker-ci.org/step": step, "woodpecker-ci.org/task-uuid": "1342",
-		"woodpecker-ci.org/repo-full-name": "acme-app", "woodpecker-ci.org/repo-name": "app"}
-	w.Spec.Containers = []corev1.Container{container(w.Name)}
+		"woodpecker-ci.org/repo-full-name": "acme-app", "woodpecker-ci.org/repo-name": "app",
+		"woodpecker-ci.org/forge-id": "github", "woodpecker-ci.org/repo-forge-id": WoodpeckerRepoID}
+	c := container(w.Name)
+	c.Env = []corev1.EnvVar{{Name: "CI_REPO", Value: "acme/app"}, {Name: "CI_COMMIT_SHA", Value: WoodpeckerCommit},
+		{Name: "CI_FORGE_TYPE", Value: "github"}, {Name: "CI_FORGE_URL", Value: "https://github.com"},
+		{Name: "CI_STEP_URL", Value: "https://ci.example.com/repos/7/pipeline/12/3"}}
+	w.Spec.Containers = []corev1.Container{c}
 	return w
 }
+
+// WoodpeckerCommit and WoodpeckerRepoID are Woodpecker's step's commit
+// and its repository's id on its forge.
+const (
+	WoodpeckerCommit = "9fceb02d0ae598e95dc970b74767f19372d61af8"
+	WoodpeckerRepoID = "700123"
+)
 
 // Buildkite is a job's pod as agent-stack-k8s has the job controller make
 // it: the command container, the agent and the checkout, with the job's

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // ChartTablePath is the chart's fleet table, relative to the repository:
@@ -65,10 +66,14 @@ type chartRow struct {
 }
 
 // chartDefaults are the preset's values the chart fills in (maxProtected
-// and the job keys the server fills in itself, config.mergePresets).
+// and the job keys the server fills in itself, config.mergePresets), and
+// the job keys of a fleet whose deaths are told on its CI service: the
+// policy keeps those marks as created (jobMarks) only where the chart
+// knows them.
 type chartDefaults struct {
-	RunnerContainers []string        `json:"runnerContainers"`
-	DiagnosticEnv    []corev1.EnvVar `json:"diagnosticEnv"`
+	RunnerContainers []string           `json:"runnerContainers"`
+	DiagnosticEnv    []corev1.EnvVar    `json:"diagnosticEnv"`
+	Job              *runnerpod.JobKeys `json:"job,omitempty"`
 }
 
 // ChartTable is the chart's fleet table: the helper runnerguard.presets,
@@ -83,6 +88,9 @@ func ChartTable() ([]byte, error) {
 			Defaults: chartDefaults{RunnerContainers: d.RunnerContainers, DiagnosticEnv: append([]corev1.EnvVar{}, d.DiagnosticEnv...)}}
 		if t.OwnView != nil {
 			rows[i].OwnView = &t.OwnView.Owner
+		}
+		if t.ToldOn != fleet.ToldNowhere && t.Chart.JobMarks && d.Job != (runnerpod.JobKeys{}) {
+			rows[i].Defaults.Job = &d.Job
 		}
 	}
 	var table bytes.Buffer

@@ -217,7 +217,7 @@ func job(j *v1alpha1.Job) string {
 		id = "(no id)"
 	}
 	var parts []string
-	for _, p := range []struct{ k, v string }{{"request", j.RequestID}, {"run", j.Run}, {"project", j.Project}, {"workflow", j.Workflow}, {"name", j.Name}, {"url", j.URL}} {
+	for _, p := range []struct{ k, v string }{{"request", j.RequestID}, {"run", j.Run}, {"project", j.Project}, {"workflow", j.Workflow}, {"name", j.Name}, {"url", j.URL}, {"commit", j.Commit}, {"forge", j.Forge}} {
 		if p.v != "" {
 			parts = append(parts, p.k+" "+p.v)
 		}

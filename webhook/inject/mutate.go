@@ -95,8 +95,9 @@ func HostMountRefusal(namespace string, labels map[string]string, clusterDefault
 
 // Mutate instruments pod in place if it is a runner pod and reports what it
 // did. It is idempotent: a second call changes nothing. It never overwrites
-// what the pod author chose, except runnerguard.io/created-by, which a pod
-// must not be able to forge.
+// what the pod author chose, except its record of the pod's creation
+// (runnerguard.io/created-by, and the job's env vars copied under
+// runnerguard.io/env.*), which a pod must not be able to forge.
 func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 	if _, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
 		return Outcome{Result: Mirror}
@@ -124,11 +125,13 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 			// end its job, its death is still told where its fleet's
 			// controller made it, and the pod cannot forge either.
 			recordCreator(pod, facts)
+			recordJobEnv(pod, runner)
 			return out
 		}
 	}
 
 	annotate(pod, runner.Preset.Name, facts, cfg.Inject.PodAnnotations)
+	recordJobEnv(pod, runner)
 	prepareRunners(pod, runner, cfg)
 
 	if !cfg.Inject.Vitals.Enabled {
@@ -180,6 +183,42 @@ func recordCreator(pod *corev1.Pod, facts Facts) {
 		return
 	}
 	pod.Annotations[runnerpod.CreatedWith] = facts.Credential
+}
+
+// recordJobEnv copies the env vars the preset reads the job from
+// (runnerpod.PodKey.Env) into their annotations, as the runner containers
+// set them at CREATE, overwriting or removing what the pod came with: the
+// job is then what the pod's creator wrote into its runner's environment,
+// which the reports trust only from a configured creator. A value set
+// from elsewhere (valueFrom) is not the creator's word here, and is left
+// out.
+func recordJobEnv(pod *corev1.Pod, runner runnerpod.Runner) {
+	for _, name := range runner.Preset.Job.Envs() {
+		key := runnerpod.EnvAnnotation(name)
+		delete(pod.Annotations, key)
+		if v, ok := runnerEnv(pod, runner.Containers, name); ok {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[key] = runnerpod.JobField(v)
+		}
+	}
+}
+
+// runnerEnv is the literal value of the env var name in the first of the
+// pod's runner containers that sets it.
+func runnerEnv(pod *corev1.Pod, runners []string, name string) (string, bool) {
+	for _, c := range pod.Spec.Containers {
+		if !slices.Contains(runners, c.Name) {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == name && e.ValueFrom == nil {
+				return e.Value, true
+			}
+		}
+	}
+	return "", false
 }
 
 // addEnv appends the variables of env that c does not set itself. A

@@ -46,7 +46,21 @@ defaults: the preset's values where a release leaves them out
         "runnerContainers": [
           "build"
         ],
-        "diagnosticEnv": []
+        "diagnosticEnv": [],
+        "job": {
+          "id": {
+            "annotation": "job.runner.gitlab.com/id"
+          },
+          "project": {
+            "label": "project.runner.gitlab.com/id"
+          },
+          "name": {
+            "annotation": "job.runner.gitlab.com/name"
+          },
+          "url": {
+            "annotation": "job.runner.gitlab.com/url"
+          }
+        }
       },
       "fits": "%[1]s.spec.containers.exists(c, c.name == \"helper\")",
       "jobMarks": true
@@ -146,7 +160,21 @@ defaults: the preset's values where a release leaves them out
           "agent",
           "checkout"
         ],
-        "diagnosticEnv": []
+        "diagnosticEnv": [],
+        "job": {
+          "id": {
+            "label": "buildkite.com/job-uuid"
+          },
+          "project": {
+            "annotation": "buildkite.com/pipeline-slug"
+          },
+          "name": {
+            "annotation": "buildkite.com/step-key"
+          },
+          "url": {
+            "annotation": "buildkite.com/job-url"
+          }
+        }
       },
       "ownView": {
         "kind": "Job",
@@ -171,7 +199,30 @@ defaults: the preset's values where a release leaves them out
         "runnerContainers": [
           "wp-*"
         ],
-        "diagnosticEnv": []
+        "diagnosticEnv": [],
+        "job": {
+          "id": {
+            "label": "woodpecker-ci.org/task-uuid"
+          },
+          "project": {
+            "env": "CI_REPO"
+          },
+          "name": {
+            "label": "woodpecker-ci.org/step"
+          },
+          "url": {
+            "env": "CI_STEP_URL"
+          },
+          "commit": {
+            "env": "CI_COMMIT_SHA"
+          },
+          "forge": {
+            "label": "woodpecker-ci.org/forge-id"
+          },
+          "repositoryID": {
+            "label": "woodpecker-ci.org/repo-forge-id"
+          }
+        }
       },
       "fits": "%[1]s.metadata.?labels[?\"woodpecker-ci.org/step\"].hasValue()",
       "marks": [

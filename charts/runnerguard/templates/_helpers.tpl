@@ -243,12 +243,13 @@ else "". e2e/internal/registration holds it to presets.Match.
 {{- end }}
 
 {{/*
-"true" when a report destination is on (reports.github, reports.gitlab or a
-sink); the reporter also needs a namespace or preset to opt in.
+"true" when a report destination is on (reports.github, reports.gitlab,
+reports.buildkite or a sink); the reporter also needs a namespace or preset
+to opt in.
 */}}
 {{- define "runnerguard.reports" -}}
 {{- $r := .Values.reports -}}
-{{- if or $r.github.enabled $r.gitlab.enabled $r.sinks -}}true{{- end -}}
+{{- if or $r.github.enabled $r.gitlab.enabled $r.buildkite.enabled $r.sinks -}}true{{- end -}}
 {{- end }}
 
 {{/*
@@ -260,6 +261,7 @@ its Secret fails the install.
 {{- $names := list -}}
 {{- if $r.github.enabled -}}{{- $names = append $names (required "reports.github.secret: the Secret holding the GitHub App's private key (privateKey)" $r.github.secret) -}}{{- end -}}
 {{- if $r.gitlab.enabled -}}{{- $names = append $names (required "reports.gitlab.secret: the Secret holding the GitLab token (token)" $r.gitlab.secret) -}}{{- end -}}
+{{- if $r.buildkite.enabled -}}{{- $names = append $names (required "reports.buildkite.secret: the Secret holding the Buildkite API token (token)" $r.buildkite.secret) -}}{{- end -}}
 {{- range $r.sinks -}}{{- $names = append $names (required "reports.sinks[].secret: the Secret holding the sink's HMAC key (hmacKey)" .secret) -}}{{- end -}}
 {{- toYaml ($names | uniq) -}}
 {{- end }}

@@ -76,6 +76,7 @@ type Result struct {
 type job struct {
 	spec     Job
 	agent    string // the name of the agent that acquired it
+	host     string // and the host it registered from
 	token    string
 	result   Result
 	finished chan struct{}
@@ -92,6 +93,7 @@ type Service struct {
 	jobs    map[string]*job
 	tokens  map[string]string // a job's access token: its ID
 	agents  map[string]string // an agent's access token: its name
+	hosts   map[string]string // an agent's access token: its host
 	unknown []string
 	nAgents int
 }
@@ -101,7 +103,7 @@ type Service struct {
 // polls queue.
 func New(org, token, queue string) *Service {
 	return &Service{org: org, regTok: token, queue: queue, jobs: map[string]*job{},
-		tokens: map[string]string{}, agents: map[string]string{}}
+		tokens: map[string]string{}, agents: map[string]string{}, hosts: map[string]string{}}
 }
 
 // SetBase sets the URL the service is reached at (the agents' endpoint).
@@ -124,6 +126,18 @@ func (s *Service) Add(j Job) {
 		result: Result{State: StateScheduled, States: []string{StateScheduled}}}
 	s.tokens["job-"+j.ID] = j.ID
 	s.order = append(s.order, j.ID)
+}
+
+// AgentHost is the host name the agent that acquired job id registered
+// with ("" before one did): what Buildkite's REST API shows as the job's
+// agent's hostname.
+func (s *Service) AgentHost(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j, ok := s.jobs[id]; ok {
+		return j.host
+	}
+	return ""
 }
 
 // Cancel cancels job id as a user does in Buildkite: a running job is
@@ -444,6 +458,7 @@ func (s *Service) agentAPI(w http.ResponseWriter, r *http.Request, token, call s
 		}
 		access := fmt.Sprintf("agent-access-%d", s.nAgents)
 		s.agents[access] = req.Name
+		s.hosts[access] = req.Hostname
 		reply(w, http.StatusOK, map[string]any{
 			"id": fmt.Sprintf("01940000-0000-4000-9000-%012d", s.nAgents), "name": req.Name,
 			"access_token": access, "endpoint": s.base + "/v3", "request_headers": map[string]string{},
@@ -508,7 +523,7 @@ func (s *Service) jobAPI(w http.ResponseWriter, r *http.Request, token, id strin
 			reply(w, http.StatusUnprocessableEntity, apiError{"Job is " + j.result.State + " and can't be acquired"})
 			return true
 		}
-		j.agent = s.agents[token]
+		j.agent, j.host = s.agents[token], s.hosts[token]
 		j.set(StateAccepted)
 		reply(w, http.StatusOK, map[string]any{
 			"id": id, "endpoint": s.base + "/v3", "state": j.result.State, "env": s.env(j),

@@ -198,6 +198,13 @@ func (s *Server) Status(id string) (Status, bool) {
 	return st, true
 }
 
+// CommitSHA and RepoForgeID are every workflow's commit and its
+// repository's id on the forge (GitHub's numbering).
+const (
+	CommitSHA   = "9fceb02d0ae598e95dc970b74767f19372d61af8"
+	RepoForgeID = "700123"
+)
+
 // Config is the workflow's backend config as the server's compiler makes
 // it of commands steps with clone off: one stage per step.
 func Config(w Workflow) (*backend.Config, error) {
@@ -212,6 +219,9 @@ func Config(w Workflow) (*backend.Config, error) {
 			"CI": "woodpecker", "CI_REPO": w.Repo, "CI_REPO_OWNER": owner, "CI_REPO_NAME": name,
 			"CI_PIPELINE_NUMBER": w.ID, "CI_WORKFLOW_NAME": "build", "CI_STEP_NAME": s.Name,
 			"CI_WORKSPACE": "/woodpecker/src/example.org/" + w.Repo,
+			// The commit and the forge as the metadata's environ writes them.
+			"CI_COMMIT_SHA": CommitSHA, "CI_COMMIT_REF": "refs/heads/main", "CI_FORGE_TYPE": "github", "CI_FORGE_URL": "https://github.com",
+			"CI_STEP_URL": "https://woodpecker.example.org/repos/1/pipeline/" + w.ID,
 		}
 		step := &backend.Step{
 			Name: s.Name, UUID: ulid.Make().String(), Type: backend.StepTypeCommands, Image: s.Image,
@@ -219,7 +229,9 @@ func Config(w Workflow) (*backend.Config, error) {
 			Environment: env, Commands: s.Commands, OnSuccess: true, Failure: "fail",
 			Networks: []backend.Conn{{Name: prefix + "_default", Aliases: []string{s.Name}}},
 			WorkflowLabels: map[string]string{
-				"woodpecker-ci.org/forge-id": "1", "woodpecker-ci.org/repo-forge-id": "1",
+				// The server stamps the forge's type under forge-id
+				// (pipeline/frontend/builder/builder.go, v3.17.0).
+				"woodpecker-ci.org/forge-id": "github", "woodpecker-ci.org/repo-forge-id": RepoForgeID,
 				"woodpecker-ci.org/repo-id": "1", "woodpecker-ci.org/repo-name": name,
 				"woodpecker-ci.org/repo-full-name": w.Repo, "woodpecker-ci.org/branch": "main",
 				"woodpecker-ci.org/org-id": "1", "woodpecker-ci.org/event": "push",

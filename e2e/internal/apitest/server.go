@@ -267,14 +267,14 @@ func (s *Server) Register(ctx context.Context, c client.Client, cfg config.Confi
 const ReleaseNamespace = "runnerguard"
 
 // ReportSecrets are the Secrets the suites' reporters may read.
-var ReportSecrets = []string{"reports-github", "reports-gitlab", "reports-sink"}
+var ReportSecrets = []string{"reports-github", "reports-gitlab", "reports-sink", "reports-buildkite"}
 
 // GrantRelease gives the server's identity what the chart grants the
 // ServiceAccount of o's release, rendered from the chart (every reporter
 // Secret of ReportSecrets among it), and the release namespace; it returns
 // the roles it rendered.
 func GrantRelease(ctx context.Context, c client.Client, o registration.Options) (*registration.RBAC, error) {
-	rbac, err := registration.RenderRBAC(o, registration.ReportSecrets{GitHub: ReportSecrets[0], GitLab: ReportSecrets[1], Sink: ReportSecrets[2]})
+	rbac, err := registration.RenderRBAC(o, registration.ReportSecrets{GitHub: ReportSecrets[0], GitLab: ReportSecrets[1], Sink: ReportSecrets[2], Buildkite: ReportSecrets[3]})
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ type RBAC struct {
 // destination, each with its Secret, so the roles hold what a reporter
 // needs.
 type ReportSecrets struct {
-	GitHub, GitLab, Sink string
+	GitHub, GitLab, Buildkite, Sink string
 }
 
 // RenderRBAC renders the chart's roles for o's release with the pod watcher,
@@ -42,8 +42,9 @@ func RenderRBAC(o Options, secrets ReportSecrets) (*RBAC, error) {
 		"reports": map[string]any{
 			"github": map[string]any{"enabled": true, "appID": 1, "installationID": 1, "secret": secrets.GitHub,
 				"controllers": []string{"system:serviceaccount:arc-systems:arc-gha-rs-controller"}},
-			"gitlab": map[string]any{"enabled": true, "secret": secrets.GitLab},
-			"sinks":  []any{map[string]any{"name": "sink", "url": "https://sink.invalid/", "secret": secrets.Sink}},
+			"gitlab":    map[string]any{"enabled": true, "secret": secrets.GitLab},
+			"buildkite": map[string]any{"enabled": true, "secret": secrets.Buildkite},
+			"sinks":     []any{map[string]any{"name": "sink", "url": "https://sink.invalid/", "secret": secrets.Sink}},
 		},
 	}
 	docs, err := template(o, vals)

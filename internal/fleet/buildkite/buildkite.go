@@ -91,12 +91,13 @@ func (Fleet) Sample(pod *corev1.Pod) { mark.Put(pod, "runnerguard-check") }
 // job's parts; the marks that name the job are the stack's word, kept as
 // created; the record keeps the Kubernetes Job's own account (Complete, or
 // Failed with its reason: DeadlineExceeded, BackoffLimitExceeded) beside
-// its class.
+// its class; a death is told as an annotation on the job's build.
 func (Fleet) Traits() fleet.Traits {
 	return fleet.Traits{
 		MarkLabels: []string{string(mark)},
 		OneJob:     true,
 		OwnView:    &fleet.OwnView{Owner: KubernetesJob, Conditions: []string{"Failed", "Complete"}, Creators: JobController},
+		ToldOn:     fleet.BuildkiteAnnotation,
 		Chart:      mark.Chart(),
 	}
 }

@@ -43,6 +43,9 @@ type GitHub struct {
 	Key                   []byte // the App's private key, PEM
 	// Runs maps "owner/repo/run" to the run's head commit.
 	Runs map[string]string
+	// Repos maps "owner/repo" to the repository's id, for the reads of
+	// a repository (Woodpecker's steps name theirs by id too).
+	Repos map[string]int64
 
 	service
 	pub       *rsa.PublicKey
@@ -114,6 +117,14 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": json.Number(parts[5]), "head_sha": sha,
 			"html_url": g.Server.URL + "/" + parts[1] + "/" + parts[2] + "/actions/runs/" + parts[5]})
+	case len(parts) == 3 && parts[0] == "repos" && r.Method == http.MethodGet:
+		id, ok := g.Repos[parts[1]+"/"+parts[2]]
+		if !ok {
+			http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "name": parts[2], "full_name": parts[1] + "/" + parts[2],
+			"html_url": g.Server.URL + "/" + parts[1] + "/" + parts[2]})
 	case len(parts) == 4 && parts[0] == "repos" && parts[3] == "check-runs" && r.Method == http.MethodPost:
 		g.create(w, r, parts[1]+"/"+parts[2])
 	case len(parts) == 5 && parts[0] == "repos" && parts[3] == "check-runs" && r.Method == http.MethodPatch:
