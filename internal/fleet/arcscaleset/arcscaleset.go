@@ -99,6 +99,7 @@ func (Fleet) Traits() fleet.Traits {
 		MarkLabels:    []string{Label},
 		ToldOn:        fleet.GitHubCheckRun,
 		RecordKind:    Kind,
+		Zombies:       zombies,
 		RecordDeleted: "ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends",
 		Chart: fleet.Chart{
 			Fits:        fmt.Sprintf("%%[1]s%s.hasValue() || %%[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == %q && r.apiVersion.matches(%q))", label, Kind, "^actions[.]github[.]com/[^/]*$"),
