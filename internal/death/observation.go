@@ -183,6 +183,8 @@ func (d *decision) deletedBy(r *Record) {
 		}
 	case runnerpod.Rule(n.Rule) == runnerpod.RuleIdle:
 		RemovedIdle(r)
+	case runnerpod.Rule(n.Rule) == runnerpod.RuleZombie:
+		EndedZombie(r)
 	}
 }
 
@@ -263,6 +265,9 @@ func newIn(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, e endi
 		}
 	}
 	r.JobStartedAt = presets.Of(runner).JobStart(pod)
+	if z, ok := runnerpod.ZombieOf(pod); ok {
+		r.Zombie = &v1alpha1.Zombie{Kind: z.Kind, Since: metav1.Time{Time: z.Since}}
+	}
 	r.Refusals = Refusals(pod)
 	if b := disruptionBasis(pod, e, r.Refusals); b != "" {
 		r.ClassBasis = strings.TrimPrefix(r.ClassBasis+"; "+b, "; ")

@@ -131,3 +131,9 @@ func ZombieOf(pod *corev1.Pod, r runnerpod.Runner, rec *unstructured.Unstructure
 func ZombieMeans(r runnerpod.Runner, kind string) string {
 	return Of(r).Traits().Zombies[kind]
 }
+
+// ZombieNote is what the leader's Event and `why` say of a zombie.
+func ZombieNote(r runnerpod.Runner, z runnerpod.Zombie) string {
+	return "a zombie, " + z.Kind + " since " + z.Since.UTC().Format(time.RFC3339) + ": " + ZombieMeans(r, z.Kind) +
+		"; runnerguard no longer holds it: its eviction passes, and its fleet's controllers or guard.zombieReapers may delete it"
+}
