@@ -32,18 +32,12 @@ func zombieOf(t *testing.T, pod *corev1.Pod) (runnerpod.Zombie, bool) {
 	return runnerpod.ZombieOf(got)
 }
 
-// ARC re-creates a vanished runner's pod (a spot node's eviction) for the
-// same EphemeralRunner, with the one-job configuration the first pod spent
-// and the job its status still names (ARC 4588): the new runner is a
-// zombie. Played through the API server as ARC's controller and listener
-// write it: the leader names it from the EphemeralRunner and the pod alone,
-// the guard lets a reaper the operator allows end it, and its record says
-// it was a zombie and of which kind.
-func TestARCRunnerRecreatedWithASpentConfigIsNamedAZombieLetGoAndRecorded(t *testing.T) {
+// spentConfigZombie plays ARC 4588: a runner given a job, its pod gone
+// with its spot node, and ARC's new pod for the same EphemeralRunner.
+func spentConfigZombie(t *testing.T, ns, name string) (arcRunner, *corev1.Pod) {
+	t.Helper()
 	ctx := context.Background()
-	ns := newNamespace(t, nil)
-	kc := plugin(t)
-	first := newARCRunner(t, ns, "arc-spot")
+	first := newARCRunner(t, ns, name)
 	first.assignJob(t)
 	// The pod is created in a later second than the job's write, as a
 	// re-created pod always is: the API server dates both to the second.
@@ -52,11 +46,23 @@ func TestARCRunnerRecreatedWithASpentConfigIsNamedAZombieLetGoAndRecorded(t *tes
 	eventually(t, func() bool {
 		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(first.pod), &corev1.Pod{}))
 	}, "the first pod is gone")
-
-	w := podtest.ARCScaleSet(ns, "arc-spot").RunningSince("runner", time.Now())
+	w := podtest.ARCScaleSet(ns, name).RunningSince("runner", time.Now())
 	w.OwnerReferences[0].UID = first.er.GetUID()
 	again := create(t, as(t, arcController), w.Obj())
+	return arcRunner{er: first.er, pod: again}, again
+}
 
+// ARC re-creates a vanished runner's pod (a spot node's eviction) for the
+// same EphemeralRunner, with the one-job configuration the first pod spent
+// and the job its status still names (ARC 4588): the new runner is a
+// zombie. Played through the API server as ARC's controller and listener
+// write it: the leader names it from the EphemeralRunner and the pod alone,
+// the guard lets a reaper the operator allows end it, and its record says
+// it was a zombie and of which kind.
+func TestARCRunnerRecreatedWithASpentConfigIsNamedAZombieLetGoAndRecorded(t *testing.T) {
+	ns := newNamespace(t, nil)
+	kc := plugin(t)
+	_, again := spentConfigZombie(t, ns, "arc-spot")
 	eventually(t, func() bool { _, ok := zombieOf(t, again); return ok }, "the leader names the re-created runner a zombie")
 	z, _ := zombieOf(t, again)
 	assert.Equal(t, arcscaleset.SpentConfig, z.Kind)
@@ -112,4 +118,25 @@ func TestABusyARCRunnerWithAQuietJobIsNeverTakenForAZombie(t *testing.T) {
 	err := evict(as(t, reaper), r.pod, true)
 	require.True(t, apierrors.IsTooManyRequests(err), "a busy runner's eviction is refused: %v", err)
 	assert.True(t, alive(t, r.pod))
+}
+
+// The way to end an ARC zombie: its EphemeralRunner deleted, ARC removes
+// the runner from the service and deletes the pod. The record says it was
+// a zombie, though ARC's delete passed as the job's end.
+func TestAnARCZombieEndedThroughItsEphemeralRunnerIsRecordedAsAZombie(t *testing.T) {
+	ns := newNamespace(t, nil)
+	r, pod := spentConfigZombie(t, ns, "arc-spot-er")
+	eventually(t, func() bool { _, ok := zombieOf(t, pod); return ok }, "the leader names it a zombie")
+	r.deleteEphemeralRunner(t, clusterAdmin)
+	r.removeFinalizer(t, arcscaleset.RegistrationFinalizer)
+	require.NoError(t, deletePod(as(t, arcController), pod), "ARC's delete once the service let the runner go passes")
+	kubeletEnds(t, pod, podtest.ARCScaleSet(ns, "arc-spot-er").Terminated("runner", 143, "Error"))
+	r.removeFinalizer(t, arcFinalizer)
+
+	rec := oneDeath(t, pod)
+	assert.Equal(t, string(death.ZombieEnded), rec.Class)
+	assert.Equal(t, string(runnerpod.RuleJobOver), rec.DeleteRule)
+	assert.Equal(t, clusterAdmin, rec.StartedBy)
+	require.NotNil(t, rec.Zombie)
+	assert.Equal(t, arcscaleset.SpentConfig, rec.Zombie.Kind)
 }

@@ -45,13 +45,13 @@ const JobOverBasis = "the pod was deleted once its fleet said the job was over: 
 // unless the record holds evidence of an OOM kill.
 func RemovedIdle(r *Record) { endedAs(r, IdleRemoved) }
 
-// EndedZombie reclasses a death that the end of a zombie caused (the
-// guard's rule zombie) as zombie-ended, saying what the leader named it,
+// EndedZombie reclasses a death that the end of a named zombie caused (the
+// guard's rule zombie, or its fleet's end of it) as zombie-ended, saying what the leader named it,
 // unless the record holds evidence of an OOM kill.
 func EndedZombie(r *Record) {
 	endedAs(r, ZombieEnded)
 	if Class(r.Class) == ZombieEnded && r.Zombie != nil {
-		r.ClassBasis = fmt.Sprintf("the leader named the runner a zombie (%s) at %s: alive, but its fleet's objects showed it would never run a job; its end was let through for that",
+		r.ClassBasis = fmt.Sprintf("the leader named the runner a zombie (%s) at %s: alive, but its fleet's objects showed it would never run a job",
 			r.Zombie.Kind, r.Zombie.Since.UTC().Format(time.RFC3339))
 	}
 }
