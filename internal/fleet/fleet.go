@@ -138,6 +138,12 @@ type Traits struct {
 	// means, for the person who reads the guard's answer, the Event and
 	// `why`.
 	Zombies map[string]string
+	// ZombieEndedByRecord: a zombie is ended by deleting the fleet's record
+	// of it (RecordKeeper), whose controller then removes the runner and
+	// its pod; a pod ended alone would be made again the same way (ARC
+	// re-creates a vanished pod from its EphemeralRunner). Otherwise a
+	// zombie is ended by its pod's eviction.
+	ZombieEndedByRecord bool
 }
 
 // Owner says who ends a fleet's jobs by deleting the job's pod (rule 7).

@@ -115,7 +115,8 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile brings the pod's marks and budget in line with its
-// judgement, and looks again when the protection ends.
+// judgement, names a zombie and ends it when the operator asked, and looks
+// again when the protection ends or the zombie is due.
 func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := m.Pods.Get(req.NamespacedName)
 	if m.Zombies != nil {
@@ -124,6 +125,16 @@ func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if pod == nil {
 		return ctrl.Result{}, nil
 	}
+	res, err := m.follow(ctx, req, pod)
+	if err != nil || m.Zombies == nil {
+		return res, err
+	}
+	return m.Zombies.endDue(ctx, pod, m.Config, m.Now(), res)
+}
+
+// follow brings the pod's marks and budget in line with its judgement,
+// naming the zombie it finds.
+func (m *Marker) follow(ctx context.Context, req ctrl.Request, pod *corev1.Pod) (ctrl.Result, error) {
 	j, known, err := m.judge(ctx, pod)
 	if err != nil {
 		return ctrl.Result{}, err
