@@ -57,6 +57,9 @@ type Zombies struct {
 	mu sync.Mutex
 	// now holds each zombie pod seen, by its kind, for the gauge.
 	now map[types.NamespacedName]string
+	// named holds the pods named (the UID of the pod of that name), so a
+	// cache that does not show the name yet never names one twice.
+	named map[types.NamespacedName]types.UID
 	// ended holds the pods whose end the leader asked for (the UID of
 	// the pod of that name), so it asks once.
 	ended map[types.NamespacedName]types.UID
@@ -70,7 +73,12 @@ type Zombies struct {
 // counts it; the pod's update judges its marks again. A pod gone meanwhile
 // is left alone.
 func (zs *Zombies) name(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner, z runnerpod.Zombie) error {
-	if _, named := runnerpod.ZombieOf(pod); named {
+	key := client.ObjectKeyFromObject(pod)
+	zs.mu.Lock()
+	told := zs.named[key] == pod.UID
+	zs.mu.Unlock()
+	if _, named := runnerpod.ZombieOf(pod); named || told {
+		// Named already, though the cache may not show it yet.
 		return nil
 	}
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID,
@@ -83,8 +91,14 @@ func (zs *Zombies) name(ctx context.Context, pod *corev1.Pod, runner runnerpod.R
 	if err := zs.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	zs.mu.Lock()
+	if zs.named == nil {
+		zs.named = map[types.NamespacedName]types.UID{}
+	}
+	zs.named[key] = pod.UID
+	zs.mu.Unlock()
 	zombiesNamed.WithLabelValues(pod.Namespace, z.Kind).Inc()
-	logf.FromContext(ctx).Info("runner pod named a zombie", "pod", client.ObjectKeyFromObject(pod), "kind", z.Kind, "since", z.Since)
+	logf.FromContext(ctx).Info("runner pod named a zombie", "pod", key, "kind", z.Kind, "since", z.Since)
 	if zs.Recorder != nil && zs.allowEvent(time.Now()) {
 		zs.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonZombie, "Zombie", "%s", presets.ZombieNote(runner, z))
 	}
@@ -112,6 +126,7 @@ func (zs *Zombies) seen(key types.NamespacedName, pod *corev1.Pod) {
 	defer zs.mu.Unlock()
 	if pod == nil {
 		delete(zs.ended, key)
+		delete(zs.named, key)
 	}
 	if zs.now == nil {
 		zs.now = map[types.NamespacedName]string{}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -19,6 +20,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -94,4 +96,31 @@ func TestZombiesEndAsTheirFleetDoes(t *testing.T) {
 	_, err = zs.endDue(ctx, pool, cfg, since.Add(time.Hour), ctrl.Result{})
 	require.NoError(t, err)
 	assert.Len(t, evicted, 2, "a pod of that name seen gone and back is a new one")
+}
+
+// A zombie is named once, with one Event, though the cache has not shown
+// the name yet when the pod is looked at again.
+func TestAZombieIsNamedOnce(t *testing.T) {
+	pod := podtest.ARCScaleSet("ci", "arc").Running("runner").Obj()
+	var patches int
+	c := fake.NewClientBuilder().WithObjects(pod.DeepCopy()).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
+			patches++
+			return c.Patch(ctx, obj, p, o...)
+		},
+	}).Build()
+	rec := events.NewFakeRecorder(10)
+	zs := &Zombies{Client: c, Recorder: rec}
+	runner, ok := presets.Match(pod, configtest.Enforcing().Presets)
+	require.True(t, ok)
+	z := runnerpod.Zombie{Kind: arcscaleset.SpentConfig, Since: podtest.Start}
+	for range 3 {
+		require.NoError(t, zs.name(context.Background(), pod, runner, z))
+	}
+	assert.Equal(t, 1, patches)
+	require.Len(t, rec.Events, 1)
+	assert.Contains(t, <-rec.Events, "Warning RunnerZombie a zombie, spent-config since 2026-11-01T12:00:00Z: its EphemeralRunner's job")
+	got := &corev1.Pod{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
+	assert.Equal(t, z.Value(), got.Annotations[runnerpod.ZombieAnnotation])
 }
