@@ -28,9 +28,12 @@ var jobFields = []string{"jobRequestId", "jobId"}
 
 // Zombie is SpentConfig: er names a job, first written (as the API
 // server dates the listener's write, fleet.WrittenAt) before the pod was
-// created, dated by the same API server. A job is given only to a runner
-// that is up, so a pod always exists before its own job: one created after
-// its EphemeralRunner's job was given holds a job it never had. It is one
+// created, dated by the API server. A job is given only to a runner that
+// is up, so a pod always exists before its own job, by at least the time
+// its runner takes to start, register and take the job: one created after
+// its EphemeralRunner's job was given holds a job it never had. The API
+// servers of a control plane keep their clocks far closer than that, and
+// both times are whole seconds, so the same second says nothing. It is one
 // since its creation. A job quiet for hours, or one whose write is not
 // dated, says nothing.
 func (Fleet) Zombie(pod *corev1.Pod, er *unstructured.Unstructured) (runnerpod.Zombie, bool) {
