@@ -160,6 +160,18 @@ type DeathRecord struct {
 	// runner (its timeout, its cancel, its deletion).
 	// +optional
 	Stall *Stall `json:"stall,omitempty"`
+	// Zombie is what the leader named the runner while it lived: alive,
+	// but its fleet's objects showed it would never run a job
+	// (runnerguard.io/zombie); absent for a runner never named one.
+	// +optional
+	Zombie *Zombie `json:"zombie,omitempty"`
+}
+
+// Zombie is a runner named a zombie: the kind of evidence, its fleet's
+// word for it, and since when.
+type Zombie struct {
+	Kind  string      `json:"kind"`
+	Since metav1.Time `json:"since"`
 }
 
 // RunnerDeathList is a list of RunnerDeaths.

@@ -156,12 +156,14 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	// for the watcher's records, written after ARC deleted it.
 	jobs := recorder.NewLastJobs(recorder.LastJobsKept)
 	modes := &recorder.Modes{Reader: mgr.GetAPIReader(), Name: o.webhookConfig, Default: cfg.Guard.Mode, Interval: 5 * time.Second}
-	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: printable.Recorder(mgr.GetEventRecorder("runnerguard")), Config: cfg,
+	events := printable.Recorder(mgr.GetEventRecorder("runnerguard"))
+	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: events, Config: cfg,
 		Namespaces: sel, Modes: modes, StuckAfter: o.stuckAfter, Now: time.Now, Jobs: jobs}
 	if err := w.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now, Jobs: jobs}
+	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now, Jobs: jobs,
+		Zombies: &recorder.Zombies{Client: mgr.GetClient(), Recorder: events}}
 	if err := marker.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ var shipped = []string{
 	"RunnerguardRunnersOOMKilled",
 	"RunnerguardRunnersStuck",
 	"RunnerguardRunnersStalled",
+	"RunnerguardRunnersZombie",
 	"RunnerguardSwitchedOff",
 	"RunnerguardWebhookErrors",
 	"RunnerguardWebhookLatency",

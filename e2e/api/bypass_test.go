@@ -35,6 +35,7 @@ const (
 	creatorChanged  = "runnerguard.io/created-by is written once, at CREATE, and never changes"
 	credentialKept  = "runnerguard.io/created-with is written once, at CREATE, and never changes"
 	jobStartKept    = "only runnerguard may write runnerguard.io/job-assigned-at"
+	zombieKept      = "only runnerguard may write runnerguard.io/zombie"
 	idleSignal      = "may change actions-runner/unregistration-complete-timestamp"
 	poolIdleSignal  = "may change runnerguard.io/idle, the runner's idle signal"
 	scaleSetLabel   = "may change the label actions-ephemeral-runner"
@@ -140,6 +141,8 @@ func TestOnlyTheRightPrincipalsWriteTheSignals(t *testing.T) {
 		{"a reaper cannot give a pod the credential its manager created it with", gitlab, reaperSA, annotations(runnerpod.CreatedWith, "JTI=reaper"), credentialKept},
 		{"a reaper cannot date an ARC runner's job", scaleSet, reaperSA, annotations(runnerpod.JobAssignedAt, "2026-11-01T12:00:00Z"), jobStartKept},
 		{"ARC's controller cannot date its runner's job either: runnerguard saw it", scaleSet, arc, annotations(runnerpod.JobAssignedAt, "2026-11-01T12:00:00Z"), jobStartKept},
+		{"a reaper cannot name a busy runner a zombie, which would let it go", scaleSet, reaperSA, annotations(runnerpod.ZombieAnnotation, "spent-config 2026-11-01T12:00:00Z"), zombieKept},
+		{"nor can the runner's fleet: runnerguard names zombies", scaleSet, arc, annotations(runnerpod.ZombieAnnotation, "spent-config 2026-11-01T12:00:00Z"), zombieKept},
 		{"a reaper cannot put refusals on a runner", generic, reaperSA, annotations(refusal.Annotation, `{"v":1,"entries":[]}`), refusalsKept},
 		{"nor can the runner's fleet", scaleSet, arc, annotations(refusal.Annotation, `{"v":1,"entries":[]}`), refusalsKept},
 		{"a reaper cannot mark a generic runner unregistered", generic, reaperSA, annotations(arclegacy.Unregistered, unregistered), idleSignal},

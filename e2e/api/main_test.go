@@ -77,6 +77,7 @@ func run(m *testing.M) (int, error) {
 	suiteCfg.Records.MaxPerNamespace = 3
 	suiteCfg.Records.CollectInterval = metav1.Duration{Duration: time.Second}
 	trustControllers(&suiteCfg)
+	suiteCfg.Guard.ZombieReapers = []string{zombieReaper}
 	workDir, err := os.MkdirTemp("", "runnerguard-e2e-")
 	if err != nil {
 		return 1, err

@@ -83,9 +83,11 @@ func TestConfigFromValues(t *testing.T) {
 		},
 		{
 			name:   "principals, sidecar settings and annotations reach the config",
-			values: "guard: {exemptPrincipals: [system:serviceaccount:infra:reaper]}\npresets: {gitlab: {ownerPrincipals: [system:serviceaccount:ci:gitlab-runner], maxProtected: 2h}}\ninject: {terminationMessagePolicy: false, podAnnotations: {example.com/team: ci}, vitals: {enabled: false, interval: 750ms, mountPath: /vitals, cgroupHostPath: /host/cgroup}}",
+			values: "guard: {exemptPrincipals: [system:serviceaccount:infra:reaper], zombieReapers: [system:serviceaccount:infra:stuck-reaper], endZombiesAfter: 2h}\npresets: {gitlab: {ownerPrincipals: [system:serviceaccount:ci:gitlab-runner], maxProtected: 2h}}\ninject: {terminationMessagePolicy: false, podAnnotations: {example.com/team: ci}, vitals: {enabled: false, interval: 750ms, mountPath: /vitals, cgroupHostPath: /host/cgroup}}",
 			want: func(c *config.Config, image string) {
 				c.Guard.ExemptPrincipals = []string{"system:serviceaccount:infra:reaper"}
+				c.Guard.ZombieReapers = []string{"system:serviceaccount:infra:stuck-reaper"}
+				c.Guard.EndZombiesAfter.Duration = 2 * time.Hour
 				c.Presets[1].OwnerPrincipals = []string{"system:serviceaccount:ci:gitlab-runner"}
 				c.Presets[1].MaxProtected.Duration = 2 * time.Hour
 				c.Inject.TerminationMessagePolicy = false

@@ -96,6 +96,14 @@ type Guard struct {
 	// ExemptPrincipals are usernames whose deletes and evictions are always
 	// allowed (rule 8): cluster machinery that must never be blocked.
 	ExemptPrincipals []string `json:"exemptPrincipals"`
+	// ZombieReapers are usernames whose deletes of a zombie runner pod
+	// (runnerpod.ZombieAnnotation) are allowed, beside the fleet's own
+	// controllers (rule zombie); a zombie's eviction passes for anyone.
+	ZombieReapers []string `json:"zombieReapers,omitempty"`
+	// EndZombiesAfter, when set, has the leader end a zombie itself once
+	// it has been one this long (counted from its since), the way its
+	// fleet ends one (fleet.Traits.ZombieEndedByRecord); zero never does.
+	EndZombiesAfter metav1.Duration `json:"endZombiesAfter,omitempty"`
 	// Owner principals are per preset (presets[].ownerPrincipals): one
 	// global list made the GitLab manager an owner of ARC's workflow pods.
 }

@@ -146,6 +146,8 @@ marks: {karpenter: false}
 			assert.Equal(t, map[string]string{"karpenter.sh/do-not-disrupt": "true"}, c.Inject.PodAnnotations)
 		}},
 		{name: "a typo'd key is an error", yaml: "gaurd: {}", wantErr: []string{`unknown field "gaurd"`}},
+		{name: "zombies: a negative grace and an empty reaper are errors", yaml: "guard: {endZombiesAfter: -1h, zombieReapers: [\"\"]}",
+			wantErr: []string{"guard.endZombiesAfter: -1h0m0s is negative", "guard.zombieReapers: principals must not be empty"}},
 		{name: "an unknown preset is an error", yaml: "presets: [{name: drone, enabled: true, runnerContainers: [x]}]", wantErr: []string{`unknown preset "drone"`}},
 		{name: "a preset listed twice is an error", yaml: "presets: [{name: generic, enabled: true, runnerContainers: [x]}, {name: generic, enabled: true, runnerContainers: [y]}]", wantErr: []string{`"generic" listed twice`}},
 		{name: "an enabled preset needs containers", yaml: "presets: [{name: gitlab, enabled: true}]", wantErr: []string{"presets[gitlab].runnerContainers: must name at least one"}},

@@ -168,10 +168,17 @@ func validateInject(c Config) []error {
 }
 
 func validateGuard(c Config) []error {
+	var errs []error
 	if m := c.Guard.Mode; m != ModeEnforce && m != ModeWarn {
-		return []error{fmt.Errorf("guard.mode: %q is neither %q nor %q", m, ModeEnforce, ModeWarn)}
+		errs = append(errs, fmt.Errorf("guard.mode: %q is neither %q nor %q", m, ModeEnforce, ModeWarn))
 	}
-	return nil
+	if d := c.Guard.EndZombiesAfter.Duration; d < 0 {
+		errs = append(errs, fmt.Errorf("guard.endZombiesAfter: %s is negative (0 never ends a zombie)", d))
+	}
+	if slices.Contains(c.Guard.ZombieReapers, "") {
+		errs = append(errs, errors.New("guard.zombieReapers: principals must not be empty strings"))
+	}
+	return errs
 }
 
 func validateRecords(c Config) []error {

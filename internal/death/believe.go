@@ -31,6 +31,11 @@ func believed(n *v1alpha1.DeletionNote, o Observation) *v1alpha1.DeletionNote {
 		if !o.Runner.Preset.NamesOwner(o.Pod, n.Requester) {
 			return nil
 		}
+	case runnerpod.RuleZombie:
+		// The leader's word, on the pod as the watcher saw it.
+		if _, ok := runnerpod.ZombieOf(o.Pod); !ok {
+			return nil
+		}
 	}
 	return n
 }

@@ -66,6 +66,12 @@ const (
 	NodeDisrupted Class = "node-disrupted"
 	// Preempted: the scheduler preempted the pod for a higher-priority one.
 	Preempted Class = "preempted"
+	// ZombieEnded: the runner was a zombie (the leader named it: alive, but
+	// its fleet's objects showed it would never run a job), and its end
+	// was let through for that (the guard's rule zombie): no job was lost
+	// with it, but its fleet made one that could never work, which an
+	// operator looks at. The record's Zombie names the kind.
+	ZombieEnded Class = "zombie-ended"
 )
 
 // Abnormal reports whether the class is a death an operator must look at:

@@ -3,6 +3,7 @@ package death
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -54,6 +55,8 @@ func (r Record) Note() string {
 		parts[0] = fmt.Sprintf("runner %q: its job ended (%s)", r.Container, r.Class)
 	case IdleRemoved:
 		parts[0] = fmt.Sprintf("runner %q: removed by its fleet while idle, with no job (%s)", r.Container, r.Class)
+	case ZombieEnded:
+		parts[0] = fmt.Sprintf("runner %q: ended as a zombie that would never run a job (%s)", r.Container, r.Class)
 	}
 	if r.Job != nil && r.Job.ID != "" {
 		parts = append(parts, "job "+r.Job.ID)
@@ -112,6 +115,8 @@ func (r Record) ending() string {
 		return fmt.Sprintf("the job's owner, %s, ended the job by deleting its pod", r.DeletedBy)
 	case Class(r.Class) == IdleRemoved:
 		return fmt.Sprintf("it had no job when %s deleted its pod", r.DeletedBy)
+	case Class(r.Class) == ZombieEnded && r.Zombie != nil:
+		return fmt.Sprintf("a zombie (%s since %s), ended by %s", r.Zombie.Kind, r.Zombie.Since.UTC().Format(time.RFC3339), r.DeletedBy)
 	case r.Deleted && r.DeletedBy != "" && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleNodeDrain:
 		return fmt.Sprintf("ended by its pod's deletion, requested by %s once its node's drain deadline (%s) had passed, set by %s", r.DeletedBy, runnerpod.DrainDeadline, r.StartedBy)
 	case r.Deleted && r.DeletedBy != "" && runnerpod.Rule(r.DeleteRule) == runnerpod.RuleBusy:

@@ -173,6 +173,10 @@ func (d *decision) deletedBy(r *Record) {
 	case !r.Deleted:
 	case runnerpod.Rule(n.Rule) == runnerpod.RuleBusy:
 		r.Refusals = warned(r.Refusals, n)
+	case r.Zombie != nil && zombieEnd(runnerpod.Rule(n.Rule)):
+		// A named zombie let go by its fleet's own end of it (ARC deletes
+		// the pod once its EphemeralRunner went) is a zombie's end too.
+		EndedZombie(r)
 	case runnerpod.Rule(n.Rule) == runnerpod.RuleJobOwner && presets.OwnerOf(d.Runner.Preset.Name).EndsJob:
 		EndedByOwner(r)
 		TimedOut(d.Pod, r)
@@ -184,6 +188,12 @@ func (d *decision) deletedBy(r *Record) {
 	case runnerpod.Rule(n.Rule) == runnerpod.RuleIdle:
 		RemovedIdle(r)
 	}
+}
+
+// zombieEnd reports whether a deletion under rule ends a named zombie as
+// one: the zombie rule, or its fleet's word that the runner has no job.
+func zombieEnd(rule runnerpod.Rule) bool {
+	return rule == runnerpod.RuleZombie || rule == runnerpod.RuleJobOver || rule == runnerpod.RuleIdle
 }
 
 // account adds to a record due now what the pod's status does not hold:
@@ -263,6 +273,9 @@ func newIn(pod *corev1.Pod, runner runnerpod.Runner, st runnerpod.Status, e endi
 		}
 	}
 	r.JobStartedAt = presets.Of(runner).JobStart(pod)
+	if z, ok := runnerpod.ZombieOf(pod); ok {
+		r.Zombie = &v1alpha1.Zombie{Kind: z.Kind, Since: metav1.Time{Time: z.Since}}
+	}
 	r.Refusals = Refusals(pod)
 	if b := disruptionBasis(pod, e, r.Refusals); b != "" {
 		r.ClassBasis = strings.TrimPrefix(r.ClassBasis+"; "+b, "; ")

@@ -45,6 +45,17 @@ const JobOverBasis = "the pod was deleted once its fleet said the job was over: 
 // unless the record holds evidence of an OOM kill.
 func RemovedIdle(r *Record) { endedAs(r, IdleRemoved) }
 
+// EndedZombie reclasses a death that the end of a named zombie caused (the
+// guard's rule zombie, or its fleet's end of it) as zombie-ended, saying what the leader named it,
+// unless the record holds evidence of an OOM kill.
+func EndedZombie(r *Record) {
+	endedAs(r, ZombieEnded)
+	if Class(r.Class) == ZombieEnded && r.Zombie != nil {
+		r.ClassBasis = fmt.Sprintf("the leader named the runner a zombie (%s) at %s: alive, but its fleet's objects showed it would never run a job",
+			r.Zombie.Kind, r.Zombie.Since.UTC().Format(time.RFC3339))
+	}
+}
+
 // endedAs reclasses a death a deletion caused as c, unless OOM evidence
 // (reason OOMKilled, or the vitals counted a kill) classifies it.
 func endedAs(r *Record, c Class) {

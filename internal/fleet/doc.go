@@ -1,6 +1,6 @@
 // Package fleet is what a CI fleet is to runnerguard: the Fleet interface
 // each fleet answers (how its pods are recognised, its own idle signal,
-// who ends its jobs, when a job began, where a death is told, what the
+// its zombies, who ends its jobs, when a job began, where a death is told, what the
 // chart states of it), the optional RecordReader of a fleet that keeps
 // its own record of a runner's job on the cluster (ARC's EphemeralRunner),
 // and the runner label's one writer after a pod's creation (Label).

@@ -47,6 +47,13 @@ type Fleet interface {
 	Sample(pod *corev1.Pod)
 	// Traits are the fleet's facts that need no pod.
 	Traits() Traits
+	// Zombie is the fleet's evidence that a running runner is alive but
+	// will never run a job (rec: the fleet's record of the pod's job, as
+	// RecordKeeper reads it and known to be the pod's; nil for a fleet that
+	// keeps none): its kind, one of Traits().Zombies, and since when. It
+	// takes no clock: a zombie is told by what the fleet's objects show,
+	// never by a quiet spell, which a live job may have for hours.
+	Zombie(pod *corev1.Pod, rec *unstructured.Unstructured) (runnerpod.Zombie, bool)
 }
 
 // Leased is a fleet whose idle signal may be a lease: the runner is busy
@@ -73,6 +80,11 @@ func (Quiet) JobStart(*corev1.Pod) *metav1.Time { return nil }
 
 // Sample: the runner containers alone make a pod the fleet's.
 func (Quiet) Sample(*corev1.Pod) {}
+
+// Zombie: the fleet's objects show no runner that cannot run a job.
+func (Quiet) Zombie(*corev1.Pod, *unstructured.Unstructured) (runnerpod.Zombie, bool) {
+	return runnerpod.Zombie{}, false
+}
 
 // GitHubRunner is the preset of a fleet of GitHub Actions runners (ARC's
 // scale sets, legacy ARC, most home-grown pools): the container "runner",
@@ -125,6 +137,16 @@ type Traits struct {
 	// Chart is what the chart states of the fleet; the chart's fleet table
 	// is generated from it (internal/presets).
 	Chart Chart
+	// Zombies are the kinds of zombie Zombie names, each with what it
+	// means, for the person who reads the guard's answer, the Event and
+	// `why`.
+	Zombies map[string]string
+	// ZombieEndedByRecord: a zombie is ended by deleting the fleet's record
+	// of it (RecordKeeper), whose controller then removes the runner and
+	// its pod; a pod ended alone would be made again the same way (ARC
+	// re-creates a vanished pod from its EphemeralRunner). Otherwise a
+	// zombie is ended by its pod's eviction.
+	ZombieEndedByRecord bool
 }
 
 // Owner says who ends a fleet's jobs by deleting the job's pod (rule 7).
@@ -244,6 +266,20 @@ func Judge(k RecordKeeper, rec *unstructured.Unstructured, pod *corev1.Pod) runn
 	}
 	signal, _ := k.JudgeRecord(rec, ref.UID)
 	return signal
+}
+
+// ZombieOf is f's word on whether pod is a zombie (Fleet.Zombie), rec being
+// the fleet's record of it for a RecordKeeper: a record that is not the
+// pod's (as Judge tells it) or none says nothing, so no zombie.
+func ZombieOf(f Fleet, rec *unstructured.Unstructured, pod *corev1.Pod) (runnerpod.Zombie, bool) {
+	if k, ok := f.(RecordKeeper); ok {
+		if rec == nil || notPods(k, rec, pod, k.RecordRef(pod)) != nil {
+			return runnerpod.Zombie{}, false
+		}
+	} else {
+		rec = nil
+	}
+	return f.Zombie(pod, rec)
 }
 
 // notPods says why rec is not the record of pod, which names it by ref:

@@ -56,10 +56,12 @@ type Target struct {
 }
 
 // Told reports whether a death of this class is told at all: not a job's
-// normal end, a clean exit or an idle runner's removal.
+// normal end, a clean exit, an idle runner's removal or a zombie's end (no
+// job ran on it: the job its fleet named was lost with an earlier runner,
+// whose death was told).
 func Told(c death.Class) bool {
 	switch c {
-	case death.CleanExit, death.JobEnded, death.IdleRemoved:
+	case death.CleanExit, death.JobEnded, death.IdleRemoved, death.ZombieEnded:
 		return false
 	}
 	return true

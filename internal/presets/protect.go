@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/fleet"
@@ -92,7 +93,8 @@ type Protection struct {
 
 // Protected applies the guard's rules that depend on the pod alone, in
 // the guard's order: its state, the fleet's job signal (job as read from
-// the fleet's record; JobNotRead for fleets without one), the override,
+// the fleet's record; JobNotRead for fleets without one), a zombie (whose
+// eviction the guard lets through for anyone), the override,
 // the cap and the pod's deadline. The guard's rules that depend on the
 // requester (the job's owner, exempt principals) are not among them: they
 // free a pod for one requester, not for an autoscaler.
@@ -104,6 +106,10 @@ func Protected(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now
 	if free, _ := FreeByJob(pod, r, job, now); free != "" {
 		return Protection{}
 	}
+	if _, ok := runnerpod.ZombieOf(pod); ok {
+		// Its eviction passes for anyone (rule zombie), so its node can go.
+		return Protection{}
+	}
 	if _, ok := runnerpod.Overridden(pod); ok {
 		return Protection{}
 	}
@@ -112,4 +118,22 @@ func Protected(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now
 		return Protection{}
 	}
 	return Protection{Busy: true, Until: leaseEnds(pod, r, t.Ends)}
+}
+
+// ZombieOf is the fleet's word on whether the runner pod is a zombie
+// (fleet.ZombieOf), rec being the fleet's record of its job where it keeps
+// one.
+func ZombieOf(pod *corev1.Pod, r runnerpod.Runner, rec *unstructured.Unstructured) (runnerpod.Zombie, bool) {
+	return fleet.ZombieOf(Of(r), rec, pod)
+}
+
+// ZombieMeans is what a zombie of that kind means in the runner's fleet.
+func ZombieMeans(r runnerpod.Runner, kind string) string {
+	return Of(r).Traits().Zombies[kind]
+}
+
+// ZombieNote is what the leader's Event and `why` say of a zombie.
+func ZombieNote(r runnerpod.Runner, z runnerpod.Zombie) string {
+	return "a zombie, " + z.Kind + " since " + z.Since.UTC().Format(time.RFC3339) + ": " + ZombieMeans(r, z.Kind) +
+		"; runnerguard no longer holds it: its eviction passes, and its fleet's controllers or guard.zombieReapers may delete it"
 }

@@ -76,6 +76,10 @@ func TestProtected(t *testing.T) {
 			pod: podtest.Runner("ci", "r").Running("runner").Annotate(generic.IdleAnnotation, podtest.Start.Add(2*week).Format(time.RFC3339)).Obj(), busy: true, until: podtest.Start.Add(week)},
 		{name: "generic: any other value of the pool's word is busy",
 			pod: podtest.Runner("ci", "r").Running("runner").Annotate(generic.IdleAnnotation, "yes").Obj(), busy: true, until: podtest.Start.Add(week)},
+		{name: "a runner the leader named a zombie is free: its eviction passes for anyone",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Annotate(runnerpod.ZombieAnnotation, "spent-config 2026-11-01T12:00:00Z").Obj(), job: runnerpod.JobAssigned},
+		{name: "a zombie name that does not parse frees nothing",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Annotate(runnerpod.ZombieAnnotation, "spent-config").Obj(), job: runnerpod.JobAssigned, busy: true, until: podtest.Start.Add(week)},
 		{name: "gitlab: only the helper running is not started",
 			pod: podtest.GitLab("ci", "g").Running("helper").Obj()},
 	}
@@ -87,6 +91,29 @@ func TestProtected(t *testing.T) {
 			p := presets.Protected(tc.pod, r, tc.job, now)
 			assert.Equal(t, tc.busy, p.Busy)
 			assert.True(t, tc.until.Equal(p.Until), "until %s, want %s", p.Until, tc.until)
+		})
+	}
+}
+
+// Every fleet's zombie rule: a running runner of any fleet, with no
+// evidence in its fleet's objects (no record, or a record that is not its
+// own), is never a zombie, and every kind a fleet can name says what it
+// means.
+func TestNoFleetTakesARunnerWithoutEvidenceForAZombie(t *testing.T) {
+	for _, f := range presets.All {
+		t.Run(string(f.Name()), func(t *testing.T) {
+			pod := podtest.Runner("ci", "r").Obj()
+			pod.Spec.Containers[0].Name = f.Defaults().RunnerContainers[0]
+			f.Sample(pod)
+			pod.Status = podtest.Runner("ci", "r").Running(pod.Spec.Containers[0].Name).Obj().Status
+			runner, ok := presets.Match(pod, presets.Defaults())
+			require.True(t, ok)
+			_, zombie := presets.ZombieOf(pod, runner, nil)
+			assert.False(t, zombie)
+			for kind, means := range f.Traits().Zombies {
+				assert.NotEmpty(t, kind)
+				assert.NotEmpty(t, means, "what %s means", kind)
+			}
 		})
 	}
 }

@@ -66,6 +66,10 @@ type Marker struct {
 	// (Watcher.Jobs); nil keeps none.
 	Jobs *LastJobs
 
+	// Zombies names the zombies the fleets' evidence shows (nil: none
+	// named, and the guard holds them as busy).
+	Zombies *Zombies
+
 	// records holds, by preset, the fleets' own records of their runners'
 	// jobs (ARC's EphemeralRunners) where the API server serves them.
 	records map[runnerpod.PresetName]*Records
@@ -111,14 +115,31 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile brings the pod's marks and budget in line with its
-// judgement, and looks again when the protection ends.
+// judgement, names a zombie and ends it when the operator asked, and looks
+// again when the protection ends or the zombie is due.
 func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := m.Pods.Get(req.NamespacedName)
+	if m.Zombies != nil {
+		m.Zombies.seen(req.NamespacedName, pod)
+	}
 	if pod == nil {
 		return ctrl.Result{}, nil
 	}
+	res, err := m.follow(ctx, req, pod)
+	if err != nil || m.Zombies == nil {
+		return res, err
+	}
+	return m.Zombies.endDue(ctx, pod, m.Config, m.Now(), res)
+}
+
+// follow brings the pod's marks and budget in line with its judgement,
+// naming the zombie it finds.
+func (m *Marker) follow(ctx context.Context, req ctrl.Request, pod *corev1.Pod) (ctrl.Result, error) {
 	j, known, err := m.judge(ctx, pod)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := m.nameZombie(ctx, pod, j); err != nil {
 		return ctrl.Result{}, err
 	}
 	budget := m.Config.Marks.Budgets && j.Budget
@@ -163,6 +184,19 @@ func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		return ctrl.Result{RequeueAfter: max(j.Until.Sub(m.Now())+time.Second, time.Second)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// nameZombie names the zombie j found on pod, if any: named, the pod's
+// update judges it again, no longer busy.
+func (m *Marker) nameZombie(ctx context.Context, pod *corev1.Pod, j Judgement) error {
+	if j.Zombie == nil || m.Zombies == nil {
+		return nil
+	}
+	runner, ok := presets.Match(pod, m.Config.Presets)
+	if !ok {
+		return nil
+	}
+	return m.Zombies.name(ctx, pod, runner, *j.Zombie)
 }
 
 // judgeAll queues every cached runner pod to be judged again.
@@ -241,16 +275,19 @@ func (m *Marker) judgeIn(ctx context.Context, pod *corev1.Pod, ns client.Reader)
 	if m.Modes != nil {
 		f.Enforce, known, f.Released = m.Modes.Enforce(nsLabels)
 	}
+	var rec *unstructured.Unstructured
 	if k, ok := presets.Keeper(runner); ok {
 		if ref := k.RecordRef(pod); ref.Name != "" {
 			// As the guard reads it: a record not in the cache (or none
 			// watched: no CRD) is unreadable, which is busy.
-			var rec *unstructured.Unstructured
 			if r := m.records[runner.Preset.Name]; r != nil {
 				rec = r.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
 			}
 			f.Job = fleet.Judge(k, rec, pod)
 		}
+	}
+	if z, ok := presets.ZombieOf(pod, runner, rec); ok {
+		f.Zombie = &z
 	}
 	return Judge(pod, runner, f), known, nil
 }

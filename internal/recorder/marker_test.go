@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/fleet/generic"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -152,6 +153,8 @@ func TestJudge(t *testing.T) {
 	overridden := podtest.Runner("ns", "p").Running("runner").Annotate(runnerpod.AllowDelete, "drain").Obj()
 	notStarted := podtest.Runner("ns", "p").Obj()
 	until := podtest.Start.Add(168 * time.Hour)
+	zombie := runnerpod.Zombie{Kind: "spent-config", Since: podtest.Start}
+	named := podtest.Runner("ns", "p").Running("runner").Annotate(runnerpod.ZombieAnnotation, zombie.Value()).Obj()
 	for _, tc := range []struct {
 		name string
 		pod  *corev1.Pod
@@ -179,6 +182,13 @@ func TestJudge(t *testing.T) {
 		{name: "a busy runner on a node whose drain deadline is to come is protected until then", pod: running,
 			f:    Facts{Selected: true, Enforce: true, Node: drainingNode(now.Add(time.Hour), "alice"), Now: now},
 			want: Judgement{Judged: true, Protection: presets.Protection{Busy: true, Until: now.Add(time.Hour)}, Budget: true}},
+		{name: "a zombie the fleet's evidence shows is named, and busy until its name is on the pod", pod: running,
+			f:    Facts{Selected: true, Enforce: true, Zombie: &zombie, Now: now},
+			want: Judgement{Judged: true, Protection: presets.Protection{Busy: true, Until: until}, Budget: true, Zombie: &zombie}},
+		{name: "a named zombie is free and has no budget, and is not named again", pod: named,
+			f: Facts{Selected: true, Enforce: true, Zombie: &zombie, Now: now}, want: Judgement{Judged: true}},
+		{name: "a zombie of a namespace the webhooks do not act in is not named", pod: running,
+			f: Facts{Enforce: true, Zombie: &zombie, Now: now}, want: Judgement{}},
 		{name: "a drain deadline that names no setter frees nothing", pod: running,
 			f:    Facts{Selected: true, Enforce: true, Node: drainingNode(now.Add(-time.Minute), ""), Now: now},
 			want: Judgement{Judged: true, Protection: presets.Protection{Busy: true, Until: until}, Budget: true}},
@@ -268,6 +278,32 @@ func TestTheEphemeralRunnerCacheKeepsWhatJudgesTheJob(t *testing.T) {
 	require.NoError(t, err)
 	job, _ = arcscaleset.JobSignal(out.(*unstructured.Unstructured), "er-1")
 	assert.Equal(t, runnerpod.JobNone, job)
+}
+
+// The leader keeps of an EphemeralRunner the field managers that date its
+// job's write, and no other's, so it names a zombie as the guard would
+// from the whole record.
+func TestTheEphemeralRunnerCacheKeepsWhenItsJobWasGiven(t *testing.T) {
+	given := podtest.Start.Add(-time.Hour)
+	entry := func(manager, fields string, at time.Time) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &metav1.Time{Time: at},
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+	}
+	er := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "actions.github.com/v1alpha1", "kind": "EphemeralRunner",
+		"metadata": map[string]any{"namespace": "ns", "name": "r", "uid": "er-1"}, "status": map[string]any{"jobId": "j", "phase": "Running"}}}
+	er.SetManagedFields([]metav1.ManagedFieldsEntry{entry("manager", `{"f:spec":{"f:podTemplateSpec":{}}}`, given.Add(-time.Minute)),
+		entry("manager", `{"f:status":{"f:phase":{}}}`, given.Add(-time.Minute)), entry("ghalistener", `{"f:status":{"f:jobId":{}}}`, given)})
+	out, err := compactRecord(arcscaleset.Fleet{}.RecordFields())(er)
+	require.NoError(t, err)
+	c := out.(*unstructured.Unstructured)
+	require.Len(t, c.GetManagedFields(), 1)
+	assert.Equal(t, "ghalistener", c.GetManagedFields()[0].Manager)
+	pod := podtest.ARCScaleSet("ns", "r").Running("runner").Obj()
+	pod.CreationTimestamp, pod.OwnerReferences[0].UID = metav1.Time{Time: podtest.Start}, "er-1"
+	fromCache, ok := fleet.ZombieOf(arcscaleset.Fleet{}, c, pod)
+	assert.True(t, ok)
+	fromRecord, _ := fleet.ZombieOf(arcscaleset.Fleet{}, er, pod)
+	assert.Equal(t, fromRecord, fromCache)
 }
 
 // drainingNode is a node whose drain deadline is at, set by by.

@@ -33,7 +33,11 @@ type Facts struct {
 	// Node is the metadata of the pod's node (nil: not scheduled, or not
 	// read): its drain deadline frees a busy runner as the guard does.
 	Node *corev1.Node
-	Now  time.Time
+	// Zombie is what the fleet's evidence says the runner is, if a zombie
+	// (presets.ZombieOf), for the leader to name; the marks follow the
+	// pod's own ZombieAnnotation once named.
+	Zombie *runnerpod.Zombie
+	Now    time.Time
 }
 
 // Judgement is what the marker keeps a runner pod's marks and budget to.
@@ -45,6 +49,9 @@ type Judgement struct {
 	// Budget: the API server should hold the pod's eviction by a
 	// PodDisruptionBudget (busy, in an enforce namespace).
 	Budget bool
+	// Zombie is the zombie the fleet's evidence shows and the pod does not
+	// carry yet: the leader names it (Zombies).
+	Zombie *runnerpod.Zombie
 }
 
 // Judge is the marker's judgement of pod, a runner pod of runner: the
@@ -53,9 +60,13 @@ func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
 	if !f.Selected {
 		return Judgement{}
 	}
+	var unnamed *runnerpod.Zombie
+	if _, named := runnerpod.ZombieOf(pod); f.Zombie != nil && !named {
+		unnamed = f.Zombie
+	}
 	if f.Released {
 		// Judged, and not busy: its marks let the autoscalers take it.
-		return Judgement{Judged: true}
+		return Judgement{Judged: true, Zombie: unnamed}
 	}
 	p := presets.Protected(pod, runner, f.Job, f.Now)
 	if d, ok := runnerpod.NodeDrainFor(f.Node, pod); ok && p.Busy {
@@ -68,7 +79,7 @@ func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
 			p.Until = d.At
 		}
 	}
-	return Judgement{Judged: true, Protection: p, Budget: p.Busy && f.Enforce}
+	return Judgement{Judged: true, Protection: p, Budget: p.Busy && f.Enforce, Zombie: unnamed}
 }
 
 // markValues are the marks config turns on and the value each should have

@@ -61,7 +61,7 @@ var (
 
 // RegisterMetrics registers the watcher's metrics on reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, idleRemovedTotal, recordsWatched, enforceSwitchedOff, stuckGauge, stallsTotal, stalledGauge, peakRatio, recordsCollected, gapDropped} {
+	for _, c := range []prometheus.Collector{deathsTotal, jobsEndedTotal, idleRemovedTotal, recordsWatched, enforceSwitchedOff, stuckGauge, stallsTotal, stalledGauge, zombiesNamed, zombiesGauge, peakRatio, recordsCollected, gapDropped} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

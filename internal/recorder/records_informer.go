@@ -32,7 +32,9 @@ func recordInformer(dyn dynamic.Interface, k fleet.RecordKeeper) func() (toolsca
 }
 
 // compactRecord keeps of a record its identity, its deletion and
-// finalizers, and the status fields that judge it (fields): an
+// finalizers, the status fields that judge it (fields) and the field
+// managers' entries that own them (which date their writes, for the
+// fleet's zombies: fleet.WrittenAt): an
 // EphemeralRunner's spec holds a whole pod template, which the leader need
 // not keep.
 func compactRecord(fields []string) func(obj any) (any, error) {
@@ -55,6 +57,13 @@ func compactOf(er *unstructured.Unstructured, fields []string) (*unstructured.Un
 	c.SetResourceVersion(er.GetResourceVersion())
 	c.SetDeletionTimestamp(er.GetDeletionTimestamp())
 	c.SetFinalizers(er.GetFinalizers())
+	var owners []metav1.ManagedFieldsEntry
+	for _, e := range er.GetManagedFields() {
+		if fleet.OwnsStatus(e, fields) {
+			owners = append(owners, e)
+		}
+	}
+	c.SetManagedFields(owners)
 	for _, f := range fields {
 		if v, ok, _ := unstructured.NestedFieldNoCopy(er.Object, "status", f); ok {
 			if err := unstructured.SetNestedField(c.Object, runtime.DeepCopyJSONValue(v), "status", f); err != nil {

@@ -78,7 +78,7 @@ func (k compactor) compact(obj any) (any, error) {
 	// cached pod has, nor the injector's annotations (a map costs a pod 300
 	// bytes).
 	c.Labels = keep(m.Labels, fleetLabels, k.labels, markerLabels)
-	c.Annotations = keep(m.Annotations, fleetAnnotations, k.annotations, markerAnnotations, jobAnnotations, refusalAnnotations, creatorAnnotations)
+	c.Annotations = keep(m.Annotations, fleetAnnotations, k.annotations, markerAnnotations, jobAnnotations, refusalAnnotations, creatorAnnotations, zombieAnnotations)
 	c.deadline, c.start = pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime
 	for _, ct := range pod.Spec.Containers {
 		c.containers = append(c.containers, ct.Name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +29,17 @@ type Report struct {
 	// Refusals are those kept on the live pod so far (a record has its
 	// own, as they stood at the death).
 	Refusals *v1alpha1.Refusals `json:"refusals,omitempty"`
+	// Zombie is the live pod's zombie, as the leader named it: its kind,
+	// since when, and what that means in its fleet.
+	Zombie *Zombie `json:"zombie,omitempty"`
+}
+
+// Zombie is a live runner the leader named a zombie.
+type Zombie struct {
+	Kind  string    `json:"kind"`
+	Since time.Time `json:"since"`
+	// Note is the leader's word on it (presets.ZombieNote).
+	Note string `json:"note"`
 }
 
 // Lookup gathers a pod's death records: the RunnerDeath objects the pod
@@ -46,6 +58,9 @@ func Lookup(ctx context.Context, c client.Reader, ps []runnerpod.Preset, namespa
 		if runner, ok := presets.Match(pod, ps); ok {
 			rep.Runner = runnerpod.RunnerStatus(pod, runner.Containers).State.String()
 			rep.Refusals = death.Refusals(pod)
+			if z, ok := runnerpod.ZombieOf(pod); ok {
+				rep.Zombie = &Zombie{Kind: z.Kind, Since: z.Since, Note: presets.ZombieNote(runner, z)}
+			}
 			for _, r := range death.Deaths(pod, runner) {
 				r.Deleted = death.CausedByDeletion(pod, r)
 				byKey[r.Key()] = r

@@ -109,3 +109,19 @@ func TestSummarizeCountsByClassWithinTheWindow(t *testing.T) {
 	assert.Regexp(t, `(?s)CLASS.*cgroup-oom\s+1.*clean-exit\s+1.*most recent:.*ci\s+a\s+cgroup-oom\s+137\s+OOMKilled`, table, "abnormal classes first")
 	assert.NotContains(t, table, "error-exit", "outside the window")
 }
+
+func TestLookupOfALiveZombieSaysWhatItIsAndSinceWhen(t *testing.T) {
+	z := runnerpod.Zombie{Kind: "spent-config", Since: podtest.Start}
+	c := fakeClient(t, podtest.ARCScaleSet("ci", "r").Running("runner").Annotate(runnerpod.ZombieAnnotation, z.Value()).Obj())
+	rep, err := Lookup(context.Background(), c, configtest.Enforcing().Presets, "ci", "r")
+	require.NoError(t, err)
+	require.NotNil(t, rep.Zombie)
+	assert.Equal(t, "spent-config", rep.Zombie.Kind)
+	assert.Contains(t, rep.Text(), "it is a zombie, spent-config since 2026-11-01T12:00:00Z: its EphemeralRunner's job was assigned before this pod was created")
+
+	c = fakeClient(t, podtest.ARCScaleSet("ci", "r").Running("runner").Obj())
+	rep, err = Lookup(context.Background(), c, configtest.Enforcing().Presets, "ci", "r")
+	require.NoError(t, err)
+	assert.Nil(t, rep.Zombie, "a busy runner the leader never named is no zombie")
+	assert.NotContains(t, rep.Text(), "zombie")
+}

@@ -35,6 +35,7 @@ var Meaning = map[death.Class]string{
 	death.StorageEviction: "the kubelet evicted the pod for using more ephemeral storage than its own limit (a container's, the pod's, or an emptyDir's)",
 	death.NodeDisrupted:   "the runner's node was being taken away (a drain, Karpenter, the cluster autoscaler, the Node's deletion or a node shutdown)",
 	death.Preempted:       "the scheduler preempted the pod for a higher-priority one",
+	death.ZombieEnded:     "the runner was a zombie (alive, but its fleet's objects showed it would never run a job) and was ended for it: no job was lost with it",
 }
 
 // Summary renders a record for the operator's terminal: its facts, the
@@ -263,6 +264,9 @@ func (rep Report) Text() string {
 		}
 	case rep.Exists && rep.Runner == "running":
 		fmt.Fprintf(&b, "pod %s/%s: its runner is running; no death on record\n", rep.Namespace, rep.Pod)
+		if z := rep.Zombie; z != nil {
+			fmt.Fprintf(&b, "  it is %s\n", z.Note)
+		}
 		refusalLines(&b, rep.Refusals, "refused so far")
 	case rep.Exists:
 		fmt.Fprintf(&b, "pod %s/%s: %s; no death on record\n", rep.Namespace, rep.Pod, rep.Runner)

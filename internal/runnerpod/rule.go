@@ -33,6 +33,11 @@ const (
 	RuleOwnerUnknown Rule = "owner-unknown"
 	RuleExempt       Rule = "exempt-principal"
 	RuleOverride     Rule = "override"
+	// RuleZombie: the runner is a zombie (ZombieAnnotation: alive, but its
+	// fleet's evidence shows it will never run a job), so it is not busy:
+	// its eviction passes, so its node can go, and so does a delete by its
+	// fleet's controllers or a reaper the operator allows.
+	RuleZombie Rule = "zombie"
 	// RuleNodeDrain: the pod's node carries a drain deadline (DrainDeadline)
 	// that has passed: a platform's own drain ends the job at the time its
 	// setter stated; a note's StartedBy names who set it.

@@ -124,6 +124,9 @@ type Decision struct {
 	// note keeps it for the record, written after ARC deleted the
 	// EphemeralRunner.
 	Named *v1alpha1.Job
+	// Zombie is the runner's zombie as the leader named it
+	// (runnerpod.ZombieAnnotation), nil for none: set from rule zombie on.
+	Zombie *runnerpod.Zombie
 	// Job is the busy runner's job as its fleet names it (the
 	// EphemeralRunner's status, or the pod's job keys), nil when unnamed:
 	// set for rule busy only, for the refusal to say.
@@ -185,6 +188,12 @@ func decideProtected(f Facts, cfg config.Config, d Decision) Decision {
 		d.Override = reason
 		return allowed(d, runnerpod.RuleOverride, "allowed by "+runnerpod.AllowDelete+": "+reason)
 	}
+	if z, ok := runnerpod.ZombieOf(pod); ok {
+		d.Zombie = &z
+		if endsZombie(f, cfg, runner.Preset) {
+			return allowed(d, runnerpod.RuleZombie, zombieMessage(f, d))
+		}
+	}
 	if f.LookupNode != nil {
 		if nd, passed := runnerpod.NodeDrainPassed(f.LookupNode(), pod, f.Now); passed {
 			d.NodeDrain = nd
@@ -205,6 +214,16 @@ func decideProtected(f Facts, cfg config.Config, d Decision) Decision {
 		d.Allowed, d.Warned = true, true
 	}
 	return d
+}
+
+// endsZombie reports whether the requester may end a zombie: anyone by
+// eviction (the autoscalers and drains, which its dropped marks and budget
+// let take its node), and by a delete its fleet's controllers or a reaper
+// the operator allows (guard.zombieReapers). Anyone else's delete is
+// refused as a busy runner's: a zombie is told by the leader, which a
+// reaper's own guess is not.
+func endsZombie(f Facts, cfg config.Config, p runnerpod.Preset) bool {
+	return f.Operation == Eviction || slices.Contains(p.ControllerPrincipals, f.Requester) || slices.Contains(cfg.Guard.ZombieReapers, f.Requester)
 }
 
 // allowed is d allowed by rule r, for the reason msg.

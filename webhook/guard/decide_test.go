@@ -288,6 +288,25 @@ func TestDecide(t *testing.T) {
 			pod: podtest.Runner("ci", "r").RunningSince("runner", weekAgo.Add(-time.Hour)).Annotate(runnerpod.AllowDelete, "drain").Obj(), requester: reaper, rule: runnerpod.RuleOverride, allowed: true},
 		{name: "an ARC runner whose EphemeralRunner cannot be read is released past its cap",
 			pod: podtest.ARCScaleSet("ci", "r").RunningSince("runner", weekAgo.Add(-time.Hour)).Obj(), job: JobUnreadable, requester: reaper, rule: runnerpod.RuleProtectionExpired, allowed: true},
+		{name: "a zombie's eviction passes for anyone, saying what it is and since when",
+			pod: zombiePod(), job: JobAssigned, op: Eviction, requester: reaper, rule: runnerpod.RuleZombie, allowed: true,
+			msg: []string{`runner "runner" is a zombie, spent-config since 2026-11-01T12:00:00Z (41m ago): its EphemeralRunner's job was assigned before this pod was created`, "its eviction, which lets its node go"}},
+		{name: "a zombie's delete by its fleet's controller passes",
+			pod: zombiePod(), job: JobAssigned, requester: arc, cfg: zombieCfg(arc, ""), rule: runnerpod.RuleZombie, allowed: true,
+			msg: []string{"a delete by " + arc + ", its fleet's controller or a reaper the operator allows (guard.zombieReapers)"}},
+		{name: "a zombie's delete by a reaper the operator allows passes",
+			pod: zombiePod(), job: JobAssigned, requester: reaper, cfg: zombieCfg("", reaper), rule: runnerpod.RuleZombie, allowed: true},
+		{name: "a zombie's delete by anyone else is refused, saying who may end it",
+			pod: zombiePod(), job: JobAssigned, requester: reaper, rule: runnerpod.RuleBusy,
+			msg: []string{"it is a zombie (spent-config since 2026-11-01T12:00:00Z: its EphemeralRunner's job", "which its eviction, its fleet's controllers (presets.arc-scale-set.controllerPrincipals) or a reaper named in guard.zombieReapers may end"}},
+		{name: "a busy runner the leader named no zombie, quiet for an hour, is refused to the allowed reaper",
+			pod: podtest.ARCScaleSet("ci", "r").RunningSince("runner", now.Add(-time.Hour)).Obj(), job: JobAssigned, requester: reaper, cfg: zombieCfg("", reaper), rule: runnerpod.RuleBusy},
+		{name: "a busy runner's eviction, no zombie, is refused",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Obj(), job: JobAssigned, op: Eviction, requester: reaper, rule: runnerpod.RuleBusy},
+		{name: "a zombie mark that does not parse names no zombie",
+			pod: podtest.ARCScaleSet("ci", "r").Running("runner").Annotate(runnerpod.ZombieAnnotation, "spent-config yesterday").Obj(), job: JobAssigned, op: Eviction, requester: reaper, rule: runnerpod.RuleBusy},
+		{name: "a zombie whose fleet says its job is over is over first",
+			pod: zombiePod(), job: JobOver, requester: reaper, rule: runnerpod.RuleJobOver, allowed: true},
 		{name: "a pod with init containers only is not a runner pod",
 			pod: initOnly(), rule: runnerpod.RuleNotRunnerPod, allowed: true},
 	}
@@ -336,6 +355,27 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// zombiePod is an ARC runner the leader named a zombie of a spent
+// configuration since its start.
+func zombiePod() *corev1.Pod {
+	z := runnerpod.Zombie{Kind: arcscaleset.SpentConfig, Since: podtest.Start}
+	return podtest.ARCScaleSet("ci", "r").Running("runner").Annotate(runnerpod.ZombieAnnotation, z.Value()).Obj()
+}
+
+// zombieCfg names ARC's controller and a zombie reaper ("" for none).
+func zombieCfg(controller, reaper string) *config.Config {
+	c := configtest.Enforcing()
+	for i := range c.Presets {
+		if c.Presets[i].Name == arcscaleset.Name && controller != "" {
+			c.Presets[i].ControllerPrincipals = []string{controller}
+		}
+	}
+	if reaper != "" {
+		c.Guard.ZombieReapers = []string{reaper}
+	}
+	return &c
 }
 
 func disabled(n runnerpod.PresetName) *config.Config {

@@ -75,6 +75,20 @@ func nodeDrainMessage(pod *corev1.Pod, nd runnerpod.NodeDrain) string {
 	return fmt.Sprintf("allowed by node %s's %s %s, set by %s", pod.Spec.NodeName, runnerpod.DrainDeadline, nd.At.UTC().Format(time.RFC3339), nd.By)
 }
 
+// zombieMessage says why a zombie's end is allowed (rule zombie): what its
+// fleet's evidence shows, since when, and by what right the requester ends
+// it.
+func zombieMessage(f Facts, d Decision) string {
+	z := d.Zombie
+	by := "its eviction, which lets its node go"
+	if f.Operation == Delete {
+		by = "a delete by " + f.Requester + ", its fleet's controller or a reaper the operator allows (guard.zombieReapers)"
+	}
+	return fmt.Sprintf("runner %q is a zombie, %s since %s (%s ago): %s; it is not busy, and %s ends it",
+		d.Status.Container.Name, z.Kind, z.Since.UTC().Format(time.RFC3339), duration.HumanDuration(f.Now.Sub(z.Since).Truncate(time.Second)),
+		presets.ZombieMeans(d.Runner, z.Kind), by)
+}
+
 // expiredMessage says how a running runner's protection ended (rule
 // protection-expired): past its preset's cap, or at the pod's own
 // deadline.
@@ -191,6 +205,10 @@ func busyMessage(f Facts, d Decision) string {
 	}
 	if _, set := pod.Annotations[runnerpod.AllowDelete]; set {
 		fmt.Fprintf(&b, "; the annotation %s is set but empty: a reason is required", runnerpod.AllowDelete)
+	}
+	if d.Zombie != nil {
+		fmt.Fprintf(&b, "; it is a zombie (%s since %s: %s), which its eviction, its fleet's controllers (presets.%s.controllerPrincipals) or a reaper named in guard.zombieReapers may end",
+			d.Zombie.Kind, d.Zombie.Since.UTC().Format(time.RFC3339), presets.ZombieMeans(d.Runner, d.Zombie.Kind), d.Runner.Preset.Name)
 	}
 	annotate := fmt.Sprintf("kubectl annotate pod -n %s %s %s=\"<reason>\"", pod.Namespace, pod.Name, runnerpod.AllowDelete)
 	if f.Mode == config.ModeWarn {

@@ -67,6 +67,7 @@ createdBy: runnerguard.io/created-by
 createdWith: runnerguard.io/created-with
 createdFrom: runnerguard.io/created-from
 jobAssignedAt: runnerguard.io/job-assigned-at
+zombie: runnerguard.io/zombie
 refusals: runnerguard.io/refusals
 drainDeadline: runnerguard.io/drain-deadline
 drainDeadlineBy: runnerguard.io/drain-deadline-by

@@ -246,6 +246,9 @@ func values(cfg config.Config, o Options) (map[string]any, error) {
 	}
 	presets["enabled"] = enabled
 	guardValues := map[string]any{"rollout": cfg.Guard.Mode, "exemptPrincipals": nonNil(cfg.Guard.ExemptPrincipals)}
+	if len(cfg.Guard.ZombieReapers) > 0 {
+		guardValues["zombieReapers"] = cfg.Guard.ZombieReapers
+	}
 	if o.DeleteFailurePolicy != "" {
 		guardValues["deleteFailurePolicy"] = o.DeleteFailurePolicy
 	}

@@ -96,10 +96,14 @@ func (Fleet) Sample(pod *corev1.Pod) { pod.Labels = map[string]string{Label: "ru
 func (Fleet) Traits() fleet.Traits {
 	label := fmt.Sprintf(fleet.LabelPath, Label)
 	return fleet.Traits{
-		MarkLabels:    []string{Label},
-		ToldOn:        fleet.GitHubCheckRun,
-		RecordKind:    Kind,
-		RecordDeleted: "ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends",
+		MarkLabels: []string{Label},
+		ToldOn:     fleet.GitHubCheckRun,
+		RecordKind: Kind,
+		Zombies:    zombies,
+		// ARC re-creates a pod gone from its EphemeralRunner's Secret: only
+		// the EphemeralRunner's deletion ends the runner.
+		ZombieEndedByRecord: true,
+		RecordDeleted:       "ARC deletes this pod itself once the Actions service accepts the runner's removal, which it does when the job ends",
 		Chart: fleet.Chart{
 			Fits:        fmt.Sprintf("%%[1]s%s.hasValue() || %%[1]s.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && r.kind == %q && r.apiVersion.matches(%q))", label, Kind, "^actions[.]github[.]com/[^/]*$"),
 			Marks:       []fleet.ChartMark{{Path: label}},
