@@ -104,14 +104,8 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	w.stuck = map[types.NamespacedName]string{}
 	w.gone = map[types.NamespacedName][]gonePod{}
 	w.seen = NewSeenSet(4096)
-	if err := w.setupStallReports(mgr); err != nil {
+	if err := w.setupFollowers(mgr); err != nil {
 		return err
-	}
-	if w.Views == nil {
-		w.Views = NewViews(mgr.GetAPIReader(), mgr.GetClient())
-		if err := mgr.Add(w.Views); err != nil {
-			return err
-		}
 	}
 	pods := w.podEvents()
 	// A note reaching the cache after its pod's update brings the pod back.
@@ -228,4 +222,17 @@ func sooner(res ctrl.Result, d time.Duration) ctrl.Result {
 		res.RequeueAfter = d
 	}
 	return res
+}
+
+// setupFollowers makes what follows a pod past its record: the stall
+// reporter, and Views, which keeps the fleet's own account on the record.
+func (w *Watcher) setupFollowers(mgr ctrl.Manager) error {
+	if err := w.setupStallReports(mgr); err != nil {
+		return err
+	}
+	if w.Views == nil {
+		w.Views = NewViews(mgr.GetAPIReader(), mgr.GetClient())
+		return mgr.Add(w.Views)
+	}
+	return nil
 }
