@@ -4,6 +4,8 @@ package fleets
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,8 +84,10 @@ func deleteAndEvictRefused(t *testing.T, reaper *kubernetes.Clientset, user stri
 }
 
 // assertDeleteAndEvictionRefused: the record keeps the reaper's refused
-// delete and eviction (deleteAndEvictRefused), one each, and no one
-// else's.
+// delete and eviction (deleteAndEvictRefused), and no one else's. Each
+// was tried once, but the API server calls a webhook again when its first
+// call's connection was reset, and on a loaded machine the second call
+// can come later than refusal.Repeat: a count of two is the same try.
 func assertDeleteAndEvictionRefused(t *testing.T, r death.Record, user string) {
 	t.Helper()
 	if assert.NotNil(t, r.Refusals, "the reaper's refusals on the record") {
@@ -92,7 +96,10 @@ func assertDeleteAndEvictionRefused(t *testing.T, r death.Record, user string) {
 			assert.Equal(t, user, e.By)
 			verbs[e.Verb] += e.Count
 		}
-		assert.Equal(t, map[string]int32{"delete": 1, "eviction": 1}, verbs, "%+v", r.Refusals.Entries)
+		assert.ElementsMatch(t, []string{"delete", "eviction"}, slices.Collect(maps.Keys(verbs)), "%+v", r.Refusals.Entries)
+		for verb, n := range verbs {
+			assert.Contains(t, []int32{1, 2}, n, "the %s tried once, its review called at most twice: %+v", verb, r.Refusals.Entries)
+		}
 	}
 }
 
