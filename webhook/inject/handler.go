@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	ns "github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/responder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -44,6 +46,11 @@ type Handler struct {
 	// PodResourcesDropped: the API server drops a pod's spec.resources
 	// (Facts.PodResourcesDropped), read once at start.
 	PodResourcesDropped bool
+	// EvictionResponder: the API server runs the eviction-request model
+	// (responder.Served, read once at start), so a runner pod names
+	// runnerguard among its eviction responders. Without it the pod is
+	// left as before: an older server would drop or refuse the field.
+	EvictionResponder bool
 }
 
 var _ admission.Handler = &Handler{}
@@ -101,8 +108,19 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 
 	changed := !bytes.Equal(before, after)
-	if !changed && (out.Result == Injected || out.Result == NoSidecar) {
+	instrumented := out.Result == Injected || out.Result == NoSidecar
+	if !changed && instrumented {
 		out.Result = Unchanged
+	}
+	// The responder entry is patched onto the raw pod: this build's Pod
+	// type does not have the field, so the typed diff cannot carry it.
+	var naming []jsonpatch.Operation
+	if h.EvictionResponder && instrumented {
+		var warning string
+		naming, warning = responder.Naming(req.Object.Raw)
+		if warning != "" {
+			out.Warnings = append(out.Warnings, warning)
+		}
 	}
 	count(req, out.Result)
 	for _, w := range out.Warnings {
@@ -114,11 +132,18 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		h.warningEvents(req.Namespace, pod, out.Warnings)
 	}
 	if !changed {
+		if len(naming) > 0 {
+			return admission.Patched("", naming...).WithWarnings(out.Warnings...)
+		}
 		return admission.Allowed("").WithWarnings(out.Warnings...)
 	}
 	resp := patchResponse(req.Object.Raw, before, after, pod)
 	if !resp.Allowed {
 		return uninstrumented(ctx, resp.Result.Message)
+	}
+	if len(naming) > 0 {
+		resp.Patches = append(resp.Patches, naming...)
+		resp.PatchType = new(admissionv1.PatchTypeJSONPatch)
 	}
 	return resp.WithWarnings(out.Warnings...)
 }
