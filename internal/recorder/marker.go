@@ -224,20 +224,31 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 
 // judgeIn is judge with the pod's namespace read through ns.
 func (m *Marker) judgeIn(ctx context.Context, pod *corev1.Pod, ns client.Reader) (Judgement, bool, error) {
+	runner, f, ok, known, err := m.factsIn(ctx, pod, ns)
+	if err != nil || !ok {
+		return Judgement{}, true, err
+	}
+	return Judge(pod, runner, f), known, nil
+}
+
+// factsIn is what the marker judges pod by, its namespace read through
+// ns: the pod's runner and the Facts; ok false for a pod of no preset or
+// of a namespace gone, known false while the namespace's mode is not.
+func (m *Marker) factsIn(ctx context.Context, pod *corev1.Pod, ns client.Reader) (runner runnerpod.Runner, f Facts, ok, known bool, err error) {
 	nsLabels, err := namespace.Labels(ctx, ns, nil, pod.Namespace)
 	if err != nil {
-		return Judgement{}, true, client.IgnoreNotFound(err)
+		return runner, f, false, true, client.IgnoreNotFound(err)
 	}
-	runner, ok := presets.Match(pod, m.Config.Presets)
+	runner, ok = presets.Match(pod, m.Config.Presets)
 	if !ok {
-		return Judgement{}, true, nil
+		return runner, f, false, true, nil
 	}
 	node, err := m.node(ctx, pod)
 	if err != nil {
-		return Judgement{}, true, err
+		return runner, f, false, true, err
 	}
-	f := Facts{Selected: m.Namespaces.Matches(labels.Set(nsLabels)), Job: runnerpod.JobNotRead, Node: node, Now: m.Now()}
-	known := true
+	f = Facts{Selected: m.Namespaces.Matches(labels.Set(nsLabels)), Job: runnerpod.JobNotRead, Node: node, Now: m.Now()}
+	known = true
 	if m.Modes != nil {
 		f.Enforce, known, f.Released = m.Modes.Enforce(nsLabels)
 	}
@@ -252,5 +263,5 @@ func (m *Marker) judgeIn(ctx context.Context, pod *corev1.Pod, ns client.Reader)
 			f.Job = fleet.Judge(k, rec, pod)
 		}
 	}
-	return Judge(pod, runner, f), known, nil
+	return runner, f, true, known, nil
 }

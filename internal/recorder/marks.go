@@ -50,25 +50,33 @@ type Judgement struct {
 // Judge is the marker's judgement of pod, a runner pod of runner: the
 // guard's pod-level rules (presets.Protected) in the facts' namespace.
 func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
+	j, _ := JudgeWhy(pod, runner, f)
+	return j
+}
+
+// JudgeWhy is Judge and, for a runner it finds not busy, why, as a person
+// reads it: the eviction responder tells a drainer why it let one go.
+func JudgeWhy(pod *corev1.Pod, runner runnerpod.Runner, f Facts) (Judgement, string) {
 	if !f.Selected {
-		return Judgement{}
+		return Judgement{}, "its namespace is not one runnerguard protects"
 	}
 	if f.Released {
 		// Judged, and not busy: its marks let the autoscalers take it.
-		return Judgement{Judged: true}
+		return Judgement{Judged: true}, "the guard is switched off in its namespace"
 	}
-	p := presets.Protected(pod, runner, f.Job, f.Now)
+	p, why := presets.ProtectedWhy(pod, runner, f.Job, f.Now)
 	if d, ok := runnerpod.NodeDrainFor(f.Node, pod); ok && p.Busy {
 		// The guard lets the runner go at its node's drain deadline
 		// (rule node-drain-deadline): so do its marks and budget, or a
 		// platform's own drain would still be held by the budget.
 		if _, passed := runnerpod.NodeDrainPassed(f.Node, pod, f.Now); passed {
 			p = presets.Protection{}
+			why = fmt.Sprintf("its node's drain deadline (%s %s, set by %s) has passed", runnerpod.DrainDeadline, d.At.UTC().Format(time.RFC3339), d.By)
 		} else if p.Until.IsZero() || d.At.Before(p.Until) {
 			p.Until = d.At
 		}
 	}
-	return Judgement{Judged: true, Protection: p, Budget: p.Busy && f.Enforce}
+	return Judgement{Judged: true, Protection: p, Budget: p.Busy && f.Enforce}, why
 }
 
 // markValues are the marks config turns on and the value each should have

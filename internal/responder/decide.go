@@ -25,7 +25,8 @@ const MaxMessage = 4000
 
 // Runner is the leader's judgement of an Eviction's target pod now.
 type Runner struct {
-	// Gone: the pod is gone, or the name is another pod's now.
+	// Gone: the pod is gone, the name is another pod's now, or it is no
+	// runner pod the leader watches.
 	Gone bool
 	// Busy: the guard protects the runner; Held says so to a person.
 	Busy bool
@@ -51,8 +52,10 @@ type Answer struct {
 	// falls due); zero: only on a change.
 	Again time.Duration
 	// Let: runnerguard lets the runner go now, which the death record
-	// names.
-	Let bool
+	// names; Held is how long it held the busy runner first (zero: it let
+	// it go at once).
+	Let  bool
+	Held time.Duration
 	// Withdrawn: every requester withdrew while runnerguard answered; the
 	// runner stays, and its record must not name the request.
 	Withdrawn bool
@@ -90,7 +93,11 @@ func Decide(in Input) Answer {
 	if in.Runner.Gone || !in.Runner.Busy {
 		msg := limit(freeMessage(e, in.Runner))
 		w.ExpectedCompletionTime, w.CompletionTime, w.Message = &at, &at, &msg
-		return Answer{Write: &w, Let: true}
+		var held time.Duration
+		if own.HeartbeatTime != nil {
+			held = at.Sub(own.StartTime.Time)
+		}
+		return Answer{Write: &w, Let: true, Held: held}
 	}
 	msg := limit(in.Runner.Held.Message(in.Now))
 	w.Message = &msg
@@ -126,7 +133,7 @@ func freeMessage(e *Eviction, r Runner) string {
 		name = e.Namespace + "/" + p.Name
 	}
 	if r.Gone {
-		return fmt.Sprintf("runnerguard: pod %s is gone; nothing to hold", name)
+		return fmt.Sprintf("runnerguard: holds no runner in pod %s (it is gone, or no runner pod runnerguard watches)", name)
 	}
 	return fmt.Sprintf("runnerguard: lets runner pod %s go: %s", name, r.Free)
 }

@@ -78,6 +78,11 @@ func TestDecide(t *testing.T) {
 			assert.Equal(t, c.let, a.Let, "let")
 			assert.Equal(t, c.withdrawn, a.Withdrawn, "withdrawn")
 			assert.Equal(t, c.again, a.Again, "again")
+			if c.name == "job ended: completes" {
+				assert.Equal(t, time.Minute, a.Held, "held from the turn's start")
+			} else {
+				assert.Zero(t, a.Held)
+			}
 			if a.Write == nil {
 				return
 			}
