@@ -12,11 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	kdrain "k8s.io/kubectl/pkg/drain"
 
 	"github.com/runnerguard/runnerguard/internal/drain"
+	"github.com/runnerguard/runnerguard/internal/responder"
 )
 
 const drainSynopsis = "drain NODE... [--selector LABELS] [--deadline 2h|RFC3339 --reason TEXT] [--dry-run=none|client|server] [-o json|yaml]"
@@ -160,6 +162,9 @@ type drainRun struct {
 	names    []string
 	deadline time.Time
 	reason   string
+	// requests drains through eviction requests, where the API server
+	// serves them; nil: the drain evicts each runner pod itself.
+	requests *requests
 }
 
 func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *screen) (drain.Outcome, *drain.Report, error) {
@@ -184,6 +189,14 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 	}
 	sc.Logf("runnerguard: %s", source)
 	r := &drainRun{o: o, cs: cs, screen: sc, runners: runnersOn{cs: cs, c: c, presets: rgCfg.Presets, podSelector: o.podSelector}}
+	if responder.ServedBy(cs.Discovery()) {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return drain.Outcome{}, nil, err
+		}
+		r.requests = newRequests(dyn)
+		sc.Logf("runnerguard: the API server serves eviction requests: each runner pod is asked for once, as %s, and its responders say when it goes", drain.Requester)
+	}
 	if r.nodes, err = nodes(ctx, cs, args, o.selector); err != nil {
 		if apierrors.IsForbidden(err) {
 			// Not even the nodes may be read: a refusal like a missing

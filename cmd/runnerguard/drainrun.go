@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,7 +22,7 @@ import (
 // refused after saying why.
 func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 	var others []corev1.Pod
-	var namespaces, runnerNamespaces []string
+	var namespaces, runnerNamespaces, requestNamespaces []string
 	refused := false
 	for _, n := range r.names {
 		runners, err := r.runners.list(ctx, n)
@@ -37,6 +36,7 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 		for _, ru := range runners {
 			namespaces = append(namespaces, ru.Pod.Namespace)
 			runnerNamespaces = append(runnerNamespaces, ru.Pod.Namespace)
+			requestNamespaces = append(requestNamespaces, ru.Pod.Namespace)
 		}
 		list, errs := r.helper.GetPodsForDeletion(n)
 		for _, err := range errs {
@@ -60,6 +60,18 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 	}
 	if r.deadline.IsZero() {
 		runnerNamespaces = nil
+	}
+	if r.requests != nil {
+		// Eviction requests are the better way, not the only one: a
+		// drainer not granted them evicts each runner pod itself.
+		lacking, err := missing(ctx, r.cs, drain.RequestNeeds(requestNamespaces))
+		if err != nil {
+			return nil, false, err
+		}
+		if len(lacking) > 0 {
+			r.screen.Logf("runnerguard: you may not %s: the drain evicts each runner pod itself instead", lacking[0])
+			r.requests = nil
+		}
 	}
 	lacking, err := missing(ctx, r.cs, drain.Needs(r.names, namespaces, runnerNamespaces))
 	if err != nil {
@@ -180,13 +192,29 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 		tick := drain.Next(steps, now, r.deadline)
 		for _, s := range tick.End {
 			if !ended[s.Pod.UID] {
+				if r.requests != nil {
+					if err := r.requests.withdraw(ctx, s.Pod); err != nil {
+						return drain.Outcome{}, err
+					}
+				}
 				if err := r.override(ctx, s); err != nil {
 					return drain.Outcome{}, err
 				}
 				ended[s.Pod.UID] = true
 			}
 		}
-		for _, s := range slices.Concat(tick.Evict, tick.End) {
+		if r.requests != nil {
+			if err := r.ask(ctx, tick, evicted); err != nil {
+				return drain.Outcome{}, err
+			}
+		} else {
+			for _, s := range tick.Evict {
+				if err := r.evict(s, evicted, told); err != nil {
+					return drain.Outcome{}, err
+				}
+			}
+		}
+		for _, s := range tick.End {
 			if err := r.evict(s, evicted, told); err != nil {
 				return drain.Outcome{}, err
 			}
@@ -205,6 +233,9 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 			return drain.Outcome{}, othersErr
 		}
 		if len(steps) == 0 && !othersLeft {
+			if r.requests != nil {
+				r.requests.forget(ctx)
+			}
 			r.screen.Logf("node(s) %v drained", r.names)
 			if len(ended) > 0 {
 				r.screen.Logf("the deadline ended %d job(s)", len(ended))
@@ -275,6 +306,47 @@ func (r *drainRun) override(ctx context.Context, s drain.Step) error {
 	}
 	r.report.Set(drain.StepPod(s, drain.Ended, "the deadline: "+r.reason))
 	r.screen.Logf("deadline reached: ending %s/%s (%s, job %s): %s=%q", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, drain.JobText(s.Job), runnerpod.AllowDelete, r.reason)
+	return nil
+}
+
+// ask is one look of a drain through eviction requests: each runner pod
+// the guard lets go, and each it waits for, gets its request once (the
+// busy ones' responders hold them and let them go when their jobs end),
+// and what their Evictions say anew is shown. The deadline's runners are
+// not asked for: the drain evicts them itself.
+func (r *drainRun) ask(ctx context.Context, tick drain.Tick, evicted map[types.UID]bool) error {
+	for _, s := range tick.Evict {
+		name, _, err := r.requests.ask(ctx, s.Pod)
+		if err != nil {
+			return err
+		}
+		if !evicted[s.Pod.UID] {
+			evicted[s.Pod.UID] = true
+			r.report.Set(drain.StepPod(s, drain.Evicted, s.Why))
+			r.screen.Logf("evicting pod %s/%s (%s): %s (eviction request %s)", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why, name)
+		}
+	}
+	for _, s := range tick.Waiting {
+		if s.Action != drain.Wait {
+			continue
+		}
+		name, made, err := r.requests.ask(ctx, s.Pod)
+		if err != nil {
+			return err
+		}
+		if made {
+			r.screen.Logf("asked for the eviction of %s/%s (eviction request %s): its responders hold it while its job runs", s.Pod.Namespace, s.Pod.Name, name)
+		}
+	}
+	news, err := r.requests.progress(ctx, tick.Waiting)
+	if err != nil {
+		return err
+	}
+	for _, s := range tick.Waiting {
+		if p, ok := news[s.Pod.UID]; ok {
+			r.screen.Logf("%s/%s: %s", s.Pod.Namespace, s.Pod.Name, p)
+		}
+	}
 	return nil
 }
 

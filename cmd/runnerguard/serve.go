@@ -35,6 +35,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/recorder"
+	"github.com/runnerguard/runnerguard/internal/responder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/internal/version"
 	"github.com/runnerguard/runnerguard/webhook/guard"
@@ -139,7 +140,7 @@ func addResponder(mgr manager.Manager, marker *recorder.Marker) (*recorder.Answe
 	if err != nil {
 		return nil, err
 	}
-	if !inject.EvictionRequestsServed(dc) {
+	if !responder.ServedBy(dc) {
 		return nil, nil
 	}
 	dyn, err := dynamic.NewForConfig(mgr.GetConfig())

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,10 +22,10 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/drain"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/responder"
-	"github.com/runnerguard/runnerguard/webhook/inject"
 )
 
 // Eviction requests (lifecycle.k8s.io/v1alpha1) through the real API
@@ -41,7 +42,7 @@ const requester = "acme.io/drainer"
 
 func requireEvictionRequests(t *testing.T) dynamic.Interface {
 	t.Helper()
-	if !inject.EvictionRequestsServed(cs.Discovery()) {
+	if !responder.ServedBy(cs.Discovery()) {
 		t.Skipf("needs eviction requests (lifecycle.k8s.io/v1alpha1, gate EvictionRequestAPI, from %s; make compat runs them)", apitest.EvictionRequestsSince)
 	}
 	dyn, err := dynamic.NewForConfig(adminCfg)
@@ -221,4 +222,48 @@ func TestAWithdrawnEvictionRequestLeavesTheRunnerRunning(t *testing.T) {
 	require.NotNil(t, e)
 	assert.Nil(t, e.Own().CompletionTime, "runnerguard did not complete a canceled turn")
 	assert.True(t, strings.HasPrefix(*e.Own().Message, "runnerguard: "), "its last word stays")
+}
+
+func TestDrainAsksForEachRunnerThroughEvictionRequestsAndFollowsTheirResponders(t *testing.T) {
+	dyn := requireEvictionRequests(t)
+	ns := newNamespace(t, nil)
+	n := drainNode(t, "e2e-er-drain")
+	idle := idleARCRunnerOn(t, ns, "idle", n.Name)
+	web := create(t, nil, podtest.Plain(ns, "web").Node(n.Name).Obj())
+	busy := create(t, nil, podtest.Runner(ns, "busy").Node(n.Name).RunningSince("runner", time.Now().Add(-3*time.Minute)).Obj())
+
+	wait, said := startDrain(t, n.Name, "--force", "--timeout=2m")
+	eventually(t, func() bool { return gone(t, idle) && gone(t, web) }, "the idle runner and the other pod go at once")
+	eventually(t, func() bool {
+		return strings.Contains(said(), ns+"/busy: "+responder.Name+`: runnerguard: runner container "runner" of pod `+ns+"/busy (generic) is busy")
+	}, "the drain shows runnerguard's word on the busy runner")
+	assert.True(t, alive(t, busy), "the busy runner is held")
+	_, err := dyn.Resource(responder.EvictionRequests).Namespace(ns).Get(context.Background(), drain.RequestName("busy"), metav1.GetOptions{})
+	require.NoError(t, err, "one request per runner pod")
+
+	// The job ends: the runner exits, runnerguard lets it go, the default
+	// evictor evicts it.
+	got := &corev1.Pod{}
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKeyFromObject(busy), got))
+	stopContainers(context.Background(), got)
+	out, code := wait()
+	assert.Equal(t, drain.ExitDrained, code)
+	assert.True(t, gone(t, busy))
+	for _, want := range []string{
+		"the API server serves eviction requests: each runner pod is asked for once, as " + drain.Requester,
+		"evicting pod " + ns + "/idle (arc-scale-set): the EphemeralRunner has no job assigned (eviction request " + drain.RequestName("idle") + ")",
+		"evicting pod " + ns + "/web",
+		"asked for the eviction of " + ns + "/busy (eviction request " + drain.RequestName("busy") + "): its responders hold it while its job runs",
+		"waiting for " + ns + "/busy: generic, job -, running for 3m",
+		"drained",
+	} {
+		assert.Contains(t, out, want)
+	}
+	_, err = dyn.Resource(responder.EvictionRequests).Namespace(ns).Get(context.Background(), drain.RequestName("busy"), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the drain removes its requests once their pods are gone: %v", err)
+
+	rec := oneDeath(t, idle)
+	require.NotNil(t, rec.EvictionRequest)
+	assert.Equal(t, []string{drain.RequestName("idle")}, rec.EvictionRequest.Names)
+	assert.Equal(t, []string{drain.Requester}, rec.EvictionRequest.Requesters)
 }

@@ -1,6 +1,7 @@
 package drain_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,12 @@ func TestJobTextEscapesWhatThePodWrote(t *testing.T) {
 	assert.Equal(t, `acme/app#\x1b[2J`, drain.JobText(&v1alpha1.Job{Project: "acme/app", ID: "\x1b[2J"}))
 	assert.Equal(t, "acme/app#42", drain.JobText(&v1alpha1.Job{Project: "acme/app", ID: "42"}))
 	assert.Equal(t, "-", drain.JobText(nil))
+}
+
+func TestRequests(t *testing.T) {
+	assert.Equal(t, "runnerguard-drain-runner-1", drain.RequestName("runner-1"))
+	assert.Len(t, drain.RequestName(strings.Repeat("x", 253)), 253)
+	ps := drain.RequestNeeds([]string{"ci", "ci"})
+	require.Len(t, ps, 4)
+	assert.Equal(t, "create evictionrequests.lifecycle.k8s.io in namespace ci (to ask for its runner pods' eviction)", ps[0].String())
 }

@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 )
 
 // Name is runnerguard's name as a responder, on a runner pod's
@@ -28,8 +30,10 @@ const Priority int32 = 9000
 const MaxResponders = 10
 
 // The resources of lifecycle.k8s.io/v1alpha1 (Kubernetes 1.38, gate
-// EvictionRequestAPI). runnerguard's go.mod is on a k8s.io/api without
-// them: they are read as unstructured objects into the few fields below.
+// EvictionRequestAPI). An alpha API may change shape from one minor to the
+// next: runnerguard reads them as unstructured objects into the few fields
+// below, so a change elsewhere in them costs it nothing, and its k8s.io/api
+// need not follow the alpha.
 var (
 	GroupVersion     = schema.GroupVersion{Group: "lifecycle.k8s.io", Version: "v1alpha1"}
 	Evictions        = GroupVersion.WithResource("evictions")
@@ -50,6 +54,14 @@ func Served(list *metav1.APIResourceList) bool {
 	}
 	return slices.Contains(names, Evictions.Resource) && slices.Contains(names, Evictions.Resource+"/status") &&
 		slices.Contains(names, EvictionRequests.Resource)
+}
+
+// ServedBy reports whether the API server dc talks to serves eviction
+// requests (Served). A server that does not, or whose discovery fails, is
+// taken not to: runnerguard then does as on any older server.
+func ServedBy(dc discovery.ServerResourcesInterface) bool {
+	list, err := dc.ServerResourcesForGroupVersion(GroupVersion.String())
+	return err == nil && Served(list)
 }
 
 // Eviction is what runnerguard reads of a lifecycle.k8s.io/v1alpha1
@@ -196,4 +208,27 @@ func StatusApply(namespace, name string, s ResponderStatus) *unstructured.Unstru
 		"status":     map[string]any{"responders": []any{entry}},
 	}}
 	return u
+}
+
+// Progress is what a drainer shows of e: the responder whose turn it is
+// and its last word, or the Eviction's end; "" before the controller has
+// begun. The message is the responder's own: the caller escapes it.
+func (e *Eviction) Progress() string {
+	for _, c := range e.Status.Conditions {
+		if c.Status == metav1.ConditionTrue && (c.Type == "TargetEvicted" || c.Type == "Failed") {
+			return fmt.Sprintf("%s (%s)", c.Type, c.Reason)
+		}
+	}
+	for _, t := range e.Status.TargetResponders {
+		if t.State != Active {
+			continue
+		}
+		for _, s := range e.Status.Responders {
+			if s.Name == t.Name && s.Message != nil {
+				return fmt.Sprintf("%s: %s", t.Name, *s.Message)
+			}
+		}
+		return t.Name + " is active"
+	}
+	return ""
 }

@@ -7,8 +7,9 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 )
 
-// podSpec is what Naming reads of a pod being created: its build of the
-// Pod type predates the field, so the raw pod is read.
+// podSpec is what Naming reads of a pod being created, from the raw pod:
+// as the API server sent it, whatever this build's Pod type knows of the
+// alpha field.
 type podSpec struct {
 	Spec struct {
 		EvictionResponders []struct {

@@ -196,3 +196,23 @@ func TestEvictionReadsWhoAsksAndTheApply(t *testing.T) {
 	got, _, _ := unstructured.NestedSlice(a.Object, "status", "responders")
 	assert.Equal(t, []any{map[string]any{"name": Name, "startTime": "2026-12-07T10:00:00Z", "heartbeatTime": "2026-12-07T10:00:10Z", "message": "m"}}, got)
 }
+
+func TestProgress(t *testing.T) {
+	msg := "runnerguard: runner ... is busy"
+	holding := eviction(Active, &ResponderStatus{Name: Name, StartTime: tp(start), Message: &msg})
+	silent := eviction(Active, &ResponderStatus{Name: Name, StartTime: tp(start)})
+	evicted := eviction(Completed, nil)
+	evicted.Status.Conditions = []metav1.Condition{{Type: "TargetEvicted", Status: metav1.ConditionTrue, Reason: "PodDeleted"}}
+	for _, c := range []struct {
+		e    *Eviction
+		want string
+	}{
+		{&Eviction{}, ""},
+		{eviction(Inactive, nil), ""},
+		{silent, Name + " is active"},
+		{holding, Name + ": " + msg},
+		{evicted, "TargetEvicted (PodDeleted)"},
+	} {
+		assert.Equal(t, c.want, c.e.Progress())
+	}
+}

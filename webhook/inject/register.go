@@ -42,7 +42,7 @@ func Register(mgr manager.Manager, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	served := EvictionRequestsServed(dc)
+	served := responder.ServedBy(dc)
 	logf.Log.WithName("inject").Info("API server", "version", sv.GitVersion, "podResourcesDropped", dropped, "evictionRequests", served)
 	h := NewHandler(cfg, mgr.GetClient())
 	h.PodResourcesDropped = dropped
@@ -51,13 +51,4 @@ func Register(mgr manager.Manager, cfg config.Config) error {
 	h.Recorder = printable.Recorder(mgr.GetEventRecorder("runnerguard"))
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})
 	return nil
-}
-
-// EvictionRequestsServed reports whether the API server serves
-// lifecycle.k8s.io/v1alpha1's Evictions and EvictionRequests (1.38 with
-// the EvictionRequestAPI gate). A server that does not, or whose discovery
-// fails, is taken not to: the pod is then left as on any older server.
-func EvictionRequestsServed(dc discovery.DiscoveryInterface) bool {
-	list, err := dc.ServerResourcesForGroupVersion(responder.GroupVersion.String())
-	return err == nil && responder.Served(list)
 }

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/runnerguard/runnerguard/internal/drain"
+	"github.com/runnerguard/runnerguard/internal/printable"
+	"github.com/runnerguard/runnerguard/internal/responder"
+)
+
+// requests is a drain through eviction requests, where the API server
+// serves them: one EvictionRequest per runner pod, asked once, whose
+// Eviction's responders (runnerguard's leader first) let the pod go when
+// the guard would, so the drain asks and watches instead of retrying a
+// refused eviction.
+type requests struct {
+	dyn dynamic.Interface
+	// made are the drain's requests by pod UID, each pod's namespace and
+	// the request's name.
+	made map[types.UID]types.NamespacedName
+	// said is the progress last shown of each pod's Eviction.
+	said map[types.UID]string
+}
+
+func newRequests(dyn dynamic.Interface) *requests {
+	return &requests{dyn: dyn, made: map[types.UID]types.NamespacedName{}, said: map[types.UID]string{}}
+}
+
+func (q *requests) res(ns string) dynamic.ResourceInterface {
+	return q.dyn.Resource(responder.EvictionRequests).Namespace(ns)
+}
+
+// ask makes pod's EvictionRequest unless the drain has; it reports whether
+// it made it now. A request of that name left by an earlier drain is
+// taken over when it targets this pod, and replaced when it targets
+// another of the same name.
+func (q *requests) ask(ctx context.Context, pod *corev1.Pod) (string, bool, error) {
+	if k, ok := q.made[pod.UID]; ok {
+		return k.Name, false, nil
+	}
+	name := drain.RequestName(pod.Name)
+	er := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": responder.GroupVersion.String(), "kind": "EvictionRequest",
+		"metadata": map[string]any{"name": name, "namespace": pod.Namespace},
+		"spec": map[string]any{
+			"target":    map[string]any{"pod": map[string]any{"name": pod.Name, "uid": string(pod.UID)}},
+			"requester": drain.Requester, "intent": "Eviction",
+		},
+	}}
+	_, err := q.res(pod.Namespace).Create(ctx, er, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = q.takeOver(ctx, pod, er)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("asking for the eviction of %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	q.made[pod.UID] = types.NamespacedName{Namespace: pod.Namespace, Name: name}
+	return name, true, nil
+}
+
+// takeOver makes the existing request of er's name ask for pod again.
+func (q *requests) takeOver(ctx context.Context, pod *corev1.Pod, er *unstructured.Unstructured) error {
+	cur, err := q.res(pod.Namespace).Get(ctx, er.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if uid, _, _ := unstructured.NestedString(cur.Object, "spec", "target", "pod", "uid"); uid == string(pod.UID) {
+		_, err := q.res(pod.Namespace).Patch(ctx, er.GetName(), types.MergePatchType, []byte(`{"spec":{"intent":"Eviction"}}`), metav1.PatchOptions{})
+		return err
+	}
+	// Its target and requester cannot change: another pod's request goes.
+	if err := q.res(pod.Namespace).Delete(ctx, er.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, err = q.res(pod.Namespace).Create(ctx, er, metav1.CreateOptions{})
+	return err
+}
+
+// withdraw takes back pod's request: at the deadline the drain ends the
+// job itself, so the record names who ran the drain, not the evictor.
+func (q *requests) withdraw(ctx context.Context, pod *corev1.Pod) error {
+	k, ok := q.made[pod.UID]
+	if !ok {
+		return nil
+	}
+	_, err := q.res(k.Namespace).Patch(ctx, k.Name, types.MergePatchType, []byte(`{"spec":{"intent":"Withdrawn"}}`), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("withdrawing the eviction request of %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// progress is, for each waited-for pod whose Eviction says something new
+// since the last look, what it says (responder.Eviction.Progress).
+func (q *requests) progress(ctx context.Context, waiting []drain.Step) (map[types.UID]string, error) {
+	byNS := map[string][]drain.Step{}
+	for _, s := range waiting {
+		if _, ok := q.made[s.Pod.UID]; ok {
+			byNS[s.Pod.Namespace] = append(byNS[s.Pod.Namespace], s)
+		}
+	}
+	news := map[types.UID]string{}
+	for ns := range byNS {
+		// The controller labels each Eviction with its requesters' names.
+		list, err := q.dyn.Resource(responder.Evictions).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: drain.Requester})
+		if err != nil {
+			return nil, fmt.Errorf("reading the Evictions in %s: %w", ns, err)
+		}
+		for i := range list.Items {
+			e, err := responder.FromUnstructured(&list.Items[i])
+			if err != nil || e.Spec.Target.Pod == nil {
+				continue
+			}
+			uid := e.Spec.Target.Pod.UID
+			if p := printable.Text(e.Progress()); p != "" && p != q.said[uid] {
+				q.said[uid] = p
+				news[uid] = p
+			}
+		}
+	}
+	return news, nil
+}
+
+// forget removes the drain's requests: their pods are gone, and a request
+// left behind would keep its Eviction.
+func (q *requests) forget(ctx context.Context) {
+	for _, k := range q.made {
+		_ = q.res(k.Namespace).Delete(ctx, k.Name, metav1.DeleteOptions{})
+	}
+}
