@@ -39,14 +39,8 @@ type drainOptions struct {
 	interval time.Duration
 }
 
-// newDrainCommand is `drain NODE...`: cordon, let idle runners go at once,
-// wait for busy ones until their jobs end or the deadline.
-func newDrainCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	o := &drainOptions{}
-	cmd := &cobra.Command{
-		Use:   "drain NODE...",
-		Short: "Drain nodes of runners: idle ones at once, busy ones when their jobs end or at a deadline",
-		Long: `drain cordons the nodes, evicts the runners the guard lets go (idle, finished,
+// drainLong is drain's help.
+const drainLong = `drain cordons the nodes, evicts the runners the guard lets go (idle, finished,
 never started) at once, so no new job lands there, and waits for the busy
 ones, showing what still runs. With --deadline, the jobs still running then
 are ended: the drain sets the override runnerguard.io/allow-delete with
@@ -70,7 +64,16 @@ in a dry run, what would be done); the log then goes to stderr.
 Exit status: 0 drained (the jobs the deadline ended, if any, said in the
 output); 5 --timeout passed with pods still on the nodes (they stay
 cordoned); 6 refused, nothing changed (a permission missing, or kubectl's
-rules refuse a pod); 1 failed; 2 a usage error.`,
+rules refuse a pod); 1 failed; 2 a usage error.`
+
+// newDrainCommand is `drain NODE...`: cordon, let idle runners go at once,
+// wait for busy ones until their jobs end or the deadline.
+func newDrainCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &drainOptions{}
+	cmd := &cobra.Command{
+		Use:   "drain NODE...",
+		Short: "Drain nodes of runners: idle ones at once, busy ones when their jobs end or at a deadline",
+		Long:  drainLong,
 		Example: `  kubectl runnerguard drain node-7
   kubectl runnerguard drain --selector pool=ci --deadline 2h --reason "node pool upgrade"
   kubectl runnerguard drain node-7 --dry-run=server
@@ -189,30 +192,12 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 	}
 	sc.Logf("runnerguard: %s", source)
 	r := &drainRun{o: o, cs: cs, screen: sc, runners: runnersOn{cs: cs, c: c, presets: rgCfg.Presets, podSelector: o.podSelector}}
-	if responder.ServedBy(cs.Discovery()) {
-		dyn, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			return drain.Outcome{}, nil, err
-		}
-		r.requests = newRequests(dyn)
-		sc.Logf("runnerguard: the API server serves eviction requests: each runner pod is asked for once, as %s, and its responders say when it goes", drain.Requester)
-	}
-	if r.nodes, err = nodes(ctx, cs, args, o.selector); err != nil {
-		if apierrors.IsForbidden(err) {
-			// Not even the nodes may be read: a refusal like a missing
-			// permission found later, and nothing was changed.
-			r.report = drain.NewReport(args)
-			r.refuse("you may not read the nodes to drain (get and list on nodes): %v", err)
-			r.report.Presets = source
-			return drain.Outcome{Refused: true}, r.report, nil
-		}
+	if err := r.useRequests(cfg); err != nil {
 		return drain.Outcome{}, nil, err
 	}
-	for _, n := range r.nodes {
-		r.names = append(r.names, n.Name)
+	if refused, err := r.readNodes(ctx, args, source); err != nil || refused {
+		return drain.Outcome{Refused: refused}, r.report, err
 	}
-	r.report = drain.NewReport(r.names)
-	r.report.Presets = source
 	if o.deadline != "" {
 		if err := r.setDeadline(ctx); err != nil {
 			return drain.Outcome{}, nil, err
@@ -236,6 +221,43 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 	}
 	out, err := r.drain(ctx, others)
 	return out, r.report, err
+}
+
+// readNodes reads the nodes to drain and starts the report; refused when
+// not even the nodes may be read, a refusal like a missing permission found
+// later, and nothing was changed.
+func (r *drainRun) readNodes(ctx context.Context, args []string, source string) (bool, error) {
+	var err error
+	if r.nodes, err = nodes(ctx, r.cs, args, r.o.selector); err != nil {
+		if apierrors.IsForbidden(err) {
+			r.report = drain.NewReport(args)
+			r.refuse("you may not read the nodes to drain (get and list on nodes): %v", err)
+			r.report.Presets = source
+			return true, nil
+		}
+		return false, err
+	}
+	for _, n := range r.nodes {
+		r.names = append(r.names, n.Name)
+	}
+	r.report = drain.NewReport(r.names)
+	r.report.Presets = source
+	return false, nil
+}
+
+// useRequests has the drain go through eviction requests where the API
+// server serves them.
+func (r *drainRun) useRequests(cfg *rest.Config) error {
+	if !responder.ServedBy(r.cs.Discovery()) {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	r.requests = newRequests(dyn)
+	r.screen.Logf("runnerguard: the API server serves eviction requests: each runner pod is asked for once, as %s, and its responders say when it goes", drain.Requester)
+	return nil
 }
 
 // setDeadline reads when the jobs still running are ended, and the reason

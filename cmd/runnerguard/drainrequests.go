@@ -136,3 +136,63 @@ func (q *requests) forget(ctx context.Context) {
 		_ = q.res(k.Namespace).Delete(ctx, k.Name, metav1.DeleteOptions{})
 	}
 }
+
+// ask is one look of a drain through eviction requests: each runner pod
+// the guard lets go, and each it waits for, gets its request once (the
+// busy ones' responders hold them and let them go when their jobs end),
+// and what their Evictions say anew is shown. The deadline's runners are
+// not asked for: the drain evicts them itself.
+func (r *drainRun) ask(ctx context.Context, tick drain.Tick, evicted map[types.UID]bool) error {
+	for _, s := range tick.Evict {
+		name, _, err := r.requests.ask(ctx, s.Pod)
+		if err != nil {
+			return err
+		}
+		if !evicted[s.Pod.UID] {
+			evicted[s.Pod.UID] = true
+			r.report.Set(drain.StepPod(s, drain.Evicted, s.Why))
+			r.screen.Logf("evicting pod %s/%s (%s): %s (eviction request %s)", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why, name)
+		}
+	}
+	for _, s := range tick.Waiting {
+		if s.Action != drain.Wait {
+			continue
+		}
+		name, made, err := r.requests.ask(ctx, s.Pod)
+		if err != nil {
+			return err
+		}
+		if made {
+			r.screen.Logf("asked for the eviction of %s/%s (eviction request %s): its responders hold it while its job runs", s.Pod.Namespace, s.Pod.Name, name)
+		}
+	}
+	news, err := r.requests.progress(ctx, tick.Waiting)
+	if err != nil {
+		return err
+	}
+	for _, s := range tick.Waiting {
+		if p, ok := news[s.Pod.UID]; ok {
+			r.screen.Logf("%s/%s: %s", s.Pod.Namespace, s.Pod.Name, p)
+		}
+	}
+	return nil
+}
+
+// checkRequests keeps the drain on eviction requests only where the
+// drainer may make them in every namespace of a runner pod in: they are
+// the better way, not the only one, and a drainer not granted them evicts
+// each runner pod itself.
+func (r *drainRun) checkRequests(ctx context.Context, in []string) error {
+	if r.requests == nil {
+		return nil
+	}
+	lacking, err := missing(ctx, r.cs, drain.RequestNeeds(in))
+	if err != nil {
+		return err
+	}
+	if len(lacking) > 0 {
+		r.screen.Logf("runnerguard: you may not %s: the drain evicts each runner pod itself instead", lacking[0])
+		r.requests = nil
+	}
+	return nil
+}

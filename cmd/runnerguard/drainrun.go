@@ -22,7 +22,7 @@ import (
 // refused after saying why.
 func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 	var others []corev1.Pod
-	var namespaces, runnerNamespaces, requestNamespaces []string
+	var namespaces, runnerNamespaces []string
 	refused := false
 	for _, n := range r.names {
 		runners, err := r.runners.list(ctx, n)
@@ -36,7 +36,6 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 		for _, ru := range runners {
 			namespaces = append(namespaces, ru.Pod.Namespace)
 			runnerNamespaces = append(runnerNamespaces, ru.Pod.Namespace)
-			requestNamespaces = append(requestNamespaces, ru.Pod.Namespace)
 		}
 		list, errs := r.helper.GetPodsForDeletion(n)
 		for _, err := range errs {
@@ -58,20 +57,11 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 	if refused {
 		return nil, true, nil
 	}
+	if err := r.checkRequests(ctx, runnerNamespaces); err != nil {
+		return nil, false, err
+	}
 	if r.deadline.IsZero() {
 		runnerNamespaces = nil
-	}
-	if r.requests != nil {
-		// Eviction requests are the better way, not the only one: a
-		// drainer not granted them evicts each runner pod itself.
-		lacking, err := missing(ctx, r.cs, drain.RequestNeeds(requestNamespaces))
-		if err != nil {
-			return nil, false, err
-		}
-		if len(lacking) > 0 {
-			r.screen.Logf("runnerguard: you may not %s: the drain evicts each runner pod itself instead", lacking[0])
-			r.requests = nil
-		}
 	}
 	lacking, err := missing(ctx, r.cs, drain.Needs(r.names, namespaces, runnerNamespaces))
 	if err != nil {
@@ -106,68 +96,6 @@ func (r *drainRun) steps(ctx context.Context) ([]drain.Step, error) {
 	return out, nil
 }
 
-// plan says what the drain would do (--dry-run).
-func (r *drainRun) plan(ctx context.Context, others []corev1.Pod) error {
-	steps, err := r.steps(ctx)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	for _, n := range r.names {
-		r.screen.Logf("would cordon node %s", n)
-	}
-	tick := drain.Next(steps, now, time.Time{})
-	for _, s := range tick.Evict {
-		server := r.serverSays(ctx, s.Pod)
-		r.screen.Logf("would evict now: %s/%s (%s): %s%s", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why, inLog(server))
-		p := drain.StepPod(s, drain.WouldEvict, s.Why)
-		p.Server = server
-		r.report.Set(p)
-	}
-	for i := range others {
-		o := &others[i]
-		server := r.serverSays(ctx, o)
-		r.screen.Logf("would evict, by kubectl drain's rules: %s/%s%s", o.Namespace, o.Name, inLog(server))
-		p := drain.OtherPod(o, drain.WouldEvict, "kubectl drain's rules")
-		p.Server = server
-		r.report.Set(p)
-	}
-	for _, s := range tick.Waiting {
-		r.screen.Logf("would wait for its job: %s", drain.Line(s, now))
-		r.report.Set(drain.StepPod(s, drain.WouldWait, "busy with its job"))
-	}
-	if !r.deadline.IsZero() {
-		r.screen.Logf("at %s would set %s=%q on the runners still busy and evict them", r.deadline.UTC().Format(time.RFC3339), runnerpod.AllowDelete, r.reason)
-	} else if len(tick.Waiting) > 0 {
-		r.screen.Logf("no --deadline: would wait for every job to end (or for --timeout)")
-	}
-	r.screen.Logf("dry run: nothing was changed")
-	return nil
-}
-
-// serverSays is, with --dry-run=server, what the API server answers the
-// pod's eviction as a dry run: the guard and the disruption budgets judge
-// it, and nothing changes; "" otherwise.
-func (r *drainRun) serverSays(ctx context.Context, pod *corev1.Pod) string {
-	if r.o.dryRun != "server" {
-		return ""
-	}
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
-	if err := r.cs.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev); err != nil {
-		return "the API server would refuse it now: " + err.Error()
-	}
-	return "the API server would allow it now"
-}
-
-// inLog is the server's answer as the end of a log line.
-func inLog(server string) string {
-	if server == "" {
-		return ""
-	}
-	return "; " + server
-}
-
 // drain cordons the nodes, hands the other pods to kubectl's drain library
 // and judges the runners again at each interval until none is left.
 func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcome, error) {
@@ -190,34 +118,8 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 		}
 		now := time.Now()
 		tick := drain.Next(steps, now, r.deadline)
-		for _, s := range tick.End {
-			if !ended[s.Pod.UID] {
-				if r.requests != nil {
-					if err := r.requests.withdraw(ctx, s.Pod); err != nil {
-						return drain.Outcome{}, err
-					}
-				}
-				if err := r.override(ctx, s); err != nil {
-					return drain.Outcome{}, err
-				}
-				ended[s.Pod.UID] = true
-			}
-		}
-		if r.requests != nil {
-			if err := r.ask(ctx, tick, evicted); err != nil {
-				return drain.Outcome{}, err
-			}
-		} else {
-			for _, s := range tick.Evict {
-				if err := r.evict(s, evicted, told); err != nil {
-					return drain.Outcome{}, err
-				}
-			}
-		}
-		for _, s := range tick.End {
-			if err := r.evict(s, evicted, told); err != nil {
-				return drain.Outcome{}, err
-			}
+		if err := r.act(ctx, tick, ended, evicted, told); err != nil {
+			return drain.Outcome{}, err
 		}
 		r.screen.Show(tick.Waiting, now, r.deadline)
 		r.report.Waiting(waitingPods(tick.Waiting))
@@ -248,6 +150,44 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 		case <-time.After(r.o.interval):
 		}
 	}
+}
+
+// act does what one look says: the deadline's jobs ended (the request
+// withdrawn, the override set, the pod evicted by the drain itself, so the
+// record names who drained), the runners the guard lets go asked for, as
+// eviction requests where served, else evicted.
+func (r *drainRun) act(ctx context.Context, tick drain.Tick, ended, evicted, told map[types.UID]bool) error {
+	for _, s := range tick.End {
+		if ended[s.Pod.UID] {
+			continue
+		}
+		if r.requests != nil {
+			if err := r.requests.withdraw(ctx, s.Pod); err != nil {
+				return err
+			}
+		}
+		if err := r.override(ctx, s); err != nil {
+			return err
+		}
+		ended[s.Pod.UID] = true
+	}
+	if r.requests != nil {
+		if err := r.ask(ctx, tick, evicted); err != nil {
+			return err
+		}
+	} else {
+		for _, s := range tick.Evict {
+			if err := r.evict(s, evicted, told); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range tick.End {
+		if err := r.evict(s, evicted, told); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cordon marks the nodes unschedulable, with kubectl's cordon helper.
@@ -306,47 +246,6 @@ func (r *drainRun) override(ctx context.Context, s drain.Step) error {
 	}
 	r.report.Set(drain.StepPod(s, drain.Ended, "the deadline: "+r.reason))
 	r.screen.Logf("deadline reached: ending %s/%s (%s, job %s): %s=%q", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, drain.JobText(s.Job), runnerpod.AllowDelete, r.reason)
-	return nil
-}
-
-// ask is one look of a drain through eviction requests: each runner pod
-// the guard lets go, and each it waits for, gets its request once (the
-// busy ones' responders hold them and let them go when their jobs end),
-// and what their Evictions say anew is shown. The deadline's runners are
-// not asked for: the drain evicts them itself.
-func (r *drainRun) ask(ctx context.Context, tick drain.Tick, evicted map[types.UID]bool) error {
-	for _, s := range tick.Evict {
-		name, _, err := r.requests.ask(ctx, s.Pod)
-		if err != nil {
-			return err
-		}
-		if !evicted[s.Pod.UID] {
-			evicted[s.Pod.UID] = true
-			r.report.Set(drain.StepPod(s, drain.Evicted, s.Why))
-			r.screen.Logf("evicting pod %s/%s (%s): %s (eviction request %s)", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why, name)
-		}
-	}
-	for _, s := range tick.Waiting {
-		if s.Action != drain.Wait {
-			continue
-		}
-		name, made, err := r.requests.ask(ctx, s.Pod)
-		if err != nil {
-			return err
-		}
-		if made {
-			r.screen.Logf("asked for the eviction of %s/%s (eviction request %s): its responders hold it while its job runs", s.Pod.Namespace, s.Pod.Name, name)
-		}
-	}
-	news, err := r.requests.progress(ctx, tick.Waiting)
-	if err != nil {
-		return err
-	}
-	for _, s := range tick.Waiting {
-		if p, ok := news[s.Pod.UID]; ok {
-			r.screen.Logf("%s/%s: %s", s.Pod.Namespace, s.Pod.Name, p)
-		}
-	}
 	return nil
 }
 

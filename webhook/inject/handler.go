@@ -112,17 +112,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if !changed && instrumented {
 		out.Result = Unchanged
 	}
-	// The responder entry is patched onto the raw pod, apart from Mutate:
-	// it depends on the server (an alpha field, dropped or refused where
-	// the gate is off), which Mutate's golden pods do not.
-	var naming []jsonpatch.Operation
-	if h.EvictionResponder && instrumented {
-		var warning string
-		naming, warning = responder.Naming(req.Object.Raw)
-		if warning != "" {
-			out.Warnings = append(out.Warnings, warning)
-		}
-	}
+	naming := h.naming(req, instrumented, &out)
 	count(req, out.Result)
 	for _, w := range out.Warnings {
 		log.Info("injection incomplete", "preset", out.Preset, "warning", w)
@@ -133,12 +123,15 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		h.warningEvents(req.Namespace, pod, out.Warnings)
 	}
 	if !changed {
-		if len(naming) > 0 {
-			return admission.Patched("", naming...).WithWarnings(out.Warnings...)
-		}
-		return admission.Allowed("").WithWarnings(out.Warnings...)
+		return admission.Patched("", naming...).WithWarnings(out.Warnings...)
 	}
-	resp := patchResponse(req.Object.Raw, before, after, pod)
+	return respond(ctx, req.Object.Raw, before, after, pod, naming).WithWarnings(out.Warnings...)
+}
+
+// respond is the patch from the raw pod to the mutated one (patchResponse)
+// with the responder entry's ops after it.
+func respond(ctx context.Context, raw, before, after []byte, pod *corev1.Pod, naming []jsonpatch.Operation) admission.Response {
+	resp := patchResponse(raw, before, after, pod)
 	if !resp.Allowed {
 		return uninstrumented(ctx, resp.Result.Message)
 	}
@@ -146,7 +139,23 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		resp.Patches = append(resp.Patches, naming...)
 		resp.PatchType = new(admissionv1.PatchTypeJSONPatch)
 	}
-	return resp.WithWarnings(out.Warnings...)
+	return resp
+}
+
+// naming is the patch that names runnerguard among an instrumented runner
+// pod's eviction responders, where the server runs them; a warning for one
+// it cannot name joins out's. It is patched onto the raw pod, apart from
+// Mutate: it depends on the server (an alpha field, dropped or refused
+// where the gate is off), which Mutate's golden pods do not.
+func (h *Handler) naming(req admission.Request, instrumented bool, out *Outcome) []jsonpatch.Operation {
+	if !h.EvictionResponder || !instrumented {
+		return nil
+	}
+	ops, warning := responder.Naming(req.Object.Raw)
+	if warning != "" {
+		out.Warnings = append(out.Warnings, warning)
+	}
+	return ops
 }
 
 // Why the Events are emitted.
