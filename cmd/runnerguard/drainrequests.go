@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,10 +30,12 @@ type requests struct {
 	made map[types.UID]types.NamespacedName
 	// said is the progress last shown of each pod's Eviction.
 	said map[types.UID]string
+	// asked is each pod asked for as the drain last judged it.
+	asked map[types.UID]drain.Step
 }
 
 func newRequests(dyn dynamic.Interface) *requests {
-	return &requests{dyn: dyn, made: map[types.UID]types.NamespacedName{}, said: map[types.UID]string{}}
+	return &requests{dyn: dyn, made: map[types.UID]types.NamespacedName{}, said: map[types.UID]string{}, asked: map[types.UID]drain.Step{}}
 }
 
 func (q *requests) res(ns string) dynamic.ResourceInterface {
@@ -98,16 +102,24 @@ func (q *requests) withdraw(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// progress is, for each waited-for pod whose Eviction says something new
-// since the last look, what it says (responder.Eviction.Progress).
-func (q *requests) progress(ctx context.Context, waiting []drain.Step) (map[types.UID]string, error) {
+// look is what a pod's Eviction says at one look: its progress when new
+// since the last look, "" otherwise, and whether runnerguard has let the
+// pod go (its turn completed).
+type look struct {
+	said string
+	let  bool
+}
+
+// progress is, for each waited-for pod the drain asked for, what its
+// Eviction says (responder.Eviction.Progress).
+func (q *requests) progress(ctx context.Context, waiting []drain.Step) (map[types.UID]look, error) {
 	byNS := map[string][]drain.Step{}
 	for _, s := range waiting {
 		if _, ok := q.made[s.Pod.UID]; ok {
 			byNS[s.Pod.Namespace] = append(byNS[s.Pod.Namespace], s)
 		}
 	}
-	news := map[types.UID]string{}
+	news := map[types.UID]look{}
 	for ns := range byNS {
 		// The controller labels each Eviction with its requesters' names.
 		list, err := q.dyn.Resource(responder.Evictions).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: drain.Requester})
@@ -120,10 +132,11 @@ func (q *requests) progress(ctx context.Context, waiting []drain.Step) (map[type
 				continue
 			}
 			uid := e.Spec.Target.Pod.UID
+			l := look{let: e.Turn() == responder.Completed}
 			if p := printable.Text(e.Progress()); p != "" && p != q.said[uid] {
-				q.said[uid] = p
-				news[uid] = p
+				q.said[uid], l.said = p, p
 			}
+			news[uid] = l
 		}
 	}
 	return news, nil
@@ -148,6 +161,7 @@ func (r *drainRun) ask(ctx context.Context, tick drain.Tick, evicted map[types.U
 		if err != nil {
 			return err
 		}
+		r.requests.asked[s.Pod.UID] = s
 		if !evicted[s.Pod.UID] {
 			evicted[s.Pod.UID] = true
 			r.report.Set(drain.StepPod(s, drain.Evicted, s.Why))
@@ -162,17 +176,27 @@ func (r *drainRun) ask(ctx context.Context, tick drain.Tick, evicted map[types.U
 		if err != nil {
 			return err
 		}
+		r.requests.asked[s.Pod.UID] = s
 		if made {
 			r.screen.Logf("asked for the eviction of %s/%s (eviction request %s): its responders hold it while its job runs", s.Pod.Namespace, s.Pod.Name, name)
 		}
 	}
+	r.sayGone(tick, evicted)
 	news, err := r.requests.progress(ctx, tick.Waiting)
 	if err != nil {
 		return err
 	}
 	for _, s := range tick.Waiting {
-		if p, ok := news[s.Pod.UID]; ok {
-			r.screen.Logf("%s/%s: %s", s.Pod.Namespace, s.Pod.Name, p)
+		l := news[s.Pod.UID]
+		if l.said != "" {
+			r.screen.Logf("%s/%s: %s", s.Pod.Namespace, s.Pod.Name, l.said)
+		}
+		// The pod may be gone before the drain judges it free: its
+		// eviction is said when runnerguard lets it go.
+		if l.let && !evicted[s.Pod.UID] {
+			evicted[s.Pod.UID] = true
+			r.report.Set(drain.StepPod(s, drain.Evicted, "its responders let it go"))
+			r.screen.Logf("evicting pod %s/%s (%s): runnerguard let it go (eviction request %s)", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, r.requests.made[s.Pod.UID].Name)
 		}
 	}
 	return nil
@@ -195,4 +219,28 @@ func (r *drainRun) checkRequests(ctx context.Context, in []string) error {
 		r.requests = nil
 	}
 	return nil
+}
+
+// sayGone says the eviction of each pod the drain asked for that left the
+// nodes between two looks, before the drain saw it free: its responders
+// let it go, and the default evictor evicted it.
+func (r *drainRun) sayGone(tick drain.Tick, evicted map[types.UID]bool) {
+	here := map[types.UID]bool{}
+	for _, s := range slices.Concat(tick.Evict, tick.End, tick.Waiting) {
+		here[s.Pod.UID] = true
+	}
+	var left []drain.Step
+	for uid, s := range r.requests.asked {
+		if !here[uid] && !evicted[uid] {
+			evicted[uid] = true
+			left = append(left, s)
+		}
+	}
+	slices.SortFunc(left, func(a, b drain.Step) int {
+		return strings.Compare(a.Pod.Namespace+"/"+a.Pod.Name, b.Pod.Namespace+"/"+b.Pod.Name)
+	})
+	for _, s := range left {
+		r.report.Set(drain.StepPod(s, drain.Evicted, "its responders let it go"))
+		r.screen.Logf("evicting pod %s/%s (%s): its responders let it go (eviction request %s)", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, r.requests.made[s.Pod.UID].Name)
+	}
 }

@@ -255,6 +255,7 @@ func TestDrainAsksForEachRunnerThroughEvictionRequestsAndFollowsTheirResponders(
 		"evicting pod " + ns + "/web",
 		"asked for the eviction of " + ns + "/busy (eviction request " + drain.RequestName("busy") + "): its responders hold it while its job runs",
 		"waiting for " + ns + "/busy: generic, job -, running for 3m",
+		"evicting pod " + ns + "/busy (generic): ",
 		"drained",
 	} {
 		assert.Contains(t, out, want)
