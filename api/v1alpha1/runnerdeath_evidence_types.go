@@ -66,7 +66,9 @@ type NodeState struct {
 	// +optional
 	Gone bool `json:"gone,omitempty"`
 	// Conditions lists the node's unhealthy conditions as
-	// "Type=Status" (Ready not True, a pressure True).
+	// "Type=Status" (Ready not True, a pressure True), and its notices of
+	// being taken away (DrainInProgress or MaintenancePlanned True, where
+	// the node-lifecycle conditions are set).
 	// +optional
 	Conditions []string `json:"conditions,omitempty"`
 	// Taints lists the node's disruption taints by key (Karpenter's
