@@ -30,6 +30,7 @@ type drainOptions struct {
 	deadline, reason        string
 	dryRun                  string
 	force, ignoreDaemonSets bool
+	reportConditions        bool
 	deleteEmptyDirData      bool
 	timeout                 time.Duration
 	gracePeriod             int
@@ -137,6 +138,7 @@ func (o *drainOptions) bind(f *pflag.FlagSet) {
 	f.BoolVar(&o.force, "force", false, "as kubectl drain: also evict the node's pods that no controller manages (runner pods need no --force)")
 	f.BoolVar(&o.ignoreDaemonSets, "ignore-daemonsets", false, "as kubectl drain: leave DaemonSet-managed pods")
 	f.BoolVar(&o.deleteEmptyDirData, "delete-emptydir-data", false, "as kubectl drain: evict pods with emptyDir data (runner pods need no flag)")
+	f.BoolVar(&o.reportConditions, "report-node-conditions", false, "set the node-lifecycle conditions DrainInProgress and Drained on the nodes (Kubernetes 1.38's NodeLifecycleConditions)")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long, leaving the nodes cordoned (0: never)")
 	f.IntVar(&o.gracePeriod, "grace-period", -1, "as kubectl drain: seconds each pod is given to terminate (-1: the pod's own)")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "how often the nodes are looked at again")

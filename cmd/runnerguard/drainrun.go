@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	kdrain "k8s.io/kubectl/pkg/drain"
 
 	"github.com/runnerguard/runnerguard/internal/drain"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -63,7 +62,11 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 	if r.deadline.IsZero() {
 		runnerNamespaces = nil
 	}
-	lacking, err := missing(ctx, r.cs, drain.Needs(r.names, namespaces, runnerNamespaces))
+	needs := drain.Needs(r.names, namespaces, runnerNamespaces)
+	if r.o.reportConditions {
+		needs = append(needs, drain.ConditionNeeds(r.names)...)
+	}
+	lacking, err := missing(ctx, r.cs, needs)
 	if err != nil {
 		return nil, false, err
 	}
@@ -138,6 +141,9 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 			if r.requests != nil {
 				r.requests.forget(ctx)
 			}
+			if err := r.reportConditions(ctx, true); err != nil {
+				return drain.Outcome{}, err
+			}
 			r.screen.Logf("node(s) %v drained", r.names)
 			if len(ended) > 0 {
 				r.screen.Logf("the deadline ended %d job(s)", len(ended))
@@ -186,21 +192,6 @@ func (r *drainRun) act(ctx context.Context, tick drain.Tick, ended, evicted, tol
 		if err := r.evict(s, evicted, told); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// cordon marks the nodes unschedulable, with kubectl's cordon helper.
-func (r *drainRun) cordon(ctx context.Context) error {
-	for _, n := range r.nodes {
-		c := kdrain.NewCordonHelper(n)
-		if c.UpdateIfRequired(true) {
-			if err, patchErr := c.PatchOrReplaceWithContext(ctx, r.cs, false); err != nil {
-				return fmt.Errorf("cordoning node %s: %w (%v)", n.Name, err, patchErr)
-			}
-		}
-		r.screen.Logf("node/%s cordoned", n.Name)
-		r.report.Cordoned(n.Name)
 	}
 	return nil
 }

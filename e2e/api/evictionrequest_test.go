@@ -232,8 +232,10 @@ func TestDrainAsksForEachRunnerThroughEvictionRequestsAndFollowsTheirResponders(
 	web := create(t, nil, podtest.Plain(ns, "web").Node(n.Name).Obj())
 	busy := create(t, nil, podtest.Runner(ns, "busy").Node(n.Name).RunningSince("runner", time.Now().Add(-3*time.Minute)).Obj())
 
-	wait, said := startDrain(t, n.Name, "--force", "--timeout=2m")
+	wait, said := startDrain(t, n.Name, "--force", "--timeout=2m", "--report-node-conditions")
 	eventually(t, func() bool { return gone(t, idle) && gone(t, web) }, "the idle runner and the other pod go at once")
+	eventually(t, func() bool { return nodeCondition(t, n.Name, drain.ConditionDrainInProgress) == corev1.ConditionTrue },
+		"the node says its drain is in progress")
 	eventually(t, func() bool {
 		return strings.Contains(said(), ns+"/busy: "+responder.Name+`: runnerguard: runner container "runner" of pod `+ns+"/busy (generic) is busy")
 	}, "the drain shows runnerguard's word on the busy runner")
@@ -262,9 +264,24 @@ func TestDrainAsksForEachRunnerThroughEvictionRequestsAndFollowsTheirResponders(
 	}
 	_, err = dyn.Resource(responder.EvictionRequests).Namespace(ns).Get(context.Background(), drain.RequestName("busy"), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the drain removes its requests once their pods are gone: %v", err)
+	assert.Equal(t, corev1.ConditionTrue, nodeCondition(t, n.Name, drain.ConditionDrained), "the node says it is drained")
+	assert.Equal(t, corev1.ConditionFalse, nodeCondition(t, n.Name, drain.ConditionDrainInProgress))
 
 	rec := oneDeath(t, idle)
 	require.NotNil(t, rec.EvictionRequest)
 	assert.Equal(t, []string{drain.RequestName("idle")}, rec.EvictionRequest.Names)
 	assert.Equal(t, []string{drain.Requester}, rec.EvictionRequest.Requesters)
+}
+
+// nodeCondition is the status of node's condition typ, "" when it has none.
+func nodeCondition(t *testing.T, node string, typ corev1.NodeConditionType) corev1.ConditionStatus {
+	t.Helper()
+	n := &corev1.Node{}
+	require.NoError(t, admin.Get(context.Background(), client.ObjectKey{Name: node}, n))
+	for _, c := range n.Status.Conditions {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
 }

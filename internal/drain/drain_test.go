@@ -193,3 +193,19 @@ func TestRequests(t *testing.T) {
 	require.Len(t, ps, 4)
 	assert.Equal(t, "create evictionrequests.lifecycle.k8s.io in namespace ci (to ask for its runner pods' eviction)", ps[0].String())
 }
+
+func TestConditions(t *testing.T) {
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	status := func(cs []corev1.NodeCondition) map[corev1.NodeConditionType]corev1.ConditionStatus {
+		m := map[corev1.NodeConditionType]corev1.ConditionStatus{}
+		for _, c := range cs {
+			m[c.Type] = c.Status
+			assert.Equal(t, drain.ConditionReason, c.Reason)
+			assert.Equal(t, now, c.LastTransitionTime.Time)
+		}
+		return m
+	}
+	assert.Equal(t, map[corev1.NodeConditionType]corev1.ConditionStatus{"DrainInProgress": "True", "Drained": "False"}, status(drain.Conditions(false, now, "m")))
+	assert.Equal(t, map[corev1.NodeConditionType]corev1.ConditionStatus{"DrainInProgress": "False", "Drained": "True"}, status(drain.Conditions(true, now, "m")))
+	assert.Equal(t, `patch nodes/status on "n1" (to report the drain in the node's conditions (--report-node-conditions))`, drain.ConditionNeeds([]string{"n1"})[0].String())
+}
