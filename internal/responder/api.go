@@ -18,12 +18,13 @@ import (
 // also labels each Eviction with it, so the leader watches only its own.
 const Name = "runnerguard.io/guard"
 
-// Priority is runnerguard's place among a pod's responders. The API asks a
-// pod's managing controller (the fleet's: ARC, GitLab's runner) to take
-// 10000, so runnerguard stays below it: a fleet that learns to answer for
-// its own runners goes first, and runnerguard answers after it, or alone.
-// The default evictor (100) comes after runnerguard, so it evicts only
-// once runnerguard has let the runner go.
+// Priority is runnerguard's place among a pod's responders. The API asks
+// a pod's managing controller (the fleet's: ARC, GitLab's runner) to take
+// a priority that leaves room above and below it; runnerguard takes one
+// just below it, so a fleet that learns to answer for its own runners goes
+// first, and runnerguard answers after it, or alone. The default
+// evictor's, far lower, comes after runnerguard: it evicts only once
+// runnerguard has let the runner go.
 const Priority int32 = 9000
 
 // MaxResponders is the most responders a pod may name.

@@ -15,9 +15,9 @@ import (
 )
 
 // HeartbeatEvery is how often runnerguard says it still holds a busy
-// runner. The controller passes over a responder silent for 20 minutes and
-// asks for no heartbeat more often than every 20 seconds: a few a
-// controller's timeout, so one lost write does not cost the job.
+// runner: a few times within the controller's heartbeat deadline, past
+// which it passes the turn on, so one lost write does not cost the job,
+// and no more often than the API asks responders to write.
 const HeartbeatEvery = 3 * time.Minute
 
 // MaxMessage is the longest message the API keeps.

@@ -11,10 +11,10 @@ import (
 )
 
 // EvictionRequestsSince is the first minor whose eviction requests the
-// suites run: lifecycle.k8s.io/v1alpha1 as runnerguard reads it (gate
-// EvictionRequestAPI, alpha and off by default; 1.37's alpha had another
-// shape), with kube-controller-manager's evictionrequest controller and its
-// default evictor.
+// suites run: lifecycle.k8s.io/v1alpha1 (gate EvictionRequestAPI, alpha
+// and off by default) with kube-controller-manager's evictionrequest
+// controller and its default evictor, as runnerguard supports them. The
+// default suite's minor stays as it was, gate off.
 var EvictionRequestsSince = utilversion.MajorMinor(1, 38)
 
 // evictionControllers are the controllers of kube-controller-manager that
