@@ -202,7 +202,7 @@ func (r *Responder) runner(ctx context.Context, e *responder.Eviction) (responde
 	if !ok {
 		return responder.Runner{Free: "it is no runner pod of runnerguard's presets"}, true, nil
 	}
-	j, why := JudgeWhy(pod, run, f)
+	j, why := holds(pod, run, f)
 	if !j.Busy {
 		return responder.Runner{Free: why}, known, nil
 	}
@@ -218,6 +218,17 @@ func (r *Responder) runner(ctx context.Context, e *responder.Eviction) (responde
 		h.Container = s.Container.Name
 	}
 	return responder.Runner{Busy: true, Held: h}, known, nil
+}
+
+// holds is the marker's judgement of pod as the responder acts on it: in a
+// warn-mode namespace the guard lets a busy runner's eviction through, so
+// the responder does not hold it either, and says what enforce would do.
+func holds(pod *corev1.Pod, run runnerpod.Runner, f Facts) (Judgement, string) {
+	j, why := JudgeWhy(pod, run, f)
+	if j.Busy && !f.Enforce {
+		return Judgement{Judged: true}, "the guard is in warn mode in its namespace; enforce mode would hold it until its job ends"
+	}
+	return j, why
 }
 
 // job is the runner's job as the leader knows it without a read: its
