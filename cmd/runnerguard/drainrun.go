@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runnerguard/runnerguard/internal/drain"
+	"github.com/runnerguard/runnerguard/internal/responder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -161,7 +162,8 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 // act does what one look says: the deadline's jobs ended (the request
 // withdrawn, the override set, the pod evicted by the drain itself, so the
 // record names who drained), the runners the guard lets go asked for, as
-// eviction requests where served, else evicted.
+// eviction requests where served and runnerguard answers for the pod,
+// else evicted.
 func (r *drainRun) act(ctx context.Context, tick drain.Tick, ended, evicted, told map[types.UID]bool) error {
 	for _, s := range tick.End {
 		if ended[s.Pod.UID] {
@@ -177,15 +179,19 @@ func (r *drainRun) act(ctx context.Context, tick drain.Tick, ended, evicted, tol
 		}
 		ended[s.Pod.UID] = true
 	}
+	direct := tick.Evict
 	if r.requests != nil {
-		if err := r.ask(ctx, tick, evicted); err != nil {
+		var asked drain.Tick
+		asked.Evict, direct = drain.Answered(tick.Evict, responder.Name)
+		asked.Waiting, _ = drain.Answered(tick.Waiting, responder.Name)
+		asked.End = tick.End
+		if err := r.ask(ctx, asked, evicted); err != nil {
 			return err
 		}
-	} else {
-		for _, s := range tick.Evict {
-			if err := r.evict(s, evicted, told); err != nil {
-				return err
-			}
+	}
+	for _, s := range direct {
+		if err := r.evict(s, evicted, told); err != nil {
+			return err
 		}
 	}
 	for _, s := range tick.End {

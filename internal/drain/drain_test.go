@@ -209,3 +209,14 @@ func TestConditions(t *testing.T) {
 	assert.Equal(t, map[corev1.NodeConditionType]corev1.ConditionStatus{"DrainInProgress": "False", "Drained": "True"}, status(drain.Conditions(true, now, "m")))
 	assert.Equal(t, `patch nodes/status on "n1" (to report the drain in the node's conditions (--report-node-conditions))`, drain.ConditionNeeds([]string{"n1"})[0].String())
 }
+
+func TestAnsweredAreThePodsNamingTheResponder(t *testing.T) {
+	named := &corev1.Pod{Spec: corev1.PodSpec{EvictionResponders: []corev1.EvictionResponder{{Name: "acme.io/x"}, {Name: "runnerguard.io/guard"}}}}
+	other := &corev1.Pod{Spec: corev1.PodSpec{EvictionResponders: []corev1.EvictionResponder{{Name: "acme.io/x"}}}}
+	none := &corev1.Pod{}
+	steps := []drain.Step{{Runner: drain.Runner{Pod: named}}, {Runner: drain.Runner{Pod: other}}, {Runner: drain.Runner{Pod: none}}}
+	answered, others := drain.Answered(steps, "runnerguard.io/guard")
+	require.Len(t, answered, 1)
+	assert.Same(t, named, answered[0].Pod)
+	require.Len(t, others, 2)
+}

@@ -1,7 +1,10 @@
 package drain
 
 import (
+	"slices"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Requester is the drain's name as the requester of its eviction requests
@@ -42,4 +45,21 @@ func RequestNeeds(in []string) []Permission {
 		}
 	}
 	return ps
+}
+
+// Answered splits steps into the runner pods that name responder among
+// their eviction responders, which an eviction request suits (their
+// responder lets each go when the guard would), and the others (created
+// before the injector named it, or opted out), which the drain evicts
+// itself: asked for, they would leave only through the default evictor's
+// retries, which back off far longer than the drain's look.
+func Answered(steps []Step, responder string) (answered, others []Step) {
+	for _, s := range steps {
+		if slices.ContainsFunc(s.Pod.Spec.EvictionResponders, func(r corev1.EvictionResponder) bool { return r.Name == responder }) {
+			answered = append(answered, s)
+		} else {
+			others = append(others, s)
+		}
+	}
+	return answered, others
 }
