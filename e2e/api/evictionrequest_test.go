@@ -285,3 +285,38 @@ func nodeCondition(t *testing.T, node string, typ corev1.NodeConditionType) core
 	}
 	return ""
 }
+
+func TestAnEvictionRequestForABusyRunnerEndsAtItsNodesDrainDeadline(t *testing.T) {
+	dyn := requireEvictionRequests(t)
+	ns := newNamespace(t, nil)
+	n := drainNode(t, "e2e-er-deadline")
+	busy := create(t, nil, podtest.Runner(ns, "busy").Node(n.Name).RunningSince("runner", time.Now().Add(-time.Minute)).Obj())
+	// A few seconds ahead (RFC3339 keeps whole seconds): the request is
+	// answered before it, however slow the machine, and the test waits
+	// little.
+	at := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	require.NoError(t, setDeadline(as(t, "alice@example.com"), n.Name, at, "alice@example.com"))
+
+	requestEviction(t, dyn, busy, "drain-deadline")
+	var held *responder.ResponderStatus
+	eventually(t, func() bool {
+		e := evictionOf(t, dyn, busy)
+		if e == nil || e.Turn() != responder.Active || e.Own() == nil || e.Own().Message == nil {
+			return false
+		}
+		held = e.Own()
+		return true
+	}, "runnerguard holds the busy runner")
+	assert.Contains(t, *held.Message, "node "+n.Name+"'s drain deadline (runnerguard.io/drain-deadline), set by alice@example.com")
+	require.NotNil(t, held.ExpectedCompletionTime)
+	assert.True(t, at.Equal(held.ExpectedCompletionTime.Time), "it expects to complete at the node's deadline %s, not %s", at, held.ExpectedCompletionTime)
+
+	eventually(t, func() bool { return gone(t, busy) }, "the runner evicted at the deadline")
+	assert.False(t, time.Now().Before(at), "not before the deadline")
+	r := oneDeath(t, busy)
+	assert.Equal(t, defaultEvictor, r.DeletedBy)
+	assert.Equal(t, "node-drain-deadline", r.DeleteRule)
+	assert.Equal(t, "alice@example.com", r.StartedBy)
+	require.NotNil(t, r.EvictionRequest)
+	assert.Equal(t, []string{"drain-deadline"}, r.EvictionRequest.Names)
+}
