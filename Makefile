@@ -83,11 +83,16 @@ e2e-api: kube-bin helm-bin jq-bin
 # hack/kube.sh from its own module (hack/kube-1.N). Not part of test: it
 # would double CI's time.
 # A test needing a newer server skips, naming the feature (apitest.RequireServer).
+# Where a minor's module pins kube-controller-manager (1.38), the suite runs
+# its eviction-request controllers with the EvictionRequestAPI gate on
+# (apitest.StartCluster), and the eviction-request tests run.
 COMPAT_VERSIONS := v1.30.14 v1.33.13 v1.38.0-beta.0
 # Each run's whole log is .cache/compat-<version>.log; the skips are printed.
 compat: helm-bin jq-bin
 	@set -e; for v in $(COMPAT_VERSIONS); do \
-	  KUBE_VERSION=$$v hack/kube.sh etcd kube-apiserver kubectl; \
+	  bins="etcd kube-apiserver kubectl"; \
+	  if grep -q cmd/kube-controller-manager hack/kube-1.$$(echo $$v | cut -d. -f2)/tools.go 2>/dev/null; then bins="$$bins kube-controller-manager"; fi; \
+	  KUBE_VERSION=$$v hack/kube.sh $$bins; \
 	  log=$(CACHE)/compat-$$v.log; echo ">> e2e/api on kube-apiserver $$v (log: $$log)"; \
 	  if ! KUBEBUILDER_ASSETS=$(CACHE)/kube/$$v/bin go test -v -tags e2e -count=1 -timeout 20m ./e2e/api/... >$$log 2>&1; then \
 	    grep -E -A15 -- '--- FAIL|^FAIL|panic:' $$log | head -200; echo ">> e2e/api FAILED on $$v"; exit 1; fi; \

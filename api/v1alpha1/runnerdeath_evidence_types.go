@@ -79,7 +79,9 @@ type NodeState struct {
 	// +optional
 	Gone bool `json:"gone,omitempty"`
 	// Conditions lists the node's unhealthy conditions as
-	// "Type=Status" (Ready not True, a pressure True).
+	// "Type=Status" (Ready not True, a pressure True), and its notices of
+	// being taken away (DrainInProgress or MaintenancePlanned True, where
+	// the node-lifecycle conditions are set).
 	// +optional
 	Conditions []string `json:"conditions,omitempty"`
 	// Taints lists the node's disruption taints by key (Karpenter's
@@ -167,4 +169,25 @@ type Stall struct {
 	// Limit is that cgroup's memory limit in bytes, when it had one.
 	// +optional
 	Limit *int64 `json:"limit,omitempty"`
+}
+
+// EvictionRequestRef names the eviction request a runner's pod went on,
+// as the Eviction runnerguard answered stated it: the controller makes each
+// EvictionRequest an owner of the Eviction and lists its requester with
+// its intent. Only the requesters that still asked are named.
+type EvictionRequestRef struct {
+	// Names are the EvictionRequests, in the pod's namespace.
+	// +optional
+	Names []string `json:"names,omitempty"`
+	// Requesters are who asked (their spec.requester, a domain-prefixed
+	// name such as runnerguard.io/drain).
+	// +optional
+	Requesters []string `json:"requesters,omitempty"`
+	// Eviction is the Eviction the controller made of them.
+	// +optional
+	Eviction string `json:"eviction,omitempty"`
+	// HeldFor is how long runnerguard held the busy runner before it let
+	// it go; zero when it let it go at once.
+	// +optional
+	HeldFor *metav1.Duration `json:"heldFor,omitempty"`
 }

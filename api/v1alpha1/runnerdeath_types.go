@@ -138,6 +138,12 @@ type DeathRecord struct {
 	// completes by deleting the pod.
 	// +optional
 	StartedBy string `json:"startedBy,omitempty"`
+	// EvictionRequest is the eviction request the runner's pod went on,
+	// where the API server has them (lifecycle.k8s.io, Kubernetes 1.38 with
+	// the EvictionRequestAPI gate) and runnerguard answered it as the pod's
+	// responder: DeletedBy is then the evictor that carried it out.
+	// +optional
+	EvictionRequest *EvictionRequestRef `json:"evictionRequest,omitempty"`
 	// DeleteReason is the reason the override gave, when the override let
 	// the delete through (rule override), as the guard noted it.
 	// +optional

@@ -12,11 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	kdrain "k8s.io/kubectl/pkg/drain"
 
 	"github.com/runnerguard/runnerguard/internal/drain"
+	"github.com/runnerguard/runnerguard/internal/responder"
 )
 
 const drainSynopsis = "drain NODE... [--selector LABELS] [--deadline 2h|RFC3339 --reason TEXT] [--dry-run=none|client|server] [-o json|yaml]"
@@ -28,6 +30,7 @@ type drainOptions struct {
 	deadline, reason        string
 	dryRun                  string
 	force, ignoreDaemonSets bool
+	reportConditions        bool
 	deleteEmptyDirData      bool
 	timeout                 time.Duration
 	gracePeriod             int
@@ -37,14 +40,8 @@ type drainOptions struct {
 	interval time.Duration
 }
 
-// newDrainCommand is `drain NODE...`: cordon, let idle runners go at once,
-// wait for busy ones until their jobs end or the deadline.
-func newDrainCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	o := &drainOptions{}
-	cmd := &cobra.Command{
-		Use:   "drain NODE...",
-		Short: "Drain nodes of runners: idle ones at once, busy ones when their jobs end or at a deadline",
-		Long: `drain cordons the nodes, evicts the runners the guard lets go (idle, finished,
+// drainLong is drain's help.
+const drainLong = `drain cordons the nodes, evicts the runners the guard lets go (idle, finished,
 never started) at once, so no new job lands there, and waits for the busy
 ones, showing what still runs. With --deadline, the jobs still running then
 are ended: the drain sets the override runnerguard.io/allow-delete with
@@ -68,7 +65,16 @@ in a dry run, what would be done); the log then goes to stderr.
 Exit status: 0 drained (the jobs the deadline ended, if any, said in the
 output); 5 --timeout passed with pods still on the nodes (they stay
 cordoned); 6 refused, nothing changed (a permission missing, or kubectl's
-rules refuse a pod); 1 failed; 2 a usage error.`,
+rules refuse a pod); 1 failed; 2 a usage error.`
+
+// newDrainCommand is `drain NODE...`: cordon, let idle runners go at once,
+// wait for busy ones until their jobs end or the deadline.
+func newDrainCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &drainOptions{}
+	cmd := &cobra.Command{
+		Use:   "drain NODE...",
+		Short: "Drain nodes of runners: idle ones at once, busy ones when their jobs end or at a deadline",
+		Long:  drainLong,
 		Example: `  kubectl runnerguard drain node-7
   kubectl runnerguard drain --selector pool=ci --deadline 2h --reason "node pool upgrade"
   kubectl runnerguard drain node-7 --dry-run=server
@@ -132,6 +138,7 @@ func (o *drainOptions) bind(f *pflag.FlagSet) {
 	f.BoolVar(&o.force, "force", false, "as kubectl drain: also evict the node's pods that no controller manages (runner pods need no --force)")
 	f.BoolVar(&o.ignoreDaemonSets, "ignore-daemonsets", false, "as kubectl drain: leave DaemonSet-managed pods")
 	f.BoolVar(&o.deleteEmptyDirData, "delete-emptydir-data", false, "as kubectl drain: evict pods with emptyDir data (runner pods need no flag)")
+	f.BoolVar(&o.reportConditions, "report-node-conditions", false, "set the node-lifecycle conditions DrainInProgress and Drained on the nodes (Kubernetes 1.38's NodeLifecycleConditions)")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long, leaving the nodes cordoned (0: never)")
 	f.IntVar(&o.gracePeriod, "grace-period", -1, "as kubectl drain: seconds each pod is given to terminate (-1: the pod's own)")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "how often the nodes are looked at again")
@@ -160,6 +167,9 @@ type drainRun struct {
 	names    []string
 	deadline time.Time
 	reason   string
+	// requests drains through eviction requests, where the API server
+	// serves them; nil: the drain evicts each runner pod itself.
+	requests *requests
 }
 
 func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *screen) (drain.Outcome, *drain.Report, error) {
@@ -184,22 +194,12 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 	}
 	sc.Logf("runnerguard: %s", source)
 	r := &drainRun{o: o, cs: cs, screen: sc, runners: runnersOn{cs: cs, c: c, presets: rgCfg.Presets, podSelector: o.podSelector}}
-	if r.nodes, err = nodes(ctx, cs, args, o.selector); err != nil {
-		if apierrors.IsForbidden(err) {
-			// Not even the nodes may be read: a refusal like a missing
-			// permission found later, and nothing was changed.
-			r.report = drain.NewReport(args)
-			r.refuse("you may not read the nodes to drain (get and list on nodes): %v", err)
-			r.report.Presets = source
-			return drain.Outcome{Refused: true}, r.report, nil
-		}
+	if err := r.useRequests(cfg); err != nil {
 		return drain.Outcome{}, nil, err
 	}
-	for _, n := range r.nodes {
-		r.names = append(r.names, n.Name)
+	if refused, err := r.readNodes(ctx, args, source); err != nil || refused {
+		return drain.Outcome{Refused: refused}, r.report, err
 	}
-	r.report = drain.NewReport(r.names)
-	r.report.Presets = source
 	if o.deadline != "" {
 		if err := r.setDeadline(ctx); err != nil {
 			return drain.Outcome{}, nil, err
@@ -223,6 +223,43 @@ func runDrain(ctx context.Context, k kube, o *drainOptions, args []string, sc *s
 	}
 	out, err := r.drain(ctx, others)
 	return out, r.report, err
+}
+
+// readNodes reads the nodes to drain and starts the report; refused when
+// not even the nodes may be read, a refusal like a missing permission found
+// later, and nothing was changed.
+func (r *drainRun) readNodes(ctx context.Context, args []string, source string) (bool, error) {
+	var err error
+	if r.nodes, err = nodes(ctx, r.cs, args, r.o.selector); err != nil {
+		if apierrors.IsForbidden(err) {
+			r.report = drain.NewReport(args)
+			r.refuse("you may not read the nodes to drain (get and list on nodes): %v", err)
+			r.report.Presets = source
+			return true, nil
+		}
+		return false, err
+	}
+	for _, n := range r.nodes {
+		r.names = append(r.names, n.Name)
+	}
+	r.report = drain.NewReport(r.names)
+	r.report.Presets = source
+	return false, nil
+}
+
+// useRequests has the drain go through eviction requests where the API
+// server serves them.
+func (r *drainRun) useRequests(cfg *rest.Config) error {
+	if !responder.ServedBy(r.cs.Discovery()) {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	r.requests = newRequests(dyn)
+	r.screen.Logf("runnerguard: the API server serves eviction requests: each runner pod is asked for once, as %s, and its responders say when it goes", drain.Requester)
+	return nil
 }
 
 // setDeadline reads when the jobs still running are ended, and the reason

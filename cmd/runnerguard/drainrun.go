@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,9 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	kdrain "k8s.io/kubectl/pkg/drain"
 
 	"github.com/runnerguard/runnerguard/internal/drain"
+	"github.com/runnerguard/runnerguard/internal/responder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -58,10 +57,17 @@ func (r *drainRun) check(ctx context.Context) ([]corev1.Pod, bool, error) {
 	if refused {
 		return nil, true, nil
 	}
+	if err := r.checkRequests(ctx, runnerNamespaces); err != nil {
+		return nil, false, err
+	}
 	if r.deadline.IsZero() {
 		runnerNamespaces = nil
 	}
-	lacking, err := missing(ctx, r.cs, drain.Needs(r.names, namespaces, runnerNamespaces))
+	needs := drain.Needs(r.names, namespaces, runnerNamespaces)
+	if r.o.reportConditions {
+		needs = append(needs, drain.ConditionNeeds(r.names)...)
+	}
+	lacking, err := missing(ctx, r.cs, needs)
 	if err != nil {
 		return nil, false, err
 	}
@@ -94,68 +100,6 @@ func (r *drainRun) steps(ctx context.Context) ([]drain.Step, error) {
 	return out, nil
 }
 
-// plan says what the drain would do (--dry-run).
-func (r *drainRun) plan(ctx context.Context, others []corev1.Pod) error {
-	steps, err := r.steps(ctx)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	for _, n := range r.names {
-		r.screen.Logf("would cordon node %s", n)
-	}
-	tick := drain.Next(steps, now, time.Time{})
-	for _, s := range tick.Evict {
-		server := r.serverSays(ctx, s.Pod)
-		r.screen.Logf("would evict now: %s/%s (%s): %s%s", s.Pod.Namespace, s.Pod.Name, s.Runner.Runner.Preset.Name, s.Why, inLog(server))
-		p := drain.StepPod(s, drain.WouldEvict, s.Why)
-		p.Server = server
-		r.report.Set(p)
-	}
-	for i := range others {
-		o := &others[i]
-		server := r.serverSays(ctx, o)
-		r.screen.Logf("would evict, by kubectl drain's rules: %s/%s%s", o.Namespace, o.Name, inLog(server))
-		p := drain.OtherPod(o, drain.WouldEvict, "kubectl drain's rules")
-		p.Server = server
-		r.report.Set(p)
-	}
-	for _, s := range tick.Waiting {
-		r.screen.Logf("would wait for its job: %s", drain.Line(s, now))
-		r.report.Set(drain.StepPod(s, drain.WouldWait, "busy with its job"))
-	}
-	if !r.deadline.IsZero() {
-		r.screen.Logf("at %s would set %s=%q on the runners still busy and evict them", r.deadline.UTC().Format(time.RFC3339), runnerpod.AllowDelete, r.reason)
-	} else if len(tick.Waiting) > 0 {
-		r.screen.Logf("no --deadline: would wait for every job to end (or for --timeout)")
-	}
-	r.screen.Logf("dry run: nothing was changed")
-	return nil
-}
-
-// serverSays is, with --dry-run=server, what the API server answers the
-// pod's eviction as a dry run: the guard and the disruption budgets judge
-// it, and nothing changes; "" otherwise.
-func (r *drainRun) serverSays(ctx context.Context, pod *corev1.Pod) string {
-	if r.o.dryRun != "server" {
-		return ""
-	}
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
-	if err := r.cs.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev); err != nil {
-		return "the API server would refuse it now: " + err.Error()
-	}
-	return "the API server would allow it now"
-}
-
-// inLog is the server's answer as the end of a log line.
-func inLog(server string) string {
-	if server == "" {
-		return ""
-	}
-	return "; " + server
-}
-
 // drain cordons the nodes, hands the other pods to kubectl's drain library
 // and judges the runners again at each interval until none is left.
 func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcome, error) {
@@ -178,18 +122,8 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 		}
 		now := time.Now()
 		tick := drain.Next(steps, now, r.deadline)
-		for _, s := range tick.End {
-			if !ended[s.Pod.UID] {
-				if err := r.override(ctx, s); err != nil {
-					return drain.Outcome{}, err
-				}
-				ended[s.Pod.UID] = true
-			}
-		}
-		for _, s := range slices.Concat(tick.Evict, tick.End) {
-			if err := r.evict(s, evicted, told); err != nil {
-				return drain.Outcome{}, err
-			}
+		if err := r.act(ctx, tick, ended, evicted, told); err != nil {
+			return drain.Outcome{}, err
 		}
 		r.screen.Show(tick.Waiting, now, r.deadline)
 		r.report.Waiting(waitingPods(tick.Waiting))
@@ -205,6 +139,12 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 			return drain.Outcome{}, othersErr
 		}
 		if len(steps) == 0 && !othersLeft {
+			if r.requests != nil {
+				r.requests.forget(ctx)
+			}
+			if err := r.reportConditions(ctx, true); err != nil {
+				return drain.Outcome{}, err
+			}
 			r.screen.Logf("node(s) %v drained", r.names)
 			if len(ended) > 0 {
 				r.screen.Logf("the deadline ended %d job(s)", len(ended))
@@ -219,17 +159,45 @@ func (r *drainRun) drain(ctx context.Context, others []corev1.Pod) (drain.Outcom
 	}
 }
 
-// cordon marks the nodes unschedulable, with kubectl's cordon helper.
-func (r *drainRun) cordon(ctx context.Context) error {
-	for _, n := range r.nodes {
-		c := kdrain.NewCordonHelper(n)
-		if c.UpdateIfRequired(true) {
-			if err, patchErr := c.PatchOrReplaceWithContext(ctx, r.cs, false); err != nil {
-				return fmt.Errorf("cordoning node %s: %w (%v)", n.Name, err, patchErr)
+// act does what one look says: the deadline's jobs ended (the request
+// withdrawn, the override set, the pod evicted by the drain itself, so the
+// record names who drained), the runners the guard lets go asked for, as
+// eviction requests where served and runnerguard answers for the pod,
+// else evicted.
+func (r *drainRun) act(ctx context.Context, tick drain.Tick, ended, evicted, told map[types.UID]bool) error {
+	for _, s := range tick.End {
+		if ended[s.Pod.UID] {
+			continue
+		}
+		if r.requests != nil {
+			if err := r.requests.withdraw(ctx, s.Pod); err != nil {
+				return err
 			}
 		}
-		r.screen.Logf("node/%s cordoned", n.Name)
-		r.report.Cordoned(n.Name)
+		if err := r.override(ctx, s); err != nil {
+			return err
+		}
+		ended[s.Pod.UID] = true
+	}
+	direct := tick.Evict
+	if r.requests != nil {
+		var asked drain.Tick
+		asked.Evict, direct = drain.Answered(tick.Evict, responder.Name)
+		asked.Waiting, _ = drain.Answered(tick.Waiting, responder.Name)
+		asked.End = tick.End
+		if err := r.ask(ctx, asked, evicted); err != nil {
+			return err
+		}
+	}
+	for _, s := range direct {
+		if err := r.evict(s, evicted, told); err != nil {
+			return err
+		}
+	}
+	for _, s := range tick.End {
+		if err := r.evict(s, evicted, told); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -33,6 +35,7 @@ import (
 	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/recorder"
+	"github.com/runnerguard/runnerguard/internal/responder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 	"github.com/runnerguard/runnerguard/internal/version"
 	"github.com/runnerguard/runnerguard/webhook/guard"
@@ -128,6 +131,27 @@ func newManager(o serveOptions) (manager.Manager, error) {
 	return mgr, nil
 }
 
+// addResponder adds the leader's eviction responder where the API server
+// serves eviction requests, as the injector finds at its start (the same
+// discovery: a pod is named as runnerguard's only where it answers); nil,
+// and nothing added, elsewhere.
+func addResponder(mgr manager.Manager, marker *recorder.Marker) (*recorder.Answered, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	if !responder.ServedBy(dc) {
+		return nil, nil
+	}
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	answered := recorder.NewAnswered(recorder.AnsweredKept)
+	r := &recorder.Responder{Marker: marker, Dynamic: dyn, Answered: answered, Now: time.Now}
+	return answered, r.SetupWithManager(mgr)
+}
+
 func registerMetrics() error {
 	for _, register := range []func(prometheus.Registerer) error{guard.RegisterMetrics, recorder.RegisterMetrics, notify.RegisterMetrics, registerBuildInfo, registerConnMetrics} {
 		if err := register(metrics.Registry); err != nil {
@@ -165,6 +189,9 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now, Jobs: jobs,
 		Zombies: &recorder.Zombies{Client: mgr.GetClient(), Recorder: events}}
 	if err := marker.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if w.Evictions, err = addResponder(mgr, marker); err != nil {
 		return err
 	}
 	if err := mgr.Add(modes); err != nil {

@@ -110,6 +110,15 @@ var disruptionTaints = []string{
 	corev1.TaintNodeOutOfService,
 }
 
+// The node-lifecycle conditions a node carries as notice of its being
+// taken away (NodeLifecycleConditions, alpha in Kubernetes 1.38): True is
+// not a healthy node's state, so NodeStateOf keeps them as it keeps a
+// pressure.
+const (
+	ConditionDrainInProgress    = "DrainInProgress"
+	ConditionMaintenancePlanned = "MaintenancePlanned"
+)
+
 // NodeStateOf is what a record keeps of node (nil: no Node of that name).
 func NodeStateOf(node *corev1.Node) *v1alpha1.NodeState {
 	if node == nil {

@@ -164,6 +164,12 @@ func TestWithNode(t *testing.T) {
 			r.OOMConfirmed = ptr.To(true)
 			return r
 		}(), node: node(corev1.Taint{Key: TaintAutoscalerDelete}), want: SigKill},
+		{name: "a deleted runner on a node with a drain in progress (node-lifecycle condition) is node-disrupted", r: deleted(SigTerm),
+			node: withCondition(node(corev1.Taint{Key: corev1.TaintNodeUnschedulable}), ConditionDrainInProgress), want: NodeDisrupted,
+			basis: "the pod was deleted while the node was being drained (condition DrainInProgress)"},
+		{name: "a deleted runner on a node whose maintenance is planned is node-disrupted", r: deleted(SigTerm),
+			node: withCondition(node(), ConditionMaintenancePlanned), want: NodeDisrupted,
+			basis: "the pod was deleted while maintenance was planned for the node (condition MaintenancePlanned)"},
 		{name: "a deleted runner on a NotReady node that still exists is not made node-lost", r: deleted(SigTerm),
 			node: func() *corev1.Node {
 				n := node()
@@ -180,6 +186,12 @@ func TestWithNode(t *testing.T) {
 			assert.Equal(t, NodeStateOf(tc.node), r.NodeState)
 		})
 	}
+}
+
+// withCondition is n with condition typ True.
+func withCondition(n *corev1.Node, typ string) *corev1.Node {
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: corev1.ConditionTrue})
+	return n
 }
 
 func node(taints ...corev1.Taint) *corev1.Node {

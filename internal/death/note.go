@@ -7,6 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/runnerguard/runnerguard/api/v1alpha1"
 
 	"github.com/runnerguard/runnerguard/internal/printable"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -104,7 +107,26 @@ func (r Record) Ending() string {
 	if e != "" && r.DeleteReason != "" {
 		e += fmt.Sprintf(", reason %q", r.DeleteReason)
 	}
+	if er := r.EvictionRequest; e != "" && er != nil {
+		e += ", carrying out " + evictionRequestText(er)
+	}
 	return e
+}
+
+// evictionRequestText names the eviction request a pod went on: the
+// deleter is then the evictor; the requester is who asked.
+func evictionRequestText(er *v1alpha1.EvictionRequestRef) string {
+	t := "an eviction request"
+	if len(er.Names) > 0 {
+		t = "eviction request " + strings.Join(er.Names, ", ")
+	}
+	if len(er.Requesters) > 0 {
+		t += " by " + strings.Join(er.Requesters, ", ")
+	}
+	if er.HeldFor != nil && er.HeldFor.Duration > 0 {
+		t += fmt.Sprintf(" (runnerguard held it %s for the job)", duration.HumanDuration(er.HeldFor.Duration))
+	}
+	return t
 }
 
 func (r Record) ending() string {

@@ -26,7 +26,11 @@ type Observation struct {
 	// any; Enforced: its namespace is in enforce mode (deletion.Valid).
 	Note     *v1alpha1.DeletionNote
 	Enforced bool
-	Now      time.Time
+	// EvictionRequest is the eviction request runnerguard, as the pod's
+	// eviction responder, let the pod go on; nil when it let it go on none.
+	// A death its pod's deletion caused names it.
+	EvictionRequest *v1alpha1.EvictionRequestRef
+	Now             time.Time
 	// KeepSince: deaths that ended before it are past retention and would
 	// be collected at once, so they are not recorded (a watcher restarted
 	// long after does not write them again).
@@ -128,6 +132,9 @@ func (d *decision) finish(r Record) (_ Record, wait time.Duration, due bool) {
 	}
 	if r.Deleted && deleting {
 		r.DeletedAt = &metav1.Time{Time: began}
+	}
+	if r.Deleted && d.EvictionRequest != nil {
+		r.EvictionRequest = d.EvictionRequest.DeepCopy()
 	}
 	if r.Deleted && Class(r.Class) == ProbeKill {
 		// The guard's note dates a deletion before the kill that the

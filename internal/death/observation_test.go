@@ -409,3 +409,37 @@ func TestAWarnModeDeleteLeavesAWouldBeRefusalOnTheRecord(t *testing.T) {
 		})
 	}
 }
+
+func TestADeathItsPodsEvictionCausedNamesTheEvictionRequest(t *testing.T) {
+	cfg := configtest.Enforcing()
+	ref := &v1alpha1.EvictionRequestRef{Names: []string{"drain-n1-r"}, Requesters: []string{"runnerguard.io/drain"}, Eviction: "r-x1"}
+	for _, c := range []struct {
+		name  string
+		pod   *podtest.Wrapper
+		named bool
+	}{
+		{name: "evicted while it ran", pod: podtest.ARCScaleSet("ci", "r").Terminated("runner", 143, "Error").Deleted(end.Add(-5*time.Second), 30), named: true},
+		{name: "ended on its own before any deletion", pod: podtest.Runner("ci", "r").Terminated("runner", 1, "Error")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pod := c.pod.Obj()
+			runner, ok := presets.Match(pod, cfg.Presets)
+			require.True(t, ok)
+			now := end.Add(time.Minute)
+			p := Decide(Observation{Pod: pod, Runner: runner, Now: now, KeepSince: now.Add(-time.Hour), KeepClean: true, CleanSince: now.Add(-time.Hour),
+				EvictionRequest: ref})
+			require.Len(t, p.Records, 1)
+			if c.named {
+				assert.Equal(t, ref, p.Records[0].EvictionRequest)
+			} else {
+				assert.Nil(t, p.Records[0].EvictionRequest)
+			}
+		})
+	}
+}
+
+func TestTheEndingNamesTheEvictionRequestAndWhoAsked(t *testing.T) {
+	r := Record{DeathRecord: v1alpha1.DeathRecord{Class: string(IdleRemoved), Deleted: true, DeletedBy: "system:serviceaccount:kube-system:imperative-eviction-responder-controller", DeleteRule: "idle",
+		EvictionRequest: &v1alpha1.EvictionRequestRef{Names: []string{"drain-r"}, Requesters: []string{"runnerguard.io/drain"}, HeldFor: &metav1.Duration{Duration: 3 * time.Minute}}}}
+	assert.Equal(t, "it had no job when system:serviceaccount:kube-system:imperative-eviction-responder-controller deleted its pod, carrying out eviction request drain-r by runnerguard.io/drain (runnerguard held it 3m for the job)", r.Ending())
+}

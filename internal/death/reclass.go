@@ -199,6 +199,13 @@ func takenAway(s *v1alpha1.NodeState) string {
 		return "the Node object was being deleted"
 	case slices.Contains(s.Taints, corev1.TaintNodeOutOfService):
 		return "the node was marked out of service"
+	// The node-lifecycle notices (Kubernetes 1.38's NodeLifecycleConditions,
+	// which a drainer or a maintenance planner sets): more telling than
+	// the cordon that comes with them.
+	case slices.Contains(s.Conditions, ConditionDrainInProgress+"=True"):
+		return "the node was being drained (condition " + ConditionDrainInProgress + ")"
+	case slices.Contains(s.Conditions, ConditionMaintenancePlanned+"=True"):
+		return "maintenance was planned for the node (condition " + ConditionMaintenancePlanned + ")"
 	case slices.Contains(s.Taints, corev1.TaintNodeUnschedulable):
 		return "the node was cordoned (a drain)"
 	}

@@ -1,6 +1,7 @@
 package drain_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,39 @@ func TestJobTextEscapesWhatThePodWrote(t *testing.T) {
 	assert.Equal(t, `acme/app#\x1b[2J`, drain.JobText(&v1alpha1.Job{Project: "acme/app", ID: "\x1b[2J"}))
 	assert.Equal(t, "acme/app#42", drain.JobText(&v1alpha1.Job{Project: "acme/app", ID: "42"}))
 	assert.Equal(t, "-", drain.JobText(nil))
+}
+
+func TestRequests(t *testing.T) {
+	assert.Equal(t, "runnerguard-drain-runner-1", drain.RequestName("runner-1"))
+	assert.Len(t, drain.RequestName(strings.Repeat("x", 253)), 253)
+	ps := drain.RequestNeeds([]string{"ci", "ci"})
+	require.Len(t, ps, 4)
+	assert.Equal(t, "create evictionrequests.lifecycle.k8s.io in namespace ci (to ask for its runner pods' eviction)", ps[0].String())
+}
+
+func TestConditions(t *testing.T) {
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	status := func(cs []corev1.NodeCondition) map[corev1.NodeConditionType]corev1.ConditionStatus {
+		m := map[corev1.NodeConditionType]corev1.ConditionStatus{}
+		for _, c := range cs {
+			m[c.Type] = c.Status
+			assert.Equal(t, drain.ConditionReason, c.Reason)
+			assert.Equal(t, now, c.LastTransitionTime.Time)
+		}
+		return m
+	}
+	assert.Equal(t, map[corev1.NodeConditionType]corev1.ConditionStatus{"DrainInProgress": "True", "Drained": "False"}, status(drain.Conditions(false, now, "m")))
+	assert.Equal(t, map[corev1.NodeConditionType]corev1.ConditionStatus{"DrainInProgress": "False", "Drained": "True"}, status(drain.Conditions(true, now, "m")))
+	assert.Equal(t, `patch nodes/status on "n1" (to report the drain in the node's conditions (--report-node-conditions))`, drain.ConditionNeeds([]string{"n1"})[0].String())
+}
+
+func TestAnsweredAreThePodsNamingTheResponder(t *testing.T) {
+	named := &corev1.Pod{Spec: corev1.PodSpec{EvictionResponders: []corev1.EvictionResponder{{Name: "acme.io/x"}, {Name: "runnerguard.io/guard"}}}}
+	other := &corev1.Pod{Spec: corev1.PodSpec{EvictionResponders: []corev1.EvictionResponder{{Name: "acme.io/x"}}}}
+	none := &corev1.Pod{}
+	steps := []drain.Step{{Runner: drain.Runner{Pod: named}}, {Runner: drain.Runner{Pod: other}}, {Runner: drain.Runner{Pod: none}}}
+	answered, others := drain.Answered(steps, "runnerguard.io/guard")
+	require.Len(t, answered, 1)
+	assert.Same(t, named, answered[0].Pod)
+	require.Len(t, others, 2)
 }

@@ -24,7 +24,8 @@ func (d Delivery) Shown() death.Record {
 
 // Public is the record as a page anyone may read can show it: a check run
 // or a commit status of a public repository is public. Who deleted the pod,
-// who asked for it and the reason they gave, who was refused, the node and
+// who asked for it (an eviction request's too) and the reason they gave,
+// who was refused, the node and
 // the pod's and container's ids are withheld, here and wherever the free
 // text the kubelet, the scheduler or the runner wrote repeats them; the
 // class, the job, the figures and what to do stay.
@@ -44,6 +45,13 @@ func Public(r death.Record) death.Record {
 		}
 		r.Refusals = c
 	}
+	if er := r.EvictionRequest; er != nil {
+		// Who asked, and the names they gave their requests.
+		c := er.DeepCopy()
+		names = append(append(names, c.Names...), c.Requesters...)
+		c.Names, c.Requesters = withheldAll(c.Names), withheldAll(c.Requesters)
+		r.EvictionRequest = c
+	}
 	if j := r.Job; j != nil && j.CreatedBy != "" {
 		c := j.DeepCopy()
 		names = append(names, c.CreatedBy)
@@ -56,6 +64,14 @@ func Public(r death.Record) death.Record {
 		r.Disruption = &v1alpha1.Disruption{Reason: d.Reason, Message: scrub(d.Message)}
 	}
 	return r
+}
+
+func withheldAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = withhold(s)
+	}
+	return out
 }
 
 func withhold(s string) string {

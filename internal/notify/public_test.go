@@ -27,6 +27,8 @@ var secrets = map[string]string{
 	"creator":              "system:serviceaccount:gitlab-runner:manager",
 	"uid in a cgroup path": "5f0c2a51_7d3e_4f5b_9a43_0c1f8e6b2d17",
 	"bare container id":    "0e1f2a3b4c5d",
+	"eviction request":     "upgrade-olga-ticket-4711",
+	"eviction requester":   "platform.example.com/olgas-drainer",
 }
 
 // leaky is a death of class c as a real one leaves it, the node's name
@@ -42,6 +44,7 @@ func leaky(c death.Class, rule runnerpod.Rule) death.Record {
 	r.ClassBasis = "node " + secrets["node"] + " reported the container's end"
 	r.Disruption = &v1alpha1.Disruption{Reason: "PreemptionByScheduler", Message: "Preempted by pod " + secrets["uid"] + " on node " + secrets["node"]}
 	r.NodeState = &v1alpha1.NodeState{Conditions: []string{"Ready=Unknown"}}
+	r.EvictionRequest = &v1alpha1.EvictionRequestRef{Names: []string{secrets["eviction request"]}, Requesters: []string{secrets["eviction requester"]}}
 	r.Refusals = &v1alpha1.Refusals{Entries: []v1alpha1.Refusal{{Verb: "delete", By: secrets["refused"], Count: 3, First: metav1.NewMicroTime(at.Time), Last: metav1.NewMicroTime(at.Time), Rule: "busy"}}}
 	return r
 }

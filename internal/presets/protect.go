@@ -2,11 +2,13 @@ package presets
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/fleet"
@@ -99,25 +101,35 @@ type Protection struct {
 // requester (the job's owner, exempt principals) are not among them: they
 // free a pod for one requester, not for an autoscaler.
 func Protected(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now time.Time) Protection {
+	p, _ := ProtectedWhy(pod, r, job, now)
+	return p
+}
+
+// ProtectedWhy is Protected and, for a runner it does not protect, why
+// not, as a person reads it: the eviction responder tells a drainer.
+func ProtectedWhy(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now time.Time) (Protection, string) {
 	s := runnerpod.RunnerStatus(pod, r.Containers)
-	if free, _ := runnerpod.FreeByState(pod, s); free != "" {
-		return Protection{}
+	if free, why := runnerpod.FreeByState(pod, s); free != "" {
+		return Protection{}, why
 	}
-	if free, _ := FreeByJob(pod, r, job, now); free != "" {
-		return Protection{}
+	if free, why := FreeByJob(pod, r, job, now); free != "" {
+		return Protection{}, why
 	}
-	if _, ok := runnerpod.ZombieOf(pod); ok {
+	if z, ok := runnerpod.ZombieOf(pod); ok {
 		// Its eviction passes for anyone (rule zombie), so its node can go.
-		return Protection{}
+		return Protection{}, fmt.Sprintf("it is a zombie (%s)", z.Kind)
 	}
-	if _, ok := runnerpod.Overridden(pod); ok {
-		return Protection{}
+	if reason, ok := runnerpod.Overridden(pod); ok {
+		return Protection{}, fmt.Sprintf("the override %s is set (%q)", runnerpod.AllowDelete, reason)
 	}
 	t := runnerpod.TermOf(pod, s, r.Preset, now)
-	if t.Expired != "" {
-		return Protection{}
+	if t.Expired == runnerpod.ExpiredCap {
+		return Protection{}, "its protection expired: it has run past its preset's cap of " + duration.HumanDuration(r.Preset.MaxProtected.Duration)
 	}
-	return Protection{Busy: true, Until: leaseEnds(pod, r, t.Ends)}
+	if t.Expired != "" {
+		return Protection{}, "its protection expired at the pod's own deadline (activeDeadlineSeconds)"
+	}
+	return Protection{Busy: true, Until: leaseEnds(pod, r, t.Ends)}, ""
 }
 
 // ZombieOf is the fleet's word on whether the runner pod is a zombie

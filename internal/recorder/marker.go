@@ -8,9 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runnerguard/runnerguard/internal/config"
-	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -258,36 +255,9 @@ func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, e
 
 // judgeIn is judge with the pod's namespace read through ns.
 func (m *Marker) judgeIn(ctx context.Context, pod *corev1.Pod, ns client.Reader) (Judgement, bool, error) {
-	nsLabels, err := namespace.Labels(ctx, ns, nil, pod.Namespace)
-	if err != nil {
-		return Judgement{}, true, client.IgnoreNotFound(err)
-	}
-	runner, ok := presets.Match(pod, m.Config.Presets)
-	if !ok {
-		return Judgement{}, true, nil
-	}
-	node, err := m.node(ctx, pod)
-	if err != nil {
+	runner, f, ok, known, err := m.factsIn(ctx, pod, ns)
+	if err != nil || !ok {
 		return Judgement{}, true, err
-	}
-	f := Facts{Selected: m.Namespaces.Matches(labels.Set(nsLabels)), Job: runnerpod.JobNotRead, Node: node, Now: m.Now()}
-	known := true
-	if m.Modes != nil {
-		f.Enforce, known, f.Released = m.Modes.Enforce(nsLabels)
-	}
-	var rec *unstructured.Unstructured
-	if k, ok := presets.Keeper(runner); ok {
-		if ref := k.RecordRef(pod); ref.Name != "" {
-			// As the guard reads it: a record not in the cache (or none
-			// watched: no CRD) is unreadable, which is busy.
-			if r := m.records[runner.Preset.Name]; r != nil {
-				rec = r.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
-			}
-			f.Job = fleet.Judge(k, rec, pod)
-		}
-	}
-	if z, ok := presets.ZombieOf(pod, runner, rec); ok {
-		f.Zombie = &z
 	}
 	return Judge(pod, runner, f), known, nil
 }

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -8,8 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/fleet"
+	"github.com/runnerguard/runnerguard/internal/namespace"
 	"github.com/runnerguard/runnerguard/internal/presets"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -57,8 +64,15 @@ type Judgement struct {
 // Judge is the marker's judgement of pod, a runner pod of runner: the
 // guard's pod-level rules (presets.Protected) in the facts' namespace.
 func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
+	j, _ := JudgeWhy(pod, runner, f)
+	return j
+}
+
+// JudgeWhy is Judge and, for a runner it finds not busy, why, as a person
+// reads it: the eviction responder tells a drainer why it let one go.
+func JudgeWhy(pod *corev1.Pod, runner runnerpod.Runner, f Facts) (Judgement, string) {
 	if !f.Selected {
-		return Judgement{}
+		return Judgement{}, "its namespace is not one runnerguard protects"
 	}
 	var unnamed *runnerpod.Zombie
 	if _, named := runnerpod.ZombieOf(pod); f.Zombie != nil && !named {
@@ -66,20 +80,21 @@ func Judge(pod *corev1.Pod, runner runnerpod.Runner, f Facts) Judgement {
 	}
 	if f.Released {
 		// Judged, and not busy: its marks let the autoscalers take it.
-		return Judgement{Judged: true, Zombie: unnamed}
+		return Judgement{Judged: true, Zombie: unnamed}, "the guard is switched off in its namespace"
 	}
-	p := presets.Protected(pod, runner, f.Job, f.Now)
+	p, why := presets.ProtectedWhy(pod, runner, f.Job, f.Now)
 	if d, ok := runnerpod.NodeDrainFor(f.Node, pod); ok && p.Busy {
 		// The guard lets the runner go at its node's drain deadline
 		// (rule node-drain-deadline): so do its marks and budget, or a
 		// platform's own drain would still be held by the budget.
 		if _, passed := runnerpod.NodeDrainPassed(f.Node, pod, f.Now); passed {
 			p = presets.Protection{}
+			why = fmt.Sprintf("its node's drain deadline (%s %s, set by %s) has passed", runnerpod.DrainDeadline, d.At.UTC().Format(time.RFC3339), d.By)
 		} else if p.Until.IsZero() || d.At.Before(p.Until) {
 			p.Until = d.At
 		}
 	}
-	return Judgement{Judged: true, Protection: p, Budget: p.Busy && f.Enforce, Zombie: unnamed}
+	return Judgement{Judged: true, Protection: p, Budget: p.Busy && f.Enforce, Zombie: unnamed}, why
 }
 
 // markValues are the marks config turns on and the value each should have
@@ -170,4 +185,42 @@ func MarkPlan(pod *corev1.Pod, j Judgement, c config.Marks) map[string]*string {
 		return nil
 	}
 	return patch
+}
+
+// factsIn is what the marker judges pod by, its namespace read through
+// ns: the pod's runner and the Facts; ok false for a pod of no preset or
+// of a namespace gone, known false while the namespace's mode is not.
+func (m *Marker) factsIn(ctx context.Context, pod *corev1.Pod, ns client.Reader) (runner runnerpod.Runner, f Facts, ok, known bool, err error) {
+	nsLabels, err := namespace.Labels(ctx, ns, nil, pod.Namespace)
+	if err != nil {
+		return runner, f, false, true, client.IgnoreNotFound(err)
+	}
+	runner, ok = presets.Match(pod, m.Config.Presets)
+	if !ok {
+		return runner, f, false, true, nil
+	}
+	node, err := m.node(ctx, pod)
+	if err != nil {
+		return runner, f, false, true, err
+	}
+	f = Facts{Selected: m.Namespaces.Matches(labels.Set(nsLabels)), Job: runnerpod.JobNotRead, Node: node, Now: m.Now()}
+	known = true
+	if m.Modes != nil {
+		f.Enforce, known, f.Released = m.Modes.Enforce(nsLabels)
+	}
+	var rec *unstructured.Unstructured
+	if k, ok := presets.Keeper(runner); ok {
+		if ref := k.RecordRef(pod); ref.Name != "" {
+			// As the guard reads it: a record not in the cache (or none
+			// watched: no CRD) is unreadable, which is busy.
+			if r := m.records[runner.Preset.Name]; r != nil {
+				rec = r.Get(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name})
+			}
+			f.Job = fleet.Judge(k, rec, pod)
+		}
+	}
+	if z, ok := presets.ZombieOf(pod, runner, rec); ok {
+		f.Zombie = &z
+	}
+	return runner, f, true, known, nil
 }

@@ -47,6 +47,7 @@ func (w *Watcher) record(ctx context.Context, pod *corev1.Pod, goneAt time.Time)
 		if o.Note, err = w.note(ctx, pod); err != nil {
 			return 0, nil, err
 		}
+		o.EvictionRequest = w.Evictions.Of(pod.UID)
 	}
 	plan := death.Decide(o)
 	for _, r := range plan.Records {

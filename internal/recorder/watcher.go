@@ -40,6 +40,9 @@ type Watcher struct {
 	// Jobs is the job each EphemeralRunner named, as the marker's watch
 	// saw it (Marker.Jobs); nil when none is kept.
 	Jobs *LastJobs
+	// Evictions is the eviction request the leader's responder let each
+	// pod go on (Responder.Answered); nil where the API server has none.
+	Evictions *Answered
 	// Reader reads uncached what a death record adds when it is written
 	// (the owning EphemeralRunner, the node); the manager's API reader
 	// when left nil.

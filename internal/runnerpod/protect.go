@@ -1,10 +1,12 @@
 package runnerpod
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // JobSignal is what the fleet's own record says of the runner's job, for
@@ -102,6 +104,20 @@ func TermOf(pod *corev1.Pod, s Status, p Preset, now time.Time) Term {
 		}
 	}
 	return t
+}
+
+// EndsWhy says what ends the protection at t.Ends, as a person reads it:
+// the preset's cap, or the pod's own deadline; "" when t.Ends is unknown.
+// The guard's refusals and the eviction responder's status both say it,
+// so both say it the same way.
+func (t Term) EndsWhy(pod *corev1.Pod, p Preset) string {
+	switch {
+	case t.Ends.IsZero():
+		return ""
+	case t.ByDeadline:
+		return fmt.Sprintf("the pod's activeDeadlineSeconds %d", *pod.Spec.ActiveDeadlineSeconds)
+	}
+	return "preset cap " + duration.HumanDuration(p.MaxProtected.Duration)
 }
 
 // PodDeadline is when the kubelet ends the pod by its own

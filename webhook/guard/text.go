@@ -109,11 +109,7 @@ func protectionEnds(pod *corev1.Pod, d Decision) (at, why string) {
 	if t.Ends.IsZero() {
 		return "", ""
 	}
-	why = "preset cap " + duration.HumanDuration(d.Runner.Preset.MaxProtected.Duration)
-	if t.ByDeadline {
-		why = fmt.Sprintf("the pod's activeDeadlineSeconds %d", *pod.Spec.ActiveDeadlineSeconds)
-	}
-	return t.Ends.UTC().Format(time.RFC3339), why
+	return t.Ends.UTC().Format(time.RFC3339), t.EndsWhy(pod, d.Runner.Preset)
 }
 
 // jobText names a job as its fleet does: its id, then what else the fleet

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	ns "github.com/runnerguard/runnerguard/internal/namespace"
+	"github.com/runnerguard/runnerguard/internal/responder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -44,6 +46,11 @@ type Handler struct {
 	// PodResourcesDropped: the API server drops a pod's spec.resources
 	// (Facts.PodResourcesDropped), read once at start.
 	PodResourcesDropped bool
+	// EvictionResponder: the API server runs the eviction-request model
+	// (responder.Served, read once at start), so a runner pod names
+	// runnerguard among its eviction responders. Without it the pod is
+	// left as before: an older server would drop or refuse the field.
+	EvictionResponder bool
 }
 
 var _ admission.Handler = &Handler{}
@@ -101,9 +108,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 
 	changed := !bytes.Equal(before, after)
-	if !changed && (out.Result == Injected || out.Result == NoSidecar) {
+	instrumented := out.Result == Injected || out.Result == NoSidecar
+	if !changed && instrumented {
 		out.Result = Unchanged
 	}
+	naming := h.naming(req, instrumented, &out)
 	count(req, out.Result)
 	for _, w := range out.Warnings {
 		log.Info("injection incomplete", "preset", out.Preset, "warning", w)
@@ -114,13 +123,39 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		h.warningEvents(req.Namespace, pod, out.Warnings)
 	}
 	if !changed {
-		return admission.Allowed("").WithWarnings(out.Warnings...)
+		return admission.Patched("", naming...).WithWarnings(out.Warnings...)
 	}
-	resp := patchResponse(req.Object.Raw, before, after, pod)
+	return respond(ctx, req.Object.Raw, before, after, pod, naming).WithWarnings(out.Warnings...)
+}
+
+// respond is the patch from the raw pod to the mutated one (patchResponse)
+// with the responder entry's ops after it.
+func respond(ctx context.Context, raw, before, after []byte, pod *corev1.Pod, naming []jsonpatch.Operation) admission.Response {
+	resp := patchResponse(raw, before, after, pod)
 	if !resp.Allowed {
 		return uninstrumented(ctx, resp.Result.Message)
 	}
-	return resp.WithWarnings(out.Warnings...)
+	if len(naming) > 0 {
+		resp.Patches = append(resp.Patches, naming...)
+		resp.PatchType = new(admissionv1.PatchTypeJSONPatch)
+	}
+	return resp
+}
+
+// naming is the patch that names runnerguard among an instrumented runner
+// pod's eviction responders, where the server runs them; a warning for one
+// it cannot name joins out's. It is patched onto the raw pod, apart from
+// Mutate: it depends on the server (an alpha field, dropped or refused
+// where the gate is off), which Mutate's golden pods do not.
+func (h *Handler) naming(req admission.Request, instrumented bool, out *Outcome) []jsonpatch.Operation {
+	if !h.EvictionResponder || !instrumented {
+		return nil
+	}
+	ops, warning := responder.Naming(req.Object.Raw)
+	if warning != "" {
+		out.Warnings = append(out.Warnings, warning)
+	}
+	return ops
 }
 
 // Why the Events are emitted.

@@ -343,3 +343,47 @@ func TestADryRunCreateGetsTheSameAnswerAndCountsNothing(t *testing.T) {
 	h.Handle(context.Background(), create("ci", raw))
 	assert.Equal(t, injected+1, testutil.ToFloat64(injections.WithLabelValues(string(Injected))), "the real create counts")
 }
+
+// evictionResponders is the raw pod's spec.evictionResponders, which this
+// build's Pod type does not know.
+func evictionResponders(t *testing.T, raw []byte) []any {
+	t.Helper()
+	var pod map[string]any
+	require.NoError(t, json.Unmarshal(raw, &pod))
+	rs, _ := pod["spec"].(map[string]any)["evictionResponders"].([]any)
+	return rs
+}
+
+func TestHandlerNamesRunnerguardAnEvictionResponderOnlyWhereServed(t *testing.T) {
+	raw := rawInput(t, "arc-scale-set")
+	ours := map[string]any{"name": "runnerguard.io/guard", "priority": float64(9000)}
+
+	off := handler(t)
+	assert.Empty(t, evictionResponders(t, patched(t, raw, off.Handle(context.Background(), create("ci", raw)))),
+		"a server without the API: the pod is as before")
+
+	on := handler(t)
+	on.EvictionResponder = true
+	resp := on.Handle(context.Background(), create("ci", raw))
+	require.True(t, resp.Allowed)
+	got := patched(t, raw, resp)
+	assert.Equal(t, []any{ours}, evictionResponders(t, got))
+
+	// Reinvocation: named once.
+	again := on.Handle(context.Background(), create("ci", got))
+	assert.Empty(t, again.Patches)
+
+	// The fleet's own controller keeps its place above runnerguard.
+	var pod map[string]any
+	require.NoError(t, json.Unmarshal(raw, &pod))
+	fleet := map[string]any{"name": "actions.github.com/runner", "priority": float64(10000)}
+	pod["spec"].(map[string]any)["evictionResponders"] = []any{fleet}
+	withFleet, err := json.Marshal(pod)
+	require.NoError(t, err)
+	resp = on.Handle(context.Background(), create("ci", withFleet))
+	assert.Equal(t, []any{fleet, ours}, evictionResponders(t, patched(t, withFleet, resp)))
+
+	// Not a runner pod: not named.
+	plain := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"ci"},"spec":{"containers":[{"name":"web","image":"nginx"}]}}`)
+	assert.Empty(t, on.Handle(context.Background(), create("ci", plain)).Patches)
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/printable"
+	"github.com/runnerguard/runnerguard/internal/responder"
 )
 
 // Path is where the webhook server serves the injector; the chart's
@@ -22,8 +23,9 @@ const Path = "/mutate-runner-pod"
 // manager's cached client, as metadata only (the chart grants get, list and
 // watch on namespaces), and from the API server when the cache has not seen
 // the namespace yet. The API server's version is read once, here, to know
-// whether it keeps pod-level resources; a server upgraded past 1.34 is seen
-// at the injector's next start.
+// whether it keeps pod-level resources, and its APIs once, to know whether
+// it runs eviction requests; a server upgraded past 1.34, or with the
+// EvictionRequestAPI gate turned on, is seen at the injector's next start.
 func Register(mgr manager.Manager, cfg config.Config) error {
 	if err := RegisterMetrics(metrics.Registry); err != nil {
 		return fmt.Errorf("registering the injector's metrics: %w", err)
@@ -40,9 +42,11 @@ func Register(mgr manager.Manager, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	logf.Log.WithName("inject").Info("API server", "version", sv.GitVersion, "podResourcesDropped", dropped)
+	served := responder.ServedBy(dc)
+	logf.Log.WithName("inject").Info("API server", "version", sv.GitVersion, "podResourcesDropped", dropped, "evictionRequests", served)
 	h := NewHandler(cfg, mgr.GetClient())
 	h.PodResourcesDropped = dropped
+	h.EvictionResponder = served
 	h.Live = mgr.GetAPIReader()
 	h.Recorder = printable.Recorder(mgr.GetEventRecorder("runnerguard"))
 	mgr.GetWebhookServer().Register(Path, &admission.Webhook{Handler: h})

@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"context"
 	"path/filepath"
 	"time"
 
@@ -24,10 +25,16 @@ type Cluster struct {
 	// AuditLog is the API server's audit log of pod writes (JSON lines),
 	// where StartCluster set one up.
 	AuditLog string
+	// EvictionControllers is kube-controller-manager's eviction-request
+	// controllers, where the binaries run eviction requests
+	// (withEvictionRequests: make compat's 1.38); nil elsewhere.
+	EvictionControllers *Process
 	// Config is the admin's (system:masters) connection.
 	Config    *rest.Config
 	Client    client.Client
 	Clientset *kubernetes.Clientset
+
+	kcmDir string
 }
 
 // EventTTL is the suite API server's --event-ttl.
@@ -59,12 +66,38 @@ func startCluster(audited bool, crds []*apiextensionsv1.CustomResourceDefinition
 			return nil, err
 		}
 	}
+	evictions := withEvictionRequests()
+	if evictions {
+		serveEvictionRequests(env)
+	}
 	c, err := Start(env)
 	if err != nil {
 		return nil, err
 	}
 	c.AuditLog = audit
+	if evictions {
+		if err := c.startEvictionControllers(); err != nil {
+			_ = c.Stop()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// startEvictionControllers starts c's eviction-request controllers, their
+// log kept in e2e/.artifacts.
+func (c *Cluster) startEvictionControllers() error {
+	dir, err := Artifacts()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "runnerguard-kcm-")
+	if err != nil {
+		return err
+	}
+	c.kcmDir = tmp
+	c.EvictionControllers, err = startEvictionControllers(c, tmp, filepath.Join(dir, "kube-controller-manager.log"))
+	return err
 }
 
 // podsAuditPolicy keeps the metadata of each write to a pod or its
@@ -163,8 +196,13 @@ func Artifacts() (string, error) {
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
-// Stop ends kube-apiserver and etcd.
+// Stop ends kube-apiserver and etcd, and the controllers started beside
+// them.
 func (c *Cluster) Stop() error {
+	if c.EvictionControllers != nil {
+		c.EvictionControllers.Stop(context.Background())
+		_ = os.RemoveAll(c.kcmDir)
+	}
 	err := c.Env.Stop()
 	if c.AuditLog != "" {
 		_ = os.RemoveAll(filepath.Dir(c.AuditLog))
