@@ -92,8 +92,10 @@ func flood(t *testing.T, path string, bodies [][]byte) (answered *atomic.Int64, 
 	answered = &atomic.Int64{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var posting sync.WaitGroup
+	var clients []*http.Client
 	for i := range floodSources {
 		c := floodClient(t, net.IPv4(127, 0, 0, byte(2+i)))
+		clients = append(clients, c)
 		for j := range floodConnsPerSource {
 			posting.Go(func() {
 				for k := j; ctx.Err() == nil; k++ {
@@ -104,7 +106,15 @@ func flood(t *testing.T, path string, bodies [][]byte) (answered *atomic.Int64, 
 			})
 		}
 	}
-	stop = func() { cancel(); posting.Wait() }
+	// Its connections are closed with it: kept open, they would count
+	// against the webhook's total of connections in the next flood.
+	stop = func() {
+		cancel()
+		posting.Wait()
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+	}
 	t.Cleanup(stop)
 	eventually(t, func() bool { return answered.Load() >= floodSources*floodConnsPerSource }, "the flood is answered")
 	return answered, stop
