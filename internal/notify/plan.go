@@ -154,15 +154,12 @@ func githubTarget(r death.Record, g *config.GitHub, record string) Target {
 func gitlabTarget(r death.Record, g *config.GitLab) Target {
 	t := Target{Destination: GitLab}
 	j := r.Job
+	maker := markMaker{"build pod", "GitLab Runner manager", "manager", g.Managers, g.ManagerInRunnerNamespace}
 	switch {
 	case j == nil:
 		t.Skip = "the record names no job"
-	case j.Source != runnerpod.JobFromPodMarks:
-		t.Skip = "the job was not read from the build pod's marks"
-	case !slices.Contains(g.Managers, j.CreatedBy):
-		t.Skip = "the build pod was not created by a configured GitLab Runner manager (created by " + quoteOrNone(j.CreatedBy) + ")"
-	case !g.ManagerInRunnerNamespace && inNamespace(j.CreatedBy, r.Namespace):
-		t.Skip = "the manager " + j.CreatedBy + " is a ServiceAccount of the build pod's own namespace, which anyone granted edit there can act as"
+	case untrusted(r, maker) != "":
+		t.Skip = untrusted(r, maker)
 	case !number.MatchString(j.Project) && !projectPath.MatchString(j.Project):
 		t.Skip = "the job's project is neither an id nor a path"
 	case !number.MatchString(j.ID):
@@ -252,15 +249,12 @@ func forgeTarget(r death.Record, cfg config.Reports) Target {
 			t.Destination = GitLab
 		}
 	}
+	maker := markMaker{"step pod", "Woodpecker agent", "agent", w.Agents, w.AgentInRunnerNamespace}
 	switch {
 	case j == nil:
 		t.Skip = "the record names no job"
-	case j.Source != runnerpod.JobFromPodMarks:
-		t.Skip = "the job was not read from the step pod's marks"
-	case !slices.Contains(w.Agents, j.CreatedBy):
-		t.Skip = "the step pod was not created by a configured Woodpecker agent (created by " + quoteOrNone(j.CreatedBy) + ")"
-	case !w.AgentInRunnerNamespace && inNamespace(j.CreatedBy, r.Namespace):
-		t.Skip = "the agent " + j.CreatedBy + " is a ServiceAccount of the step pod's own namespace, which anyone granted edit there can act as"
+	case untrusted(r, maker) != "":
+		t.Skip = untrusted(r, maker)
 	case t.Destination == Forge:
 		t.Skip = "the step's forge is " + cmp.Or(line(j.Forge), "not named") + ": runnerguard tells a commit on GitHub or GitLab only"
 	case t.Destination == GitHub && cfg.GitHub == nil, t.Destination == GitLab && cfg.GitLab == nil:
@@ -280,6 +274,31 @@ func forgeTarget(r death.Record, cfg config.Reports) Target {
 }
 
 var commitSHA = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// markMaker is who must have made a pod whose marks name its job: one of
+// creators (the pod's recorded creator), and no ServiceAccount of the
+// pod's own namespace, which anyone granted edit there can act as, unless
+// the operator says the maker runs there.
+type markMaker struct {
+	pod, creator, role string
+	creators           []string
+	inRunnerNamespace  bool
+}
+
+// untrusted says why r's job, read from its pod's marks, is not the
+// word of m, "" when it is.
+func untrusted(r death.Record, m markMaker) string {
+	j := r.Job
+	switch {
+	case j.Source != runnerpod.JobFromPodMarks:
+		return "the job was not read from the " + m.pod + "'s marks"
+	case !slices.Contains(m.creators, j.CreatedBy):
+		return "the " + m.pod + " was not created by a configured " + m.creator + " (created by " + quoteOrNone(j.CreatedBy) + ")"
+	case !m.inRunnerNamespace && inNamespace(j.CreatedBy, r.Namespace):
+		return "the " + m.role + " " + j.CreatedBy + " is a ServiceAccount of the " + m.pod + "'s own namespace, which anyone granted edit there can act as"
+	}
+	return ""
+}
 
 var projectPath = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$`)
 

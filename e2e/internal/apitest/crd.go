@@ -1,6 +1,8 @@
 package apitest
 
 import (
+	"strings"
+
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,21 +61,7 @@ func EphemeralRunner(ns, name string) *unstructured.Unstructured {
 // open; no cert-manager runs beside the API-server suite, so a test writes
 // the status cert-manager would.
 func CertificateCRD() *apiextensionsv1.CustomResourceDefinition {
-	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "certificates.cert-manager.io"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "cert-manager.io", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "certificates", Singular: "certificate", Kind: "Certificate", ListKind: "CertificateList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": open, "status": open},
-				}},
-			}},
-		},
-	}
+	return openCRD("cert-manager.io", "v1", "Certificate", "certificates")
 }
 
 // TaskRunCRD is the shape of Tekton's TaskRun that the recorder reads: a
@@ -81,14 +69,20 @@ func CertificateCRD() *apiextensionsv1.CustomResourceDefinition {
 // its conditions as Tekton's controller writes them (knative's Status).
 // The rest of Tekton's schema is left open.
 func TaskRunCRD() *apiextensionsv1.CustomResourceDefinition {
+	return openCRD("tekton.dev", "v1", "TaskRun", "taskruns")
+}
+
+// openCRD is a namespaced CRD of group/version and kind, its spec and its
+// status (a subresource) left open.
+func openCRD(group, version, kind, plural string) *apiextensionsv1.CustomResourceDefinition {
 	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
 	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "taskruns.tekton.dev"},
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "tekton.dev", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "taskruns", Singular: "taskrun", Kind: "TaskRun", ListKind: "TaskRunList"},
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
+				Name: version, Served: true, Storage: true,
 				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
 					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": open, "status": open},
