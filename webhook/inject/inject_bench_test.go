@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -86,6 +89,42 @@ func BenchmarkMutate(b *testing.B) {
 	}
 }
 
+// largestReview is the BenchmarkServeHTTP case of the largest review the
+// webhook server admits (cmd/runnerguard's maxReviewBytes, less a margin,
+// as e2e/api's burst of the largest reviews sends): a runner pod whose
+// runner container's env fills it. Its cost is what the server's budget
+// of large reviews bounds.
+const (
+	largestReview = "largest review injected"
+	maxReview     = 4<<20 - 4<<10
+)
+
+// bulky returns raw, a pod, with its first container's env grown until
+// the CREATE review around it is just under size bytes.
+func bulky(b *testing.B, raw []byte, size int) []byte {
+	b.Helper()
+	var pod corev1.Pod
+	if err := json.Unmarshal(raw, &pod); err != nil {
+		b.Fatal(err)
+	}
+	entry, err := json.Marshal(corev1.EnvVar{Name: "E000000", Value: strings.Repeat("x", 80)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	room := size - len(benchCreateReview(b, raw)) - 1<<10
+	for i := range room / (len(entry) + 1) {
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%06d", i), Value: strings.Repeat("x", 80)})
+	}
+	out, err := json.Marshal(&pod)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n := len(benchCreateReview(b, out)); n > size {
+		b.Fatalf("the review is %d bytes, over %d", n, size)
+	}
+	return out
+}
+
 // benchNamespaces reads namespaces as the manager's cache does: a deep copy
 // of the stored metadata, no API call.
 type benchNamespaces struct{ ns *metav1.PartialObjectMetadata }
@@ -142,13 +181,17 @@ func BenchmarkServeHTTP(b *testing.B) {
 	ns := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{
 		"runnerguard.io/enabled": "true", "kubernetes.io/metadata.name": "ci",
 	}}}
-	for _, in := range benchInputs {
+	inputs := append(slices.Clone(benchInputs), struct{ file, what string }{"generic", largestReview})
+	for _, in := range inputs {
 		b.Run(in.what, func(b *testing.B) {
 			h := NewHandler(cfg, benchNamespaces{ns})
 			wh := &admission.Webhook{Handler: h, LogConstructor: func(_ logr.Logger, req *admission.Request) logr.Logger {
 				return admission.DefaultLogConstructor(log, req)
 			}}
 			raw := benchRaw(b, in.file)
+			if in.what == largestReview {
+				raw = bulky(b, raw, maxReview)
+			}
 			body := benchCreateReview(b, raw)
 			serve := func() *httptest.ResponseRecorder {
 				r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/mutate-runner-pod", bytes.NewReader(body))
