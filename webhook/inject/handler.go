@@ -1,9 +1,7 @@
 package inject
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -79,28 +77,13 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		count(req, Error)
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod of the CREATE request: %w", err))
 	}
-	// The pod as this build encodes it, before and after Mutate: whether
-	// anything changed and, when something did, the two ends of the patch.
-	// Comparing the encodings replaces a deep copy and a deep comparison,
-	// and the patch needs both encodings anyway.
-	before, err := json.Marshal(pod)
-	if err != nil {
-		count(req, Error)
-		return uninstrumented(ctx, fmt.Sprintf("encoding the pod: %v", err))
-	}
-
 	facts := Facts{Requester: req.UserInfo.Username, Credential: runnerpod.Credential(req.UserInfo.Extra), BoundPod: runnerpod.BoundPod(req.UserInfo.Extra), PodResourcesDropped: h.PodResourcesDropped}
 	if h.Config.Inject.Vitals.Enabled {
 		facts.HostMountRefused = h.hostMountRefusal(ctx, req.Namespace)
 	}
-	out := Mutate(pod, facts, h.Config)
-	after, err := json.Marshal(pod)
-	if err != nil {
-		count(req, Error)
-		return uninstrumented(ctx, fmt.Sprintf("encoding the mutated pod: %v", err))
-	}
-
-	changed := !bytes.Equal(before, after)
+	p := &patch{}
+	out := mutate(pod, facts, h.Config, p)
+	changed := p.changed()
 	if !changed && (out.Result == Injected || out.Result == NoSidecar) {
 		out.Result = Unchanged
 	}
@@ -113,14 +96,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if len(out.Warnings) > 0 && (req.DryRun == nil || !*req.DryRun) {
 		h.warningEvents(req.Namespace, pod, out.Warnings)
 	}
-	if !changed {
-		return admission.Allowed("").WithWarnings(out.Warnings...)
-	}
-	resp := patchResponse(req.Object.Raw, before, after, pod)
-	if !resp.Allowed {
-		return uninstrumented(ctx, resp.Result.Message)
-	}
-	return resp.WithWarnings(out.Warnings...)
+	return p.response().WithWarnings(out.Warnings...)
 }
 
 // Why the Events are emitted.
@@ -163,13 +139,6 @@ func (h *Handler) warningEvents(namespace string, pod *corev1.Pod, warnings []st
 		}
 		h.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonIncomplete, "Create", "%s", note)
 	}
-}
-
-// uninstrumented admits the pod as it came and says why: failing to
-// build the patch must not fail the pod.
-func uninstrumented(ctx context.Context, why string) admission.Response {
-	logf.FromContext(ctx).Error(nil, "building the patch", "message", why)
-	return admission.Allowed("").WithWarnings("runnerguard: the pod was not instrumented: " + why + "; this is a runnerguard bug: report it with this message")
 }
 
 // hostMountRefusal reads the namespace's labels. The namespace is read as
