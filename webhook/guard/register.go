@@ -40,6 +40,9 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		// every replica (the watcher's own informer of runner pods runs on
 		// the leader only).
 		h.Pods = mgr.GetClient()
+		// And the nodes' metadata, which the leader's marker reads too
+		// (the chart grants list and watch of nodes with the watcher).
+		h.Nodes = mgr.GetClient()
 		// A note waits for the deletion it tells of.
 		h.NotesAfterDeletion = true
 		h.Refusals = refusal.NewWriter(mgr.GetAPIReader(), mgr.GetClient())
