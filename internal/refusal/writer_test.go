@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -192,4 +194,72 @@ func asTheAPIServer(err error) error {
 		return err
 	}
 	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+}
+
+// later runs work after delay on its own goroutine, as the guard's pool
+// does, and counts what it runs.
+type later struct {
+	wg   sync.WaitGroup
+	runs atomic.Int32
+}
+
+func (l *later) run(ctx context.Context, delay time.Duration, work func(context.Context)) {
+	l.wg.Add(1)
+	time.AfterFunc(delay, func() {
+		defer l.wg.Done()
+		l.runs.Add(1)
+		work(ctx)
+	})
+}
+
+// With Later, a reaper's refusals that come one after another are held
+// until they settle and written in one patch, so its retries do not
+// review a pod the writes keep changing; later ones are held in turn.
+func TestRefusalsThatComeInARunAreWrittenOnceTheySettle(t *testing.T) {
+	c, patches := podClient(t, 0)
+	w := NewWriter(c, c)
+	var l later
+	w.Later, w.Settle, w.MaxHold = l.run, 50*time.Millisecond, time.Minute
+	ctx := context.Background()
+	for i := range 5 {
+		w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", i+1))
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, stored := storedOn(t, c)
+	assert.Nil(t, stored, "held while they keep coming")
+	l.wg.Wait()
+	_, stored = storedOn(t, c)
+	require.NotNil(t, stored)
+	assert.Equal(t, int32(5), stored.Entries[0].Count)
+	assert.Equal(t, int32(1), patches.Load(), "one write for the run")
+
+	w.Note(ctx, podKey, "u1", one("alice", "eviction", "busy", 9))
+	l.wg.Wait()
+	_, stored = storedOn(t, c)
+	assert.Len(t, stored.Entries, 2, "a later refusal is written in turn")
+	assert.Equal(t, int32(2), patches.Load())
+	assert.Empty(t, w.pending, "nothing held once written")
+}
+
+// A reaper that never pauses still has its refusals written, MaxHold
+// after the first held.
+func TestRefusalsThatNeverSettleAreWrittenAfterMaxHold(t *testing.T) {
+	c, patches := podClient(t, 0)
+	w := NewWriter(c, c)
+	var l later
+	w.Later, w.Settle, w.MaxHold = l.run, 40*time.Millisecond, 120*time.Millisecond
+	ctx := context.Background()
+	deadline := time.Now().Add(400 * time.Millisecond)
+	n := int32(0)
+	for time.Now().Before(deadline) {
+		n++
+		w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", int(n)))
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.wg.Wait()
+	_, stored := storedOn(t, c)
+	require.NotNil(t, stored)
+	assert.Equal(t, n, stored.Entries[0].Count, "every refusal kept")
+	assert.GreaterOrEqual(t, patches.Load(), int32(2), "written while they kept coming")
+	assert.Less(t, patches.Load(), n/2, "far fewer writes than refusals")
 }

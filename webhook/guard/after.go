@@ -182,6 +182,19 @@ func (a *afterAnswer) do(ctx context.Context, work func(context.Context)) {
 	}()
 }
 
+// delayed runs work on the pool once delay has passed, counted as pending
+// from now, so a replica that stops (and Wait) waits for it too. A timer
+// holds no slot while it waits.
+func (a *afterAnswer) delayed(ctx context.Context, delay time.Duration, work func(context.Context)) {
+	a.pending.Add(1)
+	time.AfterFunc(delay, func() {
+		a.do(ctx, func(ctx context.Context) {
+			defer a.pending.Done()
+			work(ctx)
+		})
+	})
+}
+
 // later runs work after the review's answer: once the whole answer is
 // sent, for a review served through Serve (as every review is in
 // production); for one handled without it (a benchmark), as do does.
