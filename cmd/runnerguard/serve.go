@@ -115,7 +115,7 @@ func newManager(o serveOptions) (manager.Manager, error) {
 		// The guard's metadata cache of pods keeps labelled runner pods
 		// only, their names and UIDs (the watcher keeps its own).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: guard.PodCacheOptions(),
-			&policyv1.PodDisruptionBudget{}: recorder.BudgetCacheOptions()}},
+			&corev1.Node{}: guard.NodeCacheOptions(), &policyv1.PodDisruptionBudget{}: recorder.BudgetCacheOptions()}},
 		// The server watches the cert dir (controller-runtime's
 		// certwatcher), so a renewed serving certificate is picked up
 		// without a restart.
@@ -229,12 +229,17 @@ func addProbes(mgr manager.Manager, runnerPods bool) error {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), runnerpod.Meta()); err != nil {
 			return fmt.Errorf("starting the runner pod metadata informer: %w", err)
 		}
+		// And reads a busy runner's node for its drain deadline in the
+		// nodes' metadata, so a refusal's answer waits on no request.
+		if _, err := mgr.GetCache().GetInformer(context.Background(), guard.NodeMeta()); err != nil {
+			return fmt.Errorf("starting the node metadata informer: %w", err)
+		}
 	}
 	return mgr.AddReadyzCheck("cache", func(r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("the namespace and runner pod caches have not synced")
+			return errors.New("the namespace, runner pod and node caches have not synced")
 		}
 		return nil
 	})

@@ -67,7 +67,9 @@ func run(m *testing.M) (int, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	report.LoadBefore = loadAvg()
 	var err error
-	if cluster, err = apitest.StartCluster(); err != nil {
+	// The audit log names the API requests runnerguard's server makes per
+	// review (webhookReviews).
+	if cluster, err = apitest.StartClusterAuditingServer(); err != nil {
 		return 1, err
 	}
 	defer func() { _ = cluster.Stop() }()
@@ -123,19 +125,25 @@ func run(m *testing.M) (int, error) {
 		return 1, fmt.Errorf("creating the ValidatingAdmissionPolicyBinding: %w", err)
 	}
 	for name, labels := range map[string]map[string]string{
-		nsNone:    nil,
-		nsGuard:   {runnerpod.EnabledNamespaceLabel: "true"},
-		nsNoMatch: {noMatchLabel: "true"},
-		nsVAP:     {vapLabel: "true"},
-		nsNothing: {nothingLabel: "true"},
-		nsRefuser: {refuserLabel: "true"},
-		nsReader:  {readerLabel: "true"},
-		nsCapture: nil,
+		nsNone:          nil,
+		nsGuard:         {runnerpod.EnabledNamespaceLabel: "true"},
+		nsNoMatch:       {noMatchLabel: "true"},
+		nsVAP:           {vapLabel: "true"},
+		nsNothing:       {nothingLabel: "true"},
+		nsRefuser:       {refuserLabel: "true"},
+		nsReader:        {readerLabel: "true"},
+		nsNothingDelete: {nothingDeleteLabel: "true"},
+		nsCapture:       nil,
 	} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 		if err := cluster.Client.Create(ctx, ns); err != nil {
 			return 1, err
 		}
+	}
+	// The node the run's pods are bound to, as a cluster has it: the
+	// guard reads a busy runner's node for its drain deadline.
+	if err := cluster.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+		return 1, fmt.Errorf("creating node %s: %w", node, err)
 	}
 	code := m.Run()
 	report.LoadAfter = loadAvg()

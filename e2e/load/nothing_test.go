@@ -54,6 +54,13 @@ const (
 	nsReader              = "load-reader"
 	readerLabel           = "runnerguard.io/load-reader"
 	nothingReadRefusePath = "/validate-read-refuse"
+	// nsNothingDelete is where runner pods' DELETEs go, through the
+	// guard's delete webhook as the chart renders it, to a handler that
+	// allows without reading the review: the floor of a DELETE the guard
+	// allows.
+	nsNothingDelete    = "load-nothing-delete"
+	nothingDeleteLabel = "runnerguard.io/load-nothing-delete"
+	nothingDeletePath  = "/validate-nothing-delete"
 )
 
 // nothingServer is controller-runtime's webhook server, set up as
@@ -111,6 +118,7 @@ func serveNothing(args string) int {
 		func(context.Context, admission.Request) admission.Response { return admission.Allowed("") })}
 	srv.Register(nothingPath, c.count(allow))
 	srv.Register(nothingEvictionPath, c.count(allow))
+	srv.Register(nothingDeletePath, c.count(allow))
 	refuse := &admission.Webhook{Handler: admission.HandlerFunc(
 		func(context.Context, admission.Request) admission.Response {
 			return admission.Denied("refused by a webhook that does not look")
@@ -232,8 +240,14 @@ func (n *nothingServer) register(ctx context.Context, cfg config.Config) error {
 	reader.Name = "delete.reader.load.runnerguard.io"
 	reader.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{readerLabel: "true"}}
 	reader.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &readURL, CABundle: cluster.Env.WebhookInstallOptions.LocalServingCAData}
+	// And once more, answered by an allowance.
+	allowDel := *del.DeepCopy()
+	allowURL := fmt.Sprintf("https://127.0.0.1:%d%s", n.port, nothingDeletePath)
+	allowDel.Name = "delete.nothing.load.runnerguard.io"
+	allowDel.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{nothingDeleteLabel: "true"}}
+	allowDel.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &allowURL, CABundle: cluster.Env.WebhookInstallOptions.LocalServingCAData}
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "load-nothing"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{ev, del, reader}}
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{ev, del, reader, allowDel}}
 	if err := cluster.Client.Create(ctx, vwc); err != nil {
 		return fmt.Errorf("registering the do-nothing eviction webhook: %w", err)
 	}

@@ -3,18 +3,23 @@
 package load
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -83,14 +88,90 @@ type Reviews struct {
 	// Handling is the server's mean time per review, from receiving it to
 	// writing the answer (controller-runtime's latency histogram).
 	Handling time.Duration
+	// Requests are the API requests runnerguard's server made per review
+	// while the operations ran and until its work after them was done,
+	// by verb and resource, from the API server's audit log; nil where
+	// not counted (another server's reviews).
+	Requests map[string]float64
 }
 
 // webhookReviews counts the reviews the server answered on path while ops
-// operations ran in f.
+// operations ran in f, and the API requests it made meanwhile.
 func webhookReviews(t *testing.T, path string, ops int, f func()) Reviews {
 	t.Helper()
-	return reviewsDuring(t, func() (float64, float64, error) { return server.WebhookStats(path) }, ops, f)
+	var requests map[string]int
+	r := reviewsDuring(t, func() (float64, float64, error) { return server.WebhookStats(path) }, ops, func() {
+		requests = serverRequests(t, f)
+	})
+	reviews := r.PerOp * float64(ops)
+	r.Requests = map[string]float64{}
+	for k, n := range requests {
+		if reviews > 0 {
+			r.Requests[k] = float64(n) / reviews
+		}
+	}
+	return r
 }
+
+// serverRequests counts the requests runnerguard's server made to the API
+// server, by verb and resource, from when its earlier work was done until
+// the work f set off was: the audit log (StartClusterAuditingServer)
+// quiet for a while before and after. Requests from the server's own
+// clocks (a resync, the leader's marks) may fall in the window too: the
+// report names them.
+func serverRequests(t *testing.T, f func()) map[string]int {
+	t.Helper()
+	from := quietAudit(t)
+	f()
+	to := quietAudit(t)
+	raw, err := os.ReadFile(cluster.AuditLog)
+	require.NoError(t, err)
+	out := map[string]int{}
+	for _, line := range bytes.Split(raw[from:to], []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var e auditv1.Event
+		require.NoError(t, json.Unmarshal(line, &e))
+		if e.User.Username != apitest.ServerUser || e.ObjectRef == nil || e.Stage != auditv1.StageResponseComplete {
+			continue
+		}
+		what := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			what += "/" + e.ObjectRef.Subresource
+		}
+		out[e.Verb+" "+what]++
+	}
+	return out
+}
+
+// quietAudit waits until the audit log has not grown for auditQuiet (at
+// most auditSettle) and returns its size.
+func quietAudit(t *testing.T) int64 {
+	t.Helper()
+	size := func() int64 {
+		fi, err := os.Stat(cluster.AuditLog)
+		require.NoError(t, err)
+		return fi.Size()
+	}
+	last, since, start := size(), time.Now(), time.Now()
+	for time.Since(since) < auditQuiet && time.Since(start) < auditSettle {
+		time.Sleep(50 * time.Millisecond)
+		if s := size(); s != last {
+			last, since = s, time.Now()
+		}
+	}
+	return last
+}
+
+// A review's work after its answer is done within auditQuiet of its last
+// request (a note waits for its pod's deletion in the cache, not through
+// the API; a pod's refusals are written once they settle, in less); the
+// log is read after at most auditSettle.
+const (
+	auditQuiet  = 1500 * time.Millisecond
+	auditSettle = 15 * time.Second
+)
 
 // reviewsDuring counts the reviews a server answered, by its stats (calls
 // and seconds so far), while ops operations ran in f. The counters are

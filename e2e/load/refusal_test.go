@@ -19,6 +19,7 @@ import (
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // TestRefusalsAndAllowedEvictionsAgainstTheirFloors times the two answers
@@ -103,8 +104,9 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 	report.AddLatency(refusedOp, refusedSetups[2].name, refusals[2], &floorRefusals[2], refusedSetups[2].base)
 	report.AddLatency(refusedOp, refusedSetups[3].name, refusals[3], &floorRefusals[3], refusedSetups[3].base)
 	report.AddLatency(refusedOp, refusedSetups[1].name, refusals[1], &guardRefusals, refusedSetups[1].base)
-	report.Notes = append(report.Notes, fmt.Sprintf("%s: guard p50 / ValidatingAdmissionPolicy p50 = %s (the policy decides in the API server: no Event, no record); %s p50 / ValidatingAdmissionPolicy p50 = %s (any webhook's floor); %s p50 / ValidatingAdmissionPolicy p50 = %s (the floor of any webhook that reads the pod); guard p50 / %s p50 = %s (goal: at most %.2fx)",
-		refusedOp, p50Ratio(refusals[1], refusals[0]), refuser, p50Ratio(refusals[2], refusals[0]), reader, p50Ratio(refusals[3], refusals[0]), reader, p50Ratio(refusals[1], refusals[3]), refusalGoal))
+	report.Notes = append(report.Notes, fmt.Sprintf("%s: guard p50 / ValidatingAdmissionPolicy p50 = %s (the policy decides in the API server: no Event, no record); %s p50 / ValidatingAdmissionPolicy p50 = %s (any webhook's floor); %s p50 / ValidatingAdmissionPolicy p50 = %s (the floor of any webhook that reads the pod); guard p50 / %s p50 = %s (goal: at most %.2fx); guard's reviews per refused DELETE %.2f (goal: 1); guard's server time per review / %s's = %s (goal: at most %.0fx)",
+		refusedOp, p50Ratio(refusals[1], refusals[0]), refuser, p50Ratio(refusals[2], refusals[0]), reader, p50Ratio(refusals[3], refusals[0]), reader, p50Ratio(refusals[1], refusals[3]), refusalGoal,
+		guardRefusals.PerOp, reader, handlingRatio(guardRefusals, floorRefusals[3]), handlingGoal))
 
 	// Allowed evictions of runners whose job has ended: fresh pods each
 	// round, as an eviction deletes its pod.
@@ -160,7 +162,64 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 	}
 	report.Notes = append(report.Notes, fmt.Sprintf("%s: guard p50 / %s p50 = %s (goal: at most %.2fx); %s p50 / no webhook p50 = %s",
 		evictOp, nothingEviction, p50Ratio(evictions[2], evictions[1]), evictionGoal, nothingEviction, p50Ratio(evictions[1], evictions[0])))
-	for _, ns := range []string{nsNone, nsNothing, nsGuard, nsVAP, nsRefuser, nsReader} {
+
+	// Allowed DELETEs that reach the guard: running runners with the
+	// override, fresh pods each round (a delete leaves its pod
+	// terminating), by the guard and by a validating webhook that does
+	// nothing, registered as the guard's delete webhook is (its
+	// matchConditions send it the same deletes).
+	const allowedOp = "pod DELETE allowed (running, overridden)"
+	const nothingDelete = "validating webhook that does nothing, as the guard's delete webhook"
+	allowedSetups := []struct{ name, ns, base string }{
+		{"no webhook", nsNone, ""},
+		{nothingDelete, nsNothingDelete, "no webhook"},
+		{"runnerguard guard", nsGuard, nothingDelete},
+	}
+	overridden := make([][]*corev1.Pod, len(allowedSetups))
+	for s, setup := range allowedSetups {
+		for i := range total {
+			pod, _ := subjectFrom(instrumented, setup.ns, fmt.Sprintf("overridden-%d", i))
+			pod.Annotations[runnerpod.AllowDelete] = "load test"
+			w := podtest.Wrapper{Pod: *pod.DeepCopy()}
+			overridden[s] = append(overridden[s], createWithStatus(ctx, t, pod, w.Running("runner").Status))
+		}
+	}
+	del := func(p *corev1.Pod) error { return pods.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}) }
+	allowedDeletes := make([][]time.Duration, len(allowedSetups))
+	for r := -warmup; r < rounds; r++ {
+		for i := range allowedSetups {
+			s := (r + warmup + i) % len(allowedSetups)
+			d, err := timed(func() error { return del(overridden[s][r+warmup]) })
+			require.NoError(t, err, "delete in %s", allowedSetups[s].name)
+			if r >= 0 {
+				allowedDeletes[s] = append(allowedDeletes[s], d)
+			}
+		}
+	}
+	allowedCalls := make([]*Reviews, len(allowedSetups))
+	for s, setup := range allowedSetups {
+		window := func() {
+			for _, p := range overridden[s][warmup+rounds:] {
+				require.NoError(t, del(p))
+			}
+		}
+		var c Reviews
+		switch setup.ns {
+		case nsGuard:
+			c = webhookReviews(t, registration.GuardPath, countWindow, window)
+		case nsNothingDelete:
+			c = reviewsDuring(t, nothing.stats, countWindow, window)
+		default:
+			continue
+		}
+		allowedCalls[s] = &c
+	}
+	for s, setup := range allowedSetups {
+		report.AddLatency(allowedOp, setup.name, allowedDeletes[s], allowedCalls[s], setup.base)
+	}
+	report.Notes = append(report.Notes, fmt.Sprintf("%s: guard p50 / %s p50 = %s (goal: at most %.2fx); %s p50 / no webhook p50 = %s",
+		allowedOp, nothingDelete, p50Ratio(allowedDeletes[2], allowedDeletes[1]), evictionGoal, nothingDelete, p50Ratio(allowedDeletes[1], allowedDeletes[0])))
+	for _, ns := range []string{nsNone, nsNothing, nsGuard, nsVAP, nsRefuser, nsReader, nsNothingDelete} {
 		removeAll(t, ns)
 	}
 }
@@ -168,16 +227,28 @@ func TestRefusalsAndAllowedEvictionsAgainstTheirFloors(t *testing.T) {
 // refusalGoal bounds what the guard may add to a refusal by a webhook that
 // decodes the pod and refuses, served by a bare process: its own process
 // (a controller-runtime manager with informers and structured logs),
-// deciding, answering and everything after the answer fit in a fifth of
+// deciding, answering and everything after the answer fit in a tenth of
 // it. Any webhook that reads the pod costs what that floor does; the
 // ValidatingAdmissionPolicy beside it decides in the API server and can
 // write no Event, note or record (docs/performance/cost.md). An allowed
-// eviction may cost a tenth more than a webhook that does nothing. Both
+// eviction, and an allowed DELETE that reaches the guard, may cost a tenth
+// more than a webhook that does nothing registered the same way. All
 // are printed with the figures, not asserted: a timing is no test.
 const (
-	refusalGoal  = 1.20
+	refusalGoal  = 1.10
 	evictionGoal = 1.10
+	// handlingGoal bounds the guard's own time per refused review (from
+	// receiving it to its answer written) against the decoding refuser's.
+	handlingGoal = 2.0
 )
+
+// handlingRatio is r's server time per review over base's.
+func handlingRatio(r, base Reviews) string {
+	if base.Handling == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", float64(r.Handling)/float64(base.Handling))
+}
 
 // p50Ratio is the p50 of d over the p50 of base.
 func p50Ratio(d, base []time.Duration) string {

@@ -3,8 +3,10 @@
 package load
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"runtime"
@@ -102,7 +104,7 @@ func (r *Report) printLatency(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\n-- Through kube-apiserver v1.37.2 (envtest, the real binary): %d sequential requests per row, setups interleaved round by round --\n", r.Rounds)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\tadmission\tp50\tp99\tp50 added\tp50 ratio\twebhook calls/op\tserver time/review\t")
+	fmt.Fprintln(tw, "operation\tadmission\tp50\tp99\tp50 added\tp50 ratio\twebhook calls/op\tserver time/review\trunnerguard's API requests/review\t")
 	p50s := map[[2]string]time.Duration{}
 	for _, l := range r.Latencies {
 		p50s[[2]string{l.Op, l.Setup}] = percentile(l.Samples, 0.5)
@@ -110,11 +112,12 @@ func (r *Report) printLatency(out io.Writer) {
 	var guard, vap time.Duration
 	for _, l := range r.Latencies {
 		p50 := percentile(l.Samples, 0.5)
-		calls, handling := "-", "-"
+		calls, handling, requests := "-", "-", "-"
 		if l.Reviews != nil {
 			calls = fmt.Sprintf("%.2f", l.Reviews.PerOp)
 			if l.Reviews.PerOp > 0 {
 				handling = ms(l.Reviews.Handling)
+				requests = requestsText(l.Reviews.Requests)
 			}
 		}
 		added, ratio := "-", "-"
@@ -122,7 +125,7 @@ func (r *Report) printLatency(out io.Writer) {
 			added = fmt.Sprintf("%+.2f ms", float64(p50-b)/float64(time.Millisecond))
 			ratio = fmt.Sprintf("%.2fx", float64(p50)/float64(b))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Op, l.Setup, ms(p50), ms(percentile(l.Samples, 0.99)), added, ratio, calls, handling)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Op, l.Setup, ms(p50), ms(percentile(l.Samples, 0.99)), added, ratio, calls, handling, requests)
 		switch {
 		case l.Op != "pod DELETE":
 		case l.Setup == "runnerguard guard":
@@ -135,6 +138,26 @@ func (r *Report) printLatency(out io.Writer) {
 	if guard > 0 && vap > 0 {
 		fmt.Fprintf(out, "pod DELETE: guard p50 / ValidatingAdmissionPolicy p50 = %.2fx\n", float64(guard)/float64(vap))
 	}
+}
+
+// requestsText names the API requests per review, most first: "none" for
+// none, "-" where they were not counted.
+func requestsText(perReview map[string]float64) string {
+	if perReview == nil {
+		return "-"
+	}
+	if len(perReview) == 0 {
+		return "none"
+	}
+	names := slices.Collect(maps.Keys(perReview))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(perReview[b], perReview[a]), strings.Compare(a, b))
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.2f", n, perReview[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (r *Report) printSaturation(out io.Writer) {

@@ -29,14 +29,30 @@ import (
 type Writer struct {
 	reader client.Reader
 	writer client.Writer
-	mu     sync.Mutex
+	// Later, when set, holds a pod's refusals until none has come for
+	// Settle (at most MaxHold after the first held), then writes them in
+	// one patch: Later runs the write after the delay, on the pool that
+	// runs the guard's work after answers. Each write of a pod is a new
+	// copy of it, and a review the API server sends while its watch cache
+	// still holds the copy before is sent again on the new one (the
+	// storage retries a refused update found to be stale): writing after
+	// every refusal of a reaper that retries at once would double its
+	// reviews. Nil Later writes each pod's first refusal at once, on the
+	// caller's goroutine.
+	Later           func(ctx context.Context, delay time.Duration, work func(context.Context))
+	Settle, MaxHold time.Duration
+	mu              sync.Mutex
 	// pending holds each pod's refusals not yet written; a pod is in it
-	// while its write is in flight, or handed on to Later.
-	pending map[podUID]*v1alpha1.Refusals
-	// Later runs work after what the caller is doing, as new work on the
-	// guard's pool; nil: the caller writes on for as long as refusals
-	// arrive.
-	Later func(ctx context.Context, work func(context.Context))
+	// while they are held and while its write is in flight.
+	pending map[podUID]*held
+}
+
+// held is one pod's refusals not yet written, and when the first and the
+// last of them came. While a write is in flight, the refusals that come
+// meanwhile are held for the next.
+type held struct {
+	v1alpha1.Refusals
+	first, last time.Time
 }
 
 // podUID is a pod as the guard confirmed it: a pod of that name with
@@ -46,13 +62,11 @@ type podUID struct {
 	uid types.UID
 }
 
-// flushBatches is how many batches of one pod's refusals one caller
-// writes before it hands the rest on (Writer.Later).
-const flushBatches = 4
-
 // maxPods bounds the pods with refusals waiting: anyone who can reach the
-// webhook can send reviews, and memory and requests stay bounded.
-const maxPods = 256
+// webhook can send reviews, and memory and requests stay bounded. Room
+// for a drain's refusals of every busy runner of a node pool while they
+// settle.
+const maxPods = 2048
 
 // writeTimeout bounds one pod's write, its retries on conflict included.
 const writeTimeout = 30 * time.Second
@@ -61,15 +75,15 @@ const writeTimeout = 30 * time.Second
 // server itself (a cache's resourceVersion could be stale for ever), and
 // patching them through w.
 func NewWriter(r client.Reader, w client.Writer) *Writer {
-	return &Writer{reader: r, writer: w, pending: map[podUID]*v1alpha1.Refusals{}}
+	return &Writer{reader: r, writer: w, pending: map[podUID]*held{}}
 }
 
 // Note keeps o on pod, if the pod still has uid when it is written. The
-// write is made on the caller's goroutine, which is the guard's work after
-// an answer (so its bound is that pool's): a pod's first refusal writes
-// it, and while that write is in flight the refusals noted meanwhile are
-// folded in and Note returns at once, for the writing caller to take them
-// up. Nil w notes nothing. The caller has confirmed that the API server
+// write is made on the guard's pool of work after answers (so its bound is
+// that pool's): with Later, once the pod's refusals have settled; without,
+// on the caller's goroutine, which is that pool's, at once. Refusals noted
+// while a pod's are held or its write is in flight are folded in and Note
+// returns at once. Nil w notes nothing. The caller has confirmed that the API server
 // sent the review (its pod exists with uid) and that it was no dry run.
 func (w *Writer) Note(ctx context.Context, pod types.NamespacedName, uid types.UID, o One) {
 	if w == nil {
@@ -77,9 +91,11 @@ func (w *Writer) Note(ctx context.Context, pod types.NamespacedName, uid types.U
 	}
 	key := podUID{pod, uid}
 	log := logf.FromContext(ctx)
+	now := time.Now()
 	w.mu.Lock()
 	if p, ok := w.pending[key]; ok {
-		*p = Add(*p, o)
+		p.Refusals = Add(p.Refusals, o)
+		p.last = now
 		w.mu.Unlock()
 		return
 	}
@@ -88,20 +104,45 @@ func (w *Writer) Note(ctx context.Context, pod types.NamespacedName, uid types.U
 		log.Info("refusal not kept: too many pods' refusals waiting to be written", "pod", pod, "requester", o.By)
 		return
 	}
-	l := Add(v1alpha1.Refusals{}, o)
-	w.pending[key] = &l
+	w.pending[key] = &held{Refusals: Add(v1alpha1.Refusals{}, o), first: now, last: now}
 	w.mu.Unlock()
-	w.flush(ctx, key)
+	if w.Later == nil {
+		w.flush(ctx, key)
+		return
+	}
+	w.Later(ctx, w.Settle, func(ctx context.Context) { w.due(ctx, key) })
+}
+
+// due writes key's held refusals once they have settled, or holds them
+// until they do; after the write, the refusals that came meanwhile are
+// held in turn.
+func (w *Writer) due(ctx context.Context, key podUID) {
+	w.mu.Lock()
+	p := w.pending[key]
+	now := time.Now()
+	if wait := min(p.last.Add(w.Settle).Sub(now), p.first.Add(w.MaxHold).Sub(now)); wait > 0 {
+		w.mu.Unlock()
+		w.Later(ctx, wait, func(ctx context.Context) { w.due(ctx, key) })
+		return
+	}
+	add := p.Refusals
+	p.Refusals = v1alpha1.Refusals{}
+	w.mu.Unlock()
+	w.writeBatch(ctx, key, add)
+	w.mu.Lock()
+	if len(p.Entries) == 0 && p.Dropped == 0 {
+		delete(w.pending, key)
+		w.mu.Unlock()
+		return
+	}
+	p.first = time.Now()
+	w.mu.Unlock()
+	w.Later(ctx, w.Settle, func(ctx context.Context) { w.due(ctx, key) })
 }
 
 // flush writes key's pending refusals until none are left.
-//
-// One caller writes at most flushBatches batches: refusals that keep
-// arriving for one pod (anyone on the pod network can post the reviews)
-// are then handed on to Later, a new piece of work on the guard's pool,
-// so no caller's work, and no slot of that pool, is held for ever.
 func (w *Writer) flush(ctx context.Context, key podUID) {
-	for batch := 0; ; batch++ {
+	for {
 		w.mu.Lock()
 		p := w.pending[key]
 		if len(p.Entries) == 0 && p.Dropped == 0 {
@@ -109,21 +150,20 @@ func (w *Writer) flush(ctx context.Context, key podUID) {
 			w.mu.Unlock()
 			return
 		}
-		if batch == flushBatches && w.Later != nil {
-			// Still pending: the work handed on writes it.
-			w.mu.Unlock()
-			w.Later(ctx, func(ctx context.Context) { w.flush(ctx, key) })
-			return
-		}
-		add := *p
-		*p = v1alpha1.Refusals{}
+		add := p.Refusals
+		p.Refusals = v1alpha1.Refusals{}
 		w.mu.Unlock()
-		// Each batch has its own writeTimeout, whatever is left of the
-		// caller's: refusals that keep arriving for one pod are written in
-		// turn, not given up when the first caller's time ends.
-		if err := w.write(context.WithoutCancel(ctx), key, add); err != nil {
-			logf.FromContext(ctx).Error(err, "refusals not kept on the pod", "pod", key.NamespacedName, "count", len(add.Entries))
-		}
+		w.writeBatch(ctx, key, add)
+	}
+}
+
+// writeBatch writes one batch of a pod's refusals. Each batch has its own
+// writeTimeout, whatever is left of the caller's: refusals that keep
+// arriving for one pod are written in turn, not given up when the first
+// caller's time ends.
+func (w *Writer) writeBatch(ctx context.Context, key podUID, add v1alpha1.Refusals) {
+	if err := w.write(context.WithoutCancel(ctx), key, add); err != nil {
+		logf.FromContext(ctx).Error(err, "refusals not kept on the pod", "pod", key.NamespacedName, "count", len(add.Entries))
 	}
 }
 

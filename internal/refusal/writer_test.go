@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -194,37 +196,70 @@ func asTheAPIServer(err error) error {
 	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 }
 
-// Refusals that keep arriving for one pod while its refusals are written
-// are written by the caller for flushBatches batches, then handed on as
-// new work (Later): no caller is held while a flood lasts, and none is
-// lost.
-func TestRefusalsThatKeepArrivingAreHandedOnNotHeld(t *testing.T) {
-	s := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(s))
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r", UID: "u1"}}
-	var w *Writer
-	var arrived atomic.Int32
-	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(pod).Build(), interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			// Another refusal of the pod arrives during every write.
-			if n := arrived.Add(1); n <= 3*flushBatches {
-				w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", int(n)+1))
-			}
-			return c.Patch(ctx, obj, p, opts...)
-		},
+// later runs work after delay on its own goroutine, as the guard's pool
+// does, and counts what it runs.
+type later struct {
+	wg   sync.WaitGroup
+	runs atomic.Int32
+}
+
+func (l *later) run(ctx context.Context, delay time.Duration, work func(context.Context)) {
+	l.wg.Add(1)
+	time.AfterFunc(delay, func() {
+		defer l.wg.Done()
+		l.runs.Add(1)
+		work(ctx)
 	})
-	w = NewWriter(c, c)
-	var handedOn []func(context.Context)
-	w.Later = func(_ context.Context, work func(context.Context)) { handedOn = append(handedOn, work) }
-	w.Note(context.Background(), podKey, "u1", one("reaper", "delete", "busy", 1))
-	assert.Equal(t, int32(flushBatches), arrived.Load(), "the caller wrote flushBatches batches")
-	require.Len(t, handedOn, 1, "and handed the rest on")
-	for len(handedOn) > 0 {
-		work := handedOn[0]
-		handedOn = handedOn[1:]
-		work(context.Background())
+}
+
+// With Later, a reaper's refusals that come one after another are held
+// until they settle and written in one patch, so its retries do not
+// review a pod the writes keep changing; later ones are held in turn.
+func TestRefusalsThatComeInARunAreWrittenOnceTheySettle(t *testing.T) {
+	c, patches := podClient(t, 0)
+	w := NewWriter(c, c)
+	var l later
+	w.Later, w.Settle, w.MaxHold = l.run, 50*time.Millisecond, time.Minute
+	ctx := context.Background()
+	for i := range 5 {
+		w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", i+1))
+		time.Sleep(10 * time.Millisecond)
 	}
-	_, l := storedOn(t, c)
-	require.NotNil(t, l)
-	assert.Equal(t, int32(3*flushBatches+1), l.Entries[0].Count, "every refusal kept")
+	_, stored := storedOn(t, c)
+	assert.Nil(t, stored, "held while they keep coming")
+	l.wg.Wait()
+	_, stored = storedOn(t, c)
+	require.NotNil(t, stored)
+	assert.Equal(t, int32(5), stored.Entries[0].Count)
+	assert.Equal(t, int32(1), patches.Load(), "one write for the run")
+
+	w.Note(ctx, podKey, "u1", one("alice", "eviction", "busy", 9))
+	l.wg.Wait()
+	_, stored = storedOn(t, c)
+	assert.Len(t, stored.Entries, 2, "a later refusal is written in turn")
+	assert.Equal(t, int32(2), patches.Load())
+	assert.Empty(t, w.pending, "nothing held once written")
+}
+
+// A reaper that never pauses still has its refusals written, MaxHold
+// after the first held.
+func TestRefusalsThatNeverSettleAreWrittenAfterMaxHold(t *testing.T) {
+	c, patches := podClient(t, 0)
+	w := NewWriter(c, c)
+	var l later
+	w.Later, w.Settle, w.MaxHold = l.run, 40*time.Millisecond, 120*time.Millisecond
+	ctx := context.Background()
+	deadline := time.Now().Add(400 * time.Millisecond)
+	n := int32(0)
+	for time.Now().Before(deadline) {
+		n++
+		w.Note(ctx, podKey, "u1", one("reaper", "delete", "busy", int(n)))
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.wg.Wait()
+	_, stored := storedOn(t, c)
+	require.NotNil(t, stored)
+	assert.Equal(t, n, stored.Entries[0].Count, "every refusal kept")
+	assert.GreaterOrEqual(t, patches.Load(), int32(2), "written while they kept coming")
+	assert.Less(t, patches.Load(), n/2, "far fewer writes than refusals")
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -96,4 +98,14 @@ func TestTheRunnerLabelIsWrittenBeforeTheAnswerAndTheRestAfterIt(t *testing.T) {
 	assert.False(t, evented, "no Event before the answer")
 	assert.NotNil(t, deletionNote(t, h, pod), "noted after it")
 	assert.Len(t, drain(rec), 1, "the override's Event after it")
+}
+
+// Work handed over for later (a pod's refusals once they settle) is
+// waited for as the rest is: a replica that stops writes it first.
+func TestDelayedWorkIsWaitedFor(t *testing.T) {
+	a := newAfterAnswer(1)
+	var done atomic.Bool
+	a.delayed(context.Background(), 50*time.Millisecond, func(context.Context) { done.Store(true) })
+	a.wait()
+	assert.True(t, done.Load())
 }

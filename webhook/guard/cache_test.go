@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerguard/runnerguard/internal/podtest"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 func TestStripPodLeavesOtherObjectsAlone(t *testing.T) {
@@ -27,4 +28,17 @@ func TestTheGuardsMetadataOfARunnerPodKeepsItsNameUIDAndDeletionOnly(t *testing.
 	require.NoError(t, err)
 	assert.Equal(t, &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "r", UID: pod.UID, ResourceVersion: "42", DeletionTimestamp: pod.DeletionTimestamp}}, out)
+}
+
+func TestStripNodeKeepsTheDrainDeadlineOnly(t *testing.T) {
+	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: "7",
+		Labels: map[string]string{"pool": "ci"}, Annotations: map[string]string{"other": "x", runnerpod.DrainDeadline: "2026-11-01T12:01:00Z", runnerpod.DrainDeadlineBy: "alice"}}}
+	out, err := StripNode(in)
+	require.NoError(t, err)
+	got := out.(*metav1.PartialObjectMetadata)
+	assert.Equal(t, metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: "7",
+		Annotations: map[string]string{runnerpod.DrainDeadline: "2026-11-01T12:01:00Z", runnerpod.DrainDeadlineBy: "alice"}}, got.ObjectMeta)
+	none, err := StripNode(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "m", Annotations: map[string]string{"other": "x"}}})
+	require.NoError(t, err)
+	assert.Nil(t, none.(*metav1.PartialObjectMetadata).Annotations)
 }

@@ -33,7 +33,11 @@ type Readers struct {
 	// keeps when the watcher runs; nil without one. A review whose pod is
 	// there with the review's UID is confirmed without a GET.
 	Pods client.Reader
-	Now  func() time.Time
+	// Nodes reads nodes' metadata (NodeMeta) from the cache every
+	// replica keeps when the watcher runs, whose RBAC lists and watches
+	// nodes; nil without one: the node is read from the API server.
+	Nodes client.Reader
+	Now   func() time.Time
 	// live shares and bounds the reads, through Reader, of the pods the
 	// reviews do not bring (podread.go).
 	live *podReads
@@ -79,12 +83,27 @@ func boundPod(req admission.Request) string {
 }
 
 // lookupNode reads the pod's node when Decide asks for it (a busy
-// runner's review only): uncached, since a drain deadline set a moment ago
-// must count. A node that cannot be read states no deadline.
+// runner's review only), for its drain deadline. From the nodes' cache
+// where there is one: a live read would put a request to the API server
+// on every refusal's path. The cache follows the API server's watch, so a
+// deadline set a moment before the review may not be there yet: the
+// runner is refused once more and the drain, which evicts until it may,
+// is let through on its next try. A node the cache does not hold, or that
+// cannot be read, states no deadline.
 func (h Readers) lookupNode(ctx context.Context, name string) func() *corev1.Node {
 	return func() *corev1.Node {
 		if name == "" {
 			return nil
+		}
+		if h.Nodes != nil {
+			meta := NodeMeta()
+			if err := h.Nodes.Get(ctx, types.NamespacedName{Name: name}, meta); err != nil {
+				if !apierrors.IsNotFound(err) {
+					logf.FromContext(ctx).Info("cannot read the pod's node for its drain deadline", "node", name, "error", err.Error())
+				}
+				return nil
+			}
+			return &corev1.Node{ObjectMeta: meta.ObjectMeta}
 		}
 		node := &corev1.Node{}
 		if err := h.Reader.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {

@@ -891,3 +891,38 @@ func TestTheGuardAnswersInTheModeOfTheRegistrationThatCalled(t *testing.T) {
 	assert.Equal(t, "/validate-runner-pod/warn", ModePath(config.ModeWarn))
 	assert.False(t, serve(t, h, deleteReq(t, pod, reaper, false, nil)).Allowed, "the legacy path reads the label")
 }
+
+// With the nodes' metadata cache (the watcher's), a busy runner's node is
+// read there: a refusal's answer waits on no request to the API server,
+// and a deadline the cache holds still lets the runner go.
+func TestABusyRunnersNodeIsReadFromTheNodesCacheNotTheAPIServer(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Node("node-7").Running("runner").Obj()
+	h, _ := newTestHandler(pod)
+	nodeReads := 0
+	h.Reader = interceptor.NewClient(h.Reader.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Node); ok {
+				nodeReads++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-7"}}
+	h.Nodes = fake.NewClientBuilder().WithObjects(node).Build()
+	resp := serve(t, h, deleteReq(t, pod, "reaper", false, nil))
+	assert.False(t, resp.Allowed, "no deadline on the node: busy")
+
+	node.Annotations = map[string]string{runnerpod.DrainDeadline: podtest.Start.Add(time.Minute).Format(time.RFC3339), runnerpod.DrainDeadlineBy: "alice"}
+	stripped, err := StripNode(&metav1.PartialObjectMetadata{ObjectMeta: node.ObjectMeta})
+	require.NoError(t, err)
+	meta := stripped.(*metav1.PartialObjectMetadata)
+	assert.Equal(t, node.Annotations, meta.Annotations, "the cache keeps the deadline and its setter")
+	h.Nodes = fake.NewClientBuilder().WithObjects(node).Build()
+	resp = serve(t, h, deleteReq(t, pod, "reaper", false, nil))
+	assert.True(t, resp.Allowed, "past the deadline the cache holds: %v", resp.Result)
+
+	h.Nodes = fake.NewClientBuilder().Build()
+	resp = serve(t, h, deleteReq(t, pod, "reaper", false, nil))
+	assert.False(t, resp.Allowed, "a node the cache does not hold states no deadline")
+	assert.Zero(t, nodeReads, "no node read from the API server")
+}

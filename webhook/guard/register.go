@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -22,6 +24,15 @@ const Path = "/validate-runner-pod"
 // even running, and the guard follows the registration that called it.
 func ModePath(mode config.Mode) string { return Path + "/" + string(mode) }
 
+// A pod's refusals are written once none has come for refusalSettle, or
+// refusalMaxHold after the first held: longer than the gap between a
+// reaper's immediate retries, short enough that they are on the pod a
+// moment after the last.
+const (
+	refusalSettle  = 500 * time.Millisecond
+	refusalMaxHold = 2 * time.Second
+)
+
 // Register serves the guard at Path on mgr's webhook
 // server. It reads evictions' pods through the API reader, not the cache:
 // evictions are rare and must see the pod as it is now.
@@ -40,10 +51,16 @@ func Register(mgr manager.Manager, cfg config.Config, watcher bool, namespaces l
 		// every replica (the watcher's own informer of runner pods runs on
 		// the leader only).
 		h.Pods = mgr.GetClient()
+		// And the nodes' metadata, which the leader's marker reads too
+		// (the chart grants list and watch of nodes with the watcher).
+		h.Nodes = mgr.GetClient()
 		// A note waits for the deletion it tells of.
 		h.NotesAfterDeletion = true
 		h.Refusals = refusal.NewWriter(mgr.GetAPIReader(), mgr.GetClient())
-		h.Refusals.Later = h.after.do
+		// A reaper's refusals are written once they settle, not after each:
+		// a write of the pod while the reaper retries makes the API server
+		// review its next delete twice (refusal.Writer.Later).
+		h.Refusals.Later, h.Refusals.Settle, h.Refusals.MaxHold = h.after.delayed, refusalSettle, refusalMaxHold
 	} else {
 		h.Writer, h.Notes = nil, nil
 	}

@@ -1,7 +1,9 @@
 package inject
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -70,6 +72,7 @@ func FuzzMutate(f *testing.F) {
 	cfg := configtest.Enforcing()
 	h := handler(f)
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		raw = asSent(raw)
 		var pod corev1.Pod
 		if err := unmarshalPod(raw, &pod); err != nil {
 			resp := h.Handle(context.Background(), create("ci", raw))
@@ -95,4 +98,42 @@ func FuzzMutate(f *testing.F) {
 		got := decodePod(t, patched(t, raw, resp))
 		assert.Equal(t, once, got)
 	})
+}
+
+// asSent returns raw, a pod, as the API server would send it in a review:
+// its metadata, its spec and each of its containers an object. The API
+// server encodes the pod from its Go type, where those are structs, so
+// none is ever absent or null; the handler's patch writes into them
+// (patch). Anything else is left as it came, nulls, unknown fields and
+// all. raw that is not a JSON object is returned as it is.
+func asSent(raw []byte) []byte {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var pod map[string]any
+	if d.Decode(&pod) != nil || pod == nil || d.More() {
+		return raw
+	}
+	object := func(m map[string]any, key string) map[string]any {
+		o, ok := m[key].(map[string]any)
+		if !ok {
+			o = map[string]any{}
+			m[key] = o
+		}
+		return o
+	}
+	object(pod, "metadata")
+	spec := object(pod, "spec")
+	for _, list := range []string{"initContainers", "containers"} {
+		items, _ := spec[list].([]any)
+		for i := range items {
+			if _, ok := items[i].(map[string]any); !ok {
+				items[i] = map[string]any{}
+			}
+		}
+	}
+	out, err := json.Marshal(pod)
+	if err != nil {
+		return raw
+	}
+	return out
 }

@@ -1,9 +1,7 @@
 package inject
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,28 +84,13 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		count(req, Error)
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod of the CREATE request: %w", err))
 	}
-	// The pod as this build encodes it, before and after Mutate: whether
-	// anything changed and, when something did, the two ends of the patch.
-	// Comparing the encodings replaces a deep copy and a deep comparison,
-	// and the patch needs both encodings anyway.
-	before, err := json.Marshal(pod)
-	if err != nil {
-		count(req, Error)
-		return uninstrumented(ctx, fmt.Sprintf("encoding the pod: %v", err))
-	}
-
 	facts := Facts{Requester: req.UserInfo.Username, Credential: runnerpod.Credential(req.UserInfo.Extra), BoundPod: runnerpod.BoundPod(req.UserInfo.Extra), PodResourcesDropped: h.PodResourcesDropped}
 	if h.Config.Inject.Vitals.Enabled {
 		facts.HostMountRefused = h.hostMountRefusal(ctx, req.Namespace)
 	}
-	out := Mutate(pod, facts, h.Config)
-	after, err := json.Marshal(pod)
-	if err != nil {
-		count(req, Error)
-		return uninstrumented(ctx, fmt.Sprintf("encoding the mutated pod: %v", err))
-	}
-
-	changed := !bytes.Equal(before, after)
+	p := &patch{}
+	out := mutate(pod, facts, h.Config, p)
+	changed := p.changed()
 	instrumented := out.Result == Injected || out.Result == NoSidecar
 	if !changed && instrumented {
 		out.Result = Unchanged
@@ -122,24 +105,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if len(out.Warnings) > 0 && (req.DryRun == nil || !*req.DryRun) {
 		h.warningEvents(req.Namespace, pod, out.Warnings)
 	}
-	if !changed {
-		return admission.Patched("", naming...).WithWarnings(out.Warnings...)
-	}
-	return respond(ctx, req.Object.Raw, before, after, pod, naming).WithWarnings(out.Warnings...)
-}
-
-// respond is the patch from the raw pod to the mutated one (patchResponse)
-// with the responder entry's ops after it.
-func respond(ctx context.Context, raw, before, after []byte, pod *corev1.Pod, naming []jsonpatch.Operation) admission.Response {
-	resp := patchResponse(raw, before, after, pod)
-	if !resp.Allowed {
-		return uninstrumented(ctx, resp.Result.Message)
-	}
-	if len(naming) > 0 {
-		resp.Patches = append(resp.Patches, naming...)
-		resp.PatchType = new(admissionv1.PatchTypeJSONPatch)
-	}
-	return resp
+	// The responder entry's ops follow the mutation's, on the same raw pod.
+	p.ops = append(p.ops, naming...)
+	return p.response().WithWarnings(out.Warnings...)
 }
 
 // naming is the patch that names runnerguard among an instrumented runner
@@ -198,13 +166,6 @@ func (h *Handler) warningEvents(namespace string, pod *corev1.Pod, warnings []st
 		}
 		h.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonIncomplete, "Create", "%s", note)
 	}
-}
-
-// uninstrumented admits the pod as it came and says why: failing to
-// build the patch must not fail the pod.
-func uninstrumented(ctx context.Context, why string) admission.Response {
-	logf.FromContext(ctx).Error(nil, "building the patch", "message", why)
-	return admission.Allowed("").WithWarnings("runnerguard: the pod was not instrumented: " + why + "; this is a runnerguard bug: report it with this message")
 }
 
 // hostMountRefusal reads the namespace's labels. The namespace is read as

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 )
 
@@ -86,6 +89,36 @@ func BenchmarkMutate(b *testing.B) {
 	}
 }
 
+// maxReview is the size of the largest review the webhook server admits,
+// less a margin (BenchmarkServeHTTPLargestReview).
+const maxReview = 4<<20 - 4<<10
+
+// bulky returns raw, a pod, with its first container's env grown until
+// the CREATE review around it is just under size bytes.
+func bulky(b *testing.B, raw []byte, size int) []byte {
+	b.Helper()
+	var pod corev1.Pod
+	if err := json.Unmarshal(raw, &pod); err != nil {
+		b.Fatal(err)
+	}
+	entry, err := json.Marshal(corev1.EnvVar{Name: "E000000", Value: strings.Repeat("x", 80)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	room := size - len(benchCreateReview(b, raw)) - 1<<10
+	for i := range room / (len(entry) + 1) {
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("E%06d", i), Value: strings.Repeat("x", 80)})
+	}
+	out, err := json.Marshal(&pod)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n := len(benchCreateReview(b, out)); n > size {
+		b.Fatalf("the review is %d bytes, over %d", n, size)
+	}
+	return out
+}
+
 // benchNamespaces reads namespaces as the manager's cache does: a deep copy
 // of the stored metadata, no API call.
 type benchNamespaces struct{ ns *metav1.PartialObjectMetadata }
@@ -144,45 +177,66 @@ func BenchmarkServeHTTP(b *testing.B) {
 	}}}
 	for _, in := range benchInputs {
 		b.Run(in.what, func(b *testing.B) {
-			h := NewHandler(cfg, benchNamespaces{ns})
-			wh := &admission.Webhook{Handler: h, LogConstructor: func(_ logr.Logger, req *admission.Request) logr.Logger {
-				return admission.DefaultLogConstructor(log, req)
-			}}
-			raw := benchRaw(b, in.file)
-			body := benchCreateReview(b, raw)
-			serve := func() *httptest.ResponseRecorder {
-				r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/mutate-runner-pod", bytes.NewReader(body))
-				r.Header.Set("Content-Type", "application/json")
-				w := httptest.NewRecorder()
-				wh.ServeHTTP(w, r)
-				return w
-			}
-			// One review outside the loop checks that the answer is the
-			// injector's: allowed, patched exactly when Mutate changes
-			// the pod.
-			var got admissionv1.AdmissionReview
-			if err := json.Unmarshal(serve().Body.Bytes(), &got); err != nil || got.Response == nil || !got.Response.Allowed {
-				b.Fatalf("not allowed or no review in the answer: %v %+v", err, got.Response)
-			}
-			var pod corev1.Pod
-			if err := json.Unmarshal(raw, &pod); err != nil {
-				b.Fatal(err)
-			}
-			before := pod.DeepCopy()
-			Mutate(&pod, Facts{Requester: "system:serviceaccount:ci:pool"}, cfg)
-			if patched, changes := len(got.Response.Patch) > 0, !reflect.DeepEqual(before, &pod); patched != changes {
-				b.Fatalf("patch %s, but Mutate changes the pod: %v", got.Response.Patch, changes)
-			}
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			cpu := cpuTime()
-			b.ResetTimer()
-			for range b.N {
-				serve()
-			}
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			benchServeCreate(b, cfg, log, ns, benchRaw(b, in.file))
 		})
 	}
+}
+
+// BenchmarkServeHTTPLargestReview is BenchmarkServeHTTP for the largest
+// review the webhook server admits (cmd/runnerguard's maxReviewBytes, less
+// a margin, as e2e/api's burst of the largest reviews sends): a runner pod
+// whose runner container's env fills it. Its allocations are what the
+// server's one budget of large reviews lets in at a time. A benchmark of
+// its own, run for fewer iterations than the others (make bench).
+func BenchmarkServeHTTPLargestReview(b *testing.B) {
+	cfg := configtest.Enforcing()
+	log := zap.New(zap.WriteTo(io.Discard))
+	ns := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{
+		"runnerguard.io/enabled": "true", "kubernetes.io/metadata.name": "ci",
+	}}}
+	b.Run("generic runner injected", func(b *testing.B) {
+		benchServeCreate(b, cfg, log, ns, bulky(b, benchRaw(b, "generic"), maxReview))
+	})
+}
+
+// benchServeCreate serves the CREATE review of raw b.N times.
+func benchServeCreate(b *testing.B, cfg config.Config, log logr.Logger, ns *metav1.PartialObjectMetadata, raw []byte) {
+	b.Helper()
+	h := NewHandler(cfg, benchNamespaces{ns})
+	wh := &admission.Webhook{Handler: h, LogConstructor: func(_ logr.Logger, req *admission.Request) logr.Logger {
+		return admission.DefaultLogConstructor(log, req)
+	}}
+	body := benchCreateReview(b, raw)
+	serve := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/mutate-runner-pod", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		wh.ServeHTTP(w, r)
+		return w
+	}
+	// One review outside the loop checks that the answer is the
+	// injector's: allowed, patched exactly when Mutate changes the pod.
+	var got admissionv1.AdmissionReview
+	if err := json.Unmarshal(serve().Body.Bytes(), &got); err != nil || got.Response == nil || !got.Response.Allowed {
+		b.Fatalf("not allowed or no review in the answer: %v %+v", err, got.Response)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(raw, &pod); err != nil {
+		b.Fatal(err)
+	}
+	before := pod.DeepCopy()
+	Mutate(&pod, Facts{Requester: "system:serviceaccount:ci:pool"}, cfg)
+	if patched, changes := len(got.Response.Patch) > 0, !reflect.DeepEqual(before, &pod); patched != changes {
+		b.Fatalf("patch %s, but Mutate changes the pod: %v", got.Response.Patch, changes)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	cpu := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		serve()
+	}
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // cpuTime is the CPU time the process has used, user and system.

@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -32,7 +33,7 @@ const (
 	// Unchanged: a runner pod that already had everything (reinvocation,
 	// or a copy of an instrumented pod created again).
 	Unchanged Result = "unchanged"
-	// Error: a request whose pod could not be decoded, or encoded again.
+	// Error: a request whose pod could not be decoded.
 	Error Result = "error"
 )
 
@@ -99,6 +100,11 @@ func HostMountRefusal(namespace string, labels map[string]string, clusterDefault
 // (runnerguard.io/created-by, and the job's env vars copied under
 // runnerguard.io/env.*), which a pod must not be able to forge.
 func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
+	return mutate(pod, facts, cfg, nil)
+}
+
+// mutate is Mutate writing each change it makes to p as well.
+func mutate(pod *corev1.Pod, facts Facts, cfg config.Config, p *patch) Outcome {
 	if _, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
 		return Outcome{Result: Mirror}
 	}
@@ -109,10 +115,7 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 	out := Outcome{Result: NoSidecar, Preset: runner.Preset.Name}
 	// The pod watcher's cache holds labelled pods only; an opted-out pod's
 	// death is on record too.
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	pod.Labels[runnerpod.RunnerLabel] = "true"
+	setKey(p, &pod.Labels, "/metadata/labels", runnerpod.RunnerLabel, "true")
 	if v, ok := pod.Annotations[runnerpod.Inject]; ok {
 		inject, err := strconv.ParseBool(v)
 		switch {
@@ -124,15 +127,15 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 			// recorded even on an opted-out pod, so the job's owner can still
 			// end its job, its death is still told where its fleet's
 			// controller made it, and the pod cannot forge either.
-			recordCreator(pod, facts)
-			recordJobEnv(pod, runner)
+			recordCreator(p, pod, facts)
+			recordJobEnv(p, pod, runner)
 			return out
 		}
 	}
 
-	annotate(pod, runner.Preset.Name, facts, cfg.Inject.PodAnnotations)
-	recordJobEnv(pod, runner)
-	prepareRunners(pod, runner, cfg)
+	annotate(p, pod, runner.Preset.Name, facts, cfg.Inject.PodAnnotations)
+	recordJobEnv(p, pod, runner)
+	prepareRunners(p, pod, runner, cfg)
 
 	if !cfg.Inject.Vitals.Enabled {
 		return out
@@ -147,7 +150,7 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 		return out
 	}
 	out.Result = Injected
-	out.Warnings = append(out.Warnings, addVitals(pod, sc, runner.Containers, cfg.Inject.Vitals)...)
+	out.Warnings = append(out.Warnings, addVitals(p, pod, sc, runner.Containers, cfg.Inject.Vitals)...)
 	return out
 }
 
@@ -156,33 +159,30 @@ func Mutate(pod *corev1.Pod, facts Facts, cfg config.Config) Outcome {
 // creator names the owner of a job its owner ends by deleting the pod
 // (GitLab), and the fleet's controller as the maker of a pod whose death is
 // told on the job its record names (ARC).
-func annotate(pod *corev1.Pod, preset runnerpod.PresetName, facts Facts, extra map[string]string) {
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	for k, v := range extra {
+func annotate(p *patch, pod *corev1.Pod, preset runnerpod.PresetName, facts Facts, extra map[string]string) {
+	// In the keys' order, so that the same pod gets the same patch.
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if _, ok := pod.Annotations[k]; !ok {
-			pod.Annotations[k] = v
+			setKey(p, &pod.Annotations, annotationsPath, k, extra[k])
 		}
 	}
-	pod.Annotations[runnerpod.PresetAnnotation] = string(preset)
-	recordCreator(pod, facts)
+	setKey(p, &pod.Annotations, annotationsPath, runnerpod.PresetAnnotation, string(preset))
+	recordCreator(p, pod, facts)
 }
+
+const annotationsPath = "/metadata/annotations"
 
 // recordCreator writes who created the pod, from which pod and with which
 // credential,
 // overwriting what the pod came with: neither may be forged by the pod.
-func recordCreator(pod *corev1.Pod, facts Facts) {
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[runnerpod.CreatedBy] = facts.Requester
-	pod.Annotations[runnerpod.CreatedFrom] = facts.BoundPod
+func recordCreator(p *patch, pod *corev1.Pod, facts Facts) {
+	setKey(p, &pod.Annotations, annotationsPath, runnerpod.CreatedBy, facts.Requester)
+	setKey(p, &pod.Annotations, annotationsPath, runnerpod.CreatedFrom, facts.BoundPod)
 	if facts.Credential == "" {
-		delete(pod.Annotations, runnerpod.CreatedWith)
+		deleteKey(p, pod.Annotations, annotationsPath, runnerpod.CreatedWith)
 		return
 	}
-	pod.Annotations[runnerpod.CreatedWith] = facts.Credential
+	setKey(p, &pod.Annotations, annotationsPath, runnerpod.CreatedWith, facts.Credential)
 }
 
 // recordJobEnv copies the env vars the preset reads the job from
@@ -192,15 +192,13 @@ func recordCreator(pod *corev1.Pod, facts Facts) {
 // which the reports trust only from a configured creator. A value set
 // from elsewhere (valueFrom) is not the creator's word here, and is left
 // out.
-func recordJobEnv(pod *corev1.Pod, runner runnerpod.Runner) {
+func recordJobEnv(p *patch, pod *corev1.Pod, runner runnerpod.Runner) {
 	for _, name := range runner.Preset.Job.Envs() {
 		key := runnerpod.EnvAnnotation(name)
-		delete(pod.Annotations, key)
 		if v, ok := runnerEnv(pod, runner.Containers, name); ok {
-			if pod.Annotations == nil {
-				pod.Annotations = map[string]string{}
-			}
-			pod.Annotations[key] = runnerpod.JobField(v)
+			setKey(p, &pod.Annotations, annotationsPath, key, runnerpod.JobField(v))
+		} else {
+			deleteKey(p, pod.Annotations, annotationsPath, key)
 		}
 	}
 }
@@ -225,10 +223,10 @@ func runnerEnv(pod *corev1.Pod, runners []string, name string) (string, bool) {
 // variable the author set through envFrom cannot be seen here and would be
 // overridden; presets keep their diagnostic env to runnerguard's own
 // purposes, so that is accepted.
-func addEnv(c *corev1.Container, env []corev1.EnvVar) {
+func addEnv(p *patch, c *corev1.Container, path string, env []corev1.EnvVar) {
 	for _, e := range env {
 		if !slices.ContainsFunc(c.Env, func(have corev1.EnvVar) bool { return have.Name == e.Name }) {
-			c.Env = append(c.Env, *e.DeepCopy())
+			appendItem(p, &c.Env, path+"/env", *e.DeepCopy())
 		}
 	}
 }
@@ -236,18 +234,18 @@ func addEnv(c *corev1.Container, env []corev1.EnvVar) {
 // prepareRunners gives each runner container the preset's diagnostic
 // environment and, where configured, the termination message policy that
 // keeps the last log lines.
-func prepareRunners(pod *corev1.Pod, runner runnerpod.Runner, cfg config.Config) {
+func prepareRunners(p *patch, pod *corev1.Pod, runner runnerpod.Runner, cfg config.Config) {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		if !slices.Contains(runner.Containers, c.Name) {
 			continue
 		}
-		addEnv(c, runner.Preset.DiagnosticEnv)
+		addEnv(p, c, containerPath(i), runner.Preset.DiagnosticEnv)
 		// The API server defaults the policy to File, so File is taken as
 		// "left to the default"; an author who chose FallbackToLogsOnError
 		// already has it. The path is kept either way.
 		if cfg.Inject.TerminationMessagePolicy && (c.TerminationMessagePolicy == "" || c.TerminationMessagePolicy == corev1.TerminationMessageReadFile) {
-			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+			setField(p, &c.TerminationMessagePolicy, containerPath(i)+"/terminationMessagePolicy", corev1.TerminationMessageFallbackToLogsOnError)
 		}
 	}
 }

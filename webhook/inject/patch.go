@@ -1,84 +1,121 @@
 package inject
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// patchResponse answers with the JSON patch from the request's raw pod to
-// the mutated one; before and after are the decoded pod as this build
-// encodes it, before and after Mutate. The diff base is the raw request,
-// never a re-marshalled copy (kubebuilder#510), and libraries compute
-// every patch.
+// patch is the injector's answer built as Mutate changes the pod: each
+// change is made to the decoded pod and written down as the JSON patch
+// operation that makes the same change to the pod the API server sent.
+// Diffing the whole pod before and after (jsonpatch.CreatePatch) parses
+// both into generic maps, most of a large review's allocations, to find
+// the few places the injector writes; here those places are known as they
+// are written.
 //
-// Fields of the raw pod that this build's Pod type does not know (an API
-// server newer than the webhook) are missing from the marshalled pod, so a
-// plain diff would remove them. controller-runtime's Defaulter drops such
-// removals afterwards, but the diff of arrays is by index: with the sidecar
-// put first in initContainers every init container shifts one place, and an
-// unknown field of ARC's dind sidecar at index 0 would be kept at index 0,
-// on our sidecar. So the typed change is first carried over to the raw pod
-// as a strategic merge patch, which merges containers, volumes, env and
-// mounts by name and leaves unknown fields where they were, and the JSON
-// patch is the diff from raw to that. Where the merge does not reproduce
-// the typed result exactly (duplicate env names, which the merge keys
-// cannot tell apart), controller-runtime's way is taken instead.
-func patchResponse(raw, before, after []byte, mutated *corev1.Pod) admission.Response {
-	// The API server encodes the pod with encoding/json from the same Go
-	// types. When this build's encoding gives back the raw bytes exactly,
-	// the raw pod holds nothing the Pod type does not know, and the plain
-	// diff is exact: the merge, two thirds of a review's cost, is skipped.
-	if bytes.Equal(raw, before) {
-		return admission.PatchResponseFromRaw(raw, after)
-	}
-	if merged, err := mergeIntoRaw(raw, before, after); err == nil && decodesTo(merged, mutated) {
-		return admission.PatchResponseFromRaw(raw, merged)
-	}
-	return dropSchemeRemovals(admission.PatchResponseFromRaw(raw, after), raw, before)
+// The operations address the raw pod by the decoded pod's paths, which
+// are the raw pod's: decoding keeps every list's order and length and
+// every map's keys. The only values added are the injector's own (the
+// sidecar, its volumes and mounts, the preset's env, strings), and nothing
+// else of the raw pod is rewritten, so fields this build's Pod type does
+// not know (an API server newer than the webhook) stay where they are. A
+// list or map the decoded pod has empty is written whole, so its raw form
+// (absent, null or empty) does not matter. The objects the paths go
+// through (metadata, spec, each container) are always objects in the API
+// server's encoding of a pod, never null.
+//
+// A nil *patch records nothing: Mutate changes the pod alone.
+type patch struct {
+	ops []jsonpatch.Operation
 }
 
-// mergeIntoRaw applies the change from before to after onto raw.
-func mergeIntoRaw(raw, before, after []byte) ([]byte, error) {
-	change, err := strategicpatch.CreateTwoWayMergePatch(before, after, &corev1.Pod{})
-	if err != nil {
-		return nil, err
+func (p *patch) add(path string, value any) {
+	if p != nil {
+		p.ops = append(p.ops, jsonpatch.NewOperation("add", path, value))
 	}
-	return strategicpatch.StrategicMergePatch(raw, change, &corev1.Pod{})
 }
 
-// decodesTo reports whether data decodes to exactly want.
-func decodesTo(data []byte, want *corev1.Pod) bool {
-	var got corev1.Pod
-	return json.Unmarshal(data, &got) == nil && reflect.DeepEqual(&got, want)
+func (p *patch) remove(path string) {
+	if p != nil {
+		p.ops = append(p.ops, jsonpatch.NewOperation("remove", path, nil))
+	}
 }
 
-// dropSchemeRemovals removes from r the "remove" operations that only
-// reflect fields the Pod type does not know, as controller-runtime's
-// Defaulter does (admission/defaulter_custom.go).
-func dropSchemeRemovals(r admission.Response, raw, before []byte) admission.Response {
-	if !r.Allowed || !slices.ContainsFunc(r.Patches, isRemove) {
-		return r
+// changed reports whether anything was written: setting what a pod
+// already has writes nothing.
+func (p *patch) changed() bool { return len(p.ops) > 0 }
+
+// response allows the pod with the patch.
+func (p *patch) response() admission.Response {
+	if !p.changed() {
+		return admission.Allowed("")
 	}
-	scheme, err := jsonpatch.CreatePatch(raw, before)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("diffing the pod: %w", err))
+	pt := admissionv1.PatchTypeJSONPatch
+	return admission.Response{
+		Patches:           p.ops,
+		AdmissionResponse: admissionv1.AdmissionResponse{Allowed: true, PatchType: &pt},
 	}
-	r.Patches = slices.DeleteFunc(r.Patches, func(op jsonpatch.Operation) bool {
-		return isRemove(op) && slices.ContainsFunc(scheme, func(s jsonpatch.Operation) bool { return isRemove(s) && s.Path == op.Path })
-	})
-	if len(r.Patches) == 0 {
-		r.PatchType = nil
-	}
-	return r
 }
 
-func isRemove(op jsonpatch.Operation) bool { return op.Operation == "remove" }
+// pointerEscaper escapes a map key as one JSON pointer token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// setKey sets (*m)[key] to value; path is the map's in the pod.
+func setKey(p *patch, m *map[string]string, path, key, value string) {
+	if old, ok := (*m)[key]; ok && old == value {
+		return
+	}
+	if len(*m) == 0 {
+		*m = map[string]string{key: value}
+		p.add(path, map[string]string{key: value})
+		return
+	}
+	(*m)[key] = value
+	p.add(path+"/"+pointerEscaper.Replace(key), value)
+}
+
+// deleteKey deletes key from m; path is the map's in the pod.
+func deleteKey(p *patch, m map[string]string, path, key string) {
+	if _, ok := m[key]; !ok {
+		return
+	}
+	delete(m, key)
+	p.remove(path + "/" + pointerEscaper.Replace(key))
+}
+
+// appendItem appends v to *s; path is the list's in the pod.
+func appendItem[T any](p *patch, s *[]T, path string, v T) {
+	if len(*s) == 0 {
+		p.add(path, []T{v})
+	} else {
+		p.add(path+"/-", v)
+	}
+	*s = append(*s, v)
+}
+
+// insertFirst puts v first in *s; path is the list's in the pod.
+func insertFirst[T any](p *patch, s *[]T, path string, v T) {
+	if len(*s) == 0 {
+		p.add(path, []T{v})
+	} else {
+		p.add(path+"/0", v)
+	}
+	*s = slices.Insert(*s, 0, v)
+}
+
+// setField sets *f to v; path is the field's in the pod.
+func setField[T comparable](p *patch, f *T, path string, v T) {
+	if *f == v {
+		return
+	}
+	*f = v
+	p.add(path, v)
+}
+
+// containerPath is the path of the i-th of the pod's containers.
+func containerPath(i int) string { return "/spec/containers/" + strconv.Itoa(i) }

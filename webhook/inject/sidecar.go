@@ -185,13 +185,13 @@ func newSidecar(pod *corev1.Pod, v config.Vitals) (*corev1.Container, string) {
 // volumes, and the read-only vitals mount of each runner container, each
 // only where absent. It returns warnings for runner containers that could
 // not get the mount.
-func addVitals(pod *corev1.Pod, sc *corev1.Container, runners []string, v config.Vitals) []string {
+func addVitals(p *patch, pod *corev1.Pod, sc *corev1.Container, runners []string, v config.Vitals) []string {
 	if sc != nil {
-		pod.Spec.InitContainers = slices.Insert(pod.Spec.InitContainers, 0, *sc)
+		insertFirst(p, &pod.Spec.InitContainers, "/spec/initContainers", *sc)
 	}
 	for _, vol := range Volumes(v) {
 		if !slices.ContainsFunc(pod.Spec.Volumes, func(have corev1.Volume) bool { return have.Name == vol.Name }) {
-			pod.Spec.Volumes = append(pod.Spec.Volumes, vol)
+			appendItem(p, &pod.Spec.Volumes, "/spec/volumes", vol)
 		}
 	}
 	var warnings []string
@@ -204,7 +204,7 @@ func addVitals(pod *corev1.Pod, sc *corev1.Container, runners []string, v config
 			warnings = append(warnings, fmt.Sprintf("runnerguard: container %q already mounts a volume at %s; the vitals files are not mounted there; move that mount, or set the chart's inject.vitals.mountPath to a path the runner does not use", c.Name, v.MountPath))
 			continue
 		}
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VitalsVolume, MountPath: v.MountPath, ReadOnly: true})
+		appendItem(p, &c.VolumeMounts, containerPath(i)+"/volumeMounts", corev1.VolumeMount{Name: VitalsVolume, MountPath: v.MountPath, ReadOnly: true})
 	}
 	return warnings
 }

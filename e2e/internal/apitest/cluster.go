@@ -22,8 +22,9 @@ import (
 // Cluster is a running kube-apiserver and etcd with an admin identity.
 type Cluster struct {
 	Env *envtest.Environment
-	// AuditLog is the API server's audit log of pod writes (JSON lines),
-	// where StartCluster set one up.
+	// AuditLog is the API server's audit log (JSON lines), where the
+	// cluster was started with one: of pod writes (StartAuditedCluster), or
+	// of the webhook's requests (StartClusterAuditingServer).
 	AuditLog string
 	// EvictionControllers is kube-controller-manager's eviction-request
 	// controllers, where the binaries run eviction requests
@@ -43,16 +44,24 @@ const EventTTL = 20 * time.Second
 // StartCluster starts kube-apiserver and etcd from KUBEBUILDER_ASSETS with
 // crds installed.
 func StartCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
-	return startCluster(false, crds)
+	return startCluster("", crds)
 }
 
 // StartAuditedCluster is StartCluster with the API server's audit log of
 // pod writes on (Cluster.AuditLog).
 func StartAuditedCluster(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
-	return startCluster(true, crds)
+	return startCluster(podsAuditPolicy, crds)
 }
 
-func startCluster(audited bool, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+// StartClusterAuditingServer is StartCluster with the API server's audit
+// log of every request the webhook's identity (ServerUser) makes, but its
+// leader election's (Cluster.AuditLog): what its reviews cost the API
+// server, request by request.
+func StartClusterAuditingServer(crds ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	return startCluster(serverAuditPolicy, crds)
+}
+
+func startCluster(auditPolicy string, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	env, err := NewEnvironment(crds...)
 	if err != nil {
 		return nil, err
@@ -61,8 +70,8 @@ func startCluster(audited bool, crds []*apiextensionsv1.CustomResourceDefinition
 	// cluster: the death records must not depend on them.
 	env.ControlPlane.GetAPIServer().Configure().Set("event-ttl", EventTTL.String())
 	var audit string
-	if audited {
-		if audit, err = auditPods(env); err != nil {
+	if auditPolicy != "" {
+		if audit, err = auditWith(env, auditPolicy); err != nil {
 			return nil, err
 		}
 	}
@@ -115,14 +124,28 @@ rules:
 - level: None
 `
 
-// auditPods turns on env's audit log of pod writes; it returns its path.
-func auditPods(env *envtest.Environment) (string, error) {
+// serverAuditPolicy keeps the metadata of each request ServerUser makes
+// but its leases' (leader election, on a clock of its own).
+const serverAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  resources:
+  - group: coordination.k8s.io
+- level: Metadata
+  users: ["` + ServerUser + `"]
+- level: None
+`
+
+// auditWith turns on env's audit log with policy; it returns its path.
+func auditWith(env *envtest.Environment, auditPolicy string) (string, error) {
 	dir, err := os.MkdirTemp("", "runnerguard-audit-")
 	if err != nil {
 		return "", err
 	}
 	policy := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policy, []byte(podsAuditPolicy), 0o600); err != nil {
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 		return "", err
 	}
 	log := filepath.Join(dir, "audit.log")
