@@ -23,12 +23,16 @@ import (
 // whose read does not finish in time (the answer's deadline, Serve) is
 // refused for now rather than left to time out.
 
-// readSlots bounds the guard's pod reads in flight on one replica;
+// readSlots bounds the guard's pod reads in flight on one replica, and
+// with it the memory they hold: a flood's pods can be a megabyte each,
+// decoded to several, under the server's soft memory limit (a quarter of
+// its container's), where more reads at once would have the collector run
+// without end and every answer wait;
 // slotWait bounds a review's wait for one, so that a flood of reviews of
 // many pods is refused for now and gives back its path's budget at once
 // rather than holding it while it waits; readTimeout bounds one read.
 const (
-	readSlots   = 32
+	readSlots   = 8
 	slotWait    = time.Second
 	readTimeout = 5 * time.Second
 )
