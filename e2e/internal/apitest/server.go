@@ -74,11 +74,20 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	logs *os.File
+	// exited is closed once cmd has ended (its one Wait).
+	exited chan struct{}
+	// ownPorts: the process picks its ports afresh at each start.
+	ownPorts bool
 }
 
-// FreePort is a TCP port on loopback that nothing listens on just now.
+// errExited: the binary ended before it was ready, e.g. a port another
+// process took between FreePort and its bind.
+var errExited = errors.New("runnerguard exited before it was ready")
+
+// FreePort is a TCP port that nothing listens on just now, on any
+// address: the webhook server binds its port on all of them.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", ":0")
 	if err != nil {
 		return 0, err
 	}
@@ -171,10 +180,32 @@ func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, err
 	return s, s.Start(ctx)
 }
 
-// Start runs the binary and waits until it is ready.
+// Start runs the binary and waits until it is ready. A process with
+// ports of its own (a replica, a variant) that ends before it is ready,
+// because another process took one of its ports since FreePort, is started
+// again on others, at most three times in all.
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.ownPorts {
+		return s.start(ctx)
+	}
+	var err error
+	for range 3 {
+		for _, p := range []*int{&s.Port, &s.metricsPort, &s.probePort, &s.pprofPort} {
+			if *p, err = FreePort(); err != nil {
+				return err
+			}
+		}
+		if err = s.start(ctx); !errors.Is(err, errExited) {
+			return err
+		}
+	}
+	return err
+}
+
+// start runs the binary on its ports and waits until it is ready.
+func (s *Server) start(ctx context.Context) error {
 	args := []string{"serve", "--config=" + s.configPath, "--cert-dir=" + s.certDir, fmt.Sprintf("--port=%d", s.Port),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.probePort),
@@ -193,8 +224,16 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("starting runnerguard: %w", err)
 	}
 	s.cmd = cmd
+	exited := make(chan struct{})
+	s.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", s.probePort)
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("%w (its log: %s)", errExited, s.LogPath)
+		default:
+		}
 		resp, err := http.Get(ready)
 		if err != nil {
 			return false, nil
@@ -212,7 +251,7 @@ func (s *Server) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 
@@ -304,17 +343,19 @@ func GrantRelease(ctx context.Context, c client.Client, o registration.Options) 
 func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
 	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: s.configPath, certDir: s.certDir, args: s.args, CAData: s.CAData,
 		kubeconfigFromEnv: s.kubeconfigFromEnv, MetricsToken: s.MetricsToken}
-	var err error
-	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort, &r.pprofPort} {
-		if *p, err = FreePort(); err != nil {
-			return nil, err
-		}
-	}
 	r.LogPath = filepath.Join(filepath.Dir(s.LogPath), logName)
+	return r, r.startOnFreePorts(ctx)
+}
+
+// startOnFreePorts starts r, a process with ports of its own: its log
+// first, then Start, which picks the ports.
+func (r *Server) startOnFreePorts(ctx context.Context) error {
+	r.ownPorts = true
+	var err error
 	if r.logs, err = os.Create(r.LogPath); err != nil {
-		return nil, err
+		return err
 	}
-	return r, r.Start(ctx)
+	return r.Start(ctx)
 }
 
 // Variant starts another process of the same binary and identity with
@@ -332,16 +373,8 @@ func (s *Server) Variant(ctx context.Context, logName string, cfg config.Config,
 	}
 	r := &Server{bin: s.bin, kubeconfig: s.kubeconfig, configPath: path, certDir: s.certDir, args: append(slices.Clone(s.args), args...), CAData: s.CAData,
 		kubeconfigFromEnv: s.kubeconfigFromEnv, MetricsToken: s.MetricsToken}
-	for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort, &r.pprofPort} {
-		if *p, err = FreePort(); err != nil {
-			return nil, err
-		}
-	}
 	r.LogPath = filepath.Join(filepath.Dir(s.LogPath), logName)
-	if r.logs, err = os.Create(r.LogPath); err != nil {
-		return nil, err
-	}
-	return r, r.Start(ctx)
+	return r, r.startOnFreePorts(ctx)
 }
 
 // HeapProfile writes the running binary's heap profile (Go's pprof format,
