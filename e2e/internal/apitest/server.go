@@ -76,8 +76,6 @@ type Server struct {
 	logs *os.File
 	// exited is closed once cmd has ended (its one Wait).
 	exited chan struct{}
-	// ownPorts: the process picks its ports afresh at each start.
-	ownPorts bool
 }
 
 // errExited: the binary ended before it was ready, e.g. a port another
@@ -180,31 +178,13 @@ func StartServer(ctx context.Context, c *Cluster, o ServerOptions) (*Server, err
 	return s, s.Start(ctx)
 }
 
-// Start runs the binary and waits until it is ready. A process with
-// ports of its own (a replica, a variant) that ends before it is ready,
-// because another process took one of its ports since FreePort, is started
-// again on others, at most three times in all.
+// Start runs the binary on its ports and waits until it is ready.
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.ownPorts {
-		return s.start(ctx)
-	}
-	var err error
-	for range 3 {
-		for _, p := range []*int{&s.Port, &s.metricsPort, &s.probePort, &s.pprofPort} {
-			if *p, err = FreePort(); err != nil {
-				return err
-			}
-		}
-		if err = s.start(ctx); !errors.Is(err, errExited) {
-			return err
-		}
-	}
-	return err
+	return s.start(ctx)
 }
 
-// start runs the binary on its ports and waits until it is ready.
 func (s *Server) start(ctx context.Context) error {
 	args := []string{"serve", "--config=" + s.configPath, "--cert-dir=" + s.certDir, fmt.Sprintf("--port=%d", s.Port),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.metricsPort),
@@ -347,15 +327,26 @@ func (s *Server) Replica(ctx context.Context, logName string) (*Server, error) {
 	return r, r.startOnFreePorts(ctx)
 }
 
-// startOnFreePorts starts r, a process with ports of its own: its log
-// first, then Start, which picks the ports.
+// startOnFreePorts first starts r, a process with ports of its own, and
+// starts it again on others when it ends before it is ready because
+// another process took one of them since FreePort, at most three times.
+// A restart (Start) keeps the ports: registrations name them.
 func (r *Server) startOnFreePorts(ctx context.Context) error {
-	r.ownPorts = true
 	var err error
 	if r.logs, err = os.Create(r.LogPath); err != nil {
 		return err
 	}
-	return r.Start(ctx)
+	for range 3 {
+		for _, p := range []*int{&r.Port, &r.metricsPort, &r.probePort, &r.pprofPort} {
+			if *p, err = FreePort(); err != nil {
+				return err
+			}
+		}
+		if err = r.Start(ctx); !errors.Is(err, errExited) {
+			return err
+		}
+	}
+	return err
 }
 
 // Variant starts another process of the same binary and identity with
