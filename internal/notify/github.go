@@ -167,6 +167,29 @@ func details(d Delivery, page string) *string {
 	return nil
 }
 
+// checkCommit is where a delivery is told (GitLab's twin: commit): the App's client for its
+// repository, the job's head commit and its page, and the App's check runs
+// of the delivery's name on that commit.
+type checkCommit struct {
+	c         *github.Client
+	sha, page string
+	runs      []*github.CheckRun
+}
+
+// onCommit reads d's commit, as every call of the sender begins.
+func (s *GitHubSender) onCommit(ctx context.Context, d Delivery) (checkCommit, error) {
+	c, err := s.client(ctx, d.Target.Repository)
+	if err != nil {
+		return checkCommit{}, err
+	}
+	sha, page, err := s.head(ctx, c, d)
+	if err != nil {
+		return checkCommit{}, err
+	}
+	runs, err := s.checkRuns(ctx, c, d, sha)
+	return checkCommit{c, sha, page, runs}, err
+}
+
 // checkRuns are the App's check runs of the delivery's name on sha.
 func (s *GitHubSender) checkRuns(ctx context.Context, c *github.Client, d Delivery, sha string) ([]*github.CheckRun, error) {
 	owner, repo, _ := strings.Cut(d.Target.Repository, "/")
@@ -192,19 +215,11 @@ func Newest(runs []*github.CheckRun, id string) *github.CheckRun {
 
 // Find looks for the check run by its external_id, the record's UID.
 func (s *GitHubSender) Find(ctx context.Context, d Delivery) (string, bool, error) {
-	c, err := s.client(ctx, d.Target.Repository)
+	at, err := s.onCommit(ctx, d)
 	if err != nil {
 		return "", false, err
 	}
-	sha, _, err := s.head(ctx, c, d)
-	if err != nil {
-		return "", false, err
-	}
-	runs, err := s.checkRuns(ctx, c, d, sha)
-	if err != nil {
-		return "", false, err
-	}
-	if cr := Newest(runs, d.ID); cr != nil {
+	if cr := Newest(at.runs, d.ID); cr != nil {
 		return cr.GetHTMLURL(), true, nil
 	}
 	return "", false, nil
@@ -225,18 +240,11 @@ func Conclusion(r death.Record) string {
 // it creates the check run, completed. Either way with the death's
 // Conclusion and the record's UID as its external_id.
 func (s *GitHubSender) Send(ctx context.Context, d Delivery) (string, error) {
-	c, err := s.client(ctx, d.Target.Repository)
+	at, err := s.onCommit(ctx, d)
 	if err != nil {
 		return "", err
 	}
-	sha, page, err := s.head(ctx, c, d)
-	if err != nil {
-		return "", err
-	}
-	runs, err := s.checkRuns(ctx, c, d, sha)
-	if err != nil {
-		return "", err
-	}
+	c, sha, page, runs := at.c, at.sha, at.page, at.runs
 	if cr := Newest(runs, d.ID); cr != nil {
 		return cr.GetHTMLURL(), nil
 	}

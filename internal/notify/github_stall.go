@@ -12,18 +12,11 @@ import (
 // (neutral), as StallWrite decides from the App's runs on the commit.
 func (s *GitHubSender) TellStall(ctx context.Context, sd StallDelivery) (string, error) {
 	d := Delivery{Record: sd.Stall.Record, Target: sd.Target}
-	c, err := s.client(ctx, d.Target.Repository)
+	at, err := s.onCommit(ctx, d)
 	if err != nil {
 		return "", err
 	}
-	sha, page, err := s.head(ctx, c, d)
-	if err != nil {
-		return "", err
-	}
-	runs, err := s.checkRuns(ctx, c, d, sha)
-	if err != nil {
-		return "", err
-	}
+	c, sha, page, runs := at.c, at.sha, at.page, at.runs
 	id := StallExternalID(d.Record.UID)
 	told := Newest(runs, id)
 	open := told != nil && told.GetStatus() != "completed"
