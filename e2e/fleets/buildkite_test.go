@@ -27,25 +27,12 @@ const jobControllerUser = "system:serviceaccount:kube-system:job-controller"
 // docs/install/fleets.md "Buildkite" promises.
 func TestBuildkiteAgentStackK8s(t *testing.T) {
 	f := startBuildkite(t)
-	cases := []struct {
-		name string
-		run  func(t *testing.T, f *buildkiteFleet)
-	}{
+	runCases(t, f, f.ns, "jobs", []fleetCase[*buildkiteFleet]{
 		{"a job that succeeds is one clean exit", buildkiteSuccess},
 		{"a reaper's delete and eviction of a running job are refused and it succeeds", buildkiteReaped},
 		{"a command killed at its memory limit is one OOM record, the command's", buildkiteOOM},
 		{"a job cancelled on Buildkite is ended by its agent, nothing of the stack's refused", buildkiteCancel},
-	}
-	t.Run("jobs", func(t *testing.T) {
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				c.run(t, f)
-			})
-		}
-	})
-	out := runnerguardDeaths(t, f.ns)
-	t.Logf("kubectl runnerguard deaths -n %s:\n%s", f.ns, out)
+	}, "")
 }
 
 func buildkiteSuccess(t *testing.T, f *buildkiteFleet) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +115,33 @@ func assertEndedByOwner(t *testing.T, r death.Record, owner string) {
 		assert.False(t, r.FinishedAt.Before(r.DeletedAt), "the job's container ended %v before the delete %v", r.FinishedAt, r.DeletedAt)
 	}
 	assert.Nil(t, r.Refusals, "the owner's own work refused")
+}
+
+// fleetCase is one case of a fleet's suite, run on its fleet f.
+type fleetCase[F any] struct {
+	name string
+	run  func(t *testing.T, f F)
+}
+
+// runCases runs cases side by side under group on f, then logs
+// `kubectl runnerguard deaths` of ns and, once every case passed and want
+// is set, checks its first line: the count is of every case's record.
+func runCases[F any](t *testing.T, f F, ns, group string, cases []fleetCase[F], want string) {
+	t.Helper()
+	t.Run(group, func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.run(t, f)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	out := runnerguardDeaths(t, ns)
+	t.Logf("kubectl runnerguard deaths -n %s:\n%s", ns, out)
+	if want != "" {
+		assert.Equal(t, want, strings.SplitN(out, "\n", 2)[0], out)
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,33 +24,16 @@ import (
 // gets the one record docs/install/fleets.md "Tekton Pipelines" promises.
 func TestTektonPipelines(t *testing.T) {
 	f := startTekton(t)
-	cases := []struct {
-		name string
-		run  func(t *testing.T, f *tektonFleet)
-	}{
+	// The OOM and the timeout are deaths; the clean exits and the cancel
+	// are job ends.
+	runCases(t, f, f.ns, "taskruns", []fleetCase[*tektonFleet]{
 		{"a TaskRun that succeeds is one clean exit, its last step's", tektonSuccess},
 		{"a reaper's delete and eviction of a running TaskRun are refused and it succeeds", tektonReaped},
 		{"a cancelled TaskRun is ended by the controller's delete", tektonCancel},
 		{"a step killed at its memory limit is one OOM record, the step's", tektonOOM},
 		{"a TaskRun past its timeout is ended by the controller's delete", tektonTimeout},
 		{"a PipelineRun's TaskRun names the PipelineRun as its project", tektonPipelineRun},
-	}
-	t.Run("taskruns", func(t *testing.T) {
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				c.run(t, f)
-			})
-		}
-	})
-	if t.Failed() {
-		return // the count is of every case's record
-	}
-	// The OOM and the timeout are deaths; the clean exits and the cancel
-	// are job ends.
-	out := runnerguardDeaths(t, f.ns)
-	t.Logf("kubectl runnerguard deaths -n %s:\n%s", f.ns, out)
-	assert.Equal(t, "2 runner deaths and 4 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
+	}, "2 runner deaths and 4 job ends on record")
 }
 
 func tektonSuccess(t *testing.T, f *tektonFleet) {

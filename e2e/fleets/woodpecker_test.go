@@ -3,7 +3,6 @@
 package fleets
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -21,32 +20,15 @@ import (
 // docs/install/fleets.md "Woodpecker CI" promises.
 func TestWoodpeckerAgent(t *testing.T) {
 	f := startWoodpecker(t)
-	cases := []struct {
-		name string
-		run  func(t *testing.T, f *woodpeckerFleet)
-	}{
+	// The OOM is a death; the clean exits (two steps, the reaped step),
+	// the cancel and the timeout are job ends.
+	runCases(t, f, f.ns, "workflows", []fleetCase[*woodpeckerFleet]{
 		{"a workflow that succeeds is a clean exit of each step's pod", woodpeckerSuccess},
 		{"a reaper's delete and eviction of a running step are refused and it succeeds", woodpeckerReaped},
 		{"a cancelled workflow's step is ended by the agent's delete", woodpeckerCancel},
 		{"a step killed at its memory limit is one OOM record", woodpeckerOOM},
 		{"a workflow past its timeout is ended by the agent's delete", woodpeckerTimeout},
-	}
-	t.Run("workflows", func(t *testing.T) {
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				c.run(t, f)
-			})
-		}
-	})
-	if t.Failed() {
-		return // the count is of every case's record
-	}
-	out := runnerguardDeaths(t, f.ns)
-	t.Logf("kubectl runnerguard deaths -n %s:\n%s", f.ns, out)
-	// The OOM is a death; the clean exits (two steps, the reaped step),
-	// the cancel and the timeout are job ends.
-	assert.Equal(t, "1 runner death and 5 job ends on record", strings.SplitN(out, "\n", 2)[0], out)
+	}, "1 runner death and 5 job ends on record")
 }
 
 func woodpeckerSuccess(t *testing.T, f *woodpeckerFleet) {
