@@ -21,8 +21,8 @@ import (
 // that it names a requester (the API server always does), that its pod is
 // in a namespace the webhooks are registered for (the API server sends no
 // other), that the pod exists with the review's UID and is not already
-// terminating (confirm), and, for a note, that the pod's deletion follows
-// (podDeleted). What it cannot check (that a review naming a real pod in
+// terminating (confirm), and, for an allowed deletion's note and Event,
+// that the pod's deletion follows (deletionShows). What it cannot check (that a review naming a real pod in
 // a selected namespace, before its real deletion, was the API server's) the
 // chart's NetworkPolicy narrows to the peers allowed to reach the webhook.
 
@@ -65,8 +65,7 @@ func (h *Handler) unsent(ctx context.Context, f Facts) string {
 // at once), or replaced by another of its name. Read from the runner pods'
 // metadata cache, or from the API server for a pod the cache does not hold
 // (one the guard has just labelled).
-func (h *Handler) deleted(ctx context.Context, n *v1alpha1.RunnerDeletion) (bool, error) {
-	key := client.ObjectKey{Namespace: n.Namespace, Name: n.Deletion.Pod}
+func (h *Handler) deleted(ctx context.Context, key client.ObjectKey, uid string) (bool, error) {
 	meta := runnerpod.Meta()
 	err := h.Pods.Get(ctx, key, meta)
 	if apierrors.IsNotFound(err) {
@@ -79,14 +78,18 @@ func (h *Handler) deleted(ctx context.Context, n *v1alpha1.RunnerDeletion) (bool
 	case err != nil:
 		return false, err
 	}
-	return string(meta.UID) != n.Deletion.UID || meta.DeletionTimestamp != nil, nil
+	return string(meta.UID) != uid || meta.DeletionTimestamp != nil, nil
 }
 
-// podDeleted is the readiness of n's note: it polls deleted until the
-// deletion shows, for as long as the recorder waits for a note. Without the
-// runner pods' cache, or unless Register asked for it, the note is written
-// at once.
+// podDeleted is the readiness of n's note (deletionShows).
 func (h *Handler) podDeleted(n *v1alpha1.RunnerDeletion) func(context.Context) bool {
+	return h.deletionShows(client.ObjectKey{Namespace: n.Namespace, Name: n.Deletion.Pod}, n.Deletion.UID)
+}
+
+// deletionShows polls deleted until the deletion of the pod key with uid
+// shows, for as long as the recorder waits for a note. Without the runner
+// pods' cache, or unless Register asked for it, nil: nothing waits.
+func (h *Handler) deletionShows(key client.ObjectKey, uid string) func(context.Context) bool {
 	if h.Pods == nil || !h.NotesAfterDeletion {
 		return nil
 	}
@@ -94,7 +97,7 @@ func (h *Handler) podDeleted(n *v1alpha1.RunnerDeletion) func(context.Context) b
 		wctx, cancel := context.WithTimeout(ctx, deletion.NoteWait)
 		defer cancel()
 		return wait.PollUntilContextCancel(wctx, deletion.RetryEvery, true, func(ctx context.Context) (bool, error) {
-			done, err := h.deleted(ctx, n)
+			done, err := h.deleted(ctx, key, uid)
 			return done && err == nil, nil
 		}) == nil
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
+	"github.com/runnerguard/runnerguard/internal/deletion"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -925,4 +926,31 @@ func TestABusyRunnersNodeIsReadFromTheNodesCacheNotTheAPIServer(t *testing.T) {
 	resp = serve(t, h, deleteReq(t, pod, "reaper", false, nil))
 	assert.False(t, resp.Allowed, "a node the cache does not hold states no deadline")
 	assert.Zero(t, nodeReads, "no node read from the API server")
+}
+
+// An allowed deletion's Event, like its note, is written once the
+// deletion shows: not while the API server is still carrying it out.
+func TestAnAllowedDeletionsEventWaitsForTheDeletionToShow(t *testing.T) {
+	pod := podtest.Runner("ci", "r").Running("runner").Label(runnerpod.RunnerLabel, "true").Annotate(runnerpod.AllowDelete, "drain").Obj()
+	h, rec := newTestHandler(pod)
+	h.NotesAfterDeletion = true
+	var applied atomic.Bool
+	h.Pods = interceptor.NewClient(fake.NewClientBuilder().WithObjects(pod.DeepCopy()).Build(), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if applied.Load() {
+				obj.SetDeletionTimestamp(&metav1.Time{Time: podtest.Start.Add(5 * time.Minute)})
+			}
+			return nil
+		},
+	})
+	require.True(t, h.Handle(context.Background(), deleteReq(t, pod, "alice", false, nil)).Allowed)
+	time.Sleep(3 * deletion.RetryEvery / 2)
+	assert.Empty(t, drain(rec), "no Event while the deletion does not show")
+	applied.Store(true)
+	h.Wait()
+	assert.Len(t, drain(rec), 1, "the Event once it shows")
+	assert.NotNil(t, deletionNote(t, h, pod), "and the note")
 }
