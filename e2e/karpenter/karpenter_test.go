@@ -138,6 +138,7 @@ func TestConsolidation(t *testing.T) {
 	}
 	defer func() { _ = cluster.Stop() }()
 	admin := cluster.Client
+	var procs []*apitest.Process
 	for _, p := range []struct {
 		name  string
 		start func(*apitest.Cluster, string, string) (*apitest.Process, error)
@@ -147,6 +148,20 @@ func TestConsolidation(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer proc.Stop(ctx)
+		procs = append(procs, proc)
+	}
+	// until is apitest.Until that fails at once when a program the run
+	// needs has ended, with its log's end.
+	until := func(d time.Duration, what string, cond func() bool) {
+		t.Helper()
+		apitest.Until(ctx, t, d, what, func() bool {
+			for _, p := range procs {
+				if err := p.Ended(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return cond()
+		})
 	}
 
 	cfg := configtest.Enforcing()
@@ -194,7 +209,12 @@ func TestConsolidation(t *testing.T) {
 		}
 	}
 	want := len(setups) * perRole * int(roles) * perNode
-	apitest.Until(ctx, t, 10*time.Minute, "every runner to run on a node Karpenter launched", func() bool {
+	defer func() {
+		if t.Failed() {
+			t.Logf("at the end: %s; Karpenter's log ends:\n%s", clusterState(ctx, admin), apitest.LogTail(filepath.Join(artifacts, "karpenter-karpenter.log"), 40))
+		}
+	}()
+	until(10*time.Minute, "every runner to run on a node Karpenter launched", func() bool {
 		return runningRunners(ctx, admin, setups) == want
 	})
 	provisioned := time.Since(created)
@@ -252,7 +272,7 @@ func TestConsolidation(t *testing.T) {
 		sample(ctx, admin, setups, &mu, stop)
 	}()
 	guarded := setups[2]
-	apitest.Until(ctx, t, time.Minute, "runnerguard's leader to mark every busy runner", func() bool {
+	until(time.Minute, "runnerguard's leader to mark every busy runner", func() bool {
 		return marked(ctx, admin, guarded, func(r *runner) bool { return r.job != idle }) == guarded.busyCount(&mu)
 	})
 

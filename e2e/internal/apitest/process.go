@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,8 +16,16 @@ import (
 )
 
 // Process is a program a suite runs beside the API server as the cluster's
-// admin: kube-controller-manager, kube-scheduler, kwok, Karpenter.
-type Process struct{ cmd *exec.Cmd }
+// admin: kube-controller-manager, kube-scheduler, kwok, Karpenter. It is
+// waited for from its start, so that a suite learns at once that it ended
+// (a port taken, a flag refused) instead of waiting out a bound for what it
+// would have done.
+type Process struct {
+	name, log string
+	cmd       *exec.Cmd
+	done      chan struct{}
+	err       error
+}
 
 // AdminKubeconfig writes the cluster admin's kubeconfig to
 // dir/name.kubeconfig and returns its path.
@@ -36,9 +45,41 @@ func StartProcess(name, bin, logPath string, env []string, args ...string) (*Pro
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
+		_ = logs.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	return &Process{cmd: cmd}, nil
+	p := &Process{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = logs.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Ended is nil while the program runs, and otherwise says how it ended,
+// with the end of its log.
+func (p *Process) Ended() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s ended (%v); the end of its log:\n%s", p.name, p.err, LogTail(p.log, 30))
+	default:
+		return nil
+	}
+}
+
+// LogTail is the last n lines of the file at path, or why it could not be
+// read.
+func LogTail(path string, n int) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Pid is the program's process ID, for a report of its resources.
@@ -47,7 +88,7 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // Stop ends the program (SIGTERM) and waits for it.
 func (p *Process) Stop(context.Context) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	_ = p.cmd.Wait()
+	<-p.done
 }
 
 // StartKwok runs kwok (the binary KWOK names, built by hack/tools.sh) as

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -81,17 +80,6 @@ type Server struct {
 // errExited: the binary ended before it was ready, e.g. a port another
 // process took between FreePort and its bind.
 var errExited = errors.New("runnerguard exited before it was ready")
-
-// FreePort is a TCP port that nothing listens on just now, on any
-// address: the webhook server binds its port on all of them.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", ":0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // RepoRoot is the module's root: the nearest parent of the working
 // directory that holds go.mod.
