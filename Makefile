@@ -307,6 +307,20 @@ scale: kube-bin helm-bin
 	KWOK=$(CACHE)/bin/kwok SCALE_RUNNERS=$(SCALE_RUNNERS) SCALE_NODES=$(SCALE_NODES) SCALE_OTHER_PODS=$(SCALE_OTHER_PODS) \
 	  KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -tags scale -count=1 -v -run TestFleet -timeout 180m ./e2e/scale/
 
+# What the busy runners' budgets cost the cluster, runnerguard's (one a
+# busy pod) against one a namespace over a busy label and against none:
+# BUDGET_RUNNERS (default 200) busy kwok pods in each design's namespace,
+# the real kube-apiserver, etcd and disruption controller; evictions'
+# round trips and CPU, the disruption controller's work as runners turn
+# idle and busy. Report: e2e/.artifacts/budgets-N.txt. Not part of test.
+.PHONY: budgets
+BUDGET_RUNNERS ?= 200
+budgets: kube-bin
+	hack/tools.sh kwok
+	hack/kube.sh kube-controller-manager
+	KWOK=$(CACHE)/bin/kwok BUDGET_RUNNERS=$(BUDGET_RUNNERS) KUBEBUILDER_ASSETS=$(KUBE_BIN) \
+	  go test -tags scale -count=1 -v -run TestBudgetsCost -timeout 120m ./e2e/scale/
+
 # The same at 30 runner pods on 10 nodes among 200 other pods, baseline
 # included: every death recorded exactly once across the leader kill, with
 # its class while retention removes all but 5 records a namespace, no busy

@@ -138,10 +138,20 @@ func otherPod(t *testing.T, ns, name string) *corev1.Pod {
 	return outagePod(t, podtest.Plain(ns, name).Phase(corev1.PodRunning))
 }
 
-// budgetOf reports whether the pod's PodDisruptionBudget exists.
+// budgetOf reports whether a budget holds the pod: its namespace's exists
+// and the pod is labelled held.
 func budgetOf(t *testing.T, pod *corev1.Pod) bool {
 	t.Helper()
-	err := admin.Get(context.Background(), client.ObjectKey{Namespace: pod.Namespace, Name: recorder.BudgetName(pod)}, &policyv1.PodDisruptionBudget{})
+	now := &corev1.Pod{}
+	err := admin.Get(context.Background(), client.ObjectKeyFromObject(pod), now)
+	if apierrors.IsNotFound(err) || err == nil && now.UID != pod.UID {
+		return false
+	}
+	require.NoError(t, err)
+	if now.Labels[runnerpod.BudgetLabel] != recorder.BudgetHeld {
+		return false
+	}
+	err = admin.Get(context.Background(), client.ObjectKey{Namespace: pod.Namespace, Name: recorder.BudgetName}, &policyv1.PodDisruptionBudget{})
 	if apierrors.IsNotFound(err) {
 		return false
 	}
@@ -331,12 +341,11 @@ func TestOnlyRunnerguardWritesTheBudgetLabel(t *testing.T) {
 func TestOnlyRunnerguardAndTheOverridesHoldersChangeABusyRunnersBudget(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := context.Background()
-	pod := create(t, nil, podtest.Plain(ns, "runner").Obj())
 	reaperSA := may(t, ns, serviceAccount(reaper), "edit").client(t)
-	budget := recorder.Budget(pod)
+	budget := recorder.Budget(ns)
 	err := reaperSA.Create(ctx, budget.DeepCopy())
 	require.Error(t, err, "edit cannot create runnerguard's budget")
-	assert.Contains(t, err.Error(), "a busy runner's PodDisruptionBudget is runnerguard's")
+	assert.Contains(t, err.Error(), "the busy runners' PodDisruptionBudget is runnerguard's")
 	require.NoError(t, as(t, apitest.ServerUser).Create(ctx, budget.DeepCopy()), "runnerguard may")
 
 	err = reaperSA.Delete(ctx, budget.DeepCopy())

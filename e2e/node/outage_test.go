@@ -185,8 +185,10 @@ func waitBudgets(t *testing.T, pods ...*corev1.Pod) {
 	t.Helper()
 	for _, p := range pods {
 		require.Eventually(t, func() bool {
-			return admin.Get(context.Background(), client.ObjectKey{Namespace: p.Namespace, Name: recorder.BudgetName(p)}, &policyv1.PodDisruptionBudget{}) == nil
-		}, 90*time.Second, 200*time.Millisecond, "the leader keeps a budget on the busy runner %s/%s", p.Namespace, p.Name)
+			got := &corev1.Pod{}
+			return admin.Get(context.Background(), client.ObjectKeyFromObject(p), got) == nil && got.Labels[runnerpod.BudgetLabel] == recorder.BudgetHeld &&
+				admin.Get(context.Background(), client.ObjectKey{Namespace: p.Namespace, Name: recorder.BudgetName}, &policyv1.PodDisruptionBudget{}) == nil
+		}, 90*time.Second, 200*time.Millisecond, "the leader holds the busy runner %s/%s by its namespace's budget", p.Namespace, p.Name)
 	}
 }
 
@@ -393,8 +395,8 @@ func alive(t *testing.T, pod *corev1.Pod, what string) {
 }
 
 // protection is what the leader keeps on a busy runner pod, as the API
-// server has it: its budget label, its budget and its cluster-autoscaler
-// mark.
+// server has it: its budget label, its namespace's budget and its
+// cluster-autoscaler mark.
 type protection struct {
 	labelled, budget bool
 	mark             string
@@ -405,17 +407,18 @@ func protectionOf(t *testing.T, pod *corev1.Pod) protection {
 	ctx := context.Background()
 	got := &corev1.Pod{}
 	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), got))
-	err := admin.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: recorder.BudgetName(pod)}, &policyv1.PodDisruptionBudget{})
+	err := admin.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: recorder.BudgetName}, &policyv1.PodDisruptionBudget{})
 	if !apierrors.IsNotFound(err) {
 		require.NoError(t, err)
 	}
-	return protection{labelled: got.Labels[runnerpod.BudgetLabel] == string(pod.UID), budget: err == nil,
+	return protection{labelled: got.Labels[runnerpod.BudgetLabel] == recorder.BudgetHeld, budget: err == nil,
 		mark: got.Annotations[runnerpod.ClusterAutoscalerSafeEvict]}
 }
 
 // leaderLets waits until the leader has judged each pod free to go: its
-// budget label removed (the leader removes it only after the budget, and
-// puts the budget back only with it), the budget gone and, unless warn
+// budget label removed (the leader labels a pod held only once its
+// namespace's budget is in place), the budget gone (the row deleted it,
+// and the leader does not put it back) and, unless warn
 // (a warn namespace's busy runner stays marked busy, without a budget),
 // the pod marked safe to evict, which the leader writes only once it
 // obeys the off switch.

@@ -38,9 +38,9 @@ type Marks struct {
 	// "false" while busy, "true" while idle or done, and the injected
 	// volumes in safe-to-evict-local-volumes.
 	ClusterAutoscaler bool `json:"clusterAutoscaler"`
-	// Budgets: a PodDisruptionBudget (minAvailable 1) on each busy runner
-	// pod of an enforce namespace, so the API server holds its eviction
-	// without the webhook.
+	// Budgets: each busy runner pod of an enforce namespace held by the
+	// namespace's PodDisruptionBudget (recorder.Budget), so the API server
+	// holds its eviction without the webhook.
 	Budgets bool `json:"budgets"`
 }
 

@@ -3,9 +3,11 @@ package recorder
 import (
 	"context"
 	"encoding/json"
+	"math"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,6 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -28,66 +32,134 @@ func BudgetCacheOptions() cache.ByObject {
 	return cache.ByObject{Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": BudgetManagedBy})}
 }
 
-// BudgetName is the name of pod's budget: from its UID, so a pod recreated
-// under the same name never takes over another's budget.
-func BudgetName(pod *corev1.Pod) string { return "runnerguard-" + string(pod.UID) }
+// BudgetName is the name of the one budget the marker keeps in each
+// enforce namespace that has held a busy runner.
+const BudgetName = "runnerguard-busy-runners"
 
-// Budget is the PodDisruptionBudget that holds pod's eviction in the API
-// server: minAvailable 1 (an integer needs no scale subresource, so it
-// holds pods of any owner, ARC's EphemeralRunners included) of the one pod
-// whose budget label is its UID, unhealthy or not (IfHealthyBudget: a
-// budget of one pod is never healthy without it). The pod owns it, so the
-// garbage collector removes it with the pod.
-func Budget(pod *corev1.Pod) *policyv1.PodDisruptionBudget {
+// BudgetHeld is the budget label's value on a pod the budget holds.
+const BudgetHeld = "held"
+
+// Budget is namespace's PodDisruptionBudget: it selects the pods labelled
+// held (only the marker writes the label) and wants more of them available
+// than can ever exist, so the API server refuses the eviction of every pod
+// it selects, unhealthy or not (IfHealthyBudget: a budget that can never
+// be healthy lets no unhealthy pod go either), and lets a pod go as soon as
+// its label is taken off. minAvailable as an integer needs no owner's scale
+// (an EphemeralRunner and a GitLab build pod have none), and no pod the
+// label joins by mistake can let another go, as it could under a count.
+// One budget a namespace, not one a busy pod: the eviction API and the
+// disruption controller weigh every budget of a pod's namespace on each
+// eviction and pod change, and a job's start and end then cost one write
+// of the pod each (docs/performance/logs/2026-12-07-budgets.md).
+func Budget(namespace string) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: pod.Namespace, Name: BudgetName(pod),
-			Labels:          map[string]string{"app.kubernetes.io/managed-by": BudgetManagedBy},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}},
+			Namespace: namespace, Name: BudgetName,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": BudgetManagedBy},
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable:               ptr.To(intstr.FromInt32(1)),
-			Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{runnerpod.BudgetLabel: string(pod.UID)}},
+			MinAvailable:               ptr.To(intstr.FromInt32(math.MaxInt32)),
+			Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{runnerpod.BudgetLabel: BudgetHeld}},
 			UnhealthyPodEvictionPolicy: ptr.To(policyv1.IfHealthyBudget),
 		},
 	}
 }
 
-// BudgetLabelPlan is the budget label's patch: the pod's UID while it
-// should have a budget, nil to remove it once it should not; ok false when
-// the label is already what it should be.
+// BudgetLabelPlan is the budget label's patch: held while the pod should
+// be held, nil to remove it once it should not; ok false when the label is
+// already what it should be.
 func BudgetLabelPlan(pod *corev1.Pod, budget bool) (value *string, ok bool) {
 	have, present := pod.Labels[runnerpod.BudgetLabel]
 	switch {
-	case budget && have != string(pod.UID):
-		return ptr.To(string(pod.UID)), true
+	case budget && have != BudgetHeld:
+		return ptr.To(BudgetHeld), true
 	case !budget && present:
 		return nil, true
 	}
 	return nil, false
 }
 
-// ensureBudget creates pod's budget unless the cache holds it; inPlace
-// false and no error: a budget someone removed is no longer wanted
-// (stillWanted), and the pod is judged again.
-func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (inPlace bool, err error) {
-	b := Budget(pod)
-	err = m.Client.Get(ctx, client.ObjectKeyFromObject(b), &policyv1.PodDisruptionBudget{})
-	if !apierrors.IsNotFound(err) {
-		return err == nil, err
+// hold puts the budget of pod's namespace in place when budget says the
+// pod is to be held: before its label makes the budget hold it (taking the
+// label off frees the pod; the budget stays for the namespace's other busy
+// runners). requeue: the budget is not in place yet. err: it cannot be put
+// in place (a quota, another admission policy); the pod's marks and its
+// job's start are written all the same, its label left as it is.
+func (m *Marker) hold(ctx context.Context, pod *corev1.Pod, budget bool) (requeue bool, err error) {
+	if !budget {
+		return false, nil
 	}
-	// The pod labelled for its budget when this judgement began: the
-	// budget was made, and someone removed it. A first one costs no
-	// fresh reads at a job's start.
-	if pod.Labels[runnerpod.BudgetLabel] == string(pod.UID) {
+	inPlace, err := m.ensureBudget(ctx, pod)
+	return err == nil && !inPlace, err
+}
+
+// podsHeldIn is the runner pods its budget holds in budget o's namespace.
+func (m *Marker) podsHeldIn(_ context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, key := range m.Pods.Held(o.GetNamespace()) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: key})
+	}
+	return reqs
+}
+
+// ensureBudget puts the budget of pod's namespace in place as Budget
+// makes it, unless the cache holds it so. inPlace false and no error: the
+// budget is not in place yet (judge the pod again shortly), either because
+// one someone removed or changed while pods were held is no longer wanted
+// (stillWanted), or because another object held its name, which the
+// marker deleted.
+func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (inPlace bool, err error) {
+	want := Budget(pod.Namespace)
+	have := &policyv1.PodDisruptionBudget{}
+	err = m.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	found := err == nil
+	if found && holdsAsBudget(have) {
+		return true, nil
+	}
+	// Removed or changed while the namespace's pods were held: by an
+	// operator's row, or an override's holder. A namespace's first busy
+	// runner costs no fresh reads.
+	if len(m.Pods.Held(pod.Namespace)) > 0 {
 		if ok, err := m.stillWanted(ctx, pod); !ok || err != nil {
 			return false, err
 		}
 	}
-	if err := m.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, err
+	if found {
+		have.Spec = want.Spec
+		return true, m.Client.Update(ctx, have)
 	}
-	return true, nil
+	err = m.Client.Create(ctx, want)
+	if apierrors.IsAlreadyExists(err) {
+		// Not in the cache of runnerguard's budgets, so not runnerguard's:
+		// the name is runnerguard's in an opted-in namespace.
+		logf.FromContext(ctx).Info("deleting a PodDisruptionBudget that is not runnerguard's but has its name; runnerguard's takes its place", "namespace", pod.Namespace, "name", BudgetName)
+		return false, client.IgnoreNotFound(m.Client.Delete(ctx, want))
+	}
+	return err == nil, err
+}
+
+// holdsAsBudget reports whether b is the budget Budget makes, in what
+// decides which pods it holds and that none goes.
+func holdsAsBudget(b *policyv1.PodDisruptionBudget) bool {
+	want := Budget(b.Namespace)
+	return b.Labels["app.kubernetes.io/managed-by"] == BudgetManagedBy && b.Spec.MaxUnavailable == nil &&
+		apiequality.Semantic.DeepEqual(b.Spec.MinAvailable, want.Spec.MinAvailable) &&
+		apiequality.Semantic.DeepEqual(b.Spec.Selector, want.Spec.Selector) &&
+		apiequality.Semantic.DeepEqual(b.Spec.UnhealthyPodEvictionPolicy, want.Spec.UnhealthyPodEvictionPolicy)
+}
+
+// removeOldBudget deletes the budget of pod alone that a release before
+// the namespace's budget kept (named by its UID, and its label's value),
+// once: its label is then taken over as held.
+func (m *Marker) removeOldBudget(ctx context.Context, pod *corev1.Pod) error {
+	if v, ok := pod.Labels[runnerpod.BudgetLabel]; !ok || v == BudgetHeld {
+		return nil
+	}
+	old := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: "runnerguard-" + string(pod.UID)}}
+	return client.IgnoreNotFound(m.Client.Delete(ctx, old))
 }
 
 // stillWanted judges pod again, with the registration and its namespace
@@ -106,11 +178,6 @@ func (m *Marker) stillWanted(ctx context.Context, pod *corev1.Pod) (bool, error)
 	}
 	j, known, err := m.judgeIn(ctx, pod, m.Modes.Reader)
 	return known && j.Budget, err
-}
-
-// removeBudget deletes pod's budget, if any.
-func (m *Marker) removeBudget(ctx context.Context, pod *corev1.Pod) error {
-	return client.IgnoreNotFound(m.Client.Delete(ctx, Budget(pod)))
 }
 
 // patch writes the marks' plan and the budget label with one merge patch

@@ -1,17 +1,13 @@
 package recorder
 
 import (
-	"context"
-	"encoding/json"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/refusal"
@@ -30,10 +26,8 @@ var refusalAnnotations = []string{refusal.Annotation}
 var creatorAnnotations = []string{runnerpod.CreatedBy}
 
 // jobStart is a runner whose fleet's record (ARC's EphemeralRunner) the
-// leader saw turn busy: its pod, the record's UID (the pod's controller),
-// and when.
+// leader saw turn busy: the record's UID (the pod's controller), and when.
 type jobStart struct {
-	pod types.NamespacedName
 	uid types.UID
 	at  time.Time
 }
@@ -46,65 +40,74 @@ func turnedBusy(k fleet.RecordKeeper, before, after *unstructured.Unstructured) 
 	return was == runnerpod.JobNone && is == runnerpod.JobAssigned
 }
 
-// JobStamper writes runnerguard.io/job-assigned-at on the pod of a runner
-// whose job the leader saw begin in its fleet's record (ARC's
-// EphemeralRunner): the one writer of that annotation, which the chart's
-// policy lets no one else change. A pod whose controller is not that
-// record, or that has the annotation already, is left alone.
-type JobStamper struct {
-	Reader client.Reader
-	Writer client.Client
+// maxJobStarts bounds the starts kept and not yet written: a start beyond
+// it goes unwritten (its record then gives the runner's start for the
+// job's).
+const maxJobStarts = 4096
+
+// JobStarts keeps, by pod, when the leader saw its fleet's record turn
+// busy, until the marker writes it on the pod as
+// runnerguard.io/job-assigned-at in the same patch as the marks the job's
+// start brings: the annotation's one writer, which the chart's policy lets
+// no one else change. A pod whose controller is not that record, or that
+// has the annotation already, gets none.
+type JobStarts struct {
+	mu     sync.Mutex
+	starts map[types.NamespacedName]jobStart
 }
 
-// stamp writes s's time on its pod.
-func (j JobStamper) stamp(ctx context.Context, s jobStart) error {
-	pod := &corev1.Pod{}
-	if err := j.Reader.Get(ctx, s.pod, pod); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if c := metav1.GetControllerOfNoCopy(pod); c == nil || c.UID != s.uid {
-		return nil
-	}
-	if _, done := pod.Annotations[runnerpod.JobAssignedAt]; done {
-		return nil
-	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID,
-		"annotations": map[string]string{runnerpod.JobAssignedAt: s.at.UTC().Format(time.RFC3339)}}})
-	if err != nil {
-		return err
-	}
-	target := runnerpod.Meta()
-	target.Namespace, target.Name = pod.Namespace, pod.Name
-	err = j.Writer.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-		return nil
-	}
-	return err
+// NewJobStarts is an empty JobStarts.
+func NewJobStarts() *JobStarts {
+	return &JobStarts{starts: map[types.NamespacedName]jobStart{}}
 }
 
-// stampAll writes each job start handed over until ctx ends.
-func (j JobStamper) stampAll(ctx context.Context, starts <-chan jobStart) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case s := <-starts:
-			if err := j.stamp(ctx, s); err != nil {
-				logf.FromContext(ctx).Error(err, "cannot write when the runner's job began; its record will not say", "pod", s.pod)
-			}
-		}
+// note keeps s as pod's job start, if there is room.
+func (j *JobStarts) note(pod types.NamespacedName, s jobStart) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, kept := j.starts[pod]; kept || len(j.starts) < maxJobStarts {
+		j.starts[pod] = s
 	}
 }
 
-// noteStart hands the stamper a record that turned busy, if it has room: a start it has no room for goes unwritten.
+// of is the job start to write on pod: its time as the annotation says
+// it, ok false when there is none to write. A start of another record
+// than the pod's controller, or on a pod that has one, is forgotten.
+func (j *JobStarts) of(pod *corev1.Pod) (string, bool) {
+	if j == nil {
+		return "", false
+	}
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s, ok := j.starts[key]
+	if !ok {
+		return "", false
+	}
+	_, done := pod.Annotations[runnerpod.JobAssignedAt]
+	if c := metav1.GetControllerOfNoCopy(pod); done || c == nil || c.UID != s.uid {
+		delete(j.starts, key)
+		return "", false
+	}
+	return s.at.UTC().Format(time.RFC3339), true
+}
+
+// written forgets pod's start once it is on the pod (or the pod is gone).
+func (j *JobStarts) written(pod types.NamespacedName) {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.starts, pod)
+}
+
+// noteStart keeps a record that turned busy as its pod's job start.
 func (e *Records) noteStart(before, after any) {
 	b, okB := before.(*unstructured.Unstructured)
 	a, okA := after.(*unstructured.Unstructured)
-	if e.stamper == nil || !okB || !okA || !turnedBusy(e.keeper, b, a) {
+	if e.starts == nil || !okB || !okA || !turnedBusy(e.keeper, b, a) {
 		return
 	}
-	select {
-	case e.starts <- jobStart{pod: e.keeper.RecordPod(a), uid: a.GetUID(), at: time.Now()}:
-	default:
-	}
+	e.starts.note(e.keeper.RecordPod(a), jobStart{uid: a.GetUID(), at: time.Now()})
 }

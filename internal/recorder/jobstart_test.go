@@ -1,17 +1,14 @@
 package recorder
 
 import (
-	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
 	"github.com/runnerguard/runnerguard/internal/podtest"
@@ -30,29 +27,52 @@ func TestAnEphemeralRunnerTurnsBusyOnlyWhenItsJobIsAssigned(t *testing.T) {
 }
 
 // The leader writes when it saw the job begin on the runner's own pod only
-// (its owner by UID), once.
+// (its owner by UID), once, with the marks the start brings.
 func TestTheJobStartIsWrittenOnceOnTheRunnersOwnPod(t *testing.T) {
 	w := podtest.ARCScaleSet("ci", "r").Running("runner")
 	w.OwnerReferences[0].UID = "er-1"
 	pod := w.Obj()
-	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(pod).Build()
-	j := JobStamper{Reader: c, Writer: c}
-	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "ci", Name: "r"}
 	at := time.Date(2026, 11, 1, 12, 3, 0, 0, time.UTC)
+	starts := NewJobStarts()
 
-	require.NoError(t, j.stamp(ctx, jobStart{pod: key, uid: "other-er", at: at}))
-	got := &corev1.Pod{}
-	require.NoError(t, c.Get(ctx, key, got))
-	assert.NotContains(t, got.Annotations, runnerpod.JobAssignedAt, "another EphemeralRunner's job is not this pod's")
+	_, ok := starts.of(pod)
+	assert.False(t, ok, "no start seen")
+	starts.note(key, jobStart{uid: "other-er", at: at})
+	_, ok = starts.of(pod)
+	assert.False(t, ok, "another EphemeralRunner's job is not this pod's")
 
-	require.NoError(t, j.stamp(ctx, jobStart{pod: key, uid: "er-1", at: at}))
-	require.NoError(t, c.Get(ctx, key, got))
-	assert.Equal(t, "2026-11-01T12:03:00Z", got.Annotations[runnerpod.JobAssignedAt])
+	starts.note(key, jobStart{uid: "er-1", at: at})
+	got, ok := starts.of(pod)
+	require.True(t, ok)
+	assert.Equal(t, "2026-11-01T12:03:00Z", got)
+	got, ok = starts.of(pod)
+	assert.True(t, ok, "kept until written")
+	assert.Equal(t, "2026-11-01T12:03:00Z", got)
+	starts.written(key)
+	_, ok = starts.of(pod)
+	assert.False(t, ok, "written once")
 
-	require.NoError(t, j.stamp(ctx, jobStart{pod: key, uid: "er-1", at: at.Add(time.Hour)}))
-	require.NoError(t, c.Get(ctx, key, got))
-	assert.Equal(t, "2026-11-01T12:03:00Z", got.Annotations[runnerpod.JobAssignedAt], "written once")
+	starts.note(key, jobStart{uid: "er-1", at: at.Add(time.Hour)})
+	pod.Annotations = map[string]string{runnerpod.JobAssignedAt: "2026-11-01T12:03:00Z"}
+	_, ok = starts.of(pod)
+	assert.False(t, ok, "a pod that has one gets none")
 
-	require.NoError(t, j.stamp(ctx, jobStart{pod: types.NamespacedName{Namespace: "ci", Name: "gone"}, uid: "er-2", at: at}), "a pod already gone needs none")
+	var none *JobStarts
+	_, ok = none.of(pod)
+	assert.False(t, ok, "no starts kept: none written")
+}
+
+// The starts kept are bounded: one beyond the bound goes unwritten, and a
+// pod's later start replaces its own.
+func TestJobStartsAreBounded(t *testing.T) {
+	starts := NewJobStarts()
+	for i := range maxJobStarts {
+		starts.note(types.NamespacedName{Namespace: "ci", Name: fmt.Sprint(i)}, jobStart{uid: "u"})
+	}
+	starts.note(types.NamespacedName{Namespace: "ci", Name: "late"}, jobStart{uid: "u"})
+	assert.Len(t, starts.starts, maxJobStarts)
+	assert.NotContains(t, starts.starts, types.NamespacedName{Namespace: "ci", Name: "late"})
+	starts.note(types.NamespacedName{Namespace: "ci", Name: "0"}, jobStart{uid: "v"})
+	assert.Equal(t, types.UID("v"), starts.starts[types.NamespacedName{Namespace: "ci", Name: "0"}].uid)
 }

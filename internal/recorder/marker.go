@@ -39,8 +39,9 @@ var markerLabels = []string{runnerpod.BudgetLabel}
 // guard's protection (presets.Protected, the guard's own pod-level
 // rules, through Judge): a node holding only idle or finished runners can
 // be consolidated, one holding a busy runner is not. In enforce namespaces
-// it also keeps a PodDisruptionBudget on each busy runner's pod, so the
-// API server refuses its eviction without the webhook. It runs on the
+// it also holds each busy runner's pod by its namespace's
+// PodDisruptionBudget (Budget), so the API server refuses its eviction
+// without the webhook. It runs on the
 // leader, the marks' and the budgets' one writer, on the watcher's cache
 // of runner pods: a pod created while runnerguard was down is marked when
 // the leader sees it, and a mark is never left behind by a replica that
@@ -70,6 +71,9 @@ type Marker struct {
 	// records holds, by preset, the fleets' own records of their runners'
 	// jobs (ARC's EphemeralRunners) where the API server serves them.
 	records map[runnerpod.PresetName]*Records
+	// starts keeps when the records showed each runner's job begin, for
+	// the marker to write with the marks that start brings.
+	starts *JobStarts
 }
 
 // SetupWithManager runs the marker on the watcher's pod cache, which the
@@ -92,13 +96,18 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(m.again, &handler.EnqueueRequestForObject{})).
 		// A namespace's labels (opt-in, mode) judge its pods again.
 		Watches(namespace.Meta(), handler.EnqueueRequestsFromMapFunc(m.podsOf)).
-		// A budget someone removed is put back while its pod is busy.
-		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{})).
+		// A namespace's budget someone removed or changed is put back while
+		// its pods are busy: its deletion, its creation and a change of its
+		// spec, not the disruption controller's status writes, which come
+		// with most pod changes and would judge every held pod again.
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(m.podsHeldIn),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == BudgetName }),
+				predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() }})).
 		// A node's drain deadline frees its busy runners when it comes.
 		Watches(nodeMeta(), handler.EnqueueRequestsFromMapFunc(m.podsOnNode), builder.WithPredicates(predicate.AnnotationChangedPredicate{}))
-	m.records = map[runnerpod.PresetName]*Records{}
+	m.records, m.starts = map[runnerpod.PresetName]*Records{}, NewJobStarts()
 	for _, k := range presets.Keepers() {
-		r, err := NewRecords(mgr.GetConfig(), k, &JobStamper{Reader: mgr.GetAPIReader(), Writer: m.Client}, m.Jobs)
+		r, err := NewRecords(mgr.GetConfig(), k, m.starts, m.Jobs)
 		if err != nil {
 			return err
 		}
@@ -120,6 +129,7 @@ func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		m.Zombies.seen(req.NamespacedName, pod)
 	}
 	if pod == nil {
+		m.starts.written(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	res, err := m.follow(ctx, req, pod)
@@ -141,36 +151,36 @@ func (m *Marker) follow(ctx context.Context, req ctrl.Request, pod *corev1.Pod) 
 	}
 	budget := m.Config.Marks.Budgets && j.Budget
 	if !known {
-		// The mode is not read yet: the budget stays as it is.
+		// The mode is not read yet: the hold stays as it is (a pod an
+		// earlier release labelled with its UID is held too, and relabelled
+		// held once the namespace's budget is in place).
 		_, budget = pod.Labels[runnerpod.BudgetLabel]
 	}
-	if !budget {
-		// The budget goes before its label, so no budget is left
-		// selecting nothing it was meant for.
-		if _, labelled := pod.Labels[runnerpod.BudgetLabel]; labelled {
-			if err := m.removeBudget(ctx, pod); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
+	requeue, budgetErr := m.hold(ctx, pod, budget)
+	if requeue {
+		// Its namespace or the registration changed since it was judged:
+		// its marks follow once the cache has the change.
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
-	plan := MarkPlan(pod, j, m.Config.Marks)
+	plan, stamp := m.plan(pod, j)
 	label, setLabel := BudgetLabelPlan(pod, budget)
+	setLabel = setLabel && budgetErr == nil
 	if plan != nil || setLabel {
 		if err := m.patch(ctx, pod, plan, label, setLabel); err != nil {
 			return ctrl.Result{}, err
 		}
 		logf.FromContext(ctx).V(1).Info("runner pod marks follow its protection", "pod", req.NamespacedName, "busy", j.Busy, "budget", budget)
 	}
-	if budget {
-		inPlace, err := m.ensureBudget(ctx, pod)
-		if err != nil {
+	if stamp {
+		m.starts.written(req.NamespacedName)
+	}
+	if setLabel {
+		if err := m.removeOldBudget(ctx, pod); err != nil {
 			return ctrl.Result{}, err
 		}
-		if !inPlace {
-			// Its namespace or the registration changed since it was
-			// judged: its marks follow once the cache has the change.
-			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
-		}
+	}
+	if budgetErr != nil {
+		return ctrl.Result{}, budgetErr
 	}
 	switch {
 	case !known:
@@ -181,6 +191,21 @@ func (m *Marker) follow(ctx context.Context, req ctrl.Request, pod *corev1.Pod) 
 		return ctrl.Result{RequeueAfter: max(j.Until.Sub(m.Now())+time.Second, time.Second)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// plan is the annotations' patch of pod: its marks, and the job's start
+// that the records showed, which goes with the marks it brings (one
+// patch); stamp says the start is in it.
+func (m *Marker) plan(pod *corev1.Pod, j Judgement) (map[string]*string, bool) {
+	plan := MarkPlan(pod, j, m.Config.Marks)
+	started, stamp := m.starts.of(pod)
+	if stamp {
+		if plan == nil {
+			plan = map[string]*string{}
+		}
+		plan[runnerpod.JobAssignedAt] = &started
+	}
+	return plan, stamp
 }
 
 // nameZombie names the zombie j found on pod, if any: named, the pod's

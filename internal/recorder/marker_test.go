@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -199,17 +200,17 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// The budget holds its one pod, by the label only runnerguard writes, and
-// goes with the pod.
+// The namespace's budget holds every pod labelled held, by the label only
+// runnerguard writes, and wants more of them than can exist, so none goes.
 func TestBudget(t *testing.T) {
-	pod := podtest.Runner("ns", "p").Obj()
-	b := Budget(pod)
-	assert.Equal(t, "runnerguard-uid-p", b.Name)
-	assert.Equal(t, intstr.FromInt32(1), *b.Spec.MinAvailable)
-	assert.Equal(t, map[string]string{runnerpod.BudgetLabel: "uid-p"}, b.Spec.Selector.MatchLabels)
+	b := Budget("ns")
+	assert.Equal(t, "ns", b.Namespace)
+	assert.Equal(t, BudgetName, b.Name)
+	assert.Equal(t, intstr.FromInt32(math.MaxInt32), *b.Spec.MinAvailable)
+	assert.Nil(t, b.Spec.MaxUnavailable, "a count needs no owner's scale")
+	assert.Equal(t, map[string]string{runnerpod.BudgetLabel: BudgetHeld}, b.Spec.Selector.MatchLabels)
 	assert.Equal(t, policyv1.IfHealthyBudget, *b.Spec.UnhealthyPodEvictionPolicy)
-	require.Len(t, b.OwnerReferences, 1)
-	assert.Equal(t, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "uid-p"}, b.OwnerReferences[0])
+	assert.Empty(t, b.OwnerReferences, "it outlives each pod it holds")
 	assert.Equal(t, BudgetManagedBy, b.Labels["app.kubernetes.io/managed-by"])
 }
 
@@ -221,10 +222,11 @@ func TestBudgetLabelPlan(t *testing.T) {
 		want   *string
 		ok     bool
 	}{
-		{name: "a pod that should have a budget gets its UID as the label", budget: true, want: ptr.To("uid-p"), ok: true},
-		{name: "a pod labelled with its UID keeps it", labels: map[string]string{runnerpod.BudgetLabel: "uid-p"}, budget: true},
-		{name: "a label naming another UID is set back", labels: map[string]string{runnerpod.BudgetLabel: "uid-q"}, budget: true, want: ptr.To("uid-p"), ok: true},
-		{name: "a pod that should have none loses the label", labels: map[string]string{runnerpod.BudgetLabel: "uid-p"}, ok: true},
+		{name: "a pod that should be held is labelled held", budget: true, want: ptr.To(BudgetHeld), ok: true},
+		{name: "a held pod stays so", labels: map[string]string{runnerpod.BudgetLabel: BudgetHeld}, budget: true},
+		{name: "a pod labelled with its UID by an earlier release is labelled held", labels: map[string]string{runnerpod.BudgetLabel: "uid-p"}, budget: true, want: ptr.To(BudgetHeld), ok: true},
+		{name: "a pod that should not be held loses the label", labels: map[string]string{runnerpod.BudgetLabel: BudgetHeld}, ok: true},
+		{name: "and so does one an earlier release labelled", labels: map[string]string{runnerpod.BudgetLabel: "uid-p"}, ok: true},
 		{name: "a pod without either: nothing to do"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -100,6 +100,19 @@ func (c *PodCache) Keys(namespace string) []types.NamespacedName {
 	return keys
 }
 
+// Held names the cached runner pods of namespace its budget holds
+// (labelled held), read without copying a pod.
+func (c *PodCache) Held(namespace string) []types.NamespacedName {
+	objs, _ := c.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	var keys []types.NamespacedName
+	for _, o := range objs {
+		if p := o.(*cachedPod); p.Labels[runnerpod.BudgetLabel] == BudgetHeld {
+			keys = append(keys, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	return keys
+}
+
 // OnNode is the keys of the cached pods bound to node.
 func (c *PodCache) OnNode(node string) []types.NamespacedName {
 	var keys []types.NamespacedName

@@ -41,9 +41,9 @@ type Records struct {
 	// events carries each record's change to the marker, from whichever
 	// informer runs.
 	events chan event.GenericEvent
-	// stamper writes when a runner's job began, from starts (nil: not).
-	stamper *JobStamper
-	starts  chan jobStart
+	// starts keeps when each runner's job began, for the marker to write
+	// (nil: not kept).
+	starts *JobStarts
 	// jobs keeps each record's job for its runner's death record (nil:
 	// not).
 	jobs *LastJobs
@@ -63,10 +63,10 @@ type Records struct {
 // served: a discovery request of one group version.
 const crdCheck = 30 * time.Second
 
-// NewRecords builds the follower of k's records on cfg; stamper, when not
-// nil, writes on each runner's pod when its job began; jobs, when not nil,
+// NewRecords builds the follower of k's records on cfg; starts, when not
+// nil, keeps when each runner's job began, for its pod; jobs, when not nil,
 // keeps each record's job for its runner's death record.
-func NewRecords(cfg *rest.Config, k fleet.RecordKeeper, stamper *JobStamper, jobs *LastJobs) (*Records, error) {
+func NewRecords(cfg *rest.Config, k fleet.RecordKeeper, starts *JobStarts, jobs *LastJobs) (*Records, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -77,13 +77,13 @@ func NewRecords(cfg *rest.Config, k fleet.RecordKeeper, stamper *JobStamper, job
 	}
 	served := func(context.Context) (bool, error) { return RecordsServed(disc, k.RecordResource()) }
 	e := newFollower(k, served, recordInformer(dyn, k), crdCheck)
-	e.stamper, e.jobs = stamper, jobs
+	e.starts, e.jobs = starts, jobs
 	return e, nil
 }
 
 func newFollower(k fleet.RecordKeeper, served func(context.Context) (bool, error), newInformer func() (toolscache.SharedIndexInformer, error), every time.Duration) *Records {
 	return &Records{keeper: k, kind: k.Traits().RecordKind, served: served, newInformer: newInformer, every: every,
-		events: make(chan event.GenericEvent, 1024), starts: make(chan jobStart, 256), checked: make(chan struct{})}
+		events: make(chan event.GenericEvent, 1024), checked: make(chan struct{})}
 }
 
 // RecordsServed reports whether the API server serves the resource:
@@ -108,9 +108,6 @@ func RecordsServed(disc discovery.DiscoveryInterface, gvr schema.GroupVersionRes
 // and watches them while they are (a manager.Runnable).
 func (e *Records) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("records").WithValues("kind", e.kind)
-	if e.stamper != nil {
-		go e.stamper.stampAll(ctx, e.starts)
-	}
 	t := time.NewTicker(e.every)
 	defer t.Stop()
 	defer e.stopInformer()

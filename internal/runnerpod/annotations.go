@@ -109,9 +109,10 @@ const (
 	VitalsVolume = "runnerguard-vitals"
 )
 
-// BudgetLabel selects a busy runner's pod for its PodDisruptionBudget: its
-// value is the pod's UID, written only by the marker (the chart's admission
-// policy refuses anyone else), so no other pod can join the budget.
+// BudgetLabel selects a busy runner's pod for its namespace's
+// PodDisruptionBudget (value held; an earlier release wrote the pod's UID):
+// written only by the marker (the chart's admission policy refuses anyone
+// else), so only runnerguard decides which pods the budget holds.
 const BudgetLabel = "runnerguard.io/budget"
 
 // Labelled selects the pods that carry RunnerLabel: the runner pods the

@@ -96,8 +96,8 @@ type Objects struct {
 	// NodePolicy and NodeBinding: who may set a node's drain deadline.
 	NodePolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
 	NodeBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	// BudgetPolicy and BudgetBinding: who may write the label a busy
-	// runner's PodDisruptionBudget selects its pod by.
+	// BudgetPolicy and BudgetBinding: who may write the label the busy
+	// runners' PodDisruptionBudget selects their pods by, and the budget.
 	BudgetPolicy  *admissionregistrationv1.ValidatingAdmissionPolicy
 	BudgetBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	// CreatorPolicy and CreatorBinding: the API server's record of each
