@@ -68,9 +68,16 @@ func eachRequest(path string, from, to time.Time, f func(auditEvent)) error {
 // requestsByPod counts the requests in [from, to) that name one pod: its
 // Events and RunnerDeaths (named "<pod>.<suffix>"), its RunnerDeletion
 // (named by its UID, which uids maps to "namespace/pod") and reads or
-// patches of the pod itself; keyed "namespace/pod".
-func requestsByPod(path string, from, to time.Time, uids map[string]string) (map[string]int, error) {
-	out := map[string]int{}
+// patches of the pod itself; keyed "namespace/pod". The second map counts
+// the writes among them.
+func requestsByPod(path string, from, to time.Time, uids map[string]string) (map[string]int, map[string]int, error) {
+	out, writes := map[string]int{}, map[string]int{}
+	count := func(pod string, e auditEvent) {
+		out[pod]++
+		if isWrite(e.Verb) {
+			writes[pod]++
+		}
+	}
 	err := eachRequest(path, from, to, func(e auditEvent) {
 		r := e.ObjectRef
 		if r == nil || r.Name == "" || r.Namespace == "" {
@@ -79,14 +86,40 @@ func requestsByPod(path string, from, to time.Time, uids map[string]string) (map
 		switch r.Resource {
 		case "runnerdeletions":
 			if pod, ok := uids[r.Name]; ok {
-				out[pod]++
+				count(pod, e)
 			}
 		case "events", "runnerdeaths", "pods":
 			name, _, _ := strings.Cut(r.Name, ".")
-			out[r.Namespace+"/"+name]++
+			count(r.Namespace+"/"+name, e)
 		}
 	})
-	return out, err
+	return out, writes, err
+}
+
+// isWrite says whether an audited verb changes what it names.
+func isWrite(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+// budgetWrites counts runnerguard's PodDisruptionBudget creates in [from,
+// to) by namespace, and its deletes.
+func budgetWrites(path string, from, to time.Time) (map[string]int, int, error) {
+	creates, deletes := map[string]int{}, 0
+	err := eachRequest(path, from, to, func(e auditEvent) {
+		if r := e.ObjectRef; r != nil && r.Resource == "poddisruptionbudgets" {
+			switch e.Verb {
+			case "create":
+				creates[r.Namespace]++
+			case "delete":
+				deletes++
+			}
+		}
+	})
+	return creates, deletes, err
 }
 
 // sortedKeys lists m's keys in order.

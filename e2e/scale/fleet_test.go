@@ -194,6 +194,10 @@ func override(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
 // since is the time elapsed from t, rounded for the report.
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
 
+// kindExits is the kind of a runner whose job ended and which exited on
+// its own: a job that ends normally.
+const kindExits = "exits on its own"
+
 // kind is what happened to r, for the report's requests per job by kind.
 func (r *runner) kind() string {
 	switch {
@@ -206,5 +210,5 @@ func (r *runner) kind() string {
 	case r.restarts:
 		return "restarts in place once, then exits"
 	}
-	return "exits on its own"
+	return kindExits
 }

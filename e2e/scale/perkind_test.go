@@ -13,7 +13,7 @@ import (
 // kind: how many runners, and their requests (Events, records, notes, pod
 // reads and patches that name them).
 type kindCost struct {
-	runners, requests int
+	runners, requests, writes int
 }
 
 // requestsByKind sums requestsByPod over the runners of each kind.
@@ -22,7 +22,7 @@ func requestsByKind(path string, from, to time.Time, rs []*runner) (map[string]k
 	for _, r := range rs {
 		uids[string(r.uid)] = r.ns + "/" + r.name
 	}
-	byPod, err := requestsByPod(path, from, to, uids)
+	byPod, writes, err := requestsByPod(path, from, to, uids)
 	if err != nil {
 		return nil, err
 	}
@@ -31,6 +31,7 @@ func requestsByKind(path string, from, to time.Time, rs []*runner) (map[string]k
 		c := out[r.kind()]
 		c.runners++
 		c.requests += byPod[r.ns+"/"+r.name]
+		c.writes += writes[r.ns+"/"+r.name]
 		out[r.kind()] = c
 	}
 	return out, nil
@@ -46,7 +47,7 @@ func formatKinds(m map[string]kindCost) string {
 	sort.Slice(kinds, func(i, j int) bool { return per(kinds[i]) > per(kinds[j]) })
 	var b strings.Builder
 	for _, k := range kinds {
-		fmt.Fprintf(&b, "  %-54s %6d runners  %.2f requests each\n", k, m[k].runners, per(k))
+		fmt.Fprintf(&b, "  %-54s %6d runners  %.2f requests each, %.2f writes\n", k, m[k].runners, per(k), float64(m[k].writes)/float64(max(1, m[k].runners)))
 	}
 	return b.String()
 }

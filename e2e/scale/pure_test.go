@@ -72,12 +72,35 @@ func TestRequestsByPodNameThePodsEventsRecordsNoteAndReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	got, err := requestsByPod(path, from, from.Add(5*time.Second), map[string]string{"uid-1": "ci/r-1"})
+	got, writes, err := requestsByPod(path, from, from.Add(5*time.Second), map[string]string{"uid-1": "ci/r-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got["ci/r-1"] != 3 || got["ci/r-2"] != 1 || len(got) != 2 {
 		t.Errorf("got %v: want ci/r-1 3 (record, Event, note), ci/r-2 1 (a GET), and neither the list nor the lease", got)
+	}
+	if writes["ci/r-1"] != 3 || writes["ci/r-2"] != 0 {
+		t.Errorf("writes %v: want ci/r-1 3, and the GET of ci/r-2 none", writes)
+	}
+}
+
+func TestBudgetWritesCountCreatesByNamespaceAndDeletes(t *testing.T) {
+	lines := `{"auditID":"a","verb":"create","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"b","verb":"create","objectRef":{"resource":"poddisruptionbudgets","namespace":"gl","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"c","verb":"get","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"d","verb":"delete","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-uid"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+`
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	creates, deletes, err := budgetWrites(path, from, from.Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if creates["ci"] != 1 || creates["gl"] != 1 || len(creates) != 2 || deletes != 1 {
+		t.Errorf("creates %v, deletes %d: want one in ci and gl, one delete", creates, deletes)
 	}
 }
 

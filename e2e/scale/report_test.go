@@ -96,9 +96,13 @@ type run struct {
 	// byKind: the requests that name one runner's pod, by what happened
 	// to the runner (the per-job cost of each kind of job).
 	byKind map[string]kindCost
-	chaos  chaos
-	score  score
-	obs    *observer
+	// budgetCreates counts runnerguard's budget creates by namespace;
+	// budgetDeletes, its budget deletes.
+	budgetCreates map[string]int
+	budgetDeletes int
+	chaos         chaos
+	score         score
+	obs           *observer
 	// Runners that never started, removed by the reaper: the guard calls
 	// and the records they caused (both must be 0).
 	neverStarted, neverCalls, neverRecords int

@@ -380,6 +380,9 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	if run.byKind, err = requestsByKind(auditLog, run.before.at, run.end.at, rs); err != nil {
 		t.Fatal(err)
 	}
+	if run.budgetCreates, run.budgetDeletes, err = budgetWrites(auditLog, run.before.at, run.end.at); err != nil {
+		t.Fatal(err)
+	}
 	inGap := map[*runner]bool{}
 	for _, r := range batch {
 		inGap[r] = true
@@ -406,6 +409,21 @@ func asserts(t *testing.T, run *run) {
 	}
 	if c.ownerAllowed != c.ownerTried || c.overrideAllowed != c.overrideTried {
 		t.Errorf("the fleet's own work goes on: owner deletes %d of %d, override evictions %d of %d", c.ownerAllowed, c.ownerTried, c.overrideAllowed, c.overrideTried)
+	}
+	// A job's budget is its pod's label: a namespace's budget is created
+	// once and never deleted by runnerguard, and a job that ends on its
+	// own costs at most 5 writes (its marks on and off, its record, its
+	// Event).
+	for ns, n := range run.budgetCreates {
+		if n > 1 {
+			t.Errorf("namespace %s's budget created %d times, want once", ns, n)
+		}
+	}
+	if run.budgetDeletes != 0 {
+		t.Errorf("runnerguard deleted %d budgets, want none", run.budgetDeletes)
+	}
+	if k := run.byKind[kindExits]; k.runners > 0 && float64(k.writes)/float64(k.runners) > 5 {
+		t.Errorf("a job that ends on its own: %.2f writes naming its pod, want at most 5", float64(k.writes)/float64(k.runners))
 	}
 	run.kills.check(t)
 }
