@@ -33,11 +33,13 @@ const (
 // notification registered, on a real v1 pod cgroup through the two things
 // that make it work hardest on v1: a container held under OOM (its OOM
 // killer off: the v1 stall), then a container OOM-killed over and over.
-// Under the stall its CPU and memory stay within its requests. The storm
-// costs at most a line each vitals.DefaultOOMGap besides the interval's
-// (each line reads every cgroup of the pod), whatever the kernel's pace of
-// kills: its CPU stays within its limit, its memory within its request,
-// and it counts every kill.
+// Its memory stays within its request throughout. The storm costs at most
+// a line each vitals.DefaultOOMGap besides the interval's (each line reads
+// every cgroup of the pod), whatever the kernel's pace of kills, and it
+// counts every kill. Its CPU in each is reported against its request and
+// limit, for make bench, not asserted: how many milliseconds the same work
+// takes is the machine's, and the kernel's pace of kills in the storm
+// grows with the machine's speed.
 func TestCostUnderV1StallAndOOMStormV1(t *testing.T) {
 	bin := builtOnV1(t)
 
@@ -80,14 +82,14 @@ func TestCostUnderV1StallAndOOMStormV1(t *testing.T) {
 	require.NoError(t, hold.Start())
 	t.Cleanup(func() { _ = hold.Process.Kill(); _ = hold.Wait() })
 	waitLine(t, lines, func(l record.Line) bool { c := l.Containers[stuckID]; return c.UnderOOM != nil && *c.UnderOOM })
-	measure(t, sidecar.Process.Pid, "a container held under OOM", requestCPUms)
+	measure(t, sidecar.Process.Pid, "a container held under OOM")
 
 	// The storm: dd OOM-killed again and again while the stall lasts.
 	loop := exec.Command("sh", "-c", "echo $$ > "+storm+"/cgroup.procs && while :; do dd if=/dev/zero of=/dev/null bs=100M count=1 2>/dev/null; done")
 	require.NoError(t, loop.Start())
 	t.Cleanup(func() { _ = loop.Process.Kill(); _ = loop.Wait() })
 	n0, at0 := len(lines), time.Now()
-	measure(t, sidecar.Process.Pid, "a container OOM-killed over and over, besides", limitCPUms)
+	measure(t, sidecar.Process.Pid, "a container OOM-killed over and over, besides")
 	span := time.Since(at0)
 	bound := int(span/vitals.DefaultOOMGap) + int(span/time.Second) + 2
 	t.Logf("lines over the storm's span (%v): %d, at most %d", span.Round(time.Millisecond), len(lines)-n0, bound)
@@ -108,9 +110,9 @@ func TestCostUnderV1StallAndOOMStormV1(t *testing.T) {
 	t.Logf("kills in the storm: %d, counted: %d", kills, l.Containers[stormID].Events.OOMKill)
 }
 
-// measure asserts the sidecar's CPU over a few seconds stays under
-// cpuMs a second and its memory within its request.
-func measure(t *testing.T, pid int, what string, cpuMs float64) {
+// measure reports the sidecar's CPU over a few seconds, and asserts its
+// memory within its request.
+func measure(t *testing.T, pid int, what string) {
 	t.Helper()
 	const span = 3 * time.Second
 	cpu0, at0 := cpuTime(t, pid), time.Now()
@@ -122,7 +124,6 @@ func measure(t *testing.T, pid int, what string, cpuMs float64) {
 	require.NoError(t, err)
 	t.Logf("%s: sidecar CPU %.2f ms/s (request %d, limit %d), RSS %.1f MiB (request %d MiB)",
 		what, msPerS, requestCPUms, limitCPUms, float64(st.VmRSS)/(1<<20), requestMemory>>20)
-	assert.Less(t, msPerS, cpuMs, "CPU within its bound")
 	assert.Less(t, st.VmRSS, uint64(requestMemory), "memory within the request")
 }
 
