@@ -185,22 +185,34 @@ func (m *Marker) stillWanted(ctx context.Context, pod *corev1.Pod) (bool, error)
 // which the API server refuses to change, so it never gets another pod's
 // marks. A pod already gone or replaced needs none.
 func (m *Marker) patch(ctx context.Context, pod *corev1.Pod, marks map[string]*string, label *string, setLabel bool) error {
-	meta := map[string]any{"uid": pod.UID}
+	meta := map[string]any{}
 	if marks != nil {
 		meta["annotations"] = marks
 	}
 	if setLabel {
 		meta["labels"] = map[string]*string{runnerpod.BudgetLabel: label}
 	}
-	body, err := json.Marshal(map[string]any{"metadata": meta})
+	err := patchPodMeta(ctx, m.Client, pod, meta)
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+		return nil
+	}
+	return err
+}
+
+// patchPodMeta writes meta (labels, annotations) on pod with one merge
+// patch of its metadata that carries the pod's UID: the leader's writes of
+// what it keeps on a runner pod never land on another pod recreated under
+// its name, which the API server refuses (Invalid).
+func patchPodMeta(ctx context.Context, c client.Client, pod *corev1.Pod, meta map[string]any) error {
+	withUID := map[string]any{"uid": pod.UID}
+	for k, v := range meta {
+		withUID[k] = v
+	}
+	body, err := json.Marshal(map[string]any{"metadata": withUID})
 	if err != nil {
 		return err
 	}
 	target := runnerpod.Meta()
 	target.Namespace, target.Name = pod.Namespace, pod.Name
-	err = m.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-		return nil
-	}
-	return err
+	return c.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
 }

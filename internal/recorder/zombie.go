@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -81,14 +80,8 @@ func (zs *Zombies) name(ctx context.Context, pod *corev1.Pod, runner runnerpod.R
 		// Named already, though the cache may not show it yet.
 		return nil
 	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID,
-		"annotations": map[string]string{runnerpod.ZombieAnnotation: z.Value()}}})
-	if err != nil {
-		return err
-	}
-	target := runnerpod.Meta()
-	target.Namespace, target.Name = pod.Namespace, pod.Name
-	if err := zs.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
+	meta := map[string]any{"annotations": map[string]string{runnerpod.ZombieAnnotation: z.Value()}}
+	if err := patchPodMeta(ctx, zs.Client, pod, meta); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	zs.mu.Lock()
