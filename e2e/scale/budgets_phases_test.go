@@ -20,14 +20,11 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/recorder"
 )
-
-type kubernetesClient = *kubernetes.Clientset
 
 // disruption is kube-controller-manager running only the disruption
 // controller, its metrics served on a port of its own.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
@@ -129,7 +130,7 @@ func TestBudgetsCost(t *testing.T) {
 
 // budgets is the run's pods: per design, n busy and idle ones.
 type budgets struct {
-	admin     kubernetesClient
+	admin     *kubernetes.Clientset
 	n         int
 	workers   int
 	busy      map[string][]*corev1.Pod
