@@ -173,14 +173,27 @@ func eventually(t *testing.T, cond func() bool, what string) {
 	require.Eventually(t, cond, patience, 100*time.Millisecond, what)
 }
 
-// calls counts the reviews the guard answered while f ran.
+// calls counts the reviews the guard answered while f ran. The server
+// counts a review once its handler has returned, just after the answer
+// reached the API server, so a client can see its request end before the
+// count moves: the count is read again until it has held still for
+// settle (for at most patience, should reviews of others keep coming).
 func calls(t *testing.T, f func()) float64 {
 	t.Helper()
 	before, err := server.WebhookCalls(registration.GuardPath)
 	require.NoError(t, err)
 	f()
+	const settle = 300 * time.Millisecond
 	after, err := server.WebhookCalls(registration.GuardPath)
 	require.NoError(t, err)
+	for still, end := time.Now(), time.Now().Add(patience); time.Since(still) < settle && time.Now().Before(end); {
+		time.Sleep(25 * time.Millisecond)
+		now, err := server.WebhookCalls(registration.GuardPath)
+		require.NoError(t, err)
+		if now != after {
+			after, still = now, time.Now()
+		}
+	}
 	return after - before
 }
 
