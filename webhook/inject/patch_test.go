@@ -268,8 +268,8 @@ func TestThePatchFromTheChangeDoesWhatTheWholePodsDiffDid(t *testing.T) {
 }
 
 // The patch never rewrites what the raw pod had, except the annotations
-// that say who created it: it adds, and removes only a created-with the
-// pod came with.
+// that record its creation: it adds, and removes only a created-with or a
+// job variable's copy the pod came with.
 func TestThePatchOnlyAddsToThePod(t *testing.T) {
 	cfg := configtest.Enforcing()
 	for _, c := range patchCases(t) {
@@ -280,11 +280,19 @@ func TestThePatchOnlyAddsToThePod(t *testing.T) {
 				switch op.Operation {
 				case "add":
 				case "remove":
-					assert.Equal(t, annotationsPath+"/"+pointerEscaper.Replace(runnerpod.CreatedWith), op.Path)
+					assert.True(t, removable(op.Path), "removes %s", op.Path)
 				default:
 					t.Errorf("operation %s %s", op.Operation, op.Path)
 				}
 			}
 		})
 	}
+}
+
+// removable reports whether path is an annotation the injector may remove
+// from what the pod came with: its creation's record, which the pod may not
+// forge.
+func removable(path string) bool {
+	return path == annotationsPath+"/"+pointerEscaper.Replace(runnerpod.CreatedWith) ||
+		strings.HasPrefix(path, annotationsPath+"/"+pointerEscaper.Replace(runnerpod.EnvAnnotationPrefix))
 }

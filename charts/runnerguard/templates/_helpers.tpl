@@ -72,6 +72,7 @@ refusals: runnerguard.io/refusals
 drainDeadline: runnerguard.io/drain-deadline
 drainDeadlineBy: runnerguard.io/drain-deadline-by
 budget: runnerguard.io/budget
+injectBy: runnerguard.io/inject-by
 {{- end }}
 
 {{/* A list of strings as a CEL list literal. */}}

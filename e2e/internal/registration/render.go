@@ -75,6 +75,10 @@ type Options struct {
 	DeleteFailurePolicy   admissionregistrationv1.FailurePolicyType
 	EvictionFailurePolicy admissionregistrationv1.FailurePolicyType
 	TimeoutSeconds        int32
+	// InjectPolicy renders the injection as a MutatingAdmissionPolicy
+	// (values inject.policy: true), and the injector's webhook for the pods
+	// it hands over.
+	InjectPolicy bool
 }
 
 // Objects are the registration objects the chart renders for a release.
@@ -105,6 +109,10 @@ type Objects struct {
 	// later).
 	CreatorPolicy  *admissionregistrationv1.MutatingAdmissionPolicy
 	CreatorBinding *admissionregistrationv1.MutatingAdmissionPolicyBinding
+	// InjectPolicy and InjectBinding: the injection in the API server
+	// (Options.InjectPolicy); nil without it.
+	InjectPolicy  *admissionregistrationv1.MutatingAdmissionPolicy
+	InjectBinding *admissionregistrationv1.MutatingAdmissionPolicyBinding
 	// RecordPolicy and RecordBinding: who may remove the finalizer that
 	// says a fleet's record's job is over; nil where the chart renders
 	// none (no enabled fleet with such a finalizer names its controllers).
@@ -191,6 +199,14 @@ func Render(cfg config.Config, o Options) (*Objects, error) {
 			return nil, err
 		}
 	}
+	if o.InjectPolicy {
+		if err := docs.get("MutatingAdmissionPolicy", full+"-inject", &objs.InjectPolicy); err != nil {
+			return nil, err
+		}
+		if err := docs.get("MutatingAdmissionPolicyBinding", full+"-inject", &objs.InjectBinding); err != nil {
+			return nil, err
+		}
+	}
 	if docs.has("ValidatingAdmissionPolicy", full+"-fleet-records") {
 		if err := docs.get("ValidatingAdmissionPolicy", full+"-fleet-records", &objs.RecordPolicy); err != nil {
 			return nil, err
@@ -255,10 +271,18 @@ func values(cfg config.Config, o Options) (map[string]any, error) {
 	if o.EvictionFailurePolicy != "" {
 		guardValues["evictionFailurePolicy"] = o.EvictionFailurePolicy
 	}
+	// The injector's part of cfg, with the policies: rendered whatever the
+	// server, a suite registers them where served (CreatorObjects).
+	var inject map[string]any
+	if err := roundTrip(cfg.Inject, &inject); err != nil {
+		return nil, err
+	}
+	if inject["podSecurityDefault"] == nil {
+		inject["podSecurityDefault"] = ""
+	}
+	inject["creatorPolicy"], inject["policy"] = true, o.InjectPolicy
 	v := map[string]any{
-		// Rendered whatever the server: a suite registers it where served
-		// (CreatorObjects).
-		"inject":  map[string]any{"creatorPolicy": true},
+		"inject":  inject,
 		"presets": presets,
 		"guard":   guardValues,
 		"policy":  map[string]any{"garbageCollectors": nonNil(cfg.Policy.GarbageCollectors)},
@@ -327,6 +351,7 @@ func sameConfig(cfg config.Config, name string, docs documents) error {
 		{"presets", cfg.Presets, got.Presets},
 		{"guard", wantGuard, haveGuard},
 		{"policy", cfg.Policy, got.Policy},
+		{"inject", cfg.Inject, got.Inject},
 	} {
 		if !equality.Semantic.DeepEqual(part.want, part.have) {
 			w, _ := json.Marshal(part.want)
