@@ -41,14 +41,8 @@ var registerInjectPolicy = sync.OnceValue(func() error {
 	if err != nil {
 		return err
 	}
-	only := &metav1.LabelSelector{MatchLabels: map[string]string{injectPolicyLabel: "policy"}}
-	objs.InjectBinding.Spec.MatchResources.NamespaceSelector = only
-	objs.CreatorBinding.Spec.MatchResources.NamespaceSelector = only
-	for i := range objs.Mutating.Webhooks {
-		objs.Mutating.Webhooks[i].NamespaceSelector = only
-	}
 	ctx := context.Background()
-	for _, obj := range []client.Object{objs.InjectPolicy, objs.InjectBinding, objs.CreatorPolicy, objs.CreatorBinding, objs.Mutating} {
+	for _, obj := range objs.InjectPolicyObjects(&metav1.LabelSelector{MatchLabels: map[string]string{injectPolicyLabel: "policy"}}) {
 		if err := admin.Create(ctx, obj); err != nil {
 			return err
 		}

@@ -62,7 +62,8 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 	pods := fast.CoreV1()
 
 	// CREATE of a runner pod: no webhook, a mutating webhook that does
-	// nothing (registered as the injector is), and the injector; and of a
+	// nothing (registered as the injector is), the injector, and the
+	// injection as the chart's MutatingAdmissionPolicy; and of a
 	// pod the injector leaves alone, which its matchConditions keep from
 	// it at the API server.
 	const nothingSetup, plain = "mutating webhook that does nothing", ", not a runner pod"
@@ -73,6 +74,7 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 		{"no webhook", nsNone, "", true},
 		{nothingSetup, nsNothing, "no webhook", true},
 		{"runnerguard inject", nsGuard, "no webhook", true},
+		{"runnerguard inject policy", nsInjectPolicy, "no webhook", true},
 		{"no webhook" + plain, nsNone, "", false},
 		{"runnerguard inject" + plain, nsGuard, "no webhook" + plain, false},
 	}
@@ -84,6 +86,11 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 		pod.UID = ""
 		return pod
 	}
+	// The API server takes up a policy a moment after it is stored.
+	require.Eventually(t, func() bool {
+		got, err := pods.Pods(nsInjectPolicy).Create(ctx, newRunner(nsInjectPolicy, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && len(got.Spec.InitContainers) > 0
+	}, time.Minute, 100*time.Millisecond, "the injection policy instruments runner pods")
 	creates := make([][]time.Duration, len(createSetups))
 	var instrumented *corev1.Pod
 	for r := -warmup; r < rounds; r++ {
@@ -98,9 +105,9 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 			require.NoError(t, err, "create in %s", setup.name)
 			// The do-nothing webhook must leave the pod as it came, the
 			// injector instrument runner pods only.
-			instrumentedHere := setup.ns == nsGuard && setup.runner
+			instrumentedHere := (setup.ns == nsGuard || setup.ns == nsInjectPolicy) && setup.runner
 			require.Equal(t, instrumentedHere, len(got.Spec.InitContainers) > 0, "vitals sidecar in %s", setup.name)
-			if instrumentedHere {
+			if instrumentedHere && setup.ns == nsGuard {
 				instrumented = got
 			}
 			if r >= 0 {
@@ -131,10 +138,10 @@ func TestPodCreateAndDeleteLatency(t *testing.T) {
 	}
 	// The injector against the do-nothing webhook: its own cost beyond
 	// any mutating webhook's.
-	none, nop, inject := creates[0], creates[1], creates[2]
-	report.Notes = append(report.Notes, fmt.Sprintf("pod CREATE p50: runnerguard inject %s against the %s; the %s %s against no webhook",
-		p50Added(inject, nop), nothingSetup, nothingSetup, p50Added(nop, none)))
-	for _, ns := range []string{nsNone, nsNothing, nsGuard} {
+	none, nop, inject, policy := creates[0], creates[1], creates[2], creates[3]
+	report.Notes = append(report.Notes, fmt.Sprintf("pod CREATE p50: runnerguard inject %s against the %s; the %s %s against no webhook; the injection policy %s against no webhook",
+		p50Added(inject, nop), nothingSetup, nothingSetup, p50Added(nop, none), p50Added(policy, none)))
+	for _, ns := range []string{nsNone, nsNothing, nsGuard, nsInjectPolicy} {
 		removeAll(t, ns)
 	}
 

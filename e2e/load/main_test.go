@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
+	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -46,9 +47,11 @@ const (
 	nsGuard   = "load-webhook" // runnerguard's webhooks, as the chart registers them
 	nsNoMatch = "load-nomatch" // the guard without matchConditions, as Kyverno and Gatekeeper are called
 	nsVAP     = "load-vap"     // the guard's rule as a ValidatingAdmissionPolicy
-	// Labels selecting the last two.
-	noMatchLabel = "runnerguard.io/load-nomatch"
-	vapLabel     = "runnerguard.io/load-vap"
+	nsInjectPolicy = "load-inject-policy" // the injection as the chart's MutatingAdmissionPolicy (1.36 and later)
+	// Labels selecting the last three.
+	noMatchLabel      = "runnerguard.io/load-nomatch"
+	vapLabel          = "runnerguard.io/load-vap"
+	injectPolicyLabel = "runnerguard.io/load-inject-policy"
 )
 
 func TestMain(m *testing.M) {
@@ -124,8 +127,12 @@ func run(m *testing.M) (int, error) {
 	if err := cluster.Client.Create(ctx, binding); err != nil {
 		return 1, fmt.Errorf("creating the ValidatingAdmissionPolicyBinding: %w", err)
 	}
+	if err := registerInjectPolicy(ctx, cfg); err != nil {
+		return 1, err
+	}
 	for name, labels := range map[string]map[string]string{
 		nsNone:          nil,
+		nsInjectPolicy:  {injectPolicyLabel: "true"},
 		nsGuard:         {runnerpod.EnabledNamespaceLabel: "true"},
 		nsNoMatch:       {noMatchLabel: "true"},
 		nsVAP:           {vapLabel: "true"},
@@ -152,4 +159,21 @@ func run(m *testing.M) (int, error) {
 		fmt.Fprintf(os.Stderr, "runnerguard log kept at %s\n", server.LogPath)
 	}
 	return code, nil
+}
+
+// registerInjectPolicy registers the injection's policy, as the chart does
+// on 1.36 and later, for nsInjectPolicy alone.
+func registerInjectPolicy(ctx context.Context, cfg config.Config) error {
+	o := server.Options()
+	o.Name, o.InjectPolicy = "policy-path", true
+	objs, err := registration.Render(cfg, o)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs.InjectPolicyObjects(&metav1.LabelSelector{MatchLabels: map[string]string{injectPolicyLabel: "true"}}) {
+		if err := cluster.Client.Create(ctx, obj); err != nil {
+			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
 }

@@ -100,7 +100,7 @@ func startReviews(t *testing.T, ns string, busy *corev1.Pod) *reviews {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			pod := runnerPod(ns, "review", "64Mi")
+			pod := webhookOnly(runnerPod(ns, "review", "64Mi"))
 			err := admin.Create(context.Background(), pod, client.DryRunAll)
 			r.note(err == nil && injected(pod), fmt.Sprintf("inject: %v, injected %v", err, injected(pod)))
 			err = reaperClient.Delete(context.Background(), busy, client.DryRunAll)

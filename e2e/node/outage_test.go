@@ -13,11 +13,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -59,14 +61,41 @@ func injected(pod *corev1.Pod) bool {
 	return slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == runnerpod.VitalsContainer })
 }
 
-// waitInjection waits until a dry-run runner pod comes back injected: the
-// API server reaches a webhook pod again.
+// webhookOnly makes pod one that only the injector's webhook instruments:
+// where the chart installs the injection policy (1.36 and later), the
+// policy hands it to the webhook (an opt-out that is not a boolean, which
+// the webhook instruments, with a warning).
+func webhookOnly(pod *corev1.Pod) *corev1.Pod {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[runnerpod.Inject] = "maybe"
+	return pod
+}
+
+// webhookProbe is a runner pod only the webhook instruments.
+func webhookProbe(ns string) *corev1.Pod { return webhookOnly(runnerPod(ns, "probe", "64Mi")) }
+
+// waitInjection waits until a dry-run runner pod comes back injected by
+// the webhook: the API server reaches a webhook pod again.
 func waitInjection(t *testing.T, ns string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		pod := runnerPod(ns, "probe", "64Mi")
+		pod := webhookProbe(ns)
 		return admin.Create(context.Background(), pod, client.DryRunAll) == nil && injected(pod)
 	}, time.Minute, 500*time.Millisecond, "injection resumes")
+}
+
+// injectPolicyInstalled reports whether the chart installed the injection
+// as a MutatingAdmissionPolicy (inject.policy: auto, on 1.36 and later).
+func injectPolicyInstalled(t *testing.T) bool {
+	t.Helper()
+	err := admin.Get(context.Background(), client.ObjectKey{Name: releaseName + "-inject"}, &admissionregistrationv1.MutatingAdmissionPolicy{})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
 }
 
 // With every webhook pod gone, the API server decides alone: the
@@ -118,10 +147,18 @@ func TestWithEveryWebhookPodGoneRunnersStillStartAndOnlyBusyRunnersAreHeld(t *te
 	})
 	t.Cleanup(restore)
 
-	t.Run("a runner pod is still created, without the sidecar", func(t *testing.T) {
+	t.Run("a runner pod is still created, instrumented only by the API server's policy", func(t *testing.T) {
 		pod := runnerPod(ns, "new", "64Mi", "job", "1")
 		require.NoError(t, admin.Create(ctx, pod), "the injector's failure policy is Ignore")
-		assert.False(t, injected(pod))
+		policy := injectPolicyInstalled(t)
+		assert.Equal(t, policy, injected(pod), "the sidecar, where the injection policy is installed")
+		if policy {
+			assert.Equal(t, "policy", pod.Annotations["runnerguard.io/inject-by"])
+		}
+		handed := webhookProbe(ns)
+		handed.Name = "handed"
+		require.NoError(t, admin.Create(ctx, handed))
+		assert.False(t, injected(handed), "a pod only the webhook instruments is created without the sidecar")
 	})
 	t.Run("with no row run, the delete of a busy runner is refused", func(t *testing.T) {
 		err := stays(t, busy, false, "the guard's DELETE failure policy is Fail")
@@ -284,7 +321,7 @@ func cutOff(t *testing.T, probeNS string) (running map[string]bool, reconnect fu
 	t.Cleanup(reconnect)
 	require.NoError(t, setSelector(unreachableSelector))
 	require.Eventually(t, func() bool {
-		pod := runnerPod(probeNS, "probe", "64Mi")
+		pod := webhookProbe(probeNS)
 		return admin.Create(ctx, pod, client.DryRunAll) == nil && !injected(pod)
 	}, 2*time.Minute, 500*time.Millisecond, "the API server no longer reaches the injector")
 	return running, reconnect

@@ -66,7 +66,8 @@ func TestWebhookPodsRestartedWhileRunnersComeAndGoLoseNothing(t *testing.T) {
 				return
 			case <-time.After(time.Second):
 			}
-			pod := runnerPod(ns, fmt.Sprintf("r-%03d", i), "64Mi", "job", "2")
+			// The webhook's pods, so the rolling restart is the webhook's.
+			pod := webhookOnly(runnerPod(ns, fmt.Sprintf("r-%03d", i), "64Mi", "job", "2"))
 			r := rolling.Load()
 			err := admin.Create(ctx, pod)
 			if r == 1 && rolling.Load() == 1 {

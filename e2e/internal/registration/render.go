@@ -143,6 +143,19 @@ func (o *Objects) CreatorObjects() []client.Object {
 	return []client.Object{o.CreatorPolicy, o.CreatorBinding}
 }
 
+// InjectPolicyObjects are the injection's policy, the creator's and the
+// injector's webhook, as the chart registers them with inject.policy on
+// (Options.InjectPolicy), bound to the namespaces sel selects alone: a suite
+// runs them beside the webhook's path on one API server.
+func (o *Objects) InjectPolicyObjects(sel *metav1.LabelSelector) []client.Object {
+	o.InjectBinding.Spec.MatchResources.NamespaceSelector = sel
+	o.CreatorBinding.Spec.MatchResources.NamespaceSelector = sel
+	for i := range o.Mutating.Webhooks {
+		o.Mutating.Webhooks[i].NamespaceSelector = sel
+	}
+	return []client.Object{o.InjectPolicy, o.InjectBinding, o.CreatorPolicy, o.CreatorBinding, o.Mutating}
+}
+
 // Webhook is the validating webhook named name.
 func (o *Objects) Webhook(name string) (admissionregistrationv1.ValidatingWebhook, error) {
 	for _, w := range o.Validating.Webhooks {
