@@ -187,7 +187,7 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 		return err
 	}
 	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now, Jobs: jobs,
-		Zombies: &recorder.Zombies{Client: mgr.GetClient(), Recorder: events}}
+		Zombies: &recorder.Zombies{Client: mgr.GetClient(), Recorder: events}, Over: jobsOver(mgr, cfg, w, o)}
 	if err := marker.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ type serveOptions struct {
 	port, maxConnsPerSource, maxConns                            int
 	metricsSecure, watchPods, leaderElect                        bool
 	reviewBudget                                                 int64
-	stuckAfter, labelEvery                                       time.Duration
+	stuckAfter, labelEvery, jobOverEvery, jobOverGrace           time.Duration
 	zap                                                          zap.Options
 }
 
@@ -60,6 +60,8 @@ func (o *serveOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.nsSelector, "namespace-selector", runnerpod.EnabledNamespaceLabel+"=true", "label selector of the namespaces the pod watcher covers and the guard acts in (the webhooks' namespaceSelector)")
 	fs.StringVar(&o.webhookConfig, "webhook-configuration", "", "the ValidatingWebhookConfiguration whose enforce registration selects the enforce namespaces, which the leader keeps busy runners' PodDisruptionBudgets in; empty: a namespace's runnerguard.io/mode label, else the config's guard.mode")
 	fs.DurationVar(&o.stuckAfter, "stuck-after", 10*time.Minute, "report a runner that has not started after this long")
+	fs.DurationVar(&o.jobOverEvery, "job-over-interval", 10*time.Minute, "where reports go to GitHub or GitLab, how often the leader asks the service whether a busy runner's job has ended")
+	fs.DurationVar(&o.jobOverGrace, "job-over-grace", 5*time.Minute, "how long after its job ended, by its service's word, a runner that still runs is named a zombie (job-over)")
 	fs.DurationVar(&o.labelEvery, "label-interval", time.Minute, "how often the watcher's leader labels runner pods the injector did not see (created while it was down)")
 	// controller-runtime binds its logging flags (--zap-log-level, ...) to
 	// a Go flag set only.

@@ -43,6 +43,11 @@ func (w *Watcher) job(ctx context.Context, pod *corev1.Pod, runner runnerpod.Run
 	return runnerpod.JobFromPod(pod, runner.Preset.Job)
 }
 
+// JobOf is the job a death of pod would name now (job).
+func (w *Watcher) JobOf(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {
+	return w.job(ctx, pod, runner)
+}
+
 // recordJob is the job the fleet's record of the pod names, as job reads
 // it; nil when none does.
 func (w *Watcher) recordJob(ctx context.Context, pod *corev1.Pod, runner runnerpod.Runner) *v1alpha1.Job {

@@ -67,6 +67,9 @@ type Marker struct {
 	// Zombies names the zombies the fleets' evidence shows (nil: none
 	// named, and the guard holds them as busy).
 	Zombies *Zombies
+	// Over asks the CI services whether busy runners' jobs have ended
+	// (nil: none is asked); a runner whose job ended long ago is a zombie.
+	Over *JobsOver
 
 	// records holds, by preset, the fleets' own records of their runners'
 	// jobs (ARC's EphemeralRunners) where the API server serves them.
@@ -90,6 +93,12 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 	m.again = make(chan event.TypedGenericEvent[client.Object], 1024)
 	if m.Modes != nil {
 		m.Modes.Changed = m.judgeAll
+	}
+	if m.Over != nil {
+		m.Over.found = m.judgeAgain
+		if err := mgr.Add(m.Over); err != nil {
+			return err
+		}
 	}
 	b := ctrl.NewControllerManagedBy(mgr).Named("runner-marks").
 		WatchesRawSource(m.Pods.source(&handler.EnqueueRequestForObject{}, hasRunner)).
@@ -130,6 +139,7 @@ func (m *Marker) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	}
 	if pod == nil {
 		m.starts.written(req.NamespacedName)
+		m.Over.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	res, err := m.follow(ctx, req, pod)
@@ -149,6 +159,7 @@ func (m *Marker) follow(ctx context.Context, req ctrl.Request, pod *corev1.Pod) 
 	if err := m.nameZombie(ctx, pod, j); err != nil {
 		return ctrl.Result{}, err
 	}
+	m.holdForOver(pod, j)
 	budget := m.Config.Marks.Budgets && j.Budget
 	if !known {
 		// The mode is not read yet: the hold stays as it is (a pod an

@@ -221,6 +221,10 @@ func (m *Marker) factsIn(ctx context.Context, pod *corev1.Pod, ns client.Reader)
 	}
 	if z, ok := presets.ZombieOf(pod, runner, rec); ok {
 		f.Zombie = &z
+	} else if m.Over != nil {
+		if z, ok := m.Over.Of(pod); ok {
+			f.Zombie = &z
+		}
 	}
 	return runner, f, true, known, nil
 }

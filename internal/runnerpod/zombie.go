@@ -16,6 +16,12 @@ import (
 // the chart's policy lets only runnerguard write it.
 const ZombieAnnotation = "runnerguard.io/zombie"
 
+// JobOverZombie is the kind of a runner whose CI service says its job
+// ended while the runner still runs, long after it would have ended of
+// itself (notify.JobOver): a kind of every fleet whose jobs the leader can
+// ask its service about.
+const JobOverZombie = "job-over"
+
 // Zombie is a runner that is alive but will never run a job: its kind
 // (the fleet's word for the evidence) and since when it has been one.
 type Zombie struct {

@@ -19,7 +19,8 @@ const SpentConfig = "spent-config"
 
 // zombies are the kinds Zombie names, with what each means.
 var zombies = map[string]string{
-	SpentConfig: "its EphemeralRunner's job was assigned before this pod was created, so it went to an earlier pod: ARC re-created the runner with the one-job configuration that pod spent, and this runner can never run a job (delete its EphemeralRunner to end it: ARC re-creates a deleted pod the same way)",
+	runnerpod.JobOverZombie: "GitHub says its job completed, yet its runner still runs: ARC keeps a job on the EphemeralRunner after it completed (actions-runner-controller issue 4603), and an ephemeral runner takes no second job (delete its EphemeralRunner to end it)",
+	SpentConfig:             "its EphemeralRunner's job was assigned before this pod was created, so it went to an earlier pod: ARC re-created the runner with the one-job configuration that pod spent, and this runner can never run a job (delete its EphemeralRunner to end it: ARC re-creates a deleted pod the same way)",
 }
 
 // jobFields are the status fields ARC's listener writes, once, when the

@@ -71,5 +71,8 @@ func (Fleet) Traits() fleet.Traits {
 		Owner:  fleet.Owner{EndsJob: true, InRunnerNamespace: true},
 		ToldOn: fleet.GitLabCommitStatus,
 		Chart:  fleet.Chart{Fits: `%[1]s.spec.containers.exists(c, c.name == "helper")`, JobMarks: true},
+		Zombies: map[string]string{
+			runnerpod.JobOverZombie: "GitLab says its job finished, yet its build pod still runs: GitLab Runner deletes a job's pod when the job ends, so its manager no longer follows this one (delete the pod to free its node)",
+		},
 	}
 }

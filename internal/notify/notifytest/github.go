@@ -51,6 +51,8 @@ type GitHub struct {
 	pub       *rsa.PublicKey
 	token     string
 	checkRuns []CheckRun
+	// jobs maps "owner/repo/run" to the run's jobs.
+	jobs map[string][]WorkflowJob
 }
 
 // NewGitHub starts the fake with a fresh App key, on loopback.
@@ -109,6 +111,8 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	parts := strings.Split(path, "/")
 	switch {
+	case len(parts) == 7 && parts[0] == "repos" && parts[3] == "actions" && parts[4] == "runs" && parts[6] == "jobs" && r.Method == http.MethodGet:
+		g.listJobs(w, r, parts[1]+"/"+parts[2]+"/"+parts[5])
 	case len(parts) == 6 && parts[0] == "repos" && parts[3] == "actions" && parts[4] == "runs" && r.Method == http.MethodGet:
 		sha, ok := g.Runs[parts[1]+"/"+parts[2]+"/"+parts[5]]
 		if !ok {

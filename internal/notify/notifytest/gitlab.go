@@ -1,12 +1,14 @@
 package notifytest
 
 import (
+	"cmp"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Status is a commit status as GitLab's "Set the pipeline status of a
@@ -22,10 +24,13 @@ type Status struct {
 	PipelineID  int64  `json:"pipeline_id"`
 }
 
-// Job is a job the fake GitLab knows: its project (id), commit, pipeline.
+// Job is a job the fake GitLab knows: its project (id), commit, pipeline,
+// and its status ("running" when empty) with when it finished.
 type Job struct {
 	Project, ID, SHA, Ref string
 	Pipeline              int64
+	Status                string
+	FinishedAt            time.Time
 }
 
 // GitLab is a GitLab instance's REST API (/api/v4) with one token.
@@ -55,6 +60,18 @@ func (g *GitLab) AddJob(j Job) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.Jobs = append(g.Jobs, j)
+}
+
+// SetJob sets the status of a job the fake knows (a real job's goes on
+// while it serves), and when it finished.
+func (g *GitLab) SetJob(project, id, status string, finished time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := range g.Jobs {
+		if g.Jobs[i].Project == project && g.Jobs[i].ID == id {
+			g.Jobs[i].Status, g.Jobs[i].FinishedAt = status, finished
+		}
+	}
 }
 
 // Statuses are the statuses set, a running or pending one as updated
@@ -93,9 +110,13 @@ func (g *GitLab) serve(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 3 && parts[1] == "jobs" && r.Method == http.MethodGet:
 		for _, j := range g.Jobs {
 			if j.Project == project && j.ID == parts[2] {
-				_ = json.NewEncoder(w).Encode(map[string]any{"id": json.Number(j.ID), "ref": j.Ref, "status": "failed",
+				job := map[string]any{"id": json.Number(j.ID), "ref": j.Ref, "status": cmp.Or(j.Status, "running"),
 					"web_url": g.Server.URL + "/" + j.Project + "/-/jobs/" + j.ID,
-					"commit":  map[string]any{"id": j.SHA}, "pipeline": map[string]any{"id": j.Pipeline, "sha": j.SHA, "ref": j.Ref}})
+					"commit":  map[string]any{"id": j.SHA}, "pipeline": map[string]any{"id": j.Pipeline, "sha": j.SHA, "ref": j.Ref}}
+				if !j.FinishedAt.IsZero() {
+					job["finished_at"] = j.FinishedAt.UTC().Format(time.RFC3339Nano)
+				}
+				_ = json.NewEncoder(w).Encode(job)
 				return
 			}
 		}
