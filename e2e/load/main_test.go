@@ -43,10 +43,10 @@ var (
 // labels, so all setups are measured side by side in one run, in
 // interleaved rounds.
 const (
-	nsNone    = "load-none"    // no webhook or policy selects it
-	nsGuard   = "load-webhook" // runnerguard's webhooks, as the chart registers them
-	nsNoMatch = "load-nomatch" // the guard without matchConditions, as Kyverno and Gatekeeper are called
-	nsVAP     = "load-vap"     // the guard's rule as a ValidatingAdmissionPolicy
+	nsNone         = "load-none"          // no webhook or policy selects it
+	nsGuard        = "load-webhook"       // runnerguard's webhooks, as the chart registers them
+	nsNoMatch      = "load-nomatch"       // the guard without matchConditions, as Kyverno and Gatekeeper are called
+	nsVAP          = "load-vap"           // the guard's rule as a ValidatingAdmissionPolicy
 	nsInjectPolicy = "load-inject-policy" // the injection as the chart's MutatingAdmissionPolicy (1.36 and later)
 	// Labels selecting the last three.
 	noMatchLabel      = "runnerguard.io/load-nomatch"
