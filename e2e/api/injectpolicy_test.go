@@ -149,17 +149,7 @@ func TestTheInjectionPolicyMakesThePodsTheInjectorMakes(t *testing.T) {
 func TestWithRunnerguardDownThePolicyStillInstrumentsRunnerPods(t *testing.T) {
 	ns := policyNamespace(t, nil)
 	ctx := context.Background()
-	server.Stop()
-	replica.Stop()
-	restarted := false
-	restart := func() {
-		if !restarted {
-			restarted = true
-			require.NoError(t, server.Start(ctx), "restarting runnerguard")
-			require.NoError(t, replica.Start(ctx), "restarting its replica")
-		}
-	}
-	t.Cleanup(restart)
+	restart := stopRunnerguard(t)
 
 	in, _ := readGolden(t, "gitlab")
 	in.Namespace = ns

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -453,17 +454,7 @@ func TestWithTheInjectorDownTheAPIServerStillRecordsTheCreator(t *testing.T) {
 	managerUser := serviceAccountIn(t, ns, managerSA)
 	may(t, ns, serviceAccount(managerUser), "edit")
 	manager := token(t, cs, ns, managerSA, nil)
-	server.Stop()
-	replica.Stop()
-	restarted := false
-	restart := func() {
-		if !restarted {
-			restarted = true
-			require.NoError(t, server.Start(ctx), "restarting runnerguard")
-			require.NoError(t, replica.Start(ctx), "restarting its replica")
-		}
-	}
-	t.Cleanup(restart)
+	restart := stopRunnerguard(t)
 
 	forged := podtest.GitLab(ns, "build-while-down").Annotate(runnerpod.CreatedBy, "system:serviceaccount:"+ns+":orphan-reaper").Obj()
 	forged.UID = ""
@@ -486,4 +477,22 @@ func TestWithTheInjectorDownTheAPIServerStillRecordsTheCreator(t *testing.T) {
 	err := deletePod(reaperSA.client(t), got)
 	assert.True(t, apierrors.IsForbidden(err), "a reaper is no owner: %v", err)
 	require.NoError(t, deletePod(manager.client(t), got), "the recorded creator ends its job")
+}
+
+// stopRunnerguard stops both runnerguard processes, as if every pod of
+// the release were gone, and returns what starts them again (once; also
+// at the test's end).
+func stopRunnerguard(t *testing.T) (restart func()) {
+	t.Helper()
+	server.Stop()
+	replica.Stop()
+	var once sync.Once
+	restart = func() {
+		once.Do(func() {
+			require.NoError(t, server.Start(context.Background()), "restarting runnerguard")
+			require.NoError(t, replica.Start(context.Background()), "restarting its replica")
+		})
+	}
+	t.Cleanup(restart)
+	return restart
 }

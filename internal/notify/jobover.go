@@ -55,7 +55,10 @@ func (s *GitHubSender) JobEnded(ctx context.Context, t Target, runner string) (t
 	}
 	owner, repo, _ := strings.Cut(t.Repository, "/")
 	opts := &github.ListWorkflowJobsOptions{Filter: "all", ListOptions: github.ListOptions{PerPage: 100}}
-	for {
+	// A run's jobs, a few pages at most: a workflow's matrix holds 256
+	// jobs, and a run more than a few workflows' worth of runners is not
+	// looked through.
+	for range maxJobPages {
 		jobs, resp, err := c.Actions.ListWorkflowJobs(ctx, owner, repo, run, opts)
 		if err != nil {
 			return time.Time{}, false, githubFailure(resp, fmt.Errorf("listing the jobs of run %d in %s: %w", run, t.Repository, err), s.Now())
@@ -69,11 +72,15 @@ func (s *GitHubSender) JobEnded(ctx context.Context, t Target, runner string) (t
 			}
 		}
 		if resp.NextPage == 0 {
-			return time.Time{}, false, nil
+			break
 		}
 		opts.Page = resp.NextPage
 	}
+	return time.Time{}, false, nil
 }
+
+// maxJobPages bounds the pages of a run's jobs read for one runner.
+const maxJobPages = 10
 
 // JobEnded is the project's job, finished: GitLab's "Get a single job".
 func (s *GitLabSender) JobEnded(ctx context.Context, t Target, _ string) (time.Time, bool, error) {
@@ -103,9 +110,11 @@ func (s *GitLabSender) JobEnded(ctx context.Context, t Target, _ string) (time.T
 // runs: a runner ends within moments of its job (an ephemeral one exits,
 // a GitLab build pod is deleted by its manager), so one still running
 // after grace never will of itself. grace keeps a runner that is ending
-// from being named one.
-func JobOver(ended time.Time, ok bool, now time.Time, grace time.Duration) (runnerpod.Zombie, bool) {
-	if !ok || now.Sub(ended) < grace {
+// from being named one. A job that ended before the pod was created is not
+// the pod's (a pod's job mark pointed at an old job of its project, which
+// GitLab Runner lets a job's variables do), and says nothing.
+func JobOver(ended time.Time, ok bool, created, now time.Time, grace time.Duration) (runnerpod.Zombie, bool) {
+	if !ok || now.Sub(ended) < grace || !ended.After(created) {
 		return runnerpod.Zombie{}, false
 	}
 	return runnerpod.Zombie{Kind: runnerpod.JobOverZombie, Since: ended}, true

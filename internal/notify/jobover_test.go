@@ -48,12 +48,14 @@ func TestPlanJobAsk(t *testing.T) {
 
 func TestJobOver(t *testing.T) {
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	ended := now.Add(-10 * time.Minute)
-	z, ok := JobOver(ended, true, now, 5*time.Minute)
+	ended, created := now.Add(-10*time.Minute), now.Add(-time.Hour)
+	z, ok := JobOver(ended, true, created, now, 5*time.Minute)
 	assert.True(t, ok)
 	assert.Equal(t, runnerpod.Zombie{Kind: runnerpod.JobOverZombie, Since: ended}, z)
-	_, ok = JobOver(now.Add(-time.Minute), true, now, 5*time.Minute)
+	_, ok = JobOver(now.Add(-time.Minute), true, created, now, 5*time.Minute)
 	assert.False(t, ok, "a runner still ending its job is no zombie")
-	_, ok = JobOver(time.Time{}, false, now, 5*time.Minute)
+	_, ok = JobOver(time.Time{}, false, created, now, 5*time.Minute)
 	assert.False(t, ok, "a job that runs")
+	_, ok = JobOver(ended, true, now.Add(-5*time.Minute), now, 5*time.Minute)
+	assert.False(t, ok, "a job that ended before the pod was created is not its job")
 }

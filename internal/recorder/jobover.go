@@ -2,6 +2,8 @@ package recorder
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +53,9 @@ type JobsOver struct {
 	over    map[types.NamespacedName]overEntry
 	asked   map[types.NamespacedName]askedEntry
 	limiter *rate.Limiter
+	// resume is when a service that asked for a wait (a rate limit) is
+	// asked again.
+	resume time.Time
 }
 
 type overEntry struct {
@@ -96,10 +101,15 @@ func (o *JobsOver) Of(pod *corev1.Pod) (runnerpod.Zombie, bool) {
 // NeedLeaderElection: the leader asks, as it names zombies.
 func (o *JobsOver) NeedLeaderElection() bool { return true }
 
-// Start asks about the held runners until ctx ends, a round a tenth of
-// Every apart, so that each runner is asked about once per Every.
+// askTimeout bounds one ask, so that a service that never answers holds
+// up no other runner's.
+const askTimeout = 30 * time.Second
+
+// Start asks about the held runners until ctx ends: a round a tenth of
+// Every apart, each asking, at the limiter's pace, every runner not asked
+// within Every, the longest unasked first.
 func (o *JobsOver) Start(ctx context.Context) error {
-	o.limiter = rate.NewLimiter(rate.Limit(o.PerSecond), max(1, int(o.PerSecond)))
+	o.limiter = rate.NewLimiter(rate.Limit(o.PerSecond), 1)
 	t := time.NewTicker(max(o.Every/10, 100*time.Millisecond))
 	defer t.Stop()
 	for {
@@ -113,17 +123,21 @@ func (o *JobsOver) Start(ctx context.Context) error {
 }
 
 // due are the held runners not asked about within Every, and not already
-// found over.
+// found over, the longest unasked (never asked) first.
 func (o *JobsOver) due(now time.Time) []heldRunner {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []heldRunner
+	last := map[types.NamespacedName]time.Time{}
 	for key, h := range o.held {
 		if e, done := o.over[key]; done && e.uid == h.pod.UID {
 			continue
 		}
-		if a, ok := o.asked[key]; ok && a.uid == h.pod.UID && now.Sub(a.at) < o.Every {
-			continue
+		if a, ok := o.asked[key]; ok && a.uid == h.pod.UID {
+			if now.Sub(a.at) < o.Every {
+				continue
+			}
+			last[key] = a.at
 		}
 		if _, named := runnerpod.ZombieOf(h.pod); named {
 			delete(o.held, key)
@@ -131,14 +145,20 @@ func (o *JobsOver) due(now time.Time) []heldRunner {
 		}
 		out = append(out, h)
 	}
+	slices.SortFunc(out, func(a, b heldRunner) int {
+		return last[types.NamespacedName{Namespace: a.pod.Namespace, Name: a.pod.Name}].Compare(last[types.NamespacedName{Namespace: b.pod.Namespace, Name: b.pod.Name}])
+	})
 	return out
 }
 
-// round asks about each due runner the limiter lets through; the others
-// wait for the next round.
+// round asks about each due runner, at the limiter's pace; a runner with
+// no job its reports trust costs the service nothing.
 func (o *JobsOver) round(ctx context.Context) {
 	for _, h := range o.due(o.Now()) {
-		if !o.limiter.Allow() {
+		o.mu.Lock()
+		waiting := o.Now().Before(o.resume)
+		o.mu.Unlock()
+		if ctx.Err() != nil || waiting {
 			return
 		}
 		o.ask(ctx, h)
@@ -156,19 +176,26 @@ func (o *JobsOver) ask(ctx context.Context, h heldRunner) {
 	}
 	o.asked[key] = askedEntry{uid: pod.UID, at: o.Now()}
 	o.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
 	rec := death.Record{Namespace: pod.Namespace, DeathRecord: v1alpha1.DeathRecord{Pod: pod.Name, UID: string(pod.UID),
 		Preset: string(h.runner.Preset.Name), Job: o.Job(ctx, pod, h.runner)}}
 	t, ok := notify.PlanJobAsk(rec, o.Reports)
 	asker := o.Askers[t.Destination]
-	if !ok || asker == nil {
+	if !ok || asker == nil || o.limiter.Wait(ctx) != nil {
 		return
 	}
 	ended, over, err := asker.JobEnded(ctx, t, pod.Name)
 	if err != nil {
 		logf.FromContext(ctx).Info("cannot ask whether a runner's job ended", "pod", pod.Namespace+"/"+pod.Name, "destination", t.Destination, "error", err.Error())
+		if f := (*notify.Failure)(nil); errors.As(err, &f) && f.After > 0 {
+			o.mu.Lock()
+			o.resume = o.Now().Add(f.After)
+			o.mu.Unlock()
+		}
 		return
 	}
-	z, ok := notify.JobOver(ended, over, o.Now(), o.Grace)
+	z, ok := notify.JobOver(ended, over, pod.CreationTimestamp.Time, o.Now(), o.Grace)
 	if !ok {
 		return
 	}
