@@ -39,8 +39,8 @@ func renderOn(t *testing.T, h helm, apis []string, values ...string) objects {
 // The injection runs in the API server where it serves
 // MutatingAdmissionPolicy and not eviction requests (whose responder entry
 // only the webhook writes), or where the value says; the injector's
-// webhook is then called only for the pods the policy hands it, and the
-// creator's policy comes with it.
+// webhook is then called only for the pods the policy did not instrument,
+// and the policy records the creator in place of the creator's policy.
 func TestTheInjectionPolicyIsRenderedWhereItCanRun(t *testing.T) {
 	h := helm4(t)
 	for _, c := range []struct {
@@ -60,7 +60,10 @@ func TestTheInjectionPolicyIsRenderedWhereItCanRun(t *testing.T) {
 			assert.Equal(t, c.want, objs.find("MutatingAdmissionPolicy", release+"-inject") != nil, "the policy")
 			assert.Equal(t, c.want, objs.find("MutatingAdmissionPolicyBinding", release+"-inject") != nil, "its binding")
 			if c.want {
-				assert.NotNil(t, objs.find("MutatingAdmissionPolicy", release+"-creator"), "the creator's policy comes with it")
+				assert.Nil(t, objs.find("MutatingAdmissionPolicy", release+"-creator"), "the policy records the creator itself, in its one patch")
+				var p admissionregistrationv1.MutatingAdmissionPolicy
+				objs.get(t, "MutatingAdmissionPolicy", release+"-inject", &p)
+				assert.Contains(t, p.Spec.Mutations[0].JSONPatch.Expression, `jsonpatch.escapeKey("runnerguard.io/created-by"), value: request.userInfo.username`)
 			}
 			var m admissionregistrationv1.MutatingWebhookConfiguration
 			objs.get(t, "MutatingWebhookConfiguration", release, &m)

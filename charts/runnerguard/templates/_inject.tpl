@@ -86,3 +86,28 @@ out on the host's network): both are patched in beside it.
 {{- define "runnerguard.vitalsProbe" -}}
 {{- toJson (dict "httpGet" (dict "path" "/ready" "port" (int64 .) "scheme" "HTTP") "initialDelaySeconds" 5 "timeoutSeconds" 2 "periodSeconds" 5 "successThreshold" 1 "failureThreshold" 1) }}
 {{- end }}
+
+{{/*
+The creator's record on a runner pod (runnerpod.CreatedBy, CreatedFrom,
+CreatedWith), as the injector writes it, as a CEL list of JSON patch
+operations on a pod whose annotations exist: the requester's username,
+the pod its token is bound to and its credential id, overwriting what the
+pod came with. Its variables are runnerguard.creatorVariables.
+*/}}
+{{- define "runnerguard.creatorPatch" -}}
+{{- $keys := fromYaml (include "runnerguard.keys" .) -}}
+[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey({{ $keys.createdBy | quote }}), value: request.userInfo.username},
+ JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey({{ $keys.createdFrom | quote }}), value: size(variables.boundPod) == 1 ? variables.boundPod[0] : ""}] +
+(size(variables.credential) == 1 ?
+  [JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey({{ $keys.createdWith | quote }}), value: variables.credential[0]}] :
+  (has(object.metadata.annotations) && {{ $keys.createdWith | quote }} in object.metadata.annotations ?
+    [JSONPatch{op: "remove", path: "/metadata/annotations/" + jsonpatch.escapeKey({{ $keys.createdWith | quote }})}] : []))
+{{- end }}
+
+{{/* The variables runnerguard.creatorPatch reads. */}}
+{{- define "runnerguard.creatorVariables" -}}
+- name: credential
+  expression: {{ printf "request.userInfo.?extra[?%q].orValue([])" "authentication.kubernetes.io/credential-id" | quote }}
+- name: boundPod
+  expression: {{ printf "request.userInfo.?extra[?%q].orValue([])" "authentication.kubernetes.io/pod-name" | quote }}
+{{- end }}

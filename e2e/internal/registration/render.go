@@ -106,7 +106,7 @@ type Objects struct {
 	BudgetBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	// CreatorPolicy and CreatorBinding: the API server's record of each
 	// runner pod's creator (inject.creatorPolicy; Kubernetes 1.36 and
-	// later).
+	// later); nil with InjectPolicy, which records it.
 	CreatorPolicy  *admissionregistrationv1.MutatingAdmissionPolicy
 	CreatorBinding *admissionregistrationv1.MutatingAdmissionPolicyBinding
 	// InjectPolicy and InjectBinding: the injection in the API server
@@ -143,17 +143,16 @@ func (o *Objects) CreatorObjects() []client.Object {
 	return []client.Object{o.CreatorPolicy, o.CreatorBinding}
 }
 
-// InjectPolicyObjects are the injection's policy, the creator's and the
-// injector's webhook, as the chart registers them with inject.policy on
+// InjectPolicyObjects are the injection's policy and the injector's
+// webhook, as the chart registers them with inject.policy on
 // (Options.InjectPolicy), bound to the namespaces sel selects alone: a suite
 // runs them beside the webhook's path on one API server.
 func (o *Objects) InjectPolicyObjects(sel *metav1.LabelSelector) []client.Object {
 	o.InjectBinding.Spec.MatchResources.NamespaceSelector = sel
-	o.CreatorBinding.Spec.MatchResources.NamespaceSelector = sel
 	for i := range o.Mutating.Webhooks {
 		o.Mutating.Webhooks[i].NamespaceSelector = sel
 	}
-	return []client.Object{o.InjectPolicy, o.InjectBinding, o.CreatorPolicy, o.CreatorBinding, o.Mutating}
+	return []client.Object{o.InjectPolicy, o.InjectBinding, o.Mutating}
 }
 
 // Webhook is the validating webhook named name.
@@ -205,20 +204,23 @@ func Render(cfg config.Config, o Options) (*Objects, error) {
 		{"ValidatingAdmissionPolicyBinding", full + "-budget", &objs.BudgetBinding},
 		{"ClusterRole", full + "-override", &objs.OverrideRole},
 		{"ClusterRole", full + "-opt-in", &objs.OptInRole},
-		{"MutatingAdmissionPolicy", full + "-creator", &objs.CreatorPolicy},
-		{"MutatingAdmissionPolicyBinding", full + "-creator", &objs.CreatorBinding},
 	} {
 		if err := docs.get(want.kind, want.name, want.out); err != nil {
 			return nil, err
 		}
 	}
+	// The injection policy records the creator itself; without it, the
+	// creator's policy does.
+	policy, policyBinding := &objs.CreatorPolicy, &objs.CreatorBinding
+	suffix := "-creator"
 	if o.InjectPolicy {
-		if err := docs.get("MutatingAdmissionPolicy", full+"-inject", &objs.InjectPolicy); err != nil {
-			return nil, err
-		}
-		if err := docs.get("MutatingAdmissionPolicyBinding", full+"-inject", &objs.InjectBinding); err != nil {
-			return nil, err
-		}
+		policy, policyBinding, suffix = &objs.InjectPolicy, &objs.InjectBinding, "-inject"
+	}
+	if err := docs.get("MutatingAdmissionPolicy", full+suffix, policy); err != nil {
+		return nil, err
+	}
+	if err := docs.get("MutatingAdmissionPolicyBinding", full+suffix, policyBinding); err != nil {
+		return nil, err
 	}
 	if docs.has("ValidatingAdmissionPolicy", full+"-fleet-records") {
 		if err := docs.get("ValidatingAdmissionPolicy", full+"-fleet-records", &objs.RecordPolicy); err != nil {
