@@ -16,25 +16,30 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// A runner whose job its CI service says ended long ago, while the runner
-// still runs (ARC keeps the job on its EphemeralRunner, issue 4603; a
-// GitLab build pod its manager lost), is named a zombie of kind job-over
-// and let go; a runner whose job runs, or ended a moment ago, is not. The
-// leader asks the services the reports go to (the fakes of GitHub and
-// GitLab, held to their APIs' shapes) every 2 s here.
-func TestARunnerWhoseJobEndedLongAgoIsNamedAZombieAndLetGo(t *testing.T) {
+// A runner whose job its CI service says ended (over 3 s ago here, the
+// suite's --job-over-grace; 5 minutes by default), while the runner still
+// runs (ARC keeps the job on its EphemeralRunner, issue 4603; a GitLab
+// build pod its manager lost), is named a zombie of kind job-over and let
+// go; a runner whose job runs is not, nor one whose job mark names a job
+// that ended before its pod was created (not its job). The leader asks
+// the services the reports go to (the fakes of GitHub and GitLab, held to
+// their APIs' shapes) every 2 s here.
+func TestARunnerWhoseJobEndedIsNamedAZombieAndLetGo(t *testing.T) {
 	ns := newNamespace(t, nil)
 	r := startReporting(t, ns)
 	arc := as(t, arcController)
 	over := create(t, arc, runningJob(t, ns, "arc-over", "31885504001", "build (over)").Obj())
-	recent := create(t, arc, runningJob(t, ns, "arc-recent", "31885504002", "test (just over)").Obj())
+	old := create(t, arc, runningJob(t, ns, "arc-old", "31885504002", "test (another's, long over)").Obj())
 	running := create(t, arc, runningJob(t, ns, "arc-running", "31885504003", "lint (runs)").Obj())
-	ended := time.Now().Add(-20 * time.Minute).Truncate(time.Second).UTC()
+	build := gitlabBuild(t, as(t, ownerPrincipal), ns, "runner-over-project-42-concurrent-0", "6003", "42")
+	// Whole seconds, as the services date them, and after the pods'
+	// creation, as a job's end always is.
+	time.Sleep(time.Second)
+	ended := time.Now().Truncate(time.Second).UTC()
 	const run = "acme/app/11802293411"
 	r.gh.SetJob(run, notifytest.WorkflowJob{ID: 1, RunnerName: over.Name, Status: "completed", CompletedAt: ended})
-	r.gh.SetJob(run, notifytest.WorkflowJob{ID: 2, RunnerName: recent.Name, Status: "completed", CompletedAt: time.Now()})
+	r.gh.SetJob(run, notifytest.WorkflowJob{ID: 2, RunnerName: old.Name, Status: "completed", CompletedAt: ended.Add(-20 * time.Minute)})
 	r.gh.SetJob(run, notifytest.WorkflowJob{ID: 3, RunnerName: running.Name, Status: "in_progress"})
-	build := gitlabBuild(t, as(t, ownerPrincipal), ns, "runner-over-project-42-concurrent-0", "6003", "42")
 	r.gl.SetJob("42", "6003", "success", ended)
 
 	for _, p := range []*corev1.Pod{over, build} {
@@ -53,9 +58,9 @@ func TestARunnerWhoseJobEndedLongAgoIsNamedAZombieAndLetGo(t *testing.T) {
 	// The two were named in the rounds that asked about the others too:
 	// a few more, and still neither is.
 	time.Sleep(5 * time.Second)
-	for _, p := range []*corev1.Pod{recent, running} {
+	for _, p := range []*corev1.Pod{old, running} {
 		_, named := zombieOf(t, p)
-		assert.False(t, named, "%s: a job that runs, or ended a moment ago, keeps its runner held", p.Name)
+		assert.False(t, named, "%s: its job runs, or the job that ended is not its own: it stays held", p.Name)
 		err := evict(as(t, reaper), p, true)
 		assert.True(t, apierrors.IsTooManyRequests(err), "%s's eviction is refused: %v", p.Name, err)
 	}

@@ -85,7 +85,7 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(workDir)
 	server, err = apitest.StartServer(ctx, cluster, apitest.ServerOptions{
 		WorkDir: workDir, Config: suiteCfg, LogName: "runnerguard-api.log",
-		Args: []string{"--zap-log-level=2", "--leader-elect", "--leader-election-namespace=" + apitest.ReleaseNamespace, "--stuck-after=3s", "--job-over-interval=2s"},
+		Args: []string{"--zap-log-level=2", "--leader-elect", "--leader-election-namespace=" + apitest.ReleaseNamespace, "--stuck-after=3s", "--job-over-interval=2s", "--job-over-grace=3s"},
 	})
 	if err != nil {
 		return 1, err

@@ -43,6 +43,8 @@ func TestARCScaleSet(t *testing.T) {
 	ok = t.Run("a job that ends is the runner's clean exit, the job named", func(t *testing.T) { quiet = append(quiet, arcJob(t, f)) }) && ok
 	ok = t.Run("a reaper's EphemeralRunner delete of a busy runner is not the death's cause", func(t *testing.T) { quiet = append(quiet, arcRace(t, f)) }) && ok
 	ok = t.Run("an OOM of the runner container is cgroup-oom, the job named, told on its commit", func(t *testing.T) { arcOOM(t, f) }) && ok
+	spotTold := 0
+	ok = t.Run("a runner ARC re-created with its spent configuration is a zombie, let go and recorded", func(t *testing.T) { spotTold = arcSpentConfig(t, f) }) && ok
 	// Last: ARC gives the runner a new pod, which never gets a job.
 	ok = t.Run("a busy runner deleted through the override is told on its commit", func(t *testing.T) { arcOverride(t, f) }) && ok
 	// The drain cordons the suite's one node while it runs.
@@ -54,7 +56,7 @@ func TestARCScaleSet(t *testing.T) {
 		for _, pod := range quiet {
 			assert.Empty(t, reportsOnRecord(t, pod), "%s's end is told nowhere", pod.name)
 		}
-		assert.Len(t, githubAPI.CheckRuns(), 3, "the OOM's, the override's and the drain's check runs, no other")
+		assert.Len(t, githubAPI.CheckRuns(), 3+spotTold, "the OOM's, the override's and the drain's check runs (and the spot pod's death, if told), no other")
 		assert.Empty(t, githubAPI.Errors(), "requests outside GitHub's published shapes")
 	})
 	t.Run("deaths counts deaths, job ends and idle removals apart", func(t *testing.T) {
@@ -64,7 +66,8 @@ func TestARCScaleSet(t *testing.T) {
 		// Idle removals: at least the idle case's. Under load the listener
 		// may scale an extra runner up and down between cases (a run on
 		// 2026-11-28 had two).
-		assert.Regexp(t, `^3 runner deaths, 2 job ends and [1-9][0-9]* idle removals? on record\n`, runnerguardDeaths(t, f.ns))
+		// The spent-config case adds two: the spot pod's, and its zombie's end.
+		assert.Regexp(t, `^5 runner deaths, 2 job ends and [1-9][0-9]* idle removals? on record\n`, runnerguardDeaths(t, f.ns))
 	})
 }
 
