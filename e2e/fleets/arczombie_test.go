@@ -4,9 +4,9 @@ package fleets
 
 import (
 	"context"
-	"time"
-
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,6 +45,9 @@ func arcSpentConfig(t *testing.T, f *arcFleet) int {
 	require.NoError(t, as(t, config.NamespaceController).CoreV1().Pods(f.ns).Delete(ctx, name,
 		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &first.uid}}))
 	gone(t, first)
+	// GitHub fails the job of a runner that stopped answering: the service
+	// then lets ARC remove the runner when its EphemeralRunner goes.
+	_ = f.svc.RunnerLost(name)
 	key := client.ObjectKey{Namespace: f.ns, Name: name}
 	var again podRef
 	var z runnerpod.Zombie
@@ -54,10 +57,13 @@ func arcSpentConfig(t *testing.T, f *arcFleet) int {
 			return false
 		}
 		again = podRef{namespace: p.Namespace, name: p.Name, uid: p.UID}
-		var ok bool
-		z, ok = runnerpod.ZombieOf(p)
-		return ok
-	}, 3*time.Minute, 250*time.Millisecond, "ARC re-creates the pod, and the leader names it a zombie")
+		var named bool
+		z, named = runnerpod.ZombieOf(p)
+		// Its runner runs (asking for a job): a runner not started yet is
+		// no one's busy runner, zombie or not.
+		running := slices.ContainsFunc(p.Status.ContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == "runner" && s.State.Running != nil })
+		return named && running
+	}, 3*time.Minute, 250*time.Millisecond, "ARC re-creates the pod, its runner runs, and the leader names it a zombie")
 	assert.Equal(t, arcscaleset.SpentConfig, z.Kind)
 
 	err := as(t, arcReaper).CoreV1().Pods(f.ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &again.uid}})
@@ -69,7 +75,7 @@ func arcSpentConfig(t *testing.T, f *arcFleet) int {
 
 	// Ended as the runbook says: its EphemeralRunner deleted, ARC removes
 	// the runner from the service and deletes its pod.
-	require.NoError(t, asClient(t, arcReaper).Delete(ctx, f.ephemeralRunner(t, name)))
+	require.NoError(t, client.IgnoreNotFound(asClient(t, arcReaper).Delete(ctx, f.ephemeralRunner(t, name))))
 	r := oneRecord(t, again)
 	assert.Equal(t, string(death.ZombieEnded), r.Class, r.ClassBasis)
 	if assert.NotNil(t, r.Zombie, "the record names the zombie") {
