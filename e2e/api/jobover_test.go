@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
+	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/recorder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
@@ -65,4 +67,15 @@ func TestARunnerWhoseJobEndedIsNamedAZombieAndLetGo(t *testing.T) {
 		assert.True(t, apierrors.IsTooManyRequests(err), "%s's eviction is refused: %v", p.Name, err)
 	}
 	assert.Empty(t, append(r.gh.Errors(), r.gl.Errors()...), "every request had the published shape")
+
+	// Ended by an eviction (an autoscaler's, a drain's): its record says
+	// it was a zombie, and of which kind.
+	require.NoError(t, evict(as(t, reaper), build, false))
+	kubeletEnds(t, build, podtest.GitLab(ns, build.Name).Terminated("build", 143, "Error"))
+	rec := oneDeath(t, build)
+	assert.Equal(t, string(death.ZombieEnded), rec.Class, rec.ClassBasis)
+	if assert.NotNil(t, rec.Zombie, "the record names the zombie") {
+		assert.Equal(t, runnerpod.JobOverZombie, rec.Zombie.Kind)
+	}
+	assert.Empty(t, rec.Reports, "a zombie's end is no job's death: told nowhere")
 }
