@@ -181,13 +181,16 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	jobs := recorder.NewLastJobs(recorder.LastJobsKept)
 	modes := &recorder.Modes{Reader: mgr.GetAPIReader(), Name: o.webhookConfig, Default: cfg.Guard.Mode, Interval: 5 * time.Second}
 	events := printable.Recorder(mgr.GetEventRecorder("runnerguard"))
+	// One sender a report destination, for the reporter, the stall
+	// reports and the job-over asks alike.
+	senders := notify.Senders(cfg.Reports, mgr.GetAPIReader(), nil, time.Now)
 	w := &recorder.Watcher{Pods: pods, Gap: gap, Client: mgr.GetClient(), Recorder: events, Config: cfg,
-		Namespaces: sel, Modes: modes, StuckAfter: o.stuckAfter, Now: time.Now, Jobs: jobs}
+		Namespaces: sel, Modes: modes, StuckAfter: o.stuckAfter, Now: time.Now, Jobs: jobs, Senders: senders}
 	if err := w.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now, Jobs: jobs,
-		Zombies: &recorder.Zombies{Client: mgr.GetClient(), Recorder: events}, Over: jobsOver(mgr, cfg, w, o)}
+		Zombies: &recorder.Zombies{Client: mgr.GetClient(), Recorder: events}, Over: jobsOver(cfg, senders, w, o)}
 	if err := marker.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -204,7 +207,7 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 			return err
 		}
 	}
-	return addReporter(mgr, cfg)
+	return addReporter(mgr, cfg, senders)
 }
 
 // addProbes adds liveness, and readiness once the webhook server serves and

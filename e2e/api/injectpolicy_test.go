@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
-	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/podtest"
 	"github.com/runnerguard/runnerguard/internal/responder"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -35,17 +34,9 @@ const injectBy = "runnerguard.io/inject-by"
 const injectPolicyLabel = "e2e.runnerguard.io/inject"
 
 var registerInjectPolicy = sync.OnceValue(func() error {
-	o := server.Options()
-	o.Name, o.InjectPolicy = "policy-path", true
-	objs, err := registration.Render(suiteCfg, o)
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	for _, obj := range objs.InjectPolicyObjects(&metav1.LabelSelector{MatchLabels: map[string]string{injectPolicyLabel: "policy"}}) {
-		if err := admin.Create(ctx, obj); err != nil {
-			return err
-		}
+	if err := server.RegisterInjectPolicy(ctx, admin, suiteCfg, map[string]string{injectPolicyLabel: "policy"}); err != nil {
+		return err
 	}
 	// The API server takes up a new policy a moment after it is stored: a
 	// dry run in a namespace it serves says when.

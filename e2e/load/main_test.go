@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
-	"github.com/runnerguard/runnerguard/e2e/internal/registration"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/config/configtest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
@@ -127,7 +126,7 @@ func run(m *testing.M) (int, error) {
 	if err := cluster.Client.Create(ctx, binding); err != nil {
 		return 1, fmt.Errorf("creating the ValidatingAdmissionPolicyBinding: %w", err)
 	}
-	if err := registerInjectPolicy(ctx, cfg); err != nil {
+	if err := server.RegisterInjectPolicy(ctx, cluster.Client, cfg, map[string]string{injectPolicyLabel: "true"}); err != nil {
 		return 1, err
 	}
 	for name, labels := range map[string]map[string]string{
@@ -159,21 +158,4 @@ func run(m *testing.M) (int, error) {
 		fmt.Fprintf(os.Stderr, "runnerguard log kept at %s\n", server.LogPath)
 	}
 	return code, nil
-}
-
-// registerInjectPolicy registers the injection's policy, as the chart does
-// on 1.36 and later, for nsInjectPolicy alone.
-func registerInjectPolicy(ctx context.Context, cfg config.Config) error {
-	o := server.Options()
-	o.Name, o.InjectPolicy = "policy-path", true
-	objs, err := registration.Render(cfg, o)
-	if err != nil {
-		return err
-	}
-	for _, obj := range objs.InjectPolicyObjects(&metav1.LabelSelector{MatchLabels: map[string]string{injectPolicyLabel: "true"}}) {
-		if err := cluster.Client.Create(ctx, obj); err != nil {
-			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
-		}
-	}
-	return nil
 }

@@ -267,7 +267,11 @@ func (w *Watcher) setupStallReports(mgr ctrl.Manager) error {
 	if w.StallReports != nil || !r.Enabled() || (r.GitHub == nil && r.GitLab == nil) {
 		return nil
 	}
-	t := &notify.StallTeller{Config: r, Senders: notify.Senders(r, mgr.GetAPIReader(), nil, w.Now)}
+	senders := w.Senders
+	if senders == nil {
+		senders = notify.Senders(r, mgr.GetAPIReader(), nil, w.Now)
+	}
+	t := &notify.StallTeller{Config: r, Senders: senders}
 	w.StallReports = t
 	return mgr.Add(t)
 }

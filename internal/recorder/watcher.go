@@ -23,6 +23,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -61,8 +62,13 @@ type Watcher struct {
 	StuckAfter time.Duration
 	Now        func() time.Time
 	// StallReports tells stalls on the jobs' commits; nil: one is made
-	// from Config.Reports when they report to GitHub or GitLab.
+	// from Config.Reports when they report to GitHub or GitLab, with
+	// Senders (nil: its own).
 	StallReports StallReporter
+	// Senders tell each report destination (notify.Senders), shared with
+	// the reporter and JobsOver, so that one GitHub App installation token
+	// serves them all.
+	Senders map[string]notify.Sender
 	// Views keeps the fleets' own accounts of their jobs on the records;
 	// nil: one is made with the manager's reader and client.
 	Views *Views

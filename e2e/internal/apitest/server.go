@@ -269,6 +269,25 @@ func (s *Server) Register(ctx context.Context, c client.Client, cfg config.Confi
 	return nil
 }
 
+// RegisterInjectPolicy installs the injection's policy and the injector's
+// webhook for the pods it hands over, as the chart registers them on 1.36
+// and later (registration.Options.InjectPolicy), for the namespaces with
+// labels alone: a suite runs the policy's path beside the webhook's.
+func (s *Server) RegisterInjectPolicy(ctx context.Context, c client.Client, cfg config.Config, labels map[string]string) error {
+	o := s.Options()
+	o.Name, o.InjectPolicy = "policy-path", true
+	objs, err := registration.Render(cfg, o)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs.InjectPolicyObjects(&metav1.LabelSelector{MatchLabels: labels}) {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
 // ReleaseNamespace is where the replicas' leader election Lease lives, as
 // in the chart's release namespace.
 const ReleaseNamespace = "runnerguard"
