@@ -7,6 +7,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,59 +50,108 @@ func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 		return Told(death.Class(o.GetLabels()[death.ClassLabel])) && o.GetCreationTimestamp().Add(r.Config.MaxAge.Duration).After(r.Now())
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("reporter").WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		WatchesMetadata(&v1alpha1.RunnerDeath{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(told)).
+		// Its own status writes bring no new step (each returns when the
+		// next is due): only a new record, its record or labels changed.
+		WatchesMetadata(&v1alpha1.RunnerDeath{}, &handler.EnqueueRequestForObject{},
+			builder.WithPredicates(told, predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Complete(r)
 }
 
-// Reconcile takes each of the record's reports one step.
+// Reconcile takes each of the record's reports one step, one destination
+// after another. Each attempt is claimed before it is made, and its
+// outcome is written before the next is sent, in the same write as the
+// next one's claim (the skips go with the first): a told death costs one
+// write of its record per destination and one more, and a leader stopped
+// mid-attempt leaves only that attempt in doubt.
 func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	o := &v1alpha1.RunnerDeath{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, o); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	rec := death.FromObject(o)
-	var after time.Duration
+	var (
+		after   time.Duration
+		pending []v1alpha1.Report // written with the next claim
+		owed    []due
+	)
 	for _, t := range Plan(rec, r.Config) {
-		step, wait := Next(Find(o.Status, t.Destination), t, r.Now())
+		prev := Find(o.Status, t.Destination)
+		step, wait := Next(prev, t, r.Now())
 		switch step {
 		case StepSkip:
-			if err := r.write(ctx, o, v1alpha1.Report{Destination: t.Destination, Phase: PhaseSkipped, Message: cut(t.Skip, maxMessage)}); err != nil {
-				return ctrl.Result{}, err
-			}
-			reportsTotal.WithLabelValues(kind(t.Destination), PhaseSkipped).Inc()
+			pending = append(pending, v1alpha1.Report{Destination: t.Destination, Phase: PhaseSkipped, Message: cut(t.Skip, maxMessage)})
 		case StepWait:
 			after = soonest(after, wait)
 		case StepAttempt:
-			rep, err := r.attempt(ctx, o, rec, t)
-			if err != nil {
-				return ctrl.Result{}, err
+			// A copy: the claim's write changes the status prev points into.
+			if prev != nil {
+				prev = ptr.To(*prev)
 			}
-			if rep.Phase == PhaseRetrying {
-				after = soonest(after, rep.NextAttemptAt.Sub(r.Now()))
-			}
+			owed = append(owed, due{target: t, prev: prev})
 		}
+	}
+	skipped := pending
+	outcome := false // pending holds an attempt's outcome
+	for _, d := range owed {
+		d.claimed = Claim(d.prev, d.target.Destination, r.Now())
+		if err := r.write(ctx, o, append(pending, d.claimed)...); err != nil {
+			if outcome && apierrors.IsConflict(err) {
+				// Another writer came between: the attempt made is told, the
+				// next waits for the record's next look.
+				return ctrl.Result{Requeue: true}, r.writeAfter(ctx, o, pending...)
+			}
+			return ctrl.Result{}, err
+		}
+		countSkips(skipped)
+		skipped = nil
+		out := r.attempt(ctx, o.UID, o.Name, rec, d)
+		if out.Phase == PhaseRetrying {
+			after = soonest(after, out.NextAttemptAt.Sub(r.Now()))
+		}
+		pending, outcome = []v1alpha1.Report{out}, true
+	}
+	switch {
+	case outcome:
+		return ctrl.Result{RequeueAfter: after}, r.writeAfter(ctx, o, pending...)
+	case len(pending) > 0:
+		if err := r.write(ctx, o, pending...); err != nil {
+			return ctrl.Result{}, err
+		}
+		countSkips(skipped)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
-// attempt claims one attempt, makes it and writes its outcome.
-func (r *Reporter) attempt(ctx context.Context, o *v1alpha1.RunnerDeath, rec death.Record, t Target) (v1alpha1.Report, error) {
+// countSkips counts the skipped reports written.
+func countSkips(reps []v1alpha1.Report) {
+	for _, rep := range reps {
+		reportsTotal.WithLabelValues(kind(rep.Destination), PhaseSkipped).Inc()
+	}
+}
+
+// due is an attempt claimed: its target, its report before the claim
+// (nil for the first) and the claim.
+type due struct {
+	target  Target
+	prev    *v1alpha1.Report
+	claimed v1alpha1.Report
+}
+
+// attempt makes one claimed attempt of the record (its UID and name) and
+// returns its outcome.
+func (r *Reporter) attempt(ctx context.Context, uid types.UID, name string, rec death.Record, a due) v1alpha1.Report {
+	t, prev := a.target, a.prev
 	log := logf.FromContext(ctx).WithValues("destination", t.Destination)
-	prev := Find(o.Status, t.Destination)
 	inDoubt := prev != nil && prev.Phase == PhaseSending
-	claimed := Claim(prev, t.Destination, r.Now())
-	if err := r.write(ctx, o, claimed); err != nil {
-		return claimed, err
-	}
-	s, ok := r.Senders[t.Destination]
-	if !ok {
-		return claimed, fmt.Errorf("no sender for %s", t.Destination)
-	}
-	d := Delivery{Record: rec, ID: string(o.UID), Name: o.Name, Target: t}
+	d := Delivery{Record: rec, ID: string(uid), Name: name, Target: t}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	where, found, err := "", false, error(nil)
-	if prev != nil && prev.Attempts > 0 {
+	s, ok := r.Senders[t.Destination]
+	switch {
+	case !ok:
+		err = fmt.Errorf("no sender for %s", t.Destination)
+	case prev != nil && prev.Attempts > 0:
 		// An earlier attempt may have arrived though its outcome was not
 		// written (a stop mid-attempt) or was a failure the service had
 		// already acted on (a 5xx after the write).
@@ -113,7 +164,7 @@ func (r *Reporter) attempt(ctx context.Context, o *v1alpha1.RunnerDeath, rec dea
 	default:
 		where, err = s.Send(ctx, d)
 	}
-	out := Outcome(claimed, where, err, r.Config.MaxAttempts, r.Now())
+	out := Outcome(a.claimed, where, err, r.Config.MaxAttempts, r.Now())
 	switch {
 	case out.Phase == PhaseSkipped:
 		log.Info("report skipped", "reason", err.Error())
@@ -124,22 +175,24 @@ func (r *Reporter) attempt(ctx context.Context, o *v1alpha1.RunnerDeath, rec dea
 		log.V(1).Info("reported", "where", where, "found", found)
 	}
 	reportsTotal.WithLabelValues(kind(t.Destination), out.Phase).Inc()
-	return out, r.writeAfter(ctx, o, out)
+	return out
 }
 
-// write puts the report on the record's status, failing if the record
-// changed since it was read (another writer's claim).
-func (r *Reporter) write(ctx context.Context, o *v1alpha1.RunnerDeath, rep v1alpha1.Report) error {
+// write puts the reports on the record's status in one write, failing if
+// the record changed since it was read (another writer's claim).
+func (r *Reporter) write(ctx context.Context, o *v1alpha1.RunnerDeath, reps ...v1alpha1.Report) error {
 	base := o.DeepCopy()
-	Set(&o.Status, rep)
+	for _, rep := range reps {
+		Set(&o.Status, rep)
+	}
 	return r.Client.Status().Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
-// writeAfter writes an attempt's outcome, reading the record again when
-// it changed meanwhile: the attempt was made and must be told.
-func (r *Reporter) writeAfter(ctx context.Context, o *v1alpha1.RunnerDeath, rep v1alpha1.Report) error {
+// writeAfter writes attempts' outcomes, reading the record again when it
+// changed meanwhile: the attempts were made and must be told.
+func (r *Reporter) writeAfter(ctx context.Context, o *v1alpha1.RunnerDeath, reps ...v1alpha1.Report) error {
 	for range 5 {
-		err := r.write(ctx, o, rep)
+		err := r.write(ctx, o, reps...)
 		if !apierrors.IsConflict(err) {
 			return client.IgnoreNotFound(err)
 		}
@@ -147,7 +200,7 @@ func (r *Reporter) writeAfter(ctx context.Context, o *v1alpha1.RunnerDeath, rep 
 			return client.IgnoreNotFound(err)
 		}
 	}
-	return fmt.Errorf("writing the outcome of %s's report on %s/%s: the record kept changing", rep.Destination, o.Namespace, o.Name)
+	return fmt.Errorf("writing the outcome of %d reports on %s/%s: the record kept changing", len(reps), o.Namespace, o.Name)
 }
 
 func soonest(a, b time.Duration) time.Duration {

@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
@@ -283,4 +284,56 @@ func TestARepositorysInstallationIsLookedUpOnceAndAgainLater(t *testing.T) {
 	w.reconcile(t, r, "oom-3")
 	assert.Equal(t, 2, lookups, "and again later")
 	assert.Len(t, w.gh.CheckRuns(), 3)
+}
+
+// countingReader counts the Secrets read through it.
+type countingReader struct {
+	client.Reader
+	secrets int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		c.secrets++
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A told death's reports cost one write of its record per destination and
+// one more (each outcome goes with the next claim), and a destination's
+// Secret is read once a minute, not once a report: a rotation is taken up
+// within the minute.
+func TestADeathsReportsCostAWriteADestinationAndOneAndASecretIsReadOnceAMinute(t *testing.T) {
+	second := oom()
+	second.Name, second.UID = "oom2", "uid-oom2"
+	w := newWorld(t, oom(), second)
+	reader := &countingReader{Reader: w.kube}
+	now := func() time.Time { return w.now }
+	writes := 0
+	counted := interceptor.NewClient(w.kube.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes++
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	r := &notify.Reporter{Reader: w.kube, Client: counted, Config: w.cfg, Senders: notify.Senders(w.cfg, reader, nil, now), Now: now}
+
+	w.reconcile(t, r, "oom")
+	st := w.status(t, "oom")
+	require.Len(t, st.Reports, 2, "GitHub and the sink")
+	for _, rep := range st.Reports {
+		assert.Equal(t, notify.PhaseSent, rep.Phase, rep.Destination)
+	}
+	assert.Equal(t, 3, writes, "GitHub's claim; its outcome with the sink's claim; the sink's outcome")
+	secretsFirst := reader.secrets
+	assert.Equal(t, 2, secretsFirst, "the App's key and the sink's")
+
+	w.reconcile(t, r, "oom2")
+	assert.Equal(t, secretsFirst, reader.secrets, "read again within the minute")
+	w.now = w.now.Add(time.Minute)
+	rec := second.DeepCopy()
+	rec.Name, rec.UID, rec.ResourceVersion = "oom3", "uid-oom3", ""
+	require.NoError(t, w.kube.Create(context.Background(), rec))
+	w.reconcile(t, r, "oom3")
+	assert.Equal(t, secretsFirst+2, reader.secrets, "read again after it")
 }

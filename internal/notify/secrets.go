@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,20 +20,39 @@ const (
 	KeyHMAC       = "hmacKey"
 )
 
+// secretFresh is how long a credential read from its Secret is used
+// before it is read again: a rotation is taken up within it, and a fleet's
+// thousands of reports cost the API server a read a minute per Secret, not
+// one per report.
+const secretFresh = time.Minute
+
 // Senders builds each configured destination's sender. Credentials are
 // read from their Secrets (in cfg.SecretNamespace, through reader: the API
-// server, never a cache) at each report, so a rotation needs no restart.
+// server, never a cache of every Secret the leader may read) and kept for
+// secretFresh, so a rotation needs no restart.
 func Senders(cfg config.Reports, reader client.Reader, transport http.RoundTripper, now func() time.Time) map[string]Sender {
 	secret := func(name, key string) func(ctx context.Context) ([]byte, error) {
+		var (
+			mu   sync.Mutex
+			v    []byte
+			read time.Time
+		)
 		return func(ctx context.Context) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if v != nil && now().Sub(read) < secretFresh {
+				return v, nil
+			}
 			s := &corev1.Secret{}
 			if err := reader.Get(ctx, client.ObjectKey{Namespace: cfg.SecretNamespace, Name: name}, s); err != nil {
 				return nil, fmt.Errorf("reading Secret %s/%s: %w", cfg.SecretNamespace, name, err)
 			}
-			v, ok := s.Data[key]
-			if !ok || len(v) == 0 {
+			got, ok := s.Data[key]
+			if !ok || len(got) == 0 {
+				v = nil
 				return nil, fmt.Errorf("secret %s/%s has no %s", cfg.SecretNamespace, name, key)
 			}
+			v, read = got, now()
 			return v, nil
 		}
 	}
