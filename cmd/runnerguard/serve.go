@@ -189,7 +189,7 @@ func addRecorder(mgr manager.Manager, cfg config.Config, o serveOptions, sel lab
 	if err := w.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now, Jobs: jobs,
+	marker := &recorder.Marker{Pods: pods, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, Namespaces: sel, Modes: modes, Now: time.Now, Jobs: jobs,
 		Zombies: &recorder.Zombies{Client: mgr.GetClient(), Recorder: events}, Over: jobsOver(cfg, senders, w, o)}
 	if err := marker.SetupWithManager(mgr); err != nil {
 		return err

@@ -109,6 +109,8 @@ func (m *Marker) podsHeldIn(_ context.Context, o client.Object) []reconcile.Requ
 // (stillWanted), or because another object held its name, which the
 // marker deleted.
 func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (inPlace bool, err error) {
+	m.budgets.Lock()
+	defer m.budgets.Unlock()
 	want := Budget(pod.Namespace)
 	have := &policyv1.PodDisruptionBudget{}
 	err = m.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
@@ -133,10 +135,22 @@ func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (inPlace boo
 	}
 	err = m.Client.Create(ctx, want)
 	if apierrors.IsAlreadyExists(err) {
-		// Not in the cache of runnerguard's budgets, so not runnerguard's:
-		// the name is runnerguard's in an opted-in namespace.
+		// Made a moment ago, the cache not yet showing it, or someone
+		// else's: the API server says which.
+		live := &policyv1.PodDisruptionBudget{}
+		reader := m.Reader
+		if reader == nil {
+			reader = m.Client
+		}
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if holdsAsBudget(live) {
+			return true, nil
+		}
+		// The name is runnerguard's in an opted-in namespace.
 		logf.FromContext(ctx).Info("deleting a PodDisruptionBudget that is not runnerguard's but has its name; runnerguard's takes its place", "namespace", pod.Namespace, "name", BudgetName)
-		return false, client.IgnoreNotFound(m.Client.Delete(ctx, want))
+		return false, client.IgnoreNotFound(m.Client.Delete(ctx, live, client.Preconditions{UID: &live.UID}))
 	}
 	return err == nil, err
 }

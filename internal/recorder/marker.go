@@ -3,6 +3,7 @@ package recorder
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -49,6 +51,8 @@ var markerLabels = []string{runnerpod.BudgetLabel}
 type Marker struct {
 	Pods   *PodCache
 	Client client.Client
+	// Reader reads the API server itself, past the caches (nil: Client).
+	Reader client.Reader
 	Config config.Config
 	// Namespaces selects the opted-in namespaces: a pod elsewhere is not
 	// protected, so it keeps none of runnerguard's marks.
@@ -77,6 +81,8 @@ type Marker struct {
 	// starts keeps when the records showed each runner's job begin, for
 	// the marker to write with the marks that start brings.
 	starts *JobStarts
+	// budgets serialises the workers' budget checks and writes.
+	budgets sync.Mutex
 }
 
 // SetupWithManager runs the marker on the watcher's pod cache, which the
@@ -100,7 +106,7 @@ func (m *Marker) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	b := ctrl.NewControllerManagedBy(mgr).Named("runner-marks").
+	b := ctrl.NewControllerManagedBy(mgr).Named("runner-marks").WithOptions(controller.Options{MaxConcurrentReconciles: markWorkers}).
 		WatchesRawSource(m.Pods.source(&handler.EnqueueRequestForObject{}, hasRunner)).
 		WatchesRawSource(source.Channel(m.again, &handler.EnqueueRequestForObject{})).
 		// A namespace's labels (opt-in, mode) judge its pods again.
@@ -281,19 +287,4 @@ func (m *Marker) podsOf(_ context.Context, o client.Object) []reconcile.Request 
 		reqs = append(reqs, reconcile.Request{NamespacedName: key})
 	}
 	return reqs
-}
-
-// judge is the marker's judgement of pod now, for any requester the guard
-// does not exempt; known false while the namespace's mode is not.
-func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, error) {
-	return m.judgeIn(ctx, pod, m.Client)
-}
-
-// judgeIn is judge with the pod's namespace read through ns.
-func (m *Marker) judgeIn(ctx context.Context, pod *corev1.Pod, ns client.Reader) (Judgement, bool, error) {
-	runner, f, ok, known, err := m.factsIn(ctx, pod, ns)
-	if err != nil || !ok {
-		return Judgement{}, true, err
-	}
-	return Judge(pod, runner, f), known, nil
 }

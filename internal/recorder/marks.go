@@ -228,3 +228,18 @@ func (m *Marker) factsIn(ctx context.Context, pod *corev1.Pod, ns client.Reader)
 	}
 	return runner, f, true, known, nil
 }
+
+// judge is the marker's judgement of pod now, for any requester the guard
+// does not exempt; known false while the namespace's mode is not.
+func (m *Marker) judge(ctx context.Context, pod *corev1.Pod) (Judgement, bool, error) {
+	return m.judgeIn(ctx, pod, m.Client)
+}
+
+// judgeIn is judge with the pod's namespace read through ns.
+func (m *Marker) judgeIn(ctx context.Context, pod *corev1.Pod, ns client.Reader) (Judgement, bool, error) {
+	runner, f, ok, known, err := m.factsIn(ctx, pod, ns)
+	if err != nil || !ok {
+		return Judgement{}, true, err
+	}
+	return Judge(pod, runner, f), known, nil
+}

@@ -92,6 +92,13 @@ type Watcher struct {
 // recordWorkers is how many pods the watcher reconciles at once.
 const recordWorkers = 4
 
+// markWorkers is how many pods the marker reconciles at once. Each change
+// is a pod patch's round trip: with one worker, a fleet's burst of job
+// starts waited minutes for its marks and budget label (10,000 runners,
+// docs/performance/fleet-scale.md). The queue never hands one pod to two
+// workers at once.
+const markWorkers = 8
+
 // SetupWithManager runs the watcher, leader-elected, on its cache of runner
 // pods (which it adds to mgr) and mgr's cache of the guard's deletion notes.
 func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
