@@ -95,9 +95,10 @@ func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	for _, d := range owed {
 		d.claimed = Claim(d.prev, d.target.Destination, r.Now())
 		if err := r.write(ctx, o, append(pending, d.claimed)...); err != nil {
-			if outcome && apierrors.IsConflict(err) {
-				// Another writer came between: the attempt made is told, the
-				// next waits for the record's next look.
+			if outcome {
+				// Another writer came between, or the write failed: the
+				// attempt made is told, the next waits for the record's next
+				// look.
 				return ctrl.Result{Requeue: true}, r.writeAfter(ctx, o, pending...)
 			}
 			return ctrl.Result{}, err
@@ -189,18 +190,19 @@ func (r *Reporter) write(ctx context.Context, o *v1alpha1.RunnerDeath, reps ...v
 }
 
 // writeAfter writes attempts' outcomes, reading the record again when it
-// changed meanwhile: the attempts were made and must be told.
+// changed meanwhile or the write failed: the attempts were made and must
+// be told.
 func (r *Reporter) writeAfter(ctx context.Context, o *v1alpha1.RunnerDeath, reps ...v1alpha1.Report) error {
 	for range 5 {
 		err := r.write(ctx, o, reps...)
-		if !apierrors.IsConflict(err) {
-			return client.IgnoreNotFound(err)
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
 		}
 		if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 	}
-	return fmt.Errorf("writing the outcome of %d reports on %s/%s: the record kept changing", len(reps), o.Namespace, o.Name)
+	return fmt.Errorf("writing the outcome of %d reports on %s/%s: five writes failed", len(reps), o.Namespace, o.Name)
 }
 
 func soonest(a, b time.Duration) time.Duration {

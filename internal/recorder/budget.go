@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -109,8 +110,9 @@ func (m *Marker) podsHeldIn(_ context.Context, o client.Object) []reconcile.Requ
 // (stillWanted), or because another object held its name, which the
 // marker deleted.
 func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (inPlace bool, err error) {
-	m.budgets.Lock()
-	defer m.budgets.Unlock()
+	mu := m.budgets.of(pod.Namespace)
+	mu.Lock()
+	defer mu.Unlock()
 	want := Budget(pod.Namespace)
 	have := &policyv1.PodDisruptionBudget{}
 	err = m.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
@@ -121,13 +123,13 @@ func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (inPlace boo
 	if found && holdsAsBudget(have) {
 		return true, nil
 	}
-	// Removed or changed while the namespace's pods were held: by an
-	// operator's row, or an override's holder. A namespace's first busy
-	// runner costs no fresh reads.
-	if len(m.Pods.Held(pod.Namespace)) > 0 {
-		if ok, err := m.stillWanted(ctx, pod); !ok || err != nil {
-			return false, err
-		}
+	// Removed or changed while the namespace's pods were held (by an
+	// operator's row, or an override's holder), or not yet made: the
+	// registration and the namespace are read afresh before it is made,
+	// since another worker may have just let its pods go for a switch the
+	// cache does not show yet. A namespace's budget is made once.
+	if ok, err := m.stillWanted(ctx, pod); !ok || err != nil {
+		return false, err
 	}
 	if found {
 		have.Spec = want.Spec
@@ -229,4 +231,25 @@ func patchPodMeta(ctx context.Context, c client.Client, pod *corev1.Pod, meta ma
 	target := runnerpod.Meta()
 	target.Namespace, target.Name = pod.Namespace, pod.Name
 	return c.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
+}
+
+// budgetLocks serialises the marker's workers' budget checks and writes
+// namespace by namespace: two that both miss a namespace's new budget
+// would both make it, while one namespace's slow writes hold no other's.
+type budgetLocks struct {
+	mu sync.Mutex
+	ns map[string]*sync.Mutex
+}
+
+// of is namespace's lock.
+func (b *budgetLocks) of(namespace string) *sync.Mutex {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ns == nil {
+		b.ns = map[string]*sync.Mutex{}
+	}
+	if b.ns[namespace] == nil {
+		b.ns[namespace] = &sync.Mutex{}
+	}
+	return b.ns[namespace]
 }

@@ -3,7 +3,6 @@ package recorder
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,7 +81,7 @@ type Marker struct {
 	// the marker to write with the marks that start brings.
 	starts *JobStarts
 	// budgets serialises the workers' budget checks and writes.
-	budgets sync.Mutex
+	budgets budgetLocks
 }
 
 // SetupWithManager runs the marker on the watcher's pod cache, which the
