@@ -287,9 +287,12 @@ CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 generate:
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1 output:crd:dir=charts/runnerguard/templates/crds
 
-# Fleet scale: the real kube-apiserver and etcd,
-# kube-controller-manager's namespace, pod GC and garbage collector
-# controllers, runnerguard as two leader-electing replicas, kwok
+# Fleet scale, everything on: the real kube-apiserver and etcd,
+# kube-controller-manager's namespace, pod GC, garbage collector and
+# disruption controllers, runnerguard as two leader-electing replicas
+# registered as the chart renders it on 1.37 (the injection policy, every
+# signal policy, enforce with budgets and marks, reports to GitLab and a
+# sink, stalls), kwok
 # (hack/tools.sh) playing the kubelet of simulated Nodes through e2e/scale/testdata/stages.yaml, and a simulator
 # that bursts runner pods in, kills them the ways fleets do and scores the
 # death records; prints the report (docs/performance/fleet-scale.md), kept in
@@ -324,9 +327,11 @@ budgets: kube-bin
 # The same at 30 runner pods on 10 nodes among 200 other pods, baseline
 # included: every death recorded exactly once across the leader kill, with
 # its class while retention removes all but 5 records a namespace, no busy
-# runner lost, and every kill path (namespace deletion,
-# pod GC, autoscaler, ARC, force-deletes while no replica leads). Part of test (about 80 s warm, 40 s of it pod
-# GC's quarantine).
+# runner lost, every kill path (namespace deletion,
+# pod GC, autoscaler, ARC, force-deletes while no replica leads), each
+# stall and each OOM-killed build pod told to GitLab, and at most 5 writes
+# for a job that ends normally. Part of test (about 2 minutes warm, 40 s
+# of it pod GC's quarantine).
 scale-smoke: kube-bin helm-bin
 	hack/tools.sh kwok
 	hack/kube.sh kube-controller-manager

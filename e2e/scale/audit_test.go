@@ -20,7 +20,10 @@ type auditEvent struct {
 		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
 	} `json:"objectRef"`
-	Received time.Time `json:"requestReceivedTimestamp"`
+	Received       time.Time `json:"requestReceivedTimestamp"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 }
 
 // requestCounts counts runnerguard's requests (the only ones the audit
@@ -106,11 +109,13 @@ func isWrite(verb string) bool {
 }
 
 // budgetWrites counts runnerguard's PodDisruptionBudget creates in [from,
-// to) by namespace, and its deletes.
+// to) by namespace, and its deletes: those that made or removed one (a
+// create answered AlreadyExists, a worker's whose cache did not show the
+// budget another had just made, makes none).
 func budgetWrites(path string, from, to time.Time) (map[string]int, int, error) {
 	creates, deletes := map[string]int{}, 0
 	err := eachRequest(path, from, to, func(e auditEvent) {
-		if r := e.ObjectRef; r != nil && r.Resource == "poddisruptionbudgets" {
+		if r := e.ObjectRef; r != nil && r.Resource == "poddisruptionbudgets" && e.ResponseStatus != nil && e.ResponseStatus.Code < 300 {
 			switch e.Verb {
 			case "create":
 				creates[r.Namespace]++

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 )
@@ -28,6 +29,7 @@ const baseSuffix = "-base"
 type fleet struct {
 	cfg                     *rest.Config
 	admin                   *kubernetes.Clientset
+	crAdmin                 client.Client
 	obs                     *observer
 	cp                      controlPlane
 	auditLog                string
@@ -37,6 +39,8 @@ type fleet struct {
 	kills *kills
 	// artifacts is where the heap profiles go.
 	artifacts string
+	// rep: the reports' destinations, in the guarded run only.
+	rep *reporting
 }
 
 func nodeName(i int) string { return fmt.Sprintf("kwok-%04d", i) }
@@ -124,7 +128,13 @@ func (r *run) compare() string {
 	for _, l := range []struct {
 		what   string
 		bd, gd []time.Duration
-	}{{"pod CREATE", b.createRTT, r.createRTT}, {"reaper delete/drain eviction", b.refusedRTT, r.refusedRTT}, {"GitLab job-end DELETE", b.allowedRTT, r.allowedRTT}} {
+	}{{"pod CREATE", b.createRTT, r.createRTT}, {"reaper's DELETE of a busy runner", b.deleteRTT, r.deleteRTT},
+		{"drain's eviction of a busy runner", b.evictRTT, r.evictRTT},
+		// The baseline's drain evicts with no budget in the namespace;
+		// the guarded run's allowed evictions (after the override) with
+		// the namespace's budget in place.
+		{"allowed eviction (no budget / budget)", b.evictRTT, r.overrideRTT},
+		{"GitLab job-end DELETE", b.allowedRTT, r.allowedRTT}} {
 		bs, gs := sorted(l.bd), sorted(l.gd)
 		row("round trip p50, "+l.what, ms(pct(bs, .5)), ms(pct(gs, .5)), " ms", 0)
 		row("round trip p99, "+l.what, ms(pct(bs, .99)), ms(pct(gs, .99)), " ms", 0)
@@ -136,6 +146,9 @@ func (r *run) compare() string {
 		row("  kube-apiserver CPU", bp.apiCPU, gp.apiCPU, " s", 2)
 		row("  etcd CPU", bp.etcdCPU, gp.etcdCPU, " s", 2)
 		row("  kwok CPU", bp.kwokCPU, gp.kwokCPU, " s", 2)
+		row("  kube-controller-manager (disruption) CPU", bp.dcmCPU, gp.dcmCPU, " s", 2)
+		row("  disruption controller queue adds", bp.dAdds, gp.dAdds, "", 0)
+		row("  disruption controller work", bp.dWork, gp.dWork, " s", 2)
 		row("  kube-apiserver RSS at the end", mib(bp.apiRSS), mib(gp.apiRSS), " MiB", 0)
 		row("  etcd RSS at the end", mib(bp.etcdRSS), mib(gp.etcdRSS), " MiB", 0)
 		row("  API requests (all clients) per job", float64(bp.requests)/jobs, float64(gp.requests)/jobs, "", 2)

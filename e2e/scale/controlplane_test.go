@@ -23,7 +23,9 @@ import (
 // port) and the admin client that reads the API server's own metrics.
 type controlPlane struct {
 	apiserver, etcd, kwok int
-	admin                 *kubernetes.Clientset
+	// dcm: kube-controller-manager running the disruption controller.
+	dcm   *disruption
+	admin *kubernetes.Clientset
 	// meta lists pods as metadata only, for the waits on many pods.
 	meta metadata.Interface
 }
@@ -33,7 +35,11 @@ type cpSnap struct {
 	at             time.Time
 	apiserver      procUsage
 	etcd, kwok     procUsage
+	dcm            procUsage
 	requests, pods int64
+	// dAdds and dWork: the disruption controller's queue adds and work
+	// seconds so far.
+	dAdds, dWork float64
 }
 
 // findControlPlane finds the pids of c's kube-apiserver and etcd in /proc
@@ -82,6 +88,10 @@ func (cp controlPlane) take(ctx context.Context) cpSnap {
 	s.apiserver, _ = readProc(cp.apiserver)
 	s.etcd, _ = readProc(cp.etcd)
 	s.kwok, _ = readProc(cp.kwok)
+	if cp.dcm != nil {
+		s.dcm, _ = readProc(cp.dcm.Pid())
+		s.dAdds, s.dWork, _, _ = cp.dcm.queue(ctx)
+	}
 	s.requests, _ = apiRequests(ctx, cp.admin)
 	s.pods, _ = podsInCluster(ctx, cp.admin)
 	return s
@@ -108,15 +118,19 @@ func apiRequests(ctx context.Context, admin *kubernetes.Clientset) (int64, error
 
 // cpPhase is what the control plane spent from a to b.
 type cpPhase struct {
-	wall              time.Duration
-	apiCPU, etcdCPU   float64
-	kwokCPU           float64
-	apiRSS, etcdRSS   int64 // at the phase's end
-	requests, podsEnd int64
+	wall            time.Duration
+	apiCPU, etcdCPU float64
+	kwokCPU         float64
+	// dcmCPU, dAdds, dWork: the disruption controller's process CPU, its
+	// queue's adds and work seconds.
+	dcmCPU, dAdds, dWork float64
+	apiRSS, etcdRSS      int64 // at the phase's end
+	requests, podsEnd    int64
 }
 
 func phaseOf(a, b cpSnap) cpPhase {
 	return cpPhase{wall: b.at.Sub(a.at).Round(time.Millisecond), apiCPU: b.apiserver.CPU - a.apiserver.CPU,
-		etcdCPU: b.etcd.CPU - a.etcd.CPU, kwokCPU: b.kwok.CPU - a.kwok.CPU, apiRSS: b.apiserver.RSS, etcdRSS: b.etcd.RSS,
+		etcdCPU: b.etcd.CPU - a.etcd.CPU, kwokCPU: b.kwok.CPU - a.kwok.CPU,
+		dcmCPU: b.dcm.CPU - a.dcm.CPU, dAdds: b.dAdds - a.dAdds, dWork: b.dWork - a.dWork, apiRSS: b.apiserver.RSS, etcdRSS: b.etcd.RSS,
 		requests: b.requests - a.requests, podsEnd: b.pods}
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerguard/runnerguard/internal/death"
+	"github.com/runnerguard/runnerguard/internal/fleet/gitlab"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -66,6 +68,9 @@ var exitShapes = []struct {
 	{"137", "Error", death.SigKill},
 }
 
+// oomShape is exitShapes' OOM kill.
+const oomShape = 1
+
 // runner is one simulated runner pod and what the simulator did to it.
 type runner struct {
 	name, ns string
@@ -81,6 +86,10 @@ type runner struct {
 	reaped bool
 	// lost: the baseline's reaper or drain killed it while busy.
 	lost bool
+	// job: a GitLab build pod's job id; stalls: it stalls at its memory
+	// limit (the vitals sidecar not ready) before its OOM kill.
+	job    string
+	stalls bool
 }
 
 // deaths is how many records r must have.
@@ -127,6 +136,9 @@ func podFor(r *runner) *corev1.Pod {
 	if r.gitlab {
 		pod.Spec.InitContainers = []corev1.Container{c("init-permissions")}
 		pod.Spec.Containers = []corev1.Container{c("build"), c("helper"), c("svc-0")}
+		// GitLab Runner's Kubernetes executor names the job and its project.
+		pod.Labels[gitlab.ProjectIDLabel] = glProject
+		pod.Annotations = map[string]string{gitlab.JobIDAnnotation: r.job}
 	}
 	return pod
 }
@@ -165,6 +177,28 @@ func evict(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
 	return c.PolicyV1().Evictions(r.ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.ns}})
 }
 
+// evictAsDrain evicts r's pod as c the way kubectl drain does: an
+// eviction a budget still refuses (429) is tried again after a pause (a
+// second here, kubectl's five), as the override's release of the pod
+// from its namespace's budget follows the annotation by the leader's
+// reaction time. It returns the last call's round trip and how many
+// 429s came first.
+func evictAsDrain(ctx context.Context, c *kubernetes.Clientset, r *runner) (time.Duration, int, error) {
+	for refused := 0; ; refused++ {
+		start := time.Now()
+		err := evict(ctx, c, r)
+		took := time.Since(start)
+		if !apierrors.IsTooManyRequests(err) {
+			return took, refused, err
+		}
+		select {
+		case <-ctx.Done():
+			return took, refused, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // endJob makes r's runner exit as its shape says (kwok's runner-exit
 // Stage acts on the annotations).
 func endJob(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
@@ -195,8 +229,8 @@ func override(ctx context.Context, c *kubernetes.Clientset, r *runner) error {
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
 
 // kindExits is the kind of a runner whose job ended and which exited on
-// its own: a job that ends normally.
-const kindExits = "exits on its own"
+// its own with 0: a job that ends normally.
+const kindExits = "exits on its own, 0"
 
 // kind is what happened to r, for the report's requests per job by kind.
 func (r *runner) kind() string {
@@ -209,6 +243,10 @@ func (r *runner) kind() string {
 		return "reaper's force-delete refused, then exits"
 	case r.restarts:
 		return "restarts in place once, then exits"
+	case r.stalls:
+		return "GitLab build pod stalls, then OOM-killed (told)"
+	case exitShapes[r.shape].class != death.CleanExit:
+		return "exits on its own, abnormally (told)"
 	}
 	return kindExits
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/deletion"
+	"github.com/runnerguard/runnerguard/internal/recorder"
+	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
 // seenRecord is a RunnerDeath as the observer saw it arrive.
@@ -43,6 +45,10 @@ type observer struct {
 	startFirst, startLast map[types.UID]time.Time
 	// restarted: pods seen with a container restarted in place.
 	restarted map[types.UID]time.Time
+	// running, held and released: when a pod was first seen running, first
+	// seen with the budget label (its marks come in the same patch), and
+	// first seen without it after that: the marks' delay behind the job.
+	running, held, released map[types.UID]time.Time
 }
 
 // first keeps the first time uid is seen in m.
@@ -78,11 +84,55 @@ func (o *observer) start(m map[types.UID]time.Time, pod *corev1.Pod, last bool) 
 	}
 }
 
+// marks keeps when pod was first seen running, held by the namespace's
+// budget, and released from it.
+func (o *observer) marks(pod *corev1.Pod) {
+	if pod.Status.Phase == corev1.PodRunning {
+		o.first(o.running, pod.UID)
+	}
+	if pod.Labels[runnerpod.BudgetLabel] == recorder.BudgetHeld {
+		o.first(o.held, pod.UID)
+		return
+	}
+	o.mu.Lock()
+	_, wasHeld := o.held[pod.UID]
+	o.mu.Unlock()
+	if wasHeld {
+		o.first(o.released, pod.UID)
+	}
+}
+
+// markDelays are the delays from a job's start (its pod seen running) to
+// its budget label, and from its death (seen) to the label's removal,
+// sorted; and how many runners among rs were held, and released.
+func (o *observer) markDelays(rs []*runner) (on, off []time.Duration, held, released int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, r := range rs {
+		h, ok := o.held[r.uid]
+		if !ok {
+			continue
+		}
+		held++
+		if run, ok := o.running[r.uid]; ok {
+			on = append(on, h.Sub(run))
+		}
+		if rel, ok := o.released[r.uid]; ok {
+			released++
+			if died, ok := o.died[r.uid]; ok && !rel.Before(died) {
+				off = append(off, rel.Sub(died))
+			}
+		}
+	}
+	return sorted(on), sorted(off), held, released
+}
+
 // startObserver starts the watches and waits for their first lists.
 func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 	o := &observer{died: map[types.UID]time.Time{}, records: map[types.UID][]seenRecord{},
 		deleting: map[types.UID]time.Time{}, removed: map[types.UID]time.Time{},
-		startFirst: map[types.UID]time.Time{}, startLast: map[types.UID]time.Time{}, restarted: map[types.UID]time.Time{}}
+		startFirst: map[types.UID]time.Time{}, startLast: map[types.UID]time.Time{}, restarted: map[types.UID]time.Time{},
+		running: map[types.UID]time.Time{}, held: map[types.UID]time.Time{}, released: map[types.UID]time.Time{}}
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme.Scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{fleetLabel: "1"})},
 	}})
@@ -97,6 +147,9 @@ func startObserver(ctx context.Context, cfg *rest.Config) (*observer, error) {
 		pod, ok := obj.(*corev1.Pod)
 		if ok && runnerEnded(pod) {
 			o.first(o.died, pod.UID)
+		}
+		if ok {
+			o.marks(pod)
 		}
 		if ok && len(pod.Status.ContainerStatuses) > 0 && pod.Status.ContainerStatuses[0].RestartCount > 0 {
 			o.first(o.restarted, pod.UID)

@@ -79,6 +79,9 @@ func pct(d []time.Duration, q float64) time.Duration {
 type chaos struct {
 	reaperTried, reaperRefused, drainTried, drainRefused429, busyLost int
 	ownerTried, ownerAllowed, overrideTried, overrideAllowed          int
+	// overrideRetries: the 429s the deliberate drain was answered after
+	// the override, before the leader released the pods from the budget.
+	overrideRetries int
 }
 
 // run is everything the report prints.
@@ -110,7 +113,17 @@ type run struct {
 	restarted int
 	// Round trips the simulator timed: pod CREATEs of the burst, refused
 	// deletes and evictions, and GitLab's allowed job-end deletes.
-	createRTT, refusedRTT, allowedRTT []time.Duration
+	createRTT, allowedRTT []time.Duration
+	// The reaper's refused force-deletes and the drain's refused
+	// evictions of busy runners (the baseline's succeed: no guard, no
+	// budget), and the deliberate drain's evictions after the override.
+	deleteRTT, evictRTT, overrideRTT []time.Duration
+	// stalled: GitLab build pods stalled before their OOM kill; reports:
+	// what the destinations received.
+	stalled, stalledNow int
+	reports             reportCounts
+	// rs: the plan's runners.
+	rs []*runner
 	// The kill paths of kills_test.go.
 	kills *kills
 	// base: the same simulation without runnerguard; cp: the control
@@ -139,7 +152,8 @@ func (r *run) report() string {
 	for _, l := range []struct {
 		what string
 		d    []time.Duration
-	}{{"pod CREATE (the burst)", r.createRTT}, {"refused delete/eviction", r.refusedRTT}, {"GitLab job-end DELETE", r.allowedRTT}} {
+	}{{"pod CREATE (the burst)", r.createRTT}, {"refused DELETE (reaper)", r.deleteRTT}, {"refused eviction (drain)", r.evictRTT},
+		{"eviction after override", r.overrideRTT}, {"GitLab job-end DELETE", r.allowedRTT}} {
 		sort.Slice(l.d, func(i, j int) bool { return l.d[i] < l.d[j] })
 		p("round trip, %-24s %5d requests, p50 %s, p99 %s (the simulator's clock)", l.what, len(l.d), pct(l.d, .5), pct(l.d, .99))
 	}
@@ -184,9 +198,18 @@ func (r *run) report() string {
 	c := r.chaos
 	p("reaper force-deletes of busy runners: %d, refused %d; drain evictions of busy runners: %d, answered 429: %d; busy runners lost: %d",
 		c.reaperTried, c.reaperRefused, c.drainTried, c.drainRefused429, c.busyLost)
-	p("GitLab manager job-end deletes: %d, allowed %d; deliberate drain (override) evictions: %d, allowed %d",
-		c.ownerTried, c.ownerAllowed, c.overrideTried, c.overrideAllowed)
+	p("GitLab manager job-end deletes: %d, allowed %d; deliberate drain (override) evictions: %d, allowed %d, after %d 429s retried a second apart (the budget's hold released after the override)",
+		c.ownerTried, c.ownerAllowed, c.overrideTried, c.overrideAllowed, c.overrideRetries)
 	p("never-started runners removed by the reaper: %d, guard calls %d, records %d", r.neverStarted, r.neverCalls, r.neverRecords)
+	if r.obs != nil {
+		on, off, held, released := r.obs.markDelays(r.rs)
+		p("marks and budget label: %d runners held, %d released; job start (pod seen running) -> held: p50 %s, p99 %s; death seen -> released: %d, p50 %s, p99 %s",
+			held, released, pct(on, .5), pct(on, .99), len(off), pct(off, .5), pct(off, .99))
+	}
+	rc := r.reports
+	p("stalls: %d GitLab build pods stalled at their limit, each counted by the leader before its OOM kill (its gauge of pods stalled then: %d); GitLab running statuses (stalls told) %d", r.stalled, r.stalledNow, rc.stallsTold)
+	p("reports: GitLab failed statuses %d of %d OOM-killed build pods (%d statuses in all, %d refused); sink events %d for %d told deaths of the plan (%d refused)",
+		rc.glFailed, rc.glWant, rc.glStatuses, rc.glErrors, rc.sinkEvents, rc.sinkWant, rc.sinkErrors)
 	p("leader kill: replica %d killed; %d runners died while it was down; new leader after %s", r.killed+1, r.gapDeaths, r.gap)
 	s := r.score
 	var slow []time.Duration

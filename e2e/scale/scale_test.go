@@ -47,6 +47,14 @@ func TestFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The disruption controller weighs the budgets, in both runs: its CPU
+	// and work queue are the budgets' cost to kube-controller-manager.
+	dcm, err := startDisruption(cluster, dir, filepath.Join(artifacts, "scale-disruption.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dcm.Stop(ctx)
+	cp.dcm = dcm
 	kw, err := apitest.StartKwok(cluster, dir, filepath.Join(artifacts, "scale-kwok.log"), nodeLabel+"=kwok")
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +87,7 @@ func TestFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := fleet{cfg: cluster.Config, admin: admin, obs: obs, cp: cp, auditLog: auditLog, runners: nRunners, nodes: nNodes, workers: workers}
+	f := fleet{cfg: cluster.Config, admin: admin, crAdmin: cluster.Client, obs: obs, cp: cp, auditLog: auditLog, runners: nRunners, nodes: nNodes, workers: workers}
 	// The baseline: the same simulation in namespaces of its own, before
 	// runnerguard is installed; its pods are removed before it starts.
 	base := simulate(ctx, t, f, baseSuffix)
@@ -95,6 +103,12 @@ func TestFleet(t *testing.T) {
 		cfg.Records.MaxPerNamespace = n
 		cfg.Records.CollectInterval = metav1.Duration{Duration: 5 * time.Second}
 	}
+	// Reports on, to GitLab and a sink, for both runner namespaces.
+	rep, err := startReporting(ctx, admin, &cfg, genericNS, gitlabNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.close()
 	// The chart's flags: leader election in the release namespace, the
 	// in-cluster config's client (no client-side rate limit).
 	server, err := apitest.StartServer(ctx, cluster, apitest.ServerOptions{WorkDir: dir, Config: cfg, LogName: "scale-runnerguard-1.log",
@@ -108,7 +122,7 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer replica.Stop()
-	if err := server.Register(ctx, cluster.Client, cfg); err != nil {
+	if err := registerAsChart(ctx, server, cluster.Client, cfg); err != nil {
 		t.Fatal(err)
 	}
 	apitest.Until(ctx, t, 2*time.Minute, "a leader", func() bool { return isLeader(server) || isLeader(replica) })
@@ -120,7 +134,7 @@ func TestFleet(t *testing.T) {
 	defer kills.stop(ctx)
 	kills.setup(ctx, t, workers)
 	kills.strike(ctx, t, workers, obs, server, replicas)
-	f.replicas, f.kills, f.artifacts = replicas, kills, artifacts
+	f.replicas, f.kills, f.artifacts, f.rep = replicas, kills, artifacts, rep
 	run := simulate(ctx, t, f, "")
 	run.others, run.base = others, base
 	report := run.report() + run.compare()
@@ -151,7 +165,15 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 		r := &runner{name: fmt.Sprintf("runner-%05d", i), ns: genericNS, node: nodeName(i % nNodes), shape: i % len(exitShapes)}
 		switch {
 		case i%3 == 2:
-			r.gitlab, r.ns, r.fate = true, gitlabNS, ownerEnds
+			r.gitlab, r.ns, r.fate, r.job = true, gitlabNS, ownerEnds, jobOf(i)
+			if i%12 == 11 {
+				// A quarter of the build pods stall at their limit and are
+				// OOM-killed: told on their commits while and after.
+				r.fate, r.shape, r.stalls = exits, oomShape, true
+			}
+			if f.rep != nil {
+				f.rep.addJob(r)
+			}
 		case i%nNodes < drainedNodes:
 			r.fate = drained
 		}
@@ -217,7 +239,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	_ = parallel(victims, workers, func(r *runner) error {
 		start := time.Now()
 		err := reaper.CoreV1().Pods(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		run.took(&run.refusedRTT, start)
+		run.took(&run.deleteRTT, start)
 		run.count(func(c *chaos) {
 			if err == nil {
 				c.busyLost++
@@ -234,7 +256,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	_ = parallel(onDrained, workers, func(r *runner) error {
 		start := time.Now()
 		err := evict(ctx, drainer, r)
-		run.took(&run.refusedRTT, start)
+		run.took(&run.evictRTT, start)
 		run.count(func(c *chaos) {
 			if err == nil {
 				c.busyLost++
@@ -246,6 +268,19 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 		return nil
 	})
 
+	// A share of GitLab's build pods stall at their memory limit: the
+	// leader tells each stall on its job's commit while it lasts.
+	var stalling []*runner
+	for _, r := range alive(rs) {
+		if r.stalls {
+			stalling = append(stalling, r)
+		}
+	}
+	if guarded {
+		run.stalledNow = stallAll(ctx, t, f, stalling, workers)
+	}
+	run.stalled = len(stalling)
+
 	// Every fifth exiting runner restarts in place once: a death of its
 	// own, recorded apart from the job's end.
 	// The baseline's lost runners are gone: the rest of its work is done
@@ -253,7 +288,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	exiting, owned, drainedRs = alive(exiting), alive(owned), alive(drainedRs)
 	var restarting []*runner
 	for i, r := range exiting {
-		if i%5 == 4 {
+		if i%5 == 4 && !r.stalls {
 			r.restarts = true
 			restarting = append(restarting, r)
 		}
@@ -349,10 +384,14 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	run.chaos.overrideTried = len(drainedRs)
 	_ = parallel(drainedRs, workers, func(r *runner) error {
 		err := override(ctx, admin, r)
+		refused := 0
 		if err == nil {
-			err = evict(ctx, drainer, r)
+			var took time.Duration
+			took, refused, err = evictAsDrain(ctx, drainer, r)
+			run.took(&run.overrideRTT, time.Now().Add(-took))
 		}
 		run.count(func(c *chaos) {
+			c.overrideRetries += refused
 			if err == nil {
 				c.overrideAllowed++
 			}
@@ -372,6 +411,9 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	apitest.Until(ctx, t, scaled(5*time.Minute, nRunners, 100*time.Millisecond), "a record of every death", func() bool {
 		return obs.recordsOf(rs) >= deaths
 	})
+	if f.rep != nil {
+		run.reports = f.rep.reportsTold(ctx, t, rs)
+	}
 	run.end = take(replicas)
 	run.cp[2] = f.cp.take(ctx)
 	if run.requests, err = requestCounts(auditLog, run.before.at, run.end.at); err != nil {
@@ -387,7 +429,7 @@ func simulate(ctx context.Context, t *testing.T, f fleet, suffix string) *run {
 	for _, r := range batch {
 		inGap[r] = true
 	}
-	run.score, run.obs = scoreRunners(obs, rs, inGap), obs
+	run.score, run.obs, run.rs = scoreRunners(obs, rs, inGap), obs, rs
 	// Every death above was recorded after these pods went: a record of
 	// theirs would have arrived by now.
 	run.neverRecords = obs.recorded(never)
@@ -424,6 +466,9 @@ func asserts(t *testing.T, run *run) {
 	}
 	if k := run.byKind[kindExits]; k.runners > 0 && float64(k.writes)/float64(k.runners) > 5 {
 		t.Errorf("a job that ends on its own: %.2f writes naming its pod, want at most 5", float64(k.writes)/float64(k.runners))
+	}
+	if rc := run.reports; rc.glErrors != 0 || rc.sinkErrors != 0 || (run.stalled > 0 && rc.stallsTold == 0) {
+		t.Errorf("reports: %d refused by GitLab, %d by the sink; %d stalls, %d told", rc.glErrors, rc.sinkErrors, run.stalled, rc.stallsTold)
 	}
 	run.kills.check(t)
 }

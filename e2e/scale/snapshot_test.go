@@ -38,8 +38,13 @@ func take(replicas [2]*apitest.Server) snapshot {
 func webhookWindow(a, b snapshot, path string) histogram {
 	out := histogram{}
 	for i := range 2 {
-		for le, n := range b.metrics[i].latency[path].minus(a.metrics[i].latency[path]) {
-			out[le] += n
+		for served, h := range b.metrics[i].latency {
+			if !apitest.OnPath(served, path) {
+				continue
+			}
+			for le, n := range h.minus(a.metrics[i].latency[served]) {
+				out[le] += n
+			}
 		}
 	}
 	return out

@@ -28,16 +28,16 @@ func (s *Server) WebhookStats(path string) (calls, seconds float64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	served := func(labels map[string]string) bool { return onPath(labels["webhook"], path) }
+	served := func(labels map[string]string) bool { return OnPath(labels["webhook"], path) }
 	calls, _ = m.SumWhere("controller_runtime_webhook_requests_total", served)
 	seconds, _ = m.SumWhere("controller_runtime_webhook_latency_seconds", served)
 	return calls, seconds, nil
 }
 
-// onPath reports whether a review served at served counts for path: the
+// OnPath reports whether a review served at served counts for path: the
 // same path, or for the guard's and its exec and attach review's, one of
 // their modes'.
-func onPath(served, path string) bool {
+func OnPath(served, path string) bool {
 	if served == path {
 		return true
 	}

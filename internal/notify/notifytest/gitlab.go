@@ -41,6 +41,9 @@ type GitLab struct {
 
 	service
 	statuses []Status
+	// received is every status accepted, in order: a running one GitLab
+	// then moved on to its end is still among them.
+	received []Status
 }
 
 // NewGitLab starts the fake, on loopback.
@@ -72,6 +75,13 @@ func (g *GitLab) SetJob(project, id, status string, finished time.Time) {
 			g.Jobs[i].Status, g.Jobs[i].FinishedAt = status, finished
 		}
 	}
+}
+
+// Received is every status the fake accepted, in order, each as it came.
+func (g *GitLab) Received() []Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]Status(nil), g.received...)
 }
 
 // Statuses are the statuses set, a running or pending one as updated
@@ -171,6 +181,7 @@ func (g *GitLab) set(w http.ResponseWriter, r *http.Request, project, sha string
 			g.statuses = append(g.statuses, s)
 			n = len(g.statuses)
 		}
+		g.received = append(g.received, s)
 		g.hold(r)
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "sha": sha, "name": s.Name, "status": s.State, "target_url": s.TargetURL, "description": s.Description})
