@@ -85,10 +85,12 @@ func TestRequestsByPodNameThePodsEventsRecordsNoteAndReads(t *testing.T) {
 }
 
 func TestBudgetWritesCountCreatesByNamespaceAndDeletes(t *testing.T) {
-	lines := `{"auditID":"a","verb":"create","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
-{"auditID":"b","verb":"create","objectRef":{"resource":"poddisruptionbudgets","namespace":"gl","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
-{"auditID":"c","verb":"get","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
-{"auditID":"d","verb":"delete","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-uid"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+	// e: a second worker's create, answered AlreadyExists, makes none.
+	lines := `{"auditID":"a","verb":"create","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z","responseStatus":{"code":201}}
+{"auditID":"b","verb":"create","objectRef":{"resource":"poddisruptionbudgets","namespace":"gl","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z","responseStatus":{"code":201}}
+{"auditID":"c","verb":"get","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z","responseStatus":{"code":200}}
+{"auditID":"d","verb":"delete","objectRef":{"resource":"poddisruptionbudgets","namespace":"ci","name":"runnerguard-uid"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z","responseStatus":{"code":200}}
+{"auditID":"e","verb":"create","objectRef":{"resource":"poddisruptionbudgets","namespace":"gl","name":"runnerguard-busy-runners"},"requestReceivedTimestamp":"2026-11-23T10:00:02Z","responseStatus":{"code":409}}
 `
 	path := filepath.Join(t.TempDir(), "audit.log")
 	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
