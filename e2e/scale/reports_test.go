@@ -75,29 +75,25 @@ func (rp *reporting) addJob(r *runner) {
 }
 
 // failed counts the jobs GitLab holds a failed status of runnerguard's for.
-func (rp *reporting) failed() int {
-	jobs := map[string]bool{}
-	for _, s := range rp.gl.Statuses() {
-		if s.State == "failed" {
-			jobs[s.Name] = true
-		}
-	}
-	return len(jobs)
-}
+func (rp *reporting) failed() int { return jobsIn(rp.gl.Statuses(), "failed") }
 
 // stallsTold counts the jobs GitLab was told a stall under way of (a
 // running status), whatever their status became after.
-func (rp *reporting) stallsTold() int {
+func (rp *reporting) stallsTold() int { return jobsIn(rp.gl.Received(), "running") }
+
+// jobsIn counts the jobs (a status's name is its job's) among statuses
+// with one in state.
+func jobsIn(statuses []notifytest.Status, state string) int {
 	jobs := map[string]bool{}
-	for _, s := range rp.gl.Received() {
-		if s.State == "running" {
+	for _, s := range statuses {
+		if s.State == state {
 			jobs[s.Name] = true
 		}
 	}
 	return len(jobs)
 }
 
-// stallBurst is how many stalls at once the leader tells at once (its
+// stallBurst is how many stalls the leader tells at once (its
 // fleet-wide limiter's burst, recorder's stallNotes); the rest follow a
 // second apart.
 const stallBurst = 50

@@ -98,8 +98,8 @@ func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			if outcome {
 				// Another writer came between, or the write failed: the
 				// attempt made is told, the next waits for the record's next
-				// look.
-				return ctrl.Result{Requeue: true}, r.writeAfter(ctx, o, pending...)
+				// look, a second on.
+				return ctrl.Result{RequeueAfter: time.Second}, r.writeAfter(ctx, o, pending...)
 			}
 			return ctrl.Result{}, err
 		}

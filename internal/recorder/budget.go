@@ -140,11 +140,7 @@ func (m *Marker) ensureBudget(ctx context.Context, pod *corev1.Pod) (inPlace boo
 		// Made a moment ago, the cache not yet showing it, or someone
 		// else's: the API server says which.
 		live := &policyv1.PodDisruptionBudget{}
-		reader := m.Reader
-		if reader == nil {
-			reader = m.Client
-		}
-		if err := reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
+		if err := m.Reader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		if holdsAsBudget(live) {
@@ -179,7 +175,8 @@ func (m *Marker) removeOldBudget(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // stillWanted judges pod again, with the registration and its namespace
-// read afresh, before a budget someone removed is put back: the README's
+// read afresh, before a budget is made or one someone removed is put
+// back: the README's
 // emergency rows remove the budgets right after they switch the
 // registration off or the namespace to warn, sooner than the periodic read
 // or the cache may show it. A budget put back then would hold an eviction

@@ -50,7 +50,7 @@ var markerLabels = []string{runnerpod.BudgetLabel}
 type Marker struct {
 	Pods   *PodCache
 	Client client.Client
-	// Reader reads the API server itself, past the caches (nil: Client).
+	// Reader reads the API server itself, past the caches.
 	Reader client.Reader
 	Config config.Config
 	// Namespaces selects the opted-in namespaces: a pod elsewhere is not
