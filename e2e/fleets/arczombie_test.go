@@ -82,7 +82,7 @@ func arcSpentConfig(t *testing.T, f *arcFleet) int {
 		assert.Equal(t, arcscaleset.SpentConfig, r.Zombie.Kind)
 	}
 	told := 0
-	if rec := oneRecord(t, first); notify.Told(death.Class(rec.Class)) {
+	if rec := oneRecord(t, first); death.Class(rec.Class).Told() {
 		told = 1
 	}
 	return told

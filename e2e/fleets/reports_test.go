@@ -308,7 +308,7 @@ func keepReport(t *testing.T, name string, v any) {
 }
 
 // assertGitLabReport checks the report of job id's death: a death the
-// reporter tells (notify.Told), of a job whose manager lives in a
+// reporter tells (death.Class.Told), of a job whose manager lives in a
 // namespace of its own, is one commit status on the job's commit in its
 // project, its description the death's title, its URL the job's page; its
 // state failed, or skipped for a job ended on purpose (onPurpose: the
@@ -321,7 +321,7 @@ func assertGitLabReport(t *testing.T, m *manager, id int64, pod podRef, class de
 	t.Helper()
 	job := fmt.Sprint(id)
 	name := notify.StatusName(job)
-	if !notify.Told(class) {
+	if !death.Class(class).Told() {
 		return
 	}
 	rec, _, rep := settledReport(t, pod, notify.GitLab)
@@ -368,11 +368,11 @@ func assertGitLabReportsOfLayout(t *testing.T, m *manager) {
 	t.Helper()
 	for _, j := range m.ran.all() {
 		want := 0
-		if notify.Told(j.class) && m.trusted {
+		if death.Class(j.class).Told() && m.trusted {
 			want = 1
 		}
 		assert.Len(t, statusesNamed(notify.StatusName(fmt.Sprint(j.id))), want, "statuses of job %d (%s)", j.id, j.class)
-		if !notify.Told(j.class) {
+		if !death.Class(j.class).Told() {
 			assert.Empty(t, reportsOnRecord(t, j.pod), "job %d's end (%s) is told nowhere", j.id, j.class)
 		}
 	}

@@ -168,7 +168,7 @@ func (rp *reporting) reportsTold(ctx context.Context, t *testing.T, rs []*runner
 		if r.gitlab && r.fate == exits {
 			want++
 		}
-		if notify.Told(r.want()) {
+		if death.Class(r.want()).Told() {
 			told++
 		}
 		if r.restarts {

@@ -7,13 +7,17 @@
 // the reads the caller hands it, made only for a death about to be
 // recorded.
 //
-// Its files follow a record as it is built, and a function calls only into
-// its own file or a later one, so they read in one pass (the Class and
-// Record types are used throughout; note.go tells the record built before
-// it, and job.go, the fleets' job readers, stands apart):
-// observation.go (what the watcher saw, Decide), class.go (the class the
-// runner's end shows), reclass.go (the class later evidence changes: the
-// deleter, the vitals, the node), account.go (what the record keeps of the
-// status, the vitals and the node), record.go (the record and its object),
-// note.go (its Event), and job.go (the job as the fleets state it).
+// Its files follow a record as it is built, and a function calls mostly
+// into its own file or a later one, so they read in one pass (the Class
+// and Record types are used throughout): observation.go (what the watcher
+// saw, Decide, and the decision's finish), deaths.go (which containers'
+// ends are deaths: one a runner, one for a job of several parts),
+// disruption.go (how the pod's end came about: a DisruptionTarget, a
+// deletion, the guard's note as far as the pod bears it out), class.go
+// (the class the runner's end shows), reclass.go (the class later
+// evidence changes: the deleter, the vitals, the node), account.go and
+// stall.go (what the record keeps of the status, the vitals, a stall and
+// the node), record.go (the record, its object, its labels and its
+// Event), and words.go (each class as a person reads it: its meaning, its
+// title, whether it is told), which stands apart.
 package death

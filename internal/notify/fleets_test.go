@@ -12,7 +12,6 @@ import (
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/report"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -167,7 +166,7 @@ func TestBuildkiteJobRanOnThePod(t *testing.T) {
 // style error for a death, info for a runner ended on purpose; its
 // context the job's, so a second attempt replaces the first.
 func TestTheAnnotationIsTheReportAsItsBuildsPageMayShowIt(t *testing.T) {
-	for c := range report.Meaning {
+	for _, c := range death.Classes() {
 		for _, rule := range []runnerpod.Rule{runnerpod.RuleBusy, runnerpod.RuleOverride, runnerpod.RuleNodeDrain} {
 			r := leaky(c, rule)
 			d := Delivery{Record: r, Target: Target{Destination: Buildkite, Job: bkUUID}}

@@ -52,18 +52,6 @@ type Target struct {
 	Disclose bool
 }
 
-// Told reports whether a death of this class is told at all: not a job's
-// normal end, a clean exit, an idle runner's removal or a zombie's end (no
-// job ran on it: the job its fleet named was lost with an earlier runner,
-// whose death was told).
-func Told(c death.Class) bool {
-	switch c {
-	case death.CleanExit, death.JobEnded, death.IdleRemoved, death.ZombieEnded:
-		return false
-	}
-	return true
-}
-
 // OptedIn reports whether the record's namespace or preset opted in.
 func OptedIn(r death.Record, cfg config.Reports) bool {
 	return config.Selection{Namespaces: cfg.Namespaces, Presets: cfg.Presets}.Has(r.Namespace, runnerpod.PresetName(r.Preset))
@@ -71,7 +59,7 @@ func OptedIn(r death.Record, cfg config.Reports) bool {
 
 // Plan is every report the record is owed under cfg, in a stable order.
 func Plan(r death.Record, cfg config.Reports) []Target {
-	if !cfg.Enabled() || !Told(death.Class(r.Class)) || !OptedIn(r, cfg) {
+	if !cfg.Enabled() || !death.Class(r.Class).Told() || !OptedIn(r, cfg) {
 		return nil
 	}
 	ts := serviceTargets(r, cfg)

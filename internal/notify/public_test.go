@@ -10,7 +10,6 @@ import (
 
 	"github.com/runnerguard/runnerguard/api/v1alpha1"
 	"github.com/runnerguard/runnerguard/internal/death"
-	"github.com/runnerguard/runnerguard/internal/report"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
@@ -54,7 +53,7 @@ func leaky(c death.Class, rule runnerpod.Rule) death.Record {
 // names no principal, node or id, and still names the class and the job;
 // where the operator opted in, the names are told.
 func TestAPublicReportNamesNoPrincipalNodeOrID(t *testing.T) {
-	for c := range report.Meaning {
+	for _, c := range death.Classes() {
 		for _, rule := range []runnerpod.Rule{runnerpod.RuleBusy, runnerpod.RuleOverride, runnerpod.RuleNodeDrain} {
 			r := leaky(c, rule)
 			d := Delivery{Record: r, Target: Target{Destination: GitHub, LastWords: true}}

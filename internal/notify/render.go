@@ -27,23 +27,6 @@ const (
 // CheckName is the check run's and the commit status's name.
 const CheckName = "runnerguard"
 
-var titles = map[death.Class]string{
-	death.CgroupOOM:       "Runner OOM-killed",
-	death.SigKill:         "Runner killed (SIGKILL)",
-	death.SigTerm:         "Runner stopped (SIGTERM): its pod was deleted or drained",
-	death.ExternalKill:    "Runner's sandbox torn down from outside",
-	death.Crash:           "Runner crashed",
-	death.NodeEviction:    "Runner evicted under node pressure",
-	death.NodeLost:        "Runner's node was lost",
-	death.DeletedRunning:  "Runner's pod deleted while its job ran",
-	death.ProcessOOM:      "A process of the job was OOM-killed",
-	death.JobTimeout:      "Job hit its pod's time limit",
-	death.ProbeKill:       "Runner killed for failing its liveness probe",
-	death.StorageEviction: "Runner evicted for its ephemeral storage",
-	death.NodeDisrupted:   "Runner's node was taken away",
-	death.Preempted:       "Runner preempted by a higher-priority pod",
-}
-
 // Title is the death in one line: what the developer reads first. A
 // runner ended on purpose is told as that, whatever its class.
 func Title(r death.Record) string {
@@ -51,11 +34,11 @@ func Title(r death.Record) string {
 		return cut("Job ended on purpose: "+onPurpose(r), maxTitle)
 	}
 	c := death.Class(r.Class)
-	t, ok := titles[c]
+	t := c.Title()
 	switch {
 	case c == death.ErrorExit && r.ExitCode != nil:
 		t = "Runner exited with code " + strconv.Itoa(int(*r.ExitCode))
-	case !ok:
+	case t == "":
 		t = "Runner died: " + line(r.Class)
 	}
 	if c == death.CgroupOOM || c == death.ProcessOOM {
@@ -135,7 +118,7 @@ func Summary(r death.Record, lastWords bool) string {
 	if lastWords {
 		facts += report.LastWords(r)
 	}
-	head := "runnerguard recorded how this job's runner died in the cluster: " + report.Meaning[death.Class(r.Class)] + ".\n\n"
+	head := "runnerguard recorded how this job's runner died in the cluster: " + death.Class(r.Class).Meaning() + ".\n\n"
 	if r.Deliberate() {
 		head = "The cluster's operators ended this job on purpose: " + onPurpose(r) + ". This is information, not a failure of the job's own work: re-run the job.\n\n" + head
 	}
@@ -188,4 +171,4 @@ func longestRun(s string, c rune) int {
 	return best
 }
 
-func meaning(r death.Record) string { return report.Meaning[death.Class(r.Class)] }
+func meaning(r death.Record) string { return death.Class(r.Class).Meaning() }

@@ -47,7 +47,7 @@ const workers = 4
 // retried with backoff, leader-only.
 func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 	told := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return Told(death.Class(o.GetLabels()[death.ClassLabel])) && o.GetCreationTimestamp().Add(r.Config.MaxAge.Duration).After(r.Now())
+		return death.Class(o.GetLabels()[death.ClassLabel]).Told() && o.GetCreationTimestamp().Add(r.Config.MaxAge.Duration).After(r.Now())
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("reporter").WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		// Its own status writes bring no new step (each returns when the

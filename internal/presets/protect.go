@@ -1,34 +1,16 @@
 package presets
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerguard/runnerguard/internal/fleet"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
-
-// FreeByJob is rule 6: the runner's fleet's own signal that it has no job
-// (fleet.Fleet.Idle) as of now, job being the fleet's record as read.
-func FreeByJob(pod *corev1.Pod, r runnerpod.Runner, job runnerpod.JobSignal, now time.Time) (runnerpod.Rule, string) {
-	return Of(r).Idle(pod, job, now)
-}
-
-// Lease is when the fleet's lease on the runner's job lapses
-// (fleet.Leased); false for a fleet or pod without one.
-func Lease(pod *corev1.Pod, r runnerpod.Runner) (time.Time, bool) {
-	if l, ok := Of(r).(fleet.Leased); ok {
-		return l.IdleFrom(pod)
-	}
-	return time.Time{}, false
-}
 
 // leaseEnds is until, or the runner's lease when it lapses sooner.
 func leaseEnds(pod *corev1.Pod, r runnerpod.Runner, until time.Time) time.Time {
@@ -36,50 +18,6 @@ func leaseEnds(pod *corev1.Pod, r runnerpod.Runner, until time.Time) time.Time {
 		return at
 	}
 	return until
-}
-
-// Keeper is the runner's fleet as a keeper of its own records of jobs
-// (fleet.RecordKeeper); false for a fleet that keeps none.
-func Keeper(r runnerpod.Runner) (fleet.RecordKeeper, bool) {
-	k, ok := Of(r).(fleet.RecordKeeper)
-	return k, ok
-}
-
-// KeepsRecord reports whether the runner's fleet keeps its own record of
-// the job.
-func KeepsRecord(r runnerpod.Runner) bool {
-	_, ok := Keeper(r)
-	return ok
-}
-
-// Keepers are the fleets that keep their own records of jobs, in All's
-// order: the leader follows each one's records.
-func Keepers() []fleet.RecordKeeper {
-	var ks []fleet.RecordKeeper
-	for _, f := range All {
-		if k, ok := f.(fleet.RecordKeeper); ok {
-			ks = append(ks, k)
-		}
-	}
-	return ks
-}
-
-// ReadRecord reads the fleet's own record of a runner's job
-// (fleet.ReadRecord); JobNotRead for a fleet that keeps none.
-func ReadRecord(ctx context.Context, c client.Reader, r runnerpod.Runner, pod *corev1.Pod) (fleet.Record, error) {
-	if k, ok := Keeper(r); ok {
-		return fleet.ReadRecord(ctx, c, k, pod)
-	}
-	return fleet.Record{Signal: runnerpod.JobNotRead}, nil
-}
-
-// RecordRef is the reference to the fleet's record that controls the pod,
-// a zero reference for a fleet that keeps none.
-func RecordRef(r runnerpod.Runner, pod *corev1.Pod) metav1.OwnerReference {
-	if k, ok := Keeper(r); ok {
-		return k.RecordRef(pod)
-	}
-	return metav1.OwnerReference{}
 }
 
 // Protection is what the guard's pod-level rules say of a runner pod: is

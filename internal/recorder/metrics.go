@@ -2,8 +2,6 @@ package recorder
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/runnerguard/runnerguard/internal/death"
 )
 
 // The watcher is the one writer of these: it counts a death when it creates
@@ -67,19 +65,4 @@ func RegisterMetrics(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
-}
-
-func countDeath(r death.Record) {
-	if v := r.Vitals; v != nil && v.Peak != nil && v.Limit != nil && *v.Limit > 0 {
-		peakRatio.WithLabelValues(r.Namespace).Observe(float64(*v.Peak) / float64(*v.Limit))
-	}
-	switch death.Class(r.Class) {
-	case death.JobEnded, death.JobFailed:
-		jobsEndedTotal.WithLabelValues(r.Namespace).Inc()
-		return
-	case death.IdleRemoved:
-		idleRemovedTotal.WithLabelValues(r.Namespace).Inc()
-		return
-	}
-	deathsTotal.WithLabelValues(r.Namespace, r.Class).Inc()
 }

@@ -3,6 +3,7 @@ package recorder
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -169,4 +171,24 @@ func (s syncingInformer) WaitForSync(ctx context.Context) error {
 		return errors.New("the runner pod cache did not sync")
 	}
 	return nil
+}
+
+// pod is the pod as the watcher reads it. It shares the cache's memory:
+// readers must not change it.
+func (c *cachedPod) pod() *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: c.ObjectMeta, Status: corev1.PodStatus{Phase: c.phase, Reason: c.reason, Message: c.message,
+		Conditions: c.conditions, ContainerStatuses: c.statuses, InitContainerStatuses: c.initStatuses}}
+	p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds = c.node, c.grace
+	p.Spec.ActiveDeadlineSeconds, p.Status.StartTime = c.deadline, c.start
+	for _, n := range c.containers {
+		ct := corev1.Container{Name: n}
+		if slices.Contains(c.probed, n) {
+			ct.LivenessProbe = &corev1.Probe{} // its presence is what a record reads
+		}
+		p.Spec.Containers = append(p.Spec.Containers, ct)
+	}
+	for _, n := range c.sidecars {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: n, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
+	}
+	return p
 }

@@ -5,6 +5,7 @@ package recorder
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -141,4 +142,58 @@ func toldOnOwner(pod *corev1.Pod, r death.Record) *metav1.PartialObjectMetadata 
 	}
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: ref.Name, UID: ref.UID}}
+}
+
+// SeenSet is a bounded set of keys that forgets the oldest first: enough to
+// keep the several reviews of one delete from writing a record twice,
+// without growing with the cluster's history.
+type SeenSet struct {
+	mu    sync.Mutex
+	max   int
+	keys  map[string]struct{}
+	order []string
+}
+
+// NewSeenSet returns an empty set that holds at most max keys.
+func NewSeenSet(max int) *SeenSet {
+	return &SeenSet{max: max, keys: make(map[string]struct{}, max)}
+}
+
+// Has reports whether key is remembered.
+func (s *SeenSet) Has(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.keys[key]
+	return ok
+}
+
+// Add reports whether key was new, and remembers it.
+func (s *SeenSet) Add(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys[key]; ok {
+		return false
+	}
+	if len(s.order) >= s.max {
+		delete(s.keys, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.keys[key] = struct{}{}
+	s.order = append(s.order, key)
+	return true
+}
+
+func countDeath(r death.Record) {
+	if v := r.Vitals; v != nil && v.Peak != nil && v.Limit != nil && *v.Limit > 0 {
+		peakRatio.WithLabelValues(r.Namespace).Observe(float64(*v.Peak) / float64(*v.Limit))
+	}
+	switch death.Class(r.Class) {
+	case death.JobEnded, death.JobFailed:
+		jobsEndedTotal.WithLabelValues(r.Namespace).Inc()
+		return
+	case death.IdleRemoved:
+		idleRemovedTotal.WithLabelValues(r.Namespace).Inc()
+		return
+	}
+	deathsTotal.WithLabelValues(r.Namespace, r.Class).Inc()
 }

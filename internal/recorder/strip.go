@@ -164,26 +164,6 @@ func stripStatus(cs corev1.ContainerStatus, dropMessages bool) corev1.ContainerS
 	return cs
 }
 
-// pod is the pod as the watcher reads it. It shares the cache's memory:
-// readers must not change it.
-func (c *cachedPod) pod() *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: c.ObjectMeta, Status: corev1.PodStatus{Phase: c.phase, Reason: c.reason, Message: c.message,
-		Conditions: c.conditions, ContainerStatuses: c.statuses, InitContainerStatuses: c.initStatuses}}
-	p.Spec.NodeName, p.Spec.TerminationGracePeriodSeconds = c.node, c.grace
-	p.Spec.ActiveDeadlineSeconds, p.Status.StartTime = c.deadline, c.start
-	for _, n := range c.containers {
-		ct := corev1.Container{Name: n}
-		if slices.Contains(c.probed, n) {
-			ct.LivenessProbe = &corev1.Probe{} // its presence is what a record reads
-		}
-		p.Spec.Containers = append(p.Spec.Containers, ct)
-	}
-	for _, n := range c.sidecars {
-		p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: n, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
-	}
-	return p
-}
-
 // GetObjectKind: the cache's objects carry no type.
 func (c *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 

@@ -81,7 +81,7 @@ func (f Fleet) Table(window time.Duration, wide bool, limit int) string {
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLASS\tCOUNT\tMEANING")
 	for _, c := range classes {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", c, f.ByClass[c], Meaning[death.Class(c)])
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", c, f.ByClass[c], death.Class(c).Meaning())
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(&b, "\nmost recent:\n")

@@ -13,31 +13,6 @@ import (
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 
-// Meaning says what a class of death means, for the human reading the
-// record (the classes' table in docs/design).
-var Meaning = map[death.Class]string{
-	death.CleanExit:       "the runner (or the job's last part) ended on its own with exit 0, not a death; a \"lost communication\" a CI service shows here is its completion handshake",
-	death.CgroupOOM:       "the container hit its memory limit and the kernel OOM-killed it",
-	death.SigKill:         "SIGKILL from inside (a guest OOM in a VM runtime) or from the runtime; check the vitals' oom_kill",
-	death.SigTerm:         "SIGTERM: the pod was deleted or drained",
-	death.ExternalKill:    "a literal exit 9, which no runner code path emits: the sandbox was torn down from outside",
-	death.Crash:           "the runner crashed (segfault or abort)",
-	death.ErrorExit:       "the runner's own failure exit code",
-	death.NodeEviction:    "the kubelet evicted the pod under node pressure",
-	death.NodeLost:        "the node or its kubelet vanished",
-	death.DeletedRunning:  "the pod was removed at once while its runner was still running",
-	death.JobEnded:        "the job's owner deleted the pod to end the job, or the pod went once its fleet said the job was over: not a death",
-	death.JobFailed:       "a part of the job (a step, a command) ended with its own failure code: the job's result, which its CI service shows, not a death",
-	death.ProcessOOM:      "the kernel OOM-killed a process of the job (a step, a child), and the container lived on after it: a memory limit hit by one process, not the container's kill",
-	death.IdleRemoved:     "the fleet removed a runner that had no job (an ARC scale-down): neither a death nor a job's end",
-	death.JobTimeout:      "the job hit its time limit: the pod's activeDeadlineSeconds ran out, or its owner ended it at its timeout, just before that deadline",
-	death.ProbeKill:       "the kubelet killed the runner for failing its liveness probe",
-	death.StorageEviction: "the kubelet evicted the pod for using more ephemeral storage than its own limit (a container's, the pod's, or an emptyDir's)",
-	death.NodeDisrupted:   "the runner's node was being taken away (a drain, Karpenter, the cluster autoscaler, the Node's deletion or a node shutdown)",
-	death.Preempted:       "the scheduler preempted the pod for a higher-priority one",
-	death.ZombieEnded:     "the runner was a zombie (alive, but its fleet's objects showed it would never run a job) and was ended for it: no job was lost with it",
-}
-
 // Summary renders a record for the operator's terminal: its facts, the
 // CI system's own account of the job, then the runner's last words.
 func Summary(r death.Record) string { return Facts(r) + FleetView(r) + Reports(r) + LastWords(r) }
@@ -90,7 +65,7 @@ func Facts(r death.Record) string {
 	}
 	fmt.Fprintf(&b, ", preset %s)\n", r.Preset)
 	b.WriteString(stallLead(r))
-	fmt.Fprintf(&b, "runner %q died: %s\n  %s\n", r.Container, r.Class, Meaning[death.Class(r.Class)])
+	fmt.Fprintf(&b, "runner %q died: %s\n  %s\n", r.Container, r.Class, death.Class(r.Class).Meaning())
 	if r.ExitCode != nil {
 		fmt.Fprintf(&b, "  exit code %d", *r.ExitCode)
 		if r.Signal != 0 {

@@ -90,12 +90,6 @@ func TestWhyGivesTheClusterAndNodeAccount(t *testing.T) {
 	assert.Contains(t, got, "  why this class: the pod was deleted while the node was cordoned (a drain)\n")
 	assert.Contains(t, got, "  disruption: EvictionByEvictionAPI (Eviction API: evicting)\n")
 	assert.Contains(t, got, "  node n1 when recorded: taints node.kubernetes.io/unschedulable\n")
-	for c := range Meaning {
-		assert.NotEmpty(t, Meaning[c])
-	}
-	for _, c := range []death.Class{death.ProbeKill, death.StorageEviction, death.NodeDisrupted, death.Preempted} {
-		assert.Contains(t, Meaning, c, "every class has a meaning")
-	}
 }
 
 func TestWhySaysAContainerTheKubeletLostLeftNoLastWords(t *testing.T) {

@@ -107,25 +107,6 @@ func (e decisionLog) carryOut(ctx context.Context, _ *Handler, _ string) {
 	}
 }
 
-// decisionMetric counts the decision, and a job owner not taken: counted
-// once the review's pod is confirmed, so a forged review, one of a pod
-// that is missing or has another UID, or a dry run (request.dryRun, or an
-// eviction's deleteOptions) moves no count and feeds no alert.
-type decisionMetric struct {
-	f Facts
-	d Decision
-}
-
-func decisionMetricOf(j *judged) Effect { return decisionMetric{j.f, j.d} }
-
-func (e decisionMetric) carryOut(context.Context, *Handler, string) {
-	f, d := e.f, e.d
-	decisions.WithLabelValues(string(f.Operation), decisionLabel(d), string(d.Rule), requesterClass(f.Requester)).Inc()
-	if d.OwnerNotTaken != "" && (!d.Allowed || d.Warned) {
-		ownersNotTaken.WithLabelValues(string(d.Runner.Preset.Name), string(f.Operation), decisionLabel(d)).Inc()
-	}
-}
-
 // eventEffect is the Event of a decision an operator should see (eventOf
 // words it).
 type eventEffect struct {

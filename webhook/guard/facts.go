@@ -2,10 +2,16 @@ package guard
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,4 +158,62 @@ func (h Readers) mode(ctx context.Context, ns string) config.Mode {
 		return h.Config.Guard.Mode
 	}
 	return config.ModeFor(nsLabels, h.Config.Guard.Mode)
+}
+
+// facts decodes the review and gathers what Decide needs.
+func (h *Handler) facts(ctx context.Context, req admission.Request) (Facts, review, error) {
+	f := Facts{Requester: req.UserInfo.Username, RequesterPod: boundPod(req), RequesterCredential: runnerpod.Credential(req.UserInfo.Extra), Now: h.Now()}
+	rv := review{dryRun: req.DryRun != nil && *req.DryRun, grace: -1}
+	var pod *corev1.Pod
+	switch {
+	case req.Operation == admissionv1.Delete && req.SubResource == "":
+		f.Operation = Delete
+		if len(req.OldObject.Raw) == 0 {
+			return f, rv, fmt.Errorf("%w: DELETE without oldObject", errBadRequest)
+		}
+		// A deletecollection review has no request name: the pod is in
+		// oldObject either way.
+		var err error
+		if pod, err = decodePod(req.OldObject.Raw); err != nil {
+			return f, rv, fmt.Errorf("%w: decoding oldObject as a Pod: %w", errBadRequest, err)
+		}
+		var o metav1.DeleteOptions
+		if len(req.Options.Raw) > 0 && json.Unmarshal(req.Options.Raw, &o) == nil && o.GracePeriodSeconds != nil {
+			rv.grace = *o.GracePeriodSeconds
+		}
+	case req.Operation == admissionv1.Create && req.SubResource == evictionSubres:
+		f.Operation = Eviction
+		var ev policyv1.Eviction
+		if err := json.Unmarshal(req.Object.Raw, &ev); err != nil {
+			return f, rv, fmt.Errorf("%w: decoding object as an Eviction: %w", errBadRequest, err)
+		}
+		// A server-side dry-run drain leaves request.dryRun false: the dry
+		// run is only in the Eviction's deleteOptions.
+		if o := ev.DeleteOptions; o != nil {
+			rv.dryRun = rv.dryRun || slices.Contains(o.DryRun, metav1.DryRunAll)
+			if o.GracePeriodSeconds != nil {
+				rv.grace = *o.GracePeriodSeconds
+			}
+		}
+		if req.Name == "" || req.Namespace == "" {
+			return f, rv, fmt.Errorf("%w: eviction without a pod name and namespace", errBadRequest)
+		}
+		var err error
+		if pod, err = h.readPod(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return f, rv, errPodGone
+			}
+			return f, rv, fmt.Errorf("%w %s/%s: %w", errPodUnreadable, req.Namespace, req.Name, err)
+		}
+		// Read from the API server just now: it exists with this UID.
+		rv.seen.confirmed = true
+	default:
+		return f, rv, errNotGuarded
+	}
+	f.Pod = pod
+	f.Mode = h.mode(ctx, pod.Namespace)
+	f.LookupJob = h.lookupJob(ctx, pod)
+	f.LookupNode = h.lookupNode(ctx, pod.Spec.NodeName)
+	f.RequesterPodRunsJob = h.runsJob(ctx, f.Requester, f.RequesterPod)
+	return f, rv, nil
 }

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,4 +50,33 @@ func requesterClass(username string) string {
 		return "system"
 	}
 	return "user"
+}
+
+// decisionMetric counts the decision, and a job owner not taken: counted
+// once the review's pod is confirmed, so a forged review, one of a pod
+// that is missing or has another UID, or a dry run (request.dryRun, or an
+// eviction's deleteOptions) moves no count and feeds no alert.
+type decisionMetric struct {
+	f Facts
+	d Decision
+}
+
+func decisionMetricOf(j *judged) Effect { return decisionMetric{j.f, j.d} }
+
+func (e decisionMetric) carryOut(context.Context, *Handler, string) {
+	f, d := e.f, e.d
+	decisions.WithLabelValues(string(f.Operation), decisionLabel(d), string(d.Rule), requesterClass(f.Requester)).Inc()
+	if d.OwnerNotTaken != "" && (!d.Allowed || d.Warned) {
+		ownersNotTaken.WithLabelValues(string(d.Runner.Preset.Name), string(f.Operation), decisionLabel(d)).Inc()
+	}
+}
+
+func decisionLabel(d Decision) string {
+	if d.Warned {
+		return "warn"
+	}
+	if d.Allowed {
+		return "allow"
+	}
+	return "deny"
 }

@@ -35,16 +35,6 @@ func refuse(code int32, reason metav1.StatusReason, msg string) admission.Respon
 	}}
 }
 
-func decisionLabel(d Decision) string {
-	if d.Warned {
-		return "warn"
-	}
-	if d.Allowed {
-		return "allow"
-	}
-	return "deny"
-}
-
 // retryLater refuses for now with 429, so the caller retries.
 func retryLater(msg string) admission.Response {
 	return refuse(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "runnerguard: "+msg+"; retry")

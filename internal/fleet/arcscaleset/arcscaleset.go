@@ -114,21 +114,3 @@ func (Fleet) Traits() fleet.Traits {
 		},
 	}
 }
-
-// OwnerName returns the name of the EphemeralRunner that controls the pod,
-// or "" when none does.
-func OwnerName(pod *corev1.Pod) string { return OwnerRef(pod).Name }
-
-// OwnerRef returns the controller reference to the pod's EphemeralRunner,
-// or a zero reference when none controls it.
-func OwnerRef(pod *corev1.Pod) metav1.OwnerReference {
-	for _, o := range pod.OwnerReferences {
-		if o.Controller == nil || !*o.Controller || o.Kind != Kind {
-			continue
-		}
-		if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && gv.Group == Group {
-			return o
-		}
-	}
-	return metav1.OwnerReference{}
-}

@@ -2,6 +2,7 @@ package arcscaleset
 
 import (
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,4 +84,54 @@ func nonZero(v any) bool {
 		return n != "" && n != "0"
 	}
 	return false
+}
+
+// Job is the job an ARC EphemeralRunner's status names
+// (actions.github.com/v1alpha1 EphemeralRunnerStatus: jobId, jobRequestId,
+// workflowRunId, jobRepositoryName, jobWorkflowRef, jobDisplayName), or nil
+// when it names none (the runner was idle). The caller has checked that er
+// is the pod's owner by UID.
+func Job(er *unstructured.Unstructured) *v1alpha1.Job {
+	str := func(field string) string {
+		s, _, _ := unstructured.NestedString(er.Object, "status", field)
+		return runnerpod.JobField(s)
+	}
+	num := func(field string) string {
+		v, ok, _ := unstructured.NestedFieldNoCopy(er.Object, "status", field)
+		if !ok {
+			return ""
+		}
+		switch n := v.(type) {
+		case int64:
+			return strconv.FormatInt(n, 10)
+		case float64:
+			return strconv.FormatFloat(n, 'f', -1, 64)
+		}
+		return ""
+	}
+	j := &v1alpha1.Job{ID: str("jobId"), RequestID: num("jobRequestId"), Run: num("workflowRunId"),
+		Project: str("jobRepositoryName"), Workflow: str("jobWorkflowRef"), Name: str("jobDisplayName")}
+	if *j == (v1alpha1.Job{}) {
+		return nil
+	}
+	j.Source = fleet.RecordSource(Kind, er.GetName())
+	return j
+}
+
+// OwnerName returns the name of the EphemeralRunner that controls the pod,
+// or "" when none does.
+func OwnerName(pod *corev1.Pod) string { return OwnerRef(pod).Name }
+
+// OwnerRef returns the controller reference to the pod's EphemeralRunner,
+// or a zero reference when none controls it.
+func OwnerRef(pod *corev1.Pod) metav1.OwnerReference {
+	for _, o := range pod.OwnerReferences {
+		if o.Controller == nil || !*o.Controller || o.Kind != Kind {
+			continue
+		}
+		if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && gv.Group == Group {
+			return o
+		}
+	}
+	return metav1.OwnerReference{}
 }
