@@ -135,7 +135,10 @@ func (s *stallNotes) observe(pod types.NamespacedName, uid types.UID, look stall
 		step.ended = &o
 	}
 	if look != stallNow {
-		delete(s.now, pod)
+		if s.now[pod] {
+			delete(s.now, pod)
+			s.gaugeLocked(pod.Namespace)
+		}
 		if o, ok := s.open[pod]; ok && look == stallOver {
 			delete(s.open, pod)
 			step.ended, step.recovered = &o, true
@@ -146,6 +149,7 @@ func (s *stallNotes) observe(pod types.NamespacedName, uid types.UID, look stall
 		return step
 	}
 	s.now[pod] = true
+	s.gaugeLocked(pod.Namespace)
 	step.fresh = true
 	if last, ok := s.told[pod]; ok && t.Sub(last) < stallCooldown {
 		return step
@@ -164,7 +168,10 @@ func (s *stallNotes) observe(pod types.NamespacedName, uid types.UID, look stall
 func (s *stallNotes) forget(pod types.NamespacedName) *toldStall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.now, pod)
+	if s.now[pod] {
+		delete(s.now, pod)
+		s.gaugeLocked(pod.Namespace)
+	}
 	delete(s.told, pod)
 	o, ok := s.open[pod]
 	if !ok {
@@ -174,10 +181,15 @@ func (s *stallNotes) forget(pod types.NamespacedName) *toldStall {
 	return &o
 }
 
-// count is the number of pods stalled now in namespace.
-func (s *stallNotes) count(namespace string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// gaugeLocked sets the gauge of namespace's stalled pods while the notes
+// are locked: a count taken, then set after the lock is let go, can be
+// overtaken by a newer one from another worker and left behind it.
+func (s *stallNotes) gaugeLocked(namespace string) {
+	stalledGauge.WithLabelValues(namespace).Set(float64(s.countLocked(namespace)))
+}
+
+// countLocked is the number of pods stalled now in namespace.
+func (s *stallNotes) countLocked(namespace string) int {
 	n := 0
 	for p := range s.now {
 		if p.Namespace == namespace {
@@ -194,7 +206,6 @@ func (w *Watcher) checkStall(ctx context.Context, pod *corev1.Pod, runner runner
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	now := w.Now()
 	step := w.stalls.observe(key, pod.UID, lookAt(pod, now), now)
-	stalledGauge.WithLabelValues(pod.Namespace).Set(float64(w.stalls.count(pod.Namespace)))
 	if o := step.ended; o != nil && w.StallReports != nil {
 		phase := notify.StallEnded
 		if step.recovered {
@@ -280,7 +291,6 @@ func (w *Watcher) setupStallReports(mgr ctrl.Manager) error {
 // stall told that no look saw end.
 func (w *Watcher) forgetStall(pod types.NamespacedName) {
 	o := w.stalls.forget(pod)
-	stalledGauge.WithLabelValues(pod.Namespace).Set(float64(w.stalls.count(pod.Namespace)))
 	if o != nil && w.StallReports != nil {
 		w.StallReports.End(stallOf(pod.Namespace, pod.Name, o, notify.StallEnded, w.Now()))
 	}
