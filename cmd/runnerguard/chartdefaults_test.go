@@ -29,6 +29,8 @@ func TestTheChartsDefaultsAreTheFlagsDefaults(t *testing.T) {
 		"webhook.maxConnectionsPerSource": "max-connections-per-source",
 		"webhook.maxConnections":          "max-connections",
 		"watcher.stuckAfter":              "stuck-after",
+		"reports.jobOver.interval":        "job-over-interval",
+		"reports.jobOver.grace":           "job-over-grace",
 		"metrics.secure":                  "metrics-secure",
 	} {
 		t.Run(value, func(t *testing.T) {

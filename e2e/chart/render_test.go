@@ -99,6 +99,8 @@ func TestDefaultDeploymentIsHighlyAvailable(t *testing.T) {
 				"--leader-elect",
 				"--namespace-selector=runnerguard.io/enabled=true,kubernetes.io/metadata.name notin (kube-system,kube-public,kube-node-lease,runnerguard,cert-manager)",
 				"--stuck-after=10m",
+				"--job-over-interval=10m",
+				"--job-over-grace=5m",
 				// The leader reads the enforce namespaces from the release's
 				// own registration.
 				"--webhook-configuration=runnerguard",
