@@ -20,7 +20,6 @@ import (
 	"github.com/runnerguard/runnerguard/internal/config"
 	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/fleet/arcscaleset"
-	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
 )
 

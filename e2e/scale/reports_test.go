@@ -18,6 +18,7 @@ import (
 
 	"github.com/runnerguard/runnerguard/e2e/internal/apitest"
 	"github.com/runnerguard/runnerguard/internal/config"
+	"github.com/runnerguard/runnerguard/internal/death"
 	"github.com/runnerguard/runnerguard/internal/notify"
 	"github.com/runnerguard/runnerguard/internal/notify/notifytest"
 	"github.com/runnerguard/runnerguard/internal/runnerpod"
