@@ -87,14 +87,29 @@ func (w *Watcher) setStuck(pod types.NamespacedName, reason string) bool {
 	if w.stuck[pod] == reason {
 		return false
 	}
+	was := w.stuck[pod]
 	if reason == "" {
 		delete(w.stuck, pod)
 	} else {
 		w.stuck[pod] = reason
 	}
-	stuckGauge.Reset()
-	for p, r := range w.stuck {
-		stuckGauge.WithLabelValues(p.Namespace, r).Inc()
+	// Only the two series the change moves are set, each to its count: a
+	// reset and recount would show a scrape in between no stuck runner.
+	for _, r := range []string{was, reason} {
+		if r == "" {
+			continue
+		}
+		n := 0
+		for p, pr := range w.stuck {
+			if p.Namespace == pod.Namespace && pr == r {
+				n++
+			}
+		}
+		if n == 0 {
+			stuckGauge.DeleteLabelValues(pod.Namespace, r)
+		} else {
+			stuckGauge.WithLabelValues(pod.Namespace, r).Set(float64(n))
+		}
 	}
 	return true
 }

@@ -221,6 +221,7 @@ func TestAStuckRunnerIsReportedWithTheReasonCurrentWhenWritten(t *testing.T) {
 	assert.Equal(t, []string{`Warning RunnerStuck runner "runner" has not started after 1h0m0s: ErrImagePull: pull access denied: 401 Unauthorized`}, notified(w),
 		"a new reason is reported as it is now")
 	assert.Equal(t, 1.0, testutil.ToFloat64(stuckGauge.WithLabelValues("ci", "ErrImagePull")))
+	assert.Equal(t, 1, testutil.CollectAndCount(stuckGauge), "the old reason's series went with it")
 
 	pod.Status = podtest.Runner("ci", "stuck").Running("runner").Obj().Status
 	update(t, w, pod)
