@@ -66,12 +66,14 @@ func TestRequestsByPodNameThePodsEventsRecordsNoteAndReads(t *testing.T) {
 {"auditID":"d","verb":"get","objectRef":{"resource":"pods","namespace":"ci","name":"r-2"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
 {"auditID":"e","verb":"list","objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
 {"auditID":"f","verb":"update","objectRef":{"resource":"leases","namespace":"runnerguard","name":"runnerguard-watcher"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+{"auditID":"g","verb":"delete","objectRef":{"resource":"runnerdeaths","namespace":"ci","name":"r-1.00ff"},"requestReceivedTimestamp":"2026-11-23T10:00:02Z"}
 `
 	path := filepath.Join(t.TempDir(), "audit.log")
 	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	from := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	// g, retention's delete of r-1's record, is not the runner's.
 	got, writes, err := requestsByPod(path, from, from.Add(5*time.Second), map[string]string{"uid-1": "ci/r-1"})
 	if err != nil {
 		t.Fatal(err)
