@@ -72,14 +72,21 @@ func eachRequest(path string, from, to time.Time, f func(auditEvent)) error {
 // Events and RunnerDeaths (named "<pod>.<suffix>"), its RunnerDeletion
 // (named by its UID, which uids maps to "namespace/pod") and reads or
 // patches of the pod itself, but not retention's deletes of its records;
-// keyed "namespace/pod". The second map counts
-// the writes among them.
-func requestsByPod(path string, from, to time.Time, uids map[string]string) (map[string]int, map[string]int, error) {
-	out, writes := map[string]int{}, map[string]int{}
+// keyed "namespace/pod". The second map lists the writes among them that
+// the API server took, each as its verb and resource.
+func requestsByPod(path string, from, to time.Time, uids map[string]string) (map[string]int, map[string][]string, error) {
+	out, writes := map[string]int{}, map[string][]string{}
 	count := func(pod string, e auditEvent) {
 		out[pod]++
-		if isWrite(e.Verb) {
-			writes[pod]++
+		// A write the API server refused changed nothing: a new leader's
+		// create of a record its predecessor wrote just before it was
+		// killed (AlreadyExists) is a request, not a write.
+		if isWrite(e.Verb) && (e.ResponseStatus == nil || e.ResponseStatus.Code < 300) {
+			w := e.Verb + " " + e.ObjectRef.Resource
+			if e.ObjectRef.Subresource != "" {
+				w += "/" + e.ObjectRef.Subresource
+			}
+			writes[pod] = append(writes[pod], w)
 		}
 	}
 	err := eachRequest(path, from, to, func(e auditEvent) {

@@ -14,6 +14,8 @@ import (
 // reads and patches that name them).
 type kindCost struct {
 	runners, requests, writes int
+	// most are the writes of the runner that made the most.
+	most []string
 }
 
 // requestsByKind sums requestsByPod over the runners of each kind.
@@ -31,7 +33,11 @@ func requestsByKind(path string, from, to time.Time, rs []*runner) (map[string]k
 		c := out[r.kind()]
 		c.runners++
 		c.requests += byPod[r.ns+"/"+r.name]
-		c.writes += writes[r.ns+"/"+r.name]
+		w := writes[r.ns+"/"+r.name]
+		c.writes += len(w)
+		if len(w) > len(c.most) {
+			c.most = w
+		}
 		out[r.kind()] = c
 	}
 	return out, nil

@@ -67,22 +67,24 @@ func TestRequestsByPodNameThePodsEventsRecordsNoteAndReads(t *testing.T) {
 {"auditID":"e","verb":"list","objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
 {"auditID":"f","verb":"update","objectRef":{"resource":"leases","namespace":"runnerguard","name":"runnerguard-watcher"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
 {"auditID":"g","verb":"delete","objectRef":{"resource":"runnerdeaths","namespace":"ci","name":"r-1.00ff"},"requestReceivedTimestamp":"2026-11-23T10:00:02Z"}
+{"auditID":"h","verb":"create","objectRef":{"resource":"runnerdeaths","namespace":"ci","name":"r-2.00aa"},"requestReceivedTimestamp":"2026-11-23T10:00:02Z","responseStatus":{"code":409}}
 `
 	path := filepath.Join(t.TempDir(), "audit.log")
 	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	from := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	// g, retention's delete of r-1's record, is not the runner's.
+	// g, retention's delete of r-1's record, is not the runner's; h, a
+	// create answered AlreadyExists, is a request and no write.
 	got, writes, err := requestsByPod(path, from, from.Add(5*time.Second), map[string]string{"uid-1": "ci/r-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got["ci/r-1"] != 3 || got["ci/r-2"] != 1 || len(got) != 2 {
-		t.Errorf("got %v: want ci/r-1 3 (record, Event, note), ci/r-2 1 (a GET), and neither the list nor the lease", got)
+	if got["ci/r-1"] != 3 || got["ci/r-2"] != 2 || len(got) != 2 {
+		t.Errorf("got %v: want ci/r-1 3 (record, Event, note), ci/r-2 2 (a GET, a refused create), and neither the list nor the lease", got)
 	}
-	if writes["ci/r-1"] != 3 || writes["ci/r-2"] != 0 {
-		t.Errorf("writes %v: want ci/r-1 3, and the GET of ci/r-2 none", writes)
+	if len(writes["ci/r-1"]) != 3 || len(writes["ci/r-2"]) != 0 {
+		t.Errorf("writes %v: want ci/r-1 3, and the GET and the refused create of ci/r-2 none", writes)
 	}
 }
 
