@@ -123,6 +123,9 @@ type stallStep struct {
 func (s *stallNotes) observe(pod types.NamespacedName, uid types.UID, look stallLook, t time.Time) stallStep {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Every look sets the gauge, not only a change: a namespace's series
+	// shows 0 once a runner there has been looked at.
+	defer s.gaugeLocked(pod.Namespace)
 	if s.now == nil {
 		s.now, s.told, s.open = map[types.NamespacedName]bool{}, map[types.NamespacedName]time.Time{}, map[types.NamespacedName]toldStall{}
 		s.fleet = rate.NewLimiter(rate.Every(time.Second), 50)
@@ -135,10 +138,7 @@ func (s *stallNotes) observe(pod types.NamespacedName, uid types.UID, look stall
 		step.ended = &o
 	}
 	if look != stallNow {
-		if s.now[pod] {
-			delete(s.now, pod)
-			s.gaugeLocked(pod.Namespace)
-		}
+		delete(s.now, pod)
 		if o, ok := s.open[pod]; ok && look == stallOver {
 			delete(s.open, pod)
 			step.ended, step.recovered = &o, true
@@ -149,7 +149,6 @@ func (s *stallNotes) observe(pod types.NamespacedName, uid types.UID, look stall
 		return step
 	}
 	s.now[pod] = true
-	s.gaugeLocked(pod.Namespace)
 	step.fresh = true
 	if last, ok := s.told[pod]; ok && t.Sub(last) < stallCooldown {
 		return step
@@ -168,10 +167,8 @@ func (s *stallNotes) observe(pod types.NamespacedName, uid types.UID, look stall
 func (s *stallNotes) forget(pod types.NamespacedName) *toldStall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.now[pod] {
-		delete(s.now, pod)
-		s.gaugeLocked(pod.Namespace)
-	}
+	defer s.gaugeLocked(pod.Namespace)
+	delete(s.now, pod)
 	delete(s.told, pod)
 	o, ok := s.open[pod]
 	if !ok {
