@@ -78,10 +78,9 @@ func requestsByPod(path string, from, to time.Time, uids map[string]string) (map
 	out, writes := map[string]int{}, map[string][]string{}
 	count := func(pod string, e auditEvent) {
 		out[pod]++
-		// A write the API server refused changed nothing: a new leader's
-		// create of a record its predecessor wrote just before it was
-		// killed (AlreadyExists) is a request, not a write.
-		if isWrite(e.Verb) && (e.ResponseStatus == nil || e.ResponseStatus.Code < 300) {
+		// A new leader's create of a record its predecessor wrote just
+		// before it was killed (AlreadyExists) is a request, not a write.
+		if isWrite(e.Verb) && e.took() {
 			w := e.Verb + " " + e.ObjectRef.Resource
 			if e.ObjectRef.Subresource != "" {
 				w += "/" + e.ObjectRef.Subresource
@@ -123,6 +122,10 @@ func isWrite(verb string) bool {
 	return false
 }
 
+// took says whether the API server carried the request out: a write it
+// refused (AlreadyExists, a conflict, a denial) changed nothing.
+func (e auditEvent) took() bool { return e.ResponseStatus != nil && e.ResponseStatus.Code < 300 }
+
 // budgetWrites counts runnerguard's PodDisruptionBudget creates in [from,
 // to) by namespace, and its deletes: those that made or removed one (a
 // create answered AlreadyExists, a worker's whose cache did not show the
@@ -130,7 +133,7 @@ func isWrite(verb string) bool {
 func budgetWrites(path string, from, to time.Time) (map[string]int, int, error) {
 	creates, deletes := map[string]int{}, 0
 	err := eachRequest(path, from, to, func(e auditEvent) {
-		if r := e.ObjectRef; r != nil && r.Resource == "poddisruptionbudgets" && e.ResponseStatus != nil && e.ResponseStatus.Code < 300 {
+		if r := e.ObjectRef; r != nil && r.Resource == "poddisruptionbudgets" && e.took() {
 			switch e.Verb {
 			case "create":
 				creates[r.Namespace]++

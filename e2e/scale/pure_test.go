@@ -60,9 +60,9 @@ func TestRequestCountsOnceEachInTheWindowByVerbAndResource(t *testing.T) {
 }
 
 func TestRequestsByPodNameThePodsEventsRecordsNoteAndReads(t *testing.T) {
-	lines := `{"auditID":"a","verb":"create","objectRef":{"resource":"runnerdeaths","namespace":"ci","name":"r-1.00ff"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
-{"auditID":"b","verb":"create","objectRef":{"resource":"events","namespace":"ci","name":"r-1.18a2b"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
-{"auditID":"c","verb":"create","objectRef":{"resource":"runnerdeletions","namespace":"ci","name":"uid-1"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
+	lines := `{"auditID":"a","verb":"create","objectRef":{"resource":"runnerdeaths","namespace":"ci","name":"r-1.00ff"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z","responseStatus":{"code":201}}
+{"auditID":"b","verb":"create","objectRef":{"resource":"events","namespace":"ci","name":"r-1.18a2b"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z","responseStatus":{"code":201}}
+{"auditID":"c","verb":"create","objectRef":{"resource":"runnerdeletions","namespace":"ci","name":"uid-1"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z","responseStatus":{"code":201}}
 {"auditID":"d","verb":"get","objectRef":{"resource":"pods","namespace":"ci","name":"r-2"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
 {"auditID":"e","verb":"list","objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
 {"auditID":"f","verb":"update","objectRef":{"resource":"leases","namespace":"runnerguard","name":"runnerguard-watcher"},"requestReceivedTimestamp":"2026-11-23T10:00:01Z"}
